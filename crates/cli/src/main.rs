@@ -1,0 +1,156 @@
+//! The `sluice` command.
+//!
+//! - `sluice demo [--dir DIR]`: the seed documents' file example on embedded defaults: writes a
+//!   few JSON files, streams them one file per trigger through a filter, prints each batch to the
+//!   console, writes them to parquet and reads the result back.
+//! - `sluice conformance [--json REPORT] PATH...`: runs conformance scenarios.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use sluice::{col, lit, OutputMode, Session, Trigger};
+
+const USAGE: &str = "\
+usage:
+  sluice demo [--dir DIR]                        run the file-stream example (local files, no servers)
+  sluice conformance [--json REPORT] PATH...     run conformance scenarios (files or directories)
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("demo") => demo(&args[1..]),
+        Some("conformance") => conformance(&args[1..]),
+        Some("-h" | "--help" | "help") | None => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => Err(format!("unknown command {other:?}\n{USAGE}")),
+    };
+    match result {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+const DEMO_FILES: [(&str, &str); 3] = [
+    (
+        "batch1.json",
+        r#"{"event_time": "2026-02-14T10:00:05", "user": "alice", "action": "buy",  "amount": 250.0}
+{"event_time": "2026-02-14T10:00:12", "user": "bob",   "action": "buy",  "amount": 5.0}
+{"event_time": "2026-02-14T10:00:31", "user": "alice", "action": "buy",  "amount": 120.0}
+"#,
+    ),
+    (
+        "batch2.json",
+        r#"{"event_time": "2026-02-14T10:01:02", "user": "carol", "action": "cart", "amount": 42.5}
+{"event_time": "2026-02-14T10:01:09", "user": "dave",  "action": "view", "amount": 0.0}
+"#,
+    ),
+    (
+        "batch3.json",
+        r#"{"event_time": "2026-02-14T10:02:40", "user": "bob",   "action": "buy",  "amount": 18.0}
+{"event_time": "2026-02-14T10:02:41", "user": "erin",  "action": "buy",  "amount": 
+"#,
+    ),
+];
+
+fn demo(args: &[String]) -> Result<ExitCode, String> {
+    let dir = match args {
+        [flag, d] if flag == "--dir" => PathBuf::from(d),
+        [] => std::env::temp_dir().join(format!("sluice-demo-{}", std::process::id())),
+        _ => return Err(format!("bad arguments for demo\n{USAGE}")),
+    };
+    let input = dir.join("stream_in");
+    std::fs::create_dir_all(&input).map_err(|e| format!("{}: {e}", input.display()))?;
+    for (i, (name, body)) in DEMO_FILES.iter().enumerate() {
+        let path = input.join(name);
+        std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
+        // Distinct modification times keep the files in order.
+        let t = std::time::SystemTime::now() - std::time::Duration::from_secs(60 - i as u64);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(t))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    println!("input: {} (3 JSON files; the last one ends in a half-written line)", input.display());
+
+    let run = || -> sluice::Result<()> {
+        let session = Session::builder().shuffle_partitions(2).build()?;
+        let events = session
+            .read_stream()
+            .format("json")
+            .schema("event_time TIMESTAMP, user STRING, action STRING, amount DOUBLE")?
+            .option("maxFilesPerTrigger", "1")
+            .load(input.display().to_string())?;
+        let big = events
+            .filter(col("amount").gt(lit(10.0)))?
+            .select(["event_time", "user", "amount"])?;
+
+        let console = big
+            .write_stream()
+            .output_mode(OutputMode::Append)
+            .format("console")
+            .option("truncate", "false")
+            .trigger(Trigger::AvailableNow)
+            .start()?;
+        console.await_termination()?;
+
+        let out = dir.join("stream_out");
+        let checkpoint = dir.join("checkpoint");
+        let parquet = big
+            .write_stream()
+            .format("parquet")
+            .option("path", out.display())
+            .option("checkpointLocation", checkpoint.display())
+            .trigger(Trigger::AvailableNow)
+            .start()?;
+        parquet.await_termination()?;
+        let rows = session.read().format("parquet").load(out.display().to_string())?.count()?;
+        println!(
+            "parquet sink: {} holds {rows} committed rows; checkpoint: {}",
+            out.display(),
+            checkpoint.display()
+        );
+        if let Some(p) = parquet.last_progress() {
+            println!("last progress:\n{}", p.json());
+        }
+        Ok(())
+    };
+    run().map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn conformance(args: &[String]) -> Result<ExitCode, String> {
+    let mut json_out: Option<PathBuf> = None;
+    let mut paths = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--json" => {
+                json_out = Some(PathBuf::from(it.next().ok_or("--json needs a file name")?));
+            }
+            p => paths.push(PathBuf::from(p)),
+        }
+    }
+    if paths.is_empty() {
+        return Err(format!("conformance needs at least one PATH\n{USAGE}"));
+    }
+    let outcomes = sluice_conformance::run_paths(&paths, true)?;
+    let summary = sluice_conformance::summary_line(&outcomes);
+    if let Some(out) = json_out {
+        let report = serde_json::json!({ "summary": summary, "scenarios": outcomes });
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(&out, text).map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    println!("{summary}");
+    Ok(if outcomes.iter().all(|o| o.passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,34 @@
+//! The conformance runner: runs the scenarios of `shared/conformance` (recorded on Apache Spark)
+//! through Sluice and reports the first difference of each. Entry point of `sluice conformance`.
+
+pub mod runner;
+pub mod scenario;
+pub mod values;
+
+use std::path::PathBuf;
+
+pub use runner::{collect_scenarios, error_kind, run_scenario_file, ScenarioOutcome};
+
+/// Runs every scenario under `paths`, printing `PASS name` / `FAIL name: difference` as it
+/// goes (when `print`), and returns the outcomes.
+pub fn run_paths(paths: &[PathBuf], print: bool) -> Result<Vec<ScenarioOutcome>, String> {
+    let files = collect_scenarios(paths)?;
+    let mut out = Vec::with_capacity(files.len());
+    for f in files {
+        let o = run_scenario_file(&f);
+        if print {
+            match &o.message {
+                None => println!("PASS {}", o.name),
+                Some(m) => println!("FAIL {}: {m}", o.name),
+            }
+        }
+        out.push(o);
+    }
+    Ok(out)
+}
+
+/// The closing line: `N passed, M failed`.
+pub fn summary_line(outcomes: &[ScenarioOutcome]) -> String {
+    let passed = outcomes.iter().filter(|o| o.passed).count();
+    format!("{passed} passed, {} failed", outcomes.len() - passed)
+}

@@ -1,0 +1,287 @@
+//! `CompactibleLog<E>`: Spark's `CompactibleFileStreamLog`, a log of JSON-line entries per batch
+//! that is periodically rewritten whole as `<id>.compact`. Used by the file sink's
+//! `_spark_metadata` (and fit for the file source's `sources/<i>/`).
+
+use std::fmt;
+use std::fs;
+use std::io::ErrorKind;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::atomic::write_atomic_new_as;
+use super::log::{corrupt_log, log_lines, log_text, parse_batch_id, parse_version_line};
+use crate::error::{Fault, Result, SluiceError};
+
+/// The format version written and the highest read (`FileStreamSinkLog.VERSION`,
+/// `FileStreamSourceLog.VERSION`).
+pub const COMPACTIBLE_LOG_VERSION: u32 = 1;
+
+/// Spark's default `compactInterval` for both file sink and file source logs.
+pub const DEFAULT_COMPACT_INTERVAL: u64 = 10;
+
+const COMPACT_SUFFIX: &str = ".compact";
+
+/// A log with one file per batch: `<dir>/<id>` holding `v1` then one compact JSON line per
+/// entry of that batch (no trailing newline), except that every batch with
+/// `(id + 1) % compact_interval == 0` is written as `<id>.compact` holding **all** entries so far.
+///
+/// Readers take the newest `.compact` file and the plain files after it, so they are correct
+/// whether or not the plain files before a compaction still exist. Sluice keeps them (Spark
+/// deletes them after `cleanupDelay`). Writes are atomic and never overwrite: [`add`](Self::add)
+/// returns `false` if the batch exists in either form.
+pub struct CompactibleLog<E> {
+    dir: PathBuf,
+    compact_interval: u64,
+    fault: Fault,
+    _entry: PhantomData<fn() -> E>,
+}
+
+impl<E> Clone for CompactibleLog<E> {
+    fn clone(&self) -> Self {
+        Self {
+            dir: self.dir.clone(),
+            compact_interval: self.compact_interval,
+            fault: self.fault,
+            _entry: PhantomData,
+        }
+    }
+}
+
+impl<E> fmt::Debug for CompactibleLog<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompactibleLog")
+            .field("dir", &self.dir)
+            .field("compact_interval", &self.compact_interval)
+            .finish()
+    }
+}
+
+impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
+    /// A log over `dir`, compacting every `compact_interval` batches (0 is taken as 1).
+    /// I/O errors are reported with `fault` (checkpoint for source logs, connector for sinks).
+    pub fn new(dir: impl Into<PathBuf>, compact_interval: u64, fault: Fault) -> Self {
+        Self {
+            dir: dir.into(),
+            compact_interval: compact_interval.max(1),
+            fault,
+            _entry: PhantomData,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn compact_interval(&self) -> u64 {
+        self.compact_interval
+    }
+
+    /// Whether batch `id` is written as `<id>.compact`.
+    pub fn is_compaction_batch(&self, id: u64) -> bool {
+        (id + 1) % self.compact_interval == 0
+    }
+
+    /// The file batch `id` is written to.
+    pub fn path_of(&self, id: u64) -> PathBuf {
+        if self.is_compaction_batch(id) {
+            self.dir.join(format!("{id}{COMPACT_SUFFIX}"))
+        } else {
+            self.dir.join(id.to_string())
+        }
+    }
+
+    /// Batch ids present, ascending, each with whether it is a `.compact` file. When both
+    /// `N` and `N.compact` exist, only the compact one is listed. A missing directory is empty.
+    pub fn batch_ids(&self) -> Result<Vec<(u64, bool)>> {
+        let rd = match fs::read_dir(&self.dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io(format!("listing {}", self.dir.display()), e)),
+        };
+        let mut ids = Vec::new();
+        for ent in rd {
+            let ent = ent.map_err(|e| self.io(format!("listing {}", self.dir.display()), e))?;
+            let name = ent.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(id) = parse_batch_id(name) {
+                ids.push((id, false));
+            } else if let Some(id) = name.strip_suffix(COMPACT_SUFFIX).and_then(parse_batch_id) {
+                ids.push((id, true));
+            }
+        }
+        // Sort by id with compact first, then keep the first of each id.
+        ids.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        ids.dedup_by_key(|x| x.0);
+        Ok(ids)
+    }
+
+    /// The newest batch id, in either form.
+    pub fn latest_batch_id(&self) -> Result<Option<u64>> {
+        Ok(self.batch_ids()?.last().map(|x| x.0))
+    }
+
+    /// The entries of batch `id` as written (for a compaction batch: all entries up to it).
+    pub fn get(&self, id: u64) -> Result<Option<Vec<E>>> {
+        let compact = self.dir.join(format!("{id}{COMPACT_SUFFIX}"));
+        if let Some(v) = self.read_file(&compact)? {
+            return Ok(Some(v));
+        }
+        self.read_file(&self.dir.join(id.to_string()))
+    }
+
+    /// Writes batch `id` (as `<id>.compact` with all earlier entries when it is a compaction
+    /// batch). Returns `false`, writing nothing, if batch `id` already exists.
+    pub fn add(&self, id: u64, entries: Vec<E>) -> Result<bool> {
+        let plain = self.dir.join(id.to_string());
+        let compact = self.dir.join(format!("{id}{COMPACT_SUFFIX}"));
+        if plain.exists() || compact.exists() {
+            return Ok(false);
+        }
+        let (path, all) = if self.is_compaction_batch(id) {
+            let mut all = self.entries_up_to(id.checked_sub(1))?;
+            all.extend(entries);
+            (compact, all)
+        } else {
+            (plain, entries)
+        };
+        let bytes = serialize_entries(&all)?;
+        write_atomic_new_as(self.fault, &path, &bytes)
+    }
+
+    /// Every entry of every batch, in batch order.
+    pub fn all_entries(&self) -> Result<Vec<E>> {
+        match self.latest_batch_id()? {
+            Some(latest) => self.entries_up_to(Some(latest)),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// All entries of batches `<= max` (none if `max` is None): the newest compact file at or
+    /// below `max`, then the plain files after it.
+    fn entries_up_to(&self, max: Option<u64>) -> Result<Vec<E>> {
+        let Some(max) = max else {
+            return Ok(Vec::new());
+        };
+        let ids: Vec<(u64, bool)> = self
+            .batch_ids()?
+            .into_iter()
+            .filter(|(id, _)| *id <= max)
+            .collect();
+        let start = ids.iter().rposition(|(_, compact)| *compact).unwrap_or(0);
+        let mut out = Vec::new();
+        for (id, _) in ids.iter().skip(start) {
+            // A file listed a moment ago may vanish only if another process cleans up
+            // superseded files; a batch that never had a file added nothing visible.
+            match self.get(*id)? {
+                Some(entries) => out.extend(entries),
+                None => log::warn!("{}: batch {id} vanished while reading", self.dir.display()),
+            }
+        }
+        Ok(out)
+    }
+
+    fn read_file(&self, path: &Path) -> Result<Option<Vec<E>>> {
+        let bytes = match fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.io(format!("reading {}", path.display()), e)),
+        };
+        deserialize_entries(&bytes, path).map(Some)
+    }
+
+    fn io(&self, what: String, e: std::io::Error) -> SluiceError {
+        SluiceError::io(self.fault, what, e)
+    }
+}
+
+/// `v1` then `\n<json>` per entry.
+pub fn serialize_entries<E: Serialize>(entries: &[E]) -> Result<Vec<u8>> {
+    let mut s = format!("v{COMPACTIBLE_LOG_VERSION}");
+    for e in entries {
+        s.push('\n');
+        let line = serde_json::to_string(e)
+            .map_err(|err| SluiceError::internal(format!("cannot serialize a log entry: {err}")))?;
+        s.push_str(&line);
+    }
+    Ok(s.into_bytes())
+}
+
+/// Parses `v1` then one JSON entry per non-empty line.
+pub fn deserialize_entries<E: DeserializeOwned>(bytes: &[u8], file: &Path) -> Result<Vec<E>> {
+    let text = log_text(bytes, file)?;
+    let lines = log_lines(text);
+    parse_version_line(lines.first().copied(), COMPACTIBLE_LOG_VERSION, file)?;
+    lines
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| corrupt_log(file, format!("line {} is not a valid entry: {e}", i + 1)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Entry {
+        path: String,
+        #[serde(rename = "batchId")]
+        batch_id: u64,
+    }
+
+    fn e(b: u64, i: u64) -> Entry {
+        Entry { path: format!("f{b}_{i}"), batch_id: b }
+    }
+
+    #[test]
+    fn compacts_every_interval_and_reads_either_way() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log: CompactibleLog<Entry> = CompactibleLog::new(tmp.path().join("log"), 3, Fault::Checkpoint);
+        assert_eq!(log.latest_batch_id().unwrap(), None);
+        assert!(log.all_entries().unwrap().is_empty());
+        let mut expected = Vec::new();
+        for b in 0..8u64 {
+            let entries: Vec<Entry> = (0..(b % 3)).map(|i| e(b, i)).collect();
+            expected.extend(entries.clone());
+            assert!(log.add(b, entries).unwrap());
+            assert!(!log.add(b, vec![e(b, 99)]).unwrap());
+        }
+        assert!(tmp.path().join("log/2.compact").exists());
+        assert!(tmp.path().join("log/5.compact").exists());
+        assert!(!tmp.path().join("log/5").exists());
+        assert_eq!(log.latest_batch_id().unwrap(), Some(7));
+        assert_eq!(log.all_entries().unwrap(), expected);
+        // Batch 5's compact file holds all entries up to batch 5.
+        let upto5: Vec<Entry> = expected.iter().filter(|x| x.batch_id <= 5).cloned().collect();
+        assert_eq!(log.get(5).unwrap().unwrap(), upto5);
+        // Deleting the files superseded by a compaction changes nothing for readers.
+        for b in [0u64, 1, 3, 4] {
+            fs::remove_file(tmp.path().join(format!("log/{b}"))).unwrap();
+        }
+        fs::remove_file(tmp.path().join("log/2.compact")).unwrap();
+        assert_eq!(log.all_entries().unwrap(), expected);
+        let text = fs::read_to_string(tmp.path().join("log/7")).unwrap();
+        assert_eq!(text, "v1\n{\"path\":\"f7_0\",\"batchId\":7}");
+    }
+
+    #[test]
+    fn corrupt_entry_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log: CompactibleLog<Entry> = CompactibleLog::new(tmp.path(), 10, Fault::Connector);
+        fs::write(tmp.path().join("0"), "v1\n{\"path\":").unwrap();
+        let err = log.all_entries().unwrap_err();
+        assert_eq!(err.class(), "CHECKPOINT_CORRUPT_LOG");
+        assert!(err.message().contains(&tmp.path().join("0").display().to_string()));
+        fs::write(tmp.path().join("1"), "v2\n").unwrap();
+        assert_eq!(log.get(1).unwrap_err().class(), "CHECKPOINT_UNSUPPORTED_VERSION");
+    }
+}

@@ -1,0 +1,131 @@
+//! `<checkpoint>/.lock`: one running query per checkpoint.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use super::CheckpointDir;
+use crate::error::{Fault, Result, SluiceError};
+
+/// An exclusive OS lock (`flock` on Unix, `LockFileEx` on Windows) on `<checkpoint>/.lock`,
+/// held while a query runs. A second query on the same checkpoint, in this process or another,
+/// is refused with `CONCURRENT_QUERY`. The lock is released when this value is dropped (or the
+/// process dies: the OS releases it, so a crash never leaves a stale lock behind).
+///
+/// The lock file itself is never deleted (deleting it would let two processes lock two
+/// different inodes); it holds the id of the process that last took the lock, for messages.
+#[derive(Debug)]
+pub struct CheckpointLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl CheckpointLock {
+    /// Takes the lock of the checkpoint at `root` (a [`CheckpointDir`] or its root path),
+    /// creating the checkpoint directory if needed. Never blocks.
+    pub fn acquire(root: impl AsRef<Path>) -> Result<CheckpointLock> {
+        let dir = CheckpointDir::new(root.as_ref());
+        let root = dir.root();
+        std::fs::create_dir_all(root).map_err(|e| {
+            SluiceError::io(
+                Fault::Checkpoint,
+                format!("creating checkpoint directory {}", root.display()),
+                e,
+            )
+        })?;
+        let path = dir.lock_file();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| {
+                SluiceError::io(Fault::Checkpoint, format!("opening {}", path.display()), e)
+            })?;
+        // flock semantics: the lock belongs to this open file description, so a second open of
+        // the same file, even in this process, conflicts with it.
+        let locked = fs4::fs_std::FileExt::try_lock_exclusive(&file).map_err(|e| {
+            SluiceError::io(Fault::Checkpoint, format!("locking {}", path.display()), e)
+        })?;
+        if !locked {
+            let holder = read_holder(&mut file);
+            return Err(concurrent_query(root, &path, holder.as_deref()));
+        }
+        // Record who holds it (best effort: only used in messages).
+        let _ = file
+            .set_len(0)
+            .and_then(|_| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| write!(file, "pid {}", std::process::id()))
+            .and_then(|_| file.flush());
+        Ok(CheckpointLock { file, path })
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for CheckpointLock {
+    fn drop(&mut self) {
+        // Closing the file releases the lock anyway; unlocking first makes it immediate.
+        let _ = fs4::fs_std::FileExt::unlock(&self.file);
+    }
+}
+
+fn read_holder(file: &mut File) -> Option<String> {
+    let mut s = String::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.take(128).read_to_string(&mut s).ok()?;
+    let s = s.trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+fn concurrent_query(root: &Path, lock: &Path, holder: Option<&str>) -> SluiceError {
+    let by = holder.map(|h| format!(", held by {h}")).unwrap_or_default();
+    SluiceError::checkpoint(
+        "CONCURRENT_QUERY",
+        format!(
+            "another query is already running on the checkpoint {} (lock {}{by}). Stop that \
+             query first, or give this query another checkpointLocation",
+            root.display(),
+            lock.display()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_acquire_conflicts_until_release() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = CheckpointDir::new(tmp.path().join("ck"));
+        let first = CheckpointLock::acquire(&dir).unwrap();
+        let err = CheckpointLock::acquire(&dir).unwrap_err();
+        assert_eq!(err.class(), "CONCURRENT_QUERY");
+        assert_eq!(err.fault(), Fault::Checkpoint);
+        assert!(err.message().contains("another query"), "{}", err.message());
+        assert!(err.message().contains("checkpointLocation"));
+        assert!(err.message().contains(&format!("pid {}", std::process::id())));
+        // Also from another thread.
+        let d2 = dir.clone();
+        let e2 = std::thread::spawn(move || CheckpointLock::acquire(&d2).map(|_| ()))
+            .join()
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(e2.class(), "CONCURRENT_QUERY");
+        drop(first);
+        let again = CheckpointLock::acquire(&dir).unwrap();
+        assert!(again.path().ends_with(".lock"));
+    }
+
+    #[test]
+    fn different_checkpoints_do_not_conflict() {
+        let tmp = tempfile::tempdir().unwrap();
+        let _a = CheckpointLock::acquire(&CheckpointDir::new(tmp.path().join("a"))).unwrap();
+        let _b = CheckpointLock::acquire(&CheckpointDir::new(tmp.path().join("b"))).unwrap();
+    }
+}

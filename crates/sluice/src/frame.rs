@@ -1,0 +1,177 @@
+//! `StreamFrame`: a DataFrame that may read streams (Spark's `DataFrame` with `isStreaming`).
+//!
+//! Every operation builds a DataFusion `LogicalPlan`; nothing runs until `write_stream().start()`
+//! (streams) or `collect()` (batch frames). Expressions are DataFusion's (`col`, `lit`, ...), or
+//! SQL text through `filter_sql`/`select_sql`.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
+use datafusion::prelude::{col, Expr};
+
+use crate::error::{Result, SluiceError};
+use crate::plan::is_streaming;
+use crate::query::DataStreamWriter;
+use crate::session::Session;
+
+/// A streaming (or batch) frame.
+#[derive(Clone)]
+pub struct StreamFrame {
+    session: Session,
+    plan: LogicalPlan,
+}
+
+impl std::fmt::Debug for StreamFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StreamFrame\n{}", self.plan.display_indent())
+    }
+}
+
+impl StreamFrame {
+    pub(crate) fn new(session: Session, plan: LogicalPlan) -> Self {
+        Self { session, plan }
+    }
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+    pub fn logical_plan(&self) -> &LogicalPlan {
+        &self.plan
+    }
+    /// True when the frame reads at least one stream.
+    pub fn is_streaming(&self) -> bool {
+        is_streaming(&self.plan)
+    }
+    pub fn schema(&self) -> SchemaRef {
+        Arc::new(self.plan.schema().as_arrow().clone())
+    }
+
+    fn with_plan(&self, f: impl FnOnce(LogicalPlanBuilder) -> datafusion::error::Result<LogicalPlanBuilder>) -> Result<Self> {
+        let plan = f(LogicalPlanBuilder::from(self.plan.clone()))?.build()?;
+        Ok(Self::new(self.session.clone(), plan))
+    }
+
+    /// Keeps rows where `predicate` is true (null counts as false, as in Spark).
+    pub fn filter(&self, predicate: Expr) -> Result<Self> {
+        self.with_plan(|b| b.filter(predicate))
+    }
+    /// `filter` with a SQL predicate, e.g. `"amount > 10 AND user <> 'bot'"`.
+    pub fn filter_sql(&self, predicate: &str) -> Result<Self> {
+        let expr = self.parse_sql_expr(predicate)?;
+        self.filter(expr)
+    }
+    /// Keeps the named columns, in order.
+    pub fn select<I, S>(&self, columns: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let exprs: Vec<Expr> = columns.into_iter().map(|c| col(c.as_ref())).collect();
+        self.select_exprs(exprs)
+    }
+    /// A projection with expressions (alias them with `.alias("name")`).
+    pub fn select_exprs(&self, exprs: Vec<Expr>) -> Result<Self> {
+        self.with_plan(|b| b.project(exprs))
+    }
+    /// A projection with SQL expressions, e.g. `["user", "amount * 2 AS doubled"]`.
+    pub fn select_sql<I, S>(&self, exprs: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let exprs = exprs
+            .into_iter()
+            .map(|e| self.parse_sql_expr(e.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
+        self.select_exprs(exprs)
+    }
+    /// Adds or replaces a column.
+    pub fn with_column(&self, name: &str, expr: Expr) -> Result<Self> {
+        let mut exprs: Vec<Expr> = Vec::new();
+        let mut replaced = false;
+        for f in self.plan.schema().columns() {
+            if f.name == name {
+                exprs.push(expr.clone().alias(name));
+                replaced = true;
+            } else {
+                exprs.push(Expr::Column(f));
+            }
+        }
+        if !replaced {
+            exprs.push(expr.alias(name));
+        }
+        self.select_exprs(exprs)
+    }
+    /// Renames a column (no-op if it does not exist, as in Spark).
+    pub fn with_column_renamed(&self, existing: &str, new: &str) -> Result<Self> {
+        let exprs = self
+            .plan
+            .schema()
+            .columns()
+            .into_iter()
+            .map(|c| {
+                if c.name == existing {
+                    Expr::Column(c).alias(new)
+                } else {
+                    Expr::Column(c)
+                }
+            })
+            .collect();
+        self.select_exprs(exprs)
+    }
+    /// Rows of both frames (Spark's `union`, by position).
+    pub fn union(&self, other: &StreamFrame) -> Result<Self> {
+        let other = other.plan.clone();
+        self.with_plan(|b| b.union(other))
+    }
+
+    fn parse_sql_expr(&self, sql: &str) -> Result<Expr> {
+        let df_schema = self.plan.schema();
+        Ok(self.session.context().parse_sql_expr(sql, df_schema)?)
+    }
+
+    /// Registers the frame as a view that `session.sql` can read; a streaming frame stays a
+    /// stream inside any query over the view.
+    pub fn create_or_replace_temp_view(&self, name: &str) -> Result<()> {
+        let ctx = self.session.context();
+        let _ = ctx.deregister_table(name)?;
+        let view = datafusion::datasource::ViewTable::new(self.plan.clone(), None);
+        ctx.register_table(name, Arc::new(view))?;
+        Ok(())
+    }
+
+    /// Starts building a streaming query over this frame.
+    pub fn write_stream(&self) -> DataStreamWriter {
+        DataStreamWriter::new(self.clone())
+    }
+
+    /// Runs a batch frame. A streaming frame cannot be collected (Spark's rule); start it with
+    /// `write_stream()` (e.g. into the memory sink) instead.
+    pub fn collect(&self) -> Result<Vec<RecordBatch>> {
+        if self.is_streaming() {
+            return Err(SluiceError::query(
+                "STREAMING_QUERY_WITHOUT_WRITE_STREAM",
+                "Queries with streaming sources must be executed with write_stream().start(); \
+                 collect() runs batch frames only.",
+            ));
+        }
+        let state = self.session.context().state();
+        let plan = self.plan.clone();
+        let batches = self.session.block_on(async move {
+            let physical = state.create_physical_plan(&plan).await?;
+            datafusion::physical_plan::collect(physical, state.task_ctx()).await
+        })?;
+        Ok(batches)
+    }
+
+    /// The number of rows of a batch frame.
+    pub fn count(&self) -> Result<usize> {
+        Ok(self.collect()?.iter().map(|b| b.num_rows()).sum())
+    }
+
+    /// The analysed logical plan, indented.
+    pub fn explain(&self) -> String {
+        self.plan.display_indent().to_string()
+    }
+}

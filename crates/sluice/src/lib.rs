@@ -1,0 +1,46 @@
+//! # Sluice
+//!
+//! Spark Structured Streaming's semantics as a native Rust library: a stream is an input table
+//! that only grows, and a query written like a batch query is kept up to date by a loop of
+//! micro-batches, exactly once, on Arrow and DataFusion.
+//!
+//! ## Architecture map (one concept, one home)
+//!
+//! | module | concept |
+//! |---|---|
+//! | [`session`] | `Session`: configuration, `read_stream()`, `sql()`, the catalog of views |
+//! | [`frame`] | `StreamFrame`: the streaming DataFrame (`filter`, `select`, ...) -> a DataFusion `LogicalPlan` |
+//! | [`query`] | `StreamingQuery` handle, `MicroBatchExecution` (the loop), triggers, recovery |
+//! | [`checkpoint`] | the checkpoint directory and its logs: `metadata`, `offsets/`, `commits/` |
+//! | [`source`] | `Source` trait; file (json/csv/parquet/text), rate, rate-micro-batch, memory |
+//! | [`sink`] | `Sink` trait; file (+ `_spark_metadata` manifest), console, memory, foreach(_batch) |
+//! | [`plan`] | streaming analysis (output-mode rules), per-batch planning on DataFusion, Spark SQL semantics |
+//! | [`operators`] | stateful operators and watermarks (later issues) |
+//! | [`state`] | state store (later issues) |
+//! | [`progress`] | `StreamingQueryProgress` with Spark's JSON keys, the listener |
+//! | [`error`] | `SluiceError`: fault, stable class, message with the fix |
+//!
+//! The life of one micro-batch (see `ARCHITECTURE.md`): construct (latest offsets) -> write
+//! `offsets/N` -> plan on DataFusion over exactly this batch's rows -> `sink.add_batch(N)` ->
+//! write `commits/N` -> report progress.
+
+pub mod checkpoint;
+pub mod error;
+pub mod frame;
+pub mod operators;
+pub mod plan;
+pub mod progress;
+pub mod query;
+pub mod schema;
+pub mod session;
+pub mod sink;
+pub mod source;
+pub mod state;
+
+pub use datafusion::prelude::{col, lit, Expr};
+pub use error::{Fault, Result, SluiceError};
+pub use frame::StreamFrame;
+pub use progress::{StreamingQueryListener, StreamingQueryProgress};
+pub use query::{OutputMode, StreamingQuery, Trigger};
+pub use session::{Session, SessionBuilder};
+pub use sink::BatchData;

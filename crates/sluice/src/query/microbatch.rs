@@ -1,0 +1,610 @@
+//! `MicroBatchExecution`: the loop that runs a streaming query as a sequence of batches.
+//!
+//! One batch, in this order (and only here):
+//! 1. construct: ask every source for its latest offset (within its read limit); no new data
+//!    means no batch (the trigger is idle).
+//! 2. `offsets/N` is written (offsets, batch watermark, batch timestamp, pinned conf) BEFORE the
+//!    batch runs; old log entries are purged behind `minBatchesToRetain`.
+//! 3. each source returns the rows of `(start, end]`; the plan is bound to them and planned by
+//!    DataFusion (`plan::IncrementalExecution`).
+//! 4. the result goes to `sink.add_batch(N)`.
+//! 5. `commits/N` is written AFTER the sink; sources are told the range is committed.
+//! 6. progress is reported.
+//!
+//! Restart follows `checkpoint::plan_recovery`: after a committed batch N the next is N+1; an
+//! uncommitted batch N is re-run with exactly the offsets logged in `offsets/N`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::logical_expr::LogicalPlan;
+
+use crate::checkpoint::{
+    plan_recovery, CheckpointDir, CheckpointLock, CommitLog, CommitMetadata, OffsetSeq,
+    OffsetSeqLog, OffsetSeqMetadata, RecoveryPlan, StreamMetadata,
+};
+use crate::error::{Fault, Result, SluiceError};
+use crate::plan::{streaming_relations, IncrementalExecution};
+use crate::progress::{
+    format_timestamp_ms, QueryIdleEvent, QueryStartedEvent, QueryTerminatedEvent, SinkProgress,
+    SourceProgress, StreamingQueryListener, StreamingQueryProgress,
+};
+use crate::session::Session;
+use crate::sink::{Sink, SinkContext, SinkProvider};
+use crate::source::{Offset, ReadLimit, Source, SourceContext, SourceProvider};
+
+use super::{OutputMode, QueryShared, StreamingQuery, StreamingQueryStatus, Trigger, NUM_RECENT_PROGRESS};
+
+/// Conf key of the number of state partitions, pinned in the checkpoint at the first run.
+pub const SHUFFLE_PARTITIONS: &str = "spark.sql.shuffle.partitions";
+/// Conf key: how many batches of `offsets/` and `commits/` to keep (Spark's default 100).
+pub const MIN_BATCHES_TO_RETAIN: &str = "spark.sql.streaming.minBatchesToRetain";
+/// Test-only fault injection: `afterOffsets:N` or `afterSink:N` makes the query fail at that
+/// point of batch N, as a crash would (the conformance crash matrix and recovery tests use it).
+pub const CRASH_POINT: &str = "sluice.testing.crashPoint";
+/// Class of the error raised by [`CRASH_POINT`].
+pub const INJECTED_CRASH_CLASS: &str = "SLUICE_INJECTED_CRASH";
+
+/// Interval between `onQueryIdle` events (`spark.sql.streaming.noDataProgressEventInterval`).
+const IDLE_EVENT_INTERVAL: Duration = Duration::from_secs(10);
+/// Sleep of the default trigger when no data arrived (`spark.sql.streaming.pollingDelay`).
+const POLLING_DELAY: Duration = Duration::from_millis(10);
+
+struct SourceSlot {
+    relation_id: u64,
+    provider: Arc<dyn SourceProvider>,
+    source: Box<dyn Source>,
+}
+
+/// The micro-batch loop of one query run.
+pub struct MicroBatchExecution {
+    session: Session,
+    exec: IncrementalExecution,
+    sources: Vec<SourceSlot>,
+    sink: Box<dyn Sink>,
+    sink_description: String,
+    trigger: Trigger,
+    checkpoint: CheckpointDir,
+    temporary_checkpoint: bool,
+    offset_log: OffsetSeqLog,
+    commit_log: CommitLog,
+    _lock: CheckpointLock,
+    shared: Arc<QueryShared>,
+    listeners: Vec<Arc<dyn StreamingQueryListener>>,
+    conf: BTreeMap<String, String>,
+    min_batches_to_retain: u64,
+    crash_point: Option<(String, u64)>,
+    /// Id of the next batch to run.
+    batch_id: u64,
+    /// End offsets of the last committed batch = start offsets of the next.
+    committed: Vec<Option<Offset>>,
+    watermark_ms: i64,
+    last_trigger_start: Option<Instant>,
+    last_idle_event: Option<Instant>,
+}
+
+impl MicroBatchExecution {
+    /// Prepares the checkpoint and starts the loop on its own thread.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start(
+        session: Session,
+        plan: LogicalPlan,
+        sink_provider: Arc<dyn SinkProvider>,
+        output_mode: OutputMode,
+        trigger: Trigger,
+        checkpoint_root: PathBuf,
+        temporary_checkpoint: bool,
+        name: Option<String>,
+    ) -> Result<StreamingQuery> {
+        let checkpoint = CheckpointDir::new(checkpoint_root.clone());
+        std::fs::create_dir_all(checkpoint.root()).map_err(|e| {
+            SluiceError::io(
+                Fault::Checkpoint,
+                format!("cannot create checkpoint directory {}", checkpoint_root.display()),
+                e,
+            )
+        })?;
+        let lock = CheckpointLock::acquire(checkpoint.root())?;
+        let metadata = StreamMetadata::read_or_create(checkpoint.root())?;
+        let offset_log = OffsetSeqLog::new(checkpoint.offsets_dir());
+        let commit_log = CommitLog::new(checkpoint.commits_dir());
+
+        // Pinned conf: from the log if the query ran before, else from the session.
+        let session_partitions = session.shuffle_partitions();
+        let mut conf: BTreeMap<String, String> = BTreeMap::new();
+        conf.insert(SHUFFLE_PARTITIONS.into(), session_partitions.to_string());
+        conf.insert("spark.sql.streaming.multipleWatermarkPolicy".into(), "min".into());
+        let latest = offset_log.get_latest()?;
+        if let Some((_, seq)) = &latest {
+            for (k, v) in &seq.metadata.conf {
+                if k == SHUFFLE_PARTITIONS && *v != session_partitions.to_string() {
+                    log::warn!(
+                        "{SHUFFLE_PARTITIONS} is {v} in the checkpoint {} and {session_partitions} \
+                         in the session; the checkpoint's value is kept (state is partitioned by it)",
+                        checkpoint_root.display()
+                    );
+                }
+                conf.insert(k.clone(), v.clone());
+            }
+        }
+        let partitions: usize = conf
+            .get(SHUFFLE_PARTITIONS)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(session_partitions);
+
+        let relations = streaming_relations(&plan);
+        if let Some((_, seq)) = &latest {
+            if seq.offsets.len() != relations.len() {
+                return Err(SluiceError::checkpoint(
+                    "STREAMING_QUERY_SOURCES_CHANGED",
+                    format!(
+                        "The query reads {} source(s) but the checkpoint {} was written by a query \
+                         with {}. Changing the number of sources is not allowed; start with a new \
+                         checkpointLocation.",
+                        relations.len(),
+                        checkpoint_root.display(),
+                        seq.offsets.len()
+                    ),
+                ));
+            }
+        }
+        let mut sources = Vec::with_capacity(relations.len());
+        for (i, (relation_id, provider)) in relations.into_iter().enumerate() {
+            let ctx = SourceContext {
+                index: i,
+                metadata_dir: checkpoint.source_dir(i),
+            };
+            let source = provider.create_source(&ctx)?;
+            sources.push(SourceSlot {
+                relation_id,
+                provider,
+                source,
+            });
+        }
+        let sink = sink_provider.create_sink(&SinkContext {
+            checkpoint_dir: checkpoint_root.clone(),
+            output_mode,
+            query_name: name.clone(),
+        })?;
+
+        let exec = IncrementalExecution::new(session.df_state(), plan, partitions);
+        let explain = session.block_on(exec.explain())?;
+        let min_batches_to_retain = session
+            .conf(MIN_BATCHES_TO_RETAIN)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100u64)
+            .max(1);
+        let crash_point = session.conf(CRASH_POINT).and_then(|v| {
+            let (point, n) = v.split_once(':')?;
+            Some((point.to_string(), n.trim().parse().ok()?))
+        });
+
+        let shared = Arc::new(QueryShared::new(
+            metadata.id.clone(),
+            uuid::Uuid::new_v4().to_string(),
+            name,
+        ));
+        let n_sources = sources.len();
+        let listeners = session.listeners();
+        let execution = MicroBatchExecution {
+            session,
+            exec,
+            sources,
+            sink,
+            sink_description: sink_provider.description(),
+            trigger,
+            checkpoint,
+            temporary_checkpoint,
+            offset_log,
+            commit_log,
+            _lock: lock,
+            shared: shared.clone(),
+            listeners,
+            conf,
+            min_batches_to_retain,
+            crash_point,
+            batch_id: 0,
+            committed: vec![None; n_sources],
+            watermark_ms: 0,
+            last_trigger_start: None,
+            last_idle_event: None,
+        };
+        let thread_name = format!("sluice-query-{}", &shared.id[..8.min(shared.id.len())]);
+        let thread = std::thread::Builder::new()
+            .name(thread_name)
+            .spawn(move || execution.run_to_end())
+            .map_err(|e| SluiceError::internal(format!("cannot start the query thread: {e}")))?;
+        Ok(StreamingQuery::new(shared, thread, explain))
+    }
+
+    fn run_to_end(mut self) {
+        let started = QueryStartedEvent {
+            id: self.shared.id.clone(),
+            run_id: self.shared.run_id.clone(),
+            name: self.shared.name.clone(),
+            timestamp: format_timestamp_ms(now_ms()),
+        };
+        for l in &self.listeners {
+            l.on_query_started(&started);
+        }
+        let result = self.run();
+        let (exception, class) = match &result {
+            Ok(()) => (None, None),
+            Err(e) => {
+                log::error!("query {} failed: {e}", self.shared.id);
+                (Some(e.to_string()), Some(e.class().to_string()))
+            }
+        };
+        if result.is_ok() && self.temporary_checkpoint {
+            let _ = std::fs::remove_dir_all(self.checkpoint.root());
+        }
+        let terminated = QueryTerminatedEvent {
+            id: self.shared.id.clone(),
+            run_id: self.shared.run_id.clone(),
+            exception,
+            error_class_on_exception: class,
+        };
+        for l in &self.listeners {
+            l.on_query_terminated(&terminated);
+        }
+        let shared = self.shared.clone();
+        // Release the checkpoint lock and the sources before the query is seen as stopped, so a
+        // restart right after `await_termination` can take the checkpoint.
+        drop(self);
+        shared.update(|st| {
+            st.active = false;
+            st.exception = result.err();
+            st.status = StreamingQueryStatus {
+                message: "Stopped".into(),
+                is_data_available: false,
+                is_trigger_active: false,
+            };
+        });
+    }
+
+    fn set_status(&self, message: &str, data: bool, active: bool) {
+        self.shared.update(|st| {
+            st.status = StreamingQueryStatus {
+                message: message.into(),
+                is_data_available: data,
+                is_trigger_active: active,
+            }
+        });
+    }
+
+    fn run(&mut self) -> Result<()> {
+        let prev = match self.offset_log.get_latest()? {
+            Some((n, _)) if n > 0 => self.offset_log.get(n - 1)?,
+            _ => None,
+        };
+        let plan = plan_recovery(
+            self.offset_log.get_latest()?,
+            prev,
+            self.commit_log.get_latest()?,
+        )?;
+        let mut replay: Option<OffsetSeq> = None;
+        match plan {
+            RecoveryPlan::Fresh => {}
+            RecoveryPlan::ResumeAfter {
+                next_batch_id,
+                start_offsets,
+                watermark_ms,
+            } => {
+                self.batch_id = next_batch_id;
+                self.committed = start_offsets.offsets;
+                self.watermark_ms = watermark_ms;
+            }
+            RecoveryPlan::Replay {
+                batch_id,
+                offsets,
+                start_offsets,
+                watermark_ms,
+            } => {
+                self.batch_id = batch_id;
+                if let Some(s) = start_offsets {
+                    self.committed = s.offsets;
+                }
+                self.watermark_ms = watermark_ms;
+                replay = Some(offsets);
+            }
+        }
+        if self.trigger == Trigger::AvailableNow {
+            for slot in &mut self.sources {
+                slot.source.prepare_for_trigger_available_now()?;
+            }
+        }
+        if let Some(offsets) = replay {
+            log::info!(
+                "re-running batch {} with the offsets logged in offsets/{} (it was not committed)",
+                self.batch_id,
+                self.batch_id
+            );
+            let start = Instant::now();
+            self.run_batch(offsets, start, BTreeMap::new())?;
+            if self.trigger == Trigger::Once {
+                return Ok(());
+            }
+        }
+        loop {
+            if self.shared.stopping() {
+                return Ok(());
+            }
+            let trigger_start = Instant::now();
+            let ran = self.run_trigger(trigger_start)?;
+            match self.trigger {
+                Trigger::Once => return Ok(()),
+                Trigger::AvailableNow if !ran => return Ok(()),
+                Trigger::AvailableNow => {}
+                Trigger::ProcessingTime(interval) => {
+                    if interval.is_zero() {
+                        if !ran {
+                            self.shared.sleep(POLLING_DELAY);
+                        }
+                    } else {
+                        let next = trigger_start + interval;
+                        let now = Instant::now();
+                        if next > now {
+                            self.shared.sleep(next - now);
+                        } else {
+                            log::warn!(
+                                "Current batch is falling behind. The trigger interval is {} ms, \
+                                 but the batch took {} ms",
+                                interval.as_millis(),
+                                (now - trigger_start).as_millis()
+                            );
+                        }
+                    }
+                }
+                Trigger::Continuous(_) => {
+                    return Err(SluiceError::not_supported_yet("Trigger::Continuous"))
+                }
+            }
+        }
+    }
+
+    /// One trigger: construct the next batch and run it. Returns false when idle.
+    fn run_trigger(&mut self, trigger_start: Instant) -> Result<bool> {
+        self.set_status("Getting offsets from sources", false, true);
+        let limit_all = self.trigger == Trigger::Once;
+        let t = Instant::now();
+        let mut ends: Vec<Option<Offset>> = Vec::with_capacity(self.sources.len());
+        let mut new_data = false;
+        for (i, slot) in self.sources.iter_mut().enumerate() {
+            let limit = if limit_all {
+                ReadLimit::AllAvailable
+            } else {
+                slot.source.default_read_limit()
+            };
+            let end = slot
+                .source
+                .latest_offset(self.committed[i].as_ref(), limit)
+                .map_err(|e| e.context(format!("batch {}: source {}", self.batch_id, slot.provider.description())))?;
+            let end = end.or_else(|| self.committed[i].clone());
+            if end.is_some() && end != self.committed[i] {
+                new_data = true;
+            }
+            ends.push(end);
+        }
+        let latest_offset_ms = t.elapsed().as_millis() as i64;
+        if !new_data {
+            self.set_status("Waiting for data to arrive", false, false);
+            self.shared.update(|st| st.last_idle_trigger_start = Some(trigger_start));
+            let due = self
+                .last_idle_event
+                .is_none_or(|t| t.elapsed() >= IDLE_EVENT_INTERVAL);
+            if due {
+                self.last_idle_event = Some(Instant::now());
+                let ev = QueryIdleEvent {
+                    id: self.shared.id.clone(),
+                    run_id: self.shared.run_id.clone(),
+                    timestamp: format_timestamp_ms(now_ms()),
+                };
+                for l in &self.listeners {
+                    l.on_query_idle(&ev);
+                }
+            }
+            return Ok(false);
+        }
+        let seq = OffsetSeq {
+            metadata: OffsetSeqMetadata {
+                batch_watermark_ms: self.watermark_ms,
+                batch_timestamp_ms: now_ms(),
+                conf: self.conf.clone(),
+            },
+            offsets: ends,
+        };
+        let t = Instant::now();
+        if !self.offset_log.add(self.batch_id, &seq)? {
+            return Err(concurrent_update(self.batch_id));
+        }
+        // Sources may forget what is before the previous batch's end.
+        for (i, slot) in self.sources.iter_mut().enumerate() {
+            if let Some(prev_end) = &self.committed[i] {
+                slot.source.commit(prev_end)?;
+            }
+        }
+        let threshold = (self.batch_id + 1).saturating_sub(self.min_batches_to_retain);
+        if threshold > 0 {
+            self.offset_log.purge(threshold)?;
+            self.commit_log.purge(threshold)?;
+        }
+        let wal_ms = t.elapsed().as_millis() as i64;
+        self.check_crash("afterOffsets")?;
+        let mut durations = BTreeMap::new();
+        durations.insert("latestOffset".to_string(), latest_offset_ms);
+        durations.insert("walCommit".to_string(), wal_ms);
+        self.run_batch(seq, trigger_start, durations)?;
+        Ok(true)
+    }
+
+    fn check_crash(&self, point: &str) -> Result<()> {
+        match &self.crash_point {
+            Some((p, n)) if p == point && *n == self.batch_id => Err(SluiceError::new(
+                Fault::Internal,
+                INJECTED_CRASH_CLASS,
+                format!("injected crash {point} in batch {n} ({CRASH_POINT})"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs batch `self.batch_id` over the logged `offsets` and commits it.
+    fn run_batch(
+        &mut self,
+        offsets: OffsetSeq,
+        trigger_start: Instant,
+        mut durations: BTreeMap<String, i64>,
+    ) -> Result<()> {
+        let batch_id = self.batch_id;
+        self.set_status("Processing new data", true, true);
+        if offsets.offsets.len() != self.sources.len() {
+            return Err(SluiceError::checkpoint(
+                "CHECKPOINT_CORRUPT_LOG",
+                format!(
+                    "offsets/{batch_id} in {} lists {} source offsets but the query has {} sources",
+                    self.checkpoint.root().display(),
+                    offsets.offsets.len(),
+                    self.sources.len()
+                ),
+            ));
+        }
+        // getBatch
+        let t = Instant::now();
+        let mut inputs: HashMap<u64, Vec<arrow::array::RecordBatch>> = HashMap::new();
+        let mut per_source: Vec<(usize, BTreeMap<String, String>)> = Vec::new();
+        for (i, slot) in self.sources.iter_mut().enumerate() {
+            let start = self.committed[i].clone();
+            match &offsets.offsets[i] {
+                Some(end) if Some(end) != start.as_ref() => {
+                    let got = slot.source.get_batch(start.as_ref(), end).map_err(|e| {
+                        e.context(format!(
+                            "batch {batch_id}: reading {} from {} to {}",
+                            slot.provider.description(),
+                            start.as_ref().map(|o| o.to_string()).unwrap_or_else(|| "the start".into()),
+                            end
+                        ))
+                    })?;
+                    per_source.push((got.num_rows(), got.metrics));
+                    inputs.entry(slot.relation_id).or_default().extend(got.batches);
+                }
+                _ => per_source.push((0, BTreeMap::new())),
+            }
+        }
+        durations.insert("getBatch".into(), t.elapsed().as_millis() as i64);
+        let num_input_rows: usize = per_source.iter().map(|(n, _)| n).sum();
+
+        // queryPlanning
+        let t = Instant::now();
+        let ts = offsets.metadata.batch_timestamp_ms;
+        let (physical, task_ctx) = self
+            .session
+            .block_on(self.exec.physical_plan(&inputs, ts))
+            .map_err(|e| e.context(format!("batch {batch_id}: planning")))?;
+        durations.insert("queryPlanning".into(), t.elapsed().as_millis() as i64);
+
+        // addBatch: execution + sink
+        let t = Instant::now();
+        let data = self
+            .session
+            .block_on(IncrementalExecution::execute(physical, task_ctx))
+            .map_err(|e| e.context(format!("batch {batch_id}: execution")))?;
+        let num_output_rows = data.num_rows();
+        self.sink
+            .add_batch(batch_id, &data)
+            .map_err(|e| e.context(format!("batch {batch_id}: sink {}", self.sink_description)))?;
+        durations.insert("addBatch".into(), t.elapsed().as_millis() as i64);
+        self.check_crash("afterSink")?;
+
+        // commit
+        let t = Instant::now();
+        let commit = CommitMetadata {
+            next_batch_watermark_ms: self.watermark_ms,
+        };
+        if !self.commit_log.add(batch_id, &commit)? {
+            return Err(concurrent_update(batch_id));
+        }
+        durations.insert("commitOffsets".into(), t.elapsed().as_millis() as i64);
+        let start_offsets = std::mem::replace(&mut self.committed, offsets.offsets.clone());
+        self.batch_id += 1;
+
+        // progress
+        let trigger_ms = trigger_start.elapsed().as_millis() as i64;
+        durations.insert("triggerExecution".into(), trigger_ms);
+        let since_last = self
+            .last_trigger_start
+            .map(|t| trigger_start.duration_since(t).as_secs_f64())
+            .unwrap_or(0.0);
+        self.last_trigger_start = Some(trigger_start);
+        let rate = |n: usize, secs: f64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+        let processing_secs = trigger_ms as f64 / 1000.0;
+        let sources = self
+            .sources
+            .iter_mut()
+            .zip(per_source)
+            .enumerate()
+            .map(|(i, (slot, (rows, metrics)))| SourceProgress {
+                description: slot.provider.description(),
+                start_offset: start_offsets[i].clone(),
+                end_offset: offsets.offsets[i].clone(),
+                latest_offset: offsets.offsets[i].clone(),
+                num_input_rows: rows as i64,
+                input_rows_per_second: rate(rows, since_last),
+                processed_rows_per_second: rate(rows, processing_secs),
+                metrics,
+            })
+            .collect();
+        let progress = StreamingQueryProgress {
+            id: self.shared.id.clone(),
+            run_id: self.shared.run_id.clone(),
+            name: self.shared.name.clone(),
+            timestamp: format_timestamp_ms(ts),
+            batch_id: batch_id as i64,
+            batch_duration: trigger_ms,
+            num_input_rows: num_input_rows as i64,
+            input_rows_per_second: rate(num_input_rows, since_last),
+            processed_rows_per_second: rate(num_input_rows, processing_secs),
+            duration_ms: durations,
+            event_time: BTreeMap::new(),
+            state_operators: vec![],
+            sources,
+            sink: SinkProgress {
+                description: self.sink_description.clone(),
+                num_output_rows: num_output_rows as i64,
+                metrics: self.sink.metrics(),
+            },
+        };
+        for l in &self.listeners {
+            l.on_query_progress(&progress);
+        }
+        self.shared.update(|st| {
+            st.progress.push_back(progress);
+            while st.progress.len() > NUM_RECENT_PROGRESS {
+                st.progress.pop_front();
+            }
+        });
+        Ok(())
+    }
+}
+
+impl Drop for MicroBatchExecution {
+    fn drop(&mut self) {
+        self.shared.stop_requested.store(true, Ordering::SeqCst);
+    }
+}
+
+fn concurrent_update(batch_id: u64) -> SluiceError {
+    SluiceError::checkpoint(
+        "CONCURRENT_QUERY",
+        format!(
+            "Concurrent update to the log. Multiple streaming jobs detected for {batch_id}: \
+             another query wrote the same batch. Run one query per checkpointLocation."
+        ),
+    )
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}

@@ -1,0 +1,285 @@
+//! Running queries: the `StreamingQuery` handle, output modes, triggers, the writer that starts
+//! a query, and the micro-batch loop (`MicroBatchExecution`). This is the only code that knows
+//! the *order* of things in a batch.
+
+mod microbatch;
+mod writer;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use microbatch::MicroBatchExecution;
+pub use writer::DataStreamWriter;
+
+use crate::error::{Result, SluiceError};
+use crate::progress::StreamingQueryProgress;
+
+/// How a batch's result is written (Spark's `OutputMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutputMode {
+    /// Only new rows that will never change.
+    Append,
+    /// Rows that changed in this batch.
+    Update,
+    /// The whole result table every batch (aggregations only).
+    Complete,
+}
+
+impl std::str::FromStr for OutputMode {
+    type Err = SluiceError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "append" => Ok(OutputMode::Append),
+            "update" => Ok(OutputMode::Update),
+            "complete" => Ok(OutputMode::Complete),
+            other => Err(SluiceError::query(
+                "STREAMING_OUTPUT_MODE.INVALID",
+                format!("Unknown output mode {other:?}. Accepted output modes are 'append', 'complete', 'update'."),
+            )),
+        }
+    }
+}
+
+/// When batches run (Spark's `Trigger`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// A batch every interval; `Duration::ZERO` is Spark's default trigger (as fast as possible).
+    ProcessingTime(Duration),
+    /// One batch with everything available, then stop (deprecated in Spark for AvailableNow).
+    Once,
+    /// Everything available at start, in as many batches as the read limits need, then stop.
+    AvailableNow,
+    /// Continuous processing with the given checkpoint interval (not supported yet).
+    Continuous(Duration),
+}
+
+impl Default for Trigger {
+    fn default() -> Self {
+        Trigger::ProcessingTime(Duration::ZERO)
+    }
+}
+
+/// What the query is doing right now (Spark's `StreamingQueryStatus`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamingQueryStatus {
+    pub message: String,
+    pub is_data_available: bool,
+    pub is_trigger_active: bool,
+}
+
+/// How many progress reports `recent_progress` keeps (`spark.sql.streaming.numRecentProgressUpdates`).
+pub const NUM_RECENT_PROGRESS: usize = 100;
+
+#[derive(Debug)]
+pub(crate) struct SharedState {
+    pub active: bool,
+    pub exception: Option<SluiceError>,
+    pub progress: VecDeque<StreamingQueryProgress>,
+    pub status: StreamingQueryStatus,
+    /// Start time of the latest trigger that found no new data.
+    pub last_idle_trigger_start: Option<Instant>,
+}
+
+/// State shared between the query's thread and its handles.
+#[derive(Debug)]
+pub(crate) struct QueryShared {
+    pub id: String,
+    pub run_id: String,
+    pub name: Option<String>,
+    pub stop_requested: AtomicBool,
+    pub state: Mutex<SharedState>,
+    pub changed: Condvar,
+}
+
+impl QueryShared {
+    pub fn new(id: String, run_id: String, name: Option<String>) -> Self {
+        Self {
+            id,
+            run_id,
+            name,
+            stop_requested: AtomicBool::new(false),
+            state: Mutex::new(SharedState {
+                active: true,
+                exception: None,
+                progress: VecDeque::new(),
+                status: StreamingQueryStatus {
+                    message: "Initializing sources".into(),
+                    is_data_available: false,
+                    is_trigger_active: false,
+                },
+                last_idle_trigger_start: None,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+    pub fn lock(&self) -> MutexGuard<'_, SharedState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    pub fn update(&self, f: impl FnOnce(&mut SharedState)) {
+        let mut st = self.lock();
+        f(&mut st);
+        drop(st);
+        self.changed.notify_all();
+    }
+    pub fn stopping(&self) -> bool {
+        self.stop_requested.load(Ordering::SeqCst)
+    }
+    /// Sleeps up to `d`, waking early when the query is asked to stop.
+    pub fn sleep(&self, d: Duration) {
+        let deadline = Instant::now() + d;
+        let mut st = self.lock();
+        while !self.stopping() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            st = match self.changed.wait_timeout(st, deadline - now) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+}
+
+/// A handle to a running (or finished) streaming query (Spark's `StreamingQuery`).
+#[derive(Clone)]
+pub struct StreamingQuery {
+    shared: Arc<QueryShared>,
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+    explain: Arc<String>,
+}
+
+impl std::fmt::Debug for StreamingQuery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamingQuery")
+            .field("id", &self.shared.id)
+            .field("run_id", &self.shared.run_id)
+            .field("name", &self.shared.name)
+            .finish()
+    }
+}
+
+impl StreamingQuery {
+    pub(crate) fn new(shared: Arc<QueryShared>, thread: JoinHandle<()>, explain: String) -> Self {
+        Self {
+            shared,
+            thread: Arc::new(Mutex::new(Some(thread))),
+            explain: Arc::new(explain),
+        }
+    }
+    /// The query id, stable across restarts from the same checkpoint.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+    /// The id of this run; new at every start.
+    pub fn run_id(&self) -> &str {
+        &self.shared.run_id
+    }
+    pub fn name(&self) -> Option<&str> {
+        self.shared.name.as_deref()
+    }
+    pub fn is_active(&self) -> bool {
+        self.shared.lock().active
+    }
+    /// The error that stopped the query, if it failed.
+    pub fn exception(&self) -> Option<SluiceError> {
+        self.shared.lock().exception.clone()
+    }
+    /// Blocks until the query stops; returns its error if it failed.
+    pub fn await_termination(&self) -> Result<()> {
+        let mut st = self.shared.lock();
+        while st.active {
+            st = self.shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        let res = match &st.exception {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        };
+        drop(st);
+        self.join();
+        res
+    }
+    /// Like `await_termination` with a limit: `Ok(true)` if the query stopped in time.
+    pub fn await_termination_timeout(&self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.shared.lock();
+        while st.active {
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            st = match self.shared.changed.wait_timeout(st, deadline - now) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        if let Some(e) = &st.exception {
+            return Err(e.clone());
+        }
+        drop(st);
+        self.join();
+        Ok(true)
+    }
+    /// Stops the query after the current batch (a batch in flight finishes or is replayed on
+    /// restart) and waits for its thread.
+    pub fn stop(&self) {
+        self.shared.stop_requested.store(true, Ordering::SeqCst);
+        self.shared.changed.notify_all();
+        let mut st = self.shared.lock();
+        while st.active {
+            st = self.shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(st);
+        self.join();
+    }
+    fn join(&self) {
+        let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+    /// Blocks until every row available when called has been processed and committed (or the
+    /// query stopped). Returns the query's error if it failed meanwhile. For tests.
+    pub fn process_all_available(&self) -> Result<()> {
+        let called = Instant::now();
+        let mut st = self.shared.lock();
+        loop {
+            if let Some(e) = &st.exception {
+                return Err(e.clone());
+            }
+            if !st.active {
+                return Ok(());
+            }
+            if matches!(st.last_idle_trigger_start, Some(t) if t >= called) {
+                return Ok(());
+            }
+            st = match self
+                .shared
+                .changed
+                .wait_timeout(st, Duration::from_millis(50))
+            {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+    /// The most recent progress report.
+    pub fn last_progress(&self) -> Option<StreamingQueryProgress> {
+        self.shared.lock().progress.back().cloned()
+    }
+    /// Up to the last 100 progress reports, oldest first.
+    pub fn recent_progress(&self) -> Vec<StreamingQueryProgress> {
+        self.shared.lock().progress.iter().cloned().collect()
+    }
+    pub fn status(&self) -> StreamingQueryStatus {
+        self.shared.lock().status.clone()
+    }
+    /// The query's logical and physical plans.
+    pub fn explain(&self) -> String {
+        self.explain.as_ref().clone()
+    }
+}

@@ -1,0 +1,210 @@
+//! `DataStreamWriter`: how a streaming frame becomes a running query (`write_stream().start()`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::error::{Result, SluiceError};
+use crate::frame::StreamFrame;
+use crate::plan::{check_streaming_plan, is_streaming};
+use crate::sink::console::ConsoleSinkProvider;
+use crate::sink::file::FileSinkProvider;
+use crate::sink::foreach::{ForeachBatchSinkProvider, ForeachSinkProvider, ForeachWriter, NoopSinkProvider};
+use crate::sink::memory::MemorySinkProvider;
+use crate::sink::{BatchData, SinkProvider};
+
+use super::{MicroBatchExecution, OutputMode, StreamingQuery, Trigger};
+
+/// Builds and starts a streaming query (Spark's `DataStreamWriter`).
+pub struct DataStreamWriter {
+    frame: StreamFrame,
+    output_mode: OutputMode,
+    format: String,
+    options: HashMap<String, String>,
+    trigger: Trigger,
+    query_name: Option<String>,
+    sink: Option<Arc<dyn SinkProvider>>,
+}
+
+impl DataStreamWriter {
+    pub(crate) fn new(frame: StreamFrame) -> Self {
+        Self {
+            frame,
+            output_mode: OutputMode::Append,
+            format: "parquet".into(),
+            options: HashMap::new(),
+            trigger: Trigger::default(),
+            query_name: None,
+            sink: None,
+        }
+    }
+    /// Append (default), update or complete.
+    pub fn output_mode(mut self, mode: OutputMode) -> Self {
+        self.output_mode = mode;
+        self
+    }
+    /// The sink format: `parquet` (default), `json`, `csv`, `console`, `memory`, `noop`.
+    pub fn format(mut self, format: impl Into<String>) -> Self {
+        self.format = format.into().to_ascii_lowercase();
+        self
+    }
+    /// A sink or query option (`path`, `checkpointLocation`, `numRows`, ...). Keys are
+    /// case-insensitive, as in Spark.
+    pub fn option(mut self, key: impl Into<String>, value: impl ToString) -> Self {
+        self.options.insert(key.into(), value.to_string());
+        self
+    }
+    pub fn options<K: Into<String>, V: ToString>(mut self, opts: impl IntoIterator<Item = (K, V)>) -> Self {
+        for (k, v) in opts {
+            self.options.insert(k.into(), v.to_string());
+        }
+        self
+    }
+    pub fn trigger(mut self, trigger: Trigger) -> Self {
+        self.trigger = trigger;
+        self
+    }
+    /// The query's name (`queryName`); the memory sink's table name.
+    pub fn query_name(mut self, name: impl Into<String>) -> Self {
+        self.query_name = Some(name.into());
+        self
+    }
+    /// Calls `f(batch, batch_id)` with every committed batch's rows, no-data batches included. A
+    /// replayed batch carries the same id and rows; the batch is computed once however often `f`
+    /// reads it.
+    pub fn foreach_batch<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&BatchData, u64) -> Result<()> + Send + Sync + 'static,
+    {
+        self.sink = Some(Arc::new(ForeachBatchSinkProvider::new(Arc::new(f))));
+        self.format = "foreachBatch".into();
+        self
+    }
+    /// Calls a writer made by `factory` for every partition of every batch: `open`, `process`
+    /// per row, `close`.
+    pub fn foreach<F>(mut self, factory: F) -> Self
+    where
+        F: Fn() -> Box<dyn ForeachWriter> + Send + Sync + 'static,
+    {
+        self.sink = Some(Arc::new(ForeachSinkProvider::new(Arc::new(factory))));
+        self.format = "foreach".into();
+        self
+    }
+
+    fn opt(&self, key: &str) -> Option<&str> {
+        self.options
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Checks the query, prepares the checkpoint and starts the micro-batch loop on its own
+    /// thread. Errors in the query (output mode, unsupported operation, options) and in the
+    /// checkpoint (in use, corrupt) are returned here; errors while running end the query and
+    /// are returned by `await_termination`.
+    pub fn start(self) -> Result<StreamingQuery> {
+        let session = self.frame.session().clone();
+        let plan = self.frame.logical_plan().clone();
+        if !is_streaming(&plan) {
+            return Err(SluiceError::query(
+                "WRITE_STREAM_NOT_ALLOWED",
+                "'write_stream' can be called only on a streaming frame; this one reads no \
+                 stream. Read with session.read_stream(), or run it as a batch with collect().",
+            ));
+        }
+        if let Trigger::Continuous(_) = self.trigger {
+            return Err(SluiceError::not_supported_yet(
+                "Trigger::Continuous is not supported yet (issue 9); use a processing-time trigger",
+            ));
+        }
+        check_streaming_plan(&plan, self.output_mode)?;
+        let schema = Arc::new(plan.schema().as_arrow().clone());
+
+        let mut temp_checkpoint_ok = false;
+        let sink: Arc<dyn SinkProvider> = match (&self.sink, self.format.as_str()) {
+            (Some(s), _) => s.clone(),
+            (None, "parquet" | "json" | "csv") => {
+                let path = self.opt("path").ok_or_else(|| {
+                    SluiceError::query(
+                        "PATH_NOT_SPECIFIED",
+                        format!("'path' is not specified for the {} file sink: add .option(\"path\", DIR)", self.format),
+                    )
+                })?;
+                Arc::new(FileSinkProvider::try_new(&self.format, path, &self.options)?)
+            }
+            (None, "console") => {
+                temp_checkpoint_ok = true;
+                Arc::new(ConsoleSinkProvider::from_options(&self.options)?)
+            }
+            (None, "memory") => {
+                temp_checkpoint_ok = true;
+                let name = self.query_name.clone().ok_or_else(|| {
+                    SluiceError::query(
+                        "QUERY_NAME_NOT_SPECIFIED",
+                        "queryName must be specified for memory sink: add .query_name(\"table\")",
+                    )
+                })?;
+                Arc::new(MemorySinkProvider::new(session.clone(), name, schema.clone())?)
+            }
+            (None, "noop") => {
+                temp_checkpoint_ok = true;
+                Arc::new(NoopSinkProvider)
+            }
+            (None, other) => {
+                return Err(SluiceError::query(
+                    "UNSUPPORTED_DATA_SOURCE",
+                    format!(
+                        "Data source {other} does not exist as a streaming sink. Use parquet, json, \
+                         csv, console, memory, noop, foreach or foreach_batch."
+                    ),
+                ))
+            }
+        };
+        if !sink.supports_output_mode(self.output_mode) {
+            return Err(SluiceError::query(
+                super::super::plan::analysis::OUTPUT_MODE_CLASS,
+                format!(
+                    "Data source {} does not support {:?} output mode. Use append mode.",
+                    self.format, self.output_mode
+                ),
+            ));
+        }
+
+        let (checkpoint, temporary) = match self.opt("checkpointLocation") {
+            Some(p) => (PathBuf::from(p), false),
+            None => match session.conf("spark.sql.streaming.checkpointLocation") {
+                Some(root) => (
+                    PathBuf::from(root).join(
+                        self.query_name
+                            .clone()
+                            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+                    ),
+                    false,
+                ),
+                None if temp_checkpoint_ok => (
+                    std::env::temp_dir().join(format!("sluice-checkpoint-{}", uuid::Uuid::new_v4())),
+                    true,
+                ),
+                None => {
+                    return Err(SluiceError::query(
+                        "CHECKPOINT_LOCATION_NOT_SPECIFIED",
+                        "checkpointLocation must be specified either through \
+                         .option(\"checkpointLocation\", DIR) or the session conf \
+                         spark.sql.streaming.checkpointLocation",
+                    ))
+                }
+            },
+        };
+
+        MicroBatchExecution::start(
+            session,
+            plan,
+            sink,
+            self.output_mode,
+            self.trigger,
+            checkpoint,
+            temporary,
+            self.query_name,
+        )
+    }
+}

@@ -1,0 +1,366 @@
+//! `Session`: configuration, `read_stream()`, `sql()`, and the catalog of views and tables.
+//!
+//! A session owns one DataFusion `SessionContext` (with Spark's functions from
+//! `datafusion-spark` and Sluice's Spark-semantics fixes) and one tokio runtime on which every
+//! batch of every query of the session executes.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use datafusion::datasource::{provider_as_source, MemTable};
+use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::execution::FunctionRegistry;
+use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder, ScalarUDF};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_spark::SessionStateBuilderSpark;
+
+use crate::error::{Result, SluiceError};
+use crate::frame::StreamFrame;
+use crate::plan::spark::{SparkCastRule, SparkRound};
+use crate::plan::StreamingRelation;
+use crate::progress::StreamingQueryListener;
+use crate::source::file::FileSourceProvider;
+use crate::source::rate::{RatePerMicroBatchProvider, RateSourceProvider};
+use crate::source::SourceProvider;
+
+/// Builds a [`Session`].
+#[derive(Debug, Clone)]
+pub struct SessionBuilder {
+    shuffle_partitions: usize,
+    conf: HashMap<String, String>,
+}
+
+impl Default for SessionBuilder {
+    fn default() -> Self {
+        Self {
+            shuffle_partitions: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            conf: HashMap::new(),
+        }
+    }
+}
+
+impl SessionBuilder {
+    /// Number of partitions of shuffles and of state (`spark.sql.shuffle.partitions`). Sluice
+    /// defaults to the number of cores, not Spark's 200. Pinned in a query's checkpoint at its
+    /// first run.
+    pub fn shuffle_partitions(mut self, n: usize) -> Self {
+        self.shuffle_partitions = n.max(1);
+        self
+    }
+    /// Any Spark-style conf (`spark.sql.streaming.minBatchesToRetain`, ...).
+    pub fn config(mut self, key: impl Into<String>, value: impl ToString) -> Self {
+        self.conf.insert(key.into(), value.to_string());
+        self
+    }
+    pub fn build(self) -> Result<Session> {
+        let mut partitions = self.shuffle_partitions;
+        if let Some(v) = self.conf.get("spark.sql.shuffle.partitions") {
+            partitions = v.parse().map_err(|_| {
+                SluiceError::query(
+                    "INVALID_CONF_VALUE",
+                    format!("spark.sql.shuffle.partitions must be a positive integer, got {v:?}"),
+                )
+            })?;
+        }
+        let config = SessionConfig::new().with_target_partitions(partitions.max(1));
+        let mut state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_spark_features()
+            .with_analyzer_rule(Arc::new(SparkCastRule))
+            .build();
+        if let Some(round) = state.scalar_functions().get("round").cloned() {
+            state.register_udf(Arc::new(ScalarUDF::new_from_impl(SparkRound::new(round))))?;
+        }
+        let ctx = SessionContext::new_with_state(state);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(2),
+            )
+            .thread_name("sluice-exec")
+            .enable_all()
+            .build()
+            .map_err(|e| SluiceError::internal(format!("cannot start the tokio runtime: {e}")))?;
+        Ok(Session {
+            inner: Arc::new(SessionInner {
+                ctx,
+                shuffle_partitions: partitions.max(1),
+                conf: RwLock::new(self.conf),
+                runtime,
+                listeners: RwLock::new(Vec::new()),
+            }),
+        })
+    }
+}
+
+struct SessionInner {
+    ctx: SessionContext,
+    shuffle_partitions: usize,
+    conf: RwLock<HashMap<String, String>>,
+    runtime: tokio::runtime::Runtime,
+    listeners: RwLock<Vec<Arc<dyn StreamingQueryListener>>>,
+}
+
+/// The entry point (Spark's `SparkSession`). Cheap to clone; clones share everything.
+///
+/// Its methods are blocking: call them from ordinary threads, not from inside an async runtime.
+#[derive(Clone)]
+pub struct Session {
+    inner: Arc<SessionInner>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("shuffle_partitions", &self.inner.shuffle_partitions)
+            .finish()
+    }
+}
+
+impl Session {
+    pub fn builder() -> SessionBuilder {
+        SessionBuilder::default()
+    }
+    /// The session's number of shuffle/state partitions.
+    pub fn shuffle_partitions(&self) -> usize {
+        self.inner.shuffle_partitions
+    }
+    /// A conf value set on the builder or with `set_conf`.
+    pub fn conf(&self, key: &str) -> Option<String> {
+        self.inner
+            .conf
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+    pub fn set_conf(&self, key: impl Into<String>, value: impl ToString) {
+        self.inner
+            .conf
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.into(), value.to_string());
+    }
+    /// The DataFusion context behind the session (functions, tables).
+    pub fn context(&self) -> &SessionContext {
+        &self.inner.ctx
+    }
+    pub(crate) fn df_state(&self) -> SessionState {
+        self.inner.ctx.state()
+    }
+    /// Runs a future on the session's runtime and waits for it.
+    pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        self.inner.runtime.block_on(fut)
+    }
+    /// Adds a listener that receives the events of every query started afterwards.
+    pub fn add_listener(&self, listener: Arc<dyn StreamingQueryListener>) {
+        self.inner
+            .listeners
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(listener);
+    }
+    pub(crate) fn listeners(&self) -> Vec<Arc<dyn StreamingQueryListener>> {
+        self.inner
+            .listeners
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Defines a streaming source (Spark's `readStream`).
+    pub fn read_stream(&self) -> DataStreamReader {
+        DataStreamReader {
+            session: self.clone(),
+            format: None,
+            schema: None,
+            options: HashMap::new(),
+        }
+    }
+
+    /// A streaming frame over any source provider (custom sources plug in here).
+    pub fn stream(&self, provider: Arc<dyn SourceProvider>) -> Result<StreamFrame> {
+        let relation = StreamingRelation::new(provider);
+        let name = format!("stream_{}", relation.id());
+        let plan = LogicalPlanBuilder::scan(name, provider_as_source(Arc::new(relation)), None)?
+            .build()?;
+        Ok(StreamFrame::new(self.clone(), plan))
+    }
+
+    /// Runs SQL over the session's views and tables. The result is a stream when the query
+    /// reads one (`is_streaming()`), else a batch frame.
+    pub fn sql(&self, query: &str) -> Result<StreamFrame> {
+        let df = self.block_on(self.inner.ctx.sql(query))?;
+        let plan = self.analyze(df.logical_plan().clone())?;
+        Ok(StreamFrame::new(self.clone(), plan))
+    }
+
+    /// The frame of a registered view or table.
+    pub fn table(&self, name: &str) -> Result<StreamFrame> {
+        let df = self.block_on(self.inner.ctx.table(name))?;
+        let plan = self.analyze(df.logical_plan().clone())?;
+        Ok(StreamFrame::new(self.clone(), plan))
+    }
+
+    /// Runs DataFusion's analyser (inlines views, so streams inside views become visible).
+    pub(crate) fn analyze(&self, plan: LogicalPlan) -> Result<LogicalPlan> {
+        let state = self.df_state();
+        Ok(state
+            .analyzer()
+            .execute_and_check(plan, state.config_options(), |_, _| {})?)
+    }
+
+    /// Registers (or replaces) a batch table with the given rows.
+    pub fn register_batches(&self, name: &str, schema: SchemaRef, batches: Vec<RecordBatch>) -> Result<()> {
+        let table = MemTable::try_new(schema, vec![batches])?;
+        let _ = self.inner.ctx.deregister_table(name)?;
+        self.inner.ctx.register_table(name, Arc::new(table))?;
+        Ok(())
+    }
+
+    /// Batch reads of files (Spark's `spark.read`). A directory written by Sluice's file sink
+    /// is read through its `_spark_metadata` manifest, so only committed files are seen.
+    pub fn read(&self) -> DataFrameReader {
+        DataFrameReader {
+            session: self.clone(),
+            format: "parquet".into(),
+            schema: None,
+            options: HashMap::new(),
+        }
+    }
+}
+
+/// Defines a streaming source (Spark's `DataStreamReader`).
+#[derive(Debug)]
+pub struct DataStreamReader {
+    session: Session,
+    format: Option<String>,
+    schema: Option<SchemaRef>,
+    options: HashMap<String, String>,
+}
+
+impl DataStreamReader {
+    /// `json`, `csv`, `parquet`, `text`, `rate`, `rate-micro-batch`.
+    pub fn format(mut self, format: impl Into<String>) -> Self {
+        self.format = Some(format.into().to_ascii_lowercase());
+        self
+    }
+    /// The schema as a Spark DDL string, e.g. `"ts TIMESTAMP, user STRING, amount DOUBLE"`.
+    pub fn schema(mut self, ddl: &str) -> Result<Self> {
+        self.schema = Some(crate::schema::parse_ddl_schema(ddl)?);
+        Ok(self)
+    }
+    /// The schema as an Arrow schema.
+    pub fn schema_ref(mut self, schema: SchemaRef) -> Self {
+        self.schema = Some(schema);
+        self
+    }
+    /// A source option (`maxFilesPerTrigger`, `mode`, `header`, ...).
+    pub fn option(mut self, key: impl Into<String>, value: impl ToString) -> Self {
+        self.options.insert(key.into(), value.to_string());
+        self
+    }
+    pub fn options<K: Into<String>, V: ToString>(mut self, opts: impl IntoIterator<Item = (K, V)>) -> Self {
+        for (k, v) in opts {
+            self.options.insert(k.into(), v.to_string());
+        }
+        self
+    }
+    /// Defines the stream. File formats read the directory `path`; `rate` sources ignore it.
+    pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
+        let format = self.format.clone().unwrap_or_else(|| "parquet".into());
+        let provider: Arc<dyn SourceProvider> = match format.as_str() {
+            "json" | "csv" | "parquet" | "text" => Arc::new(FileSourceProvider::try_new(
+                &format,
+                path.as_ref(),
+                self.schema.clone(),
+                &self.options,
+            )?),
+            "rate" => Arc::new(RateSourceProvider::try_new(&self.options)?),
+            "rate-micro-batch" => Arc::new(RatePerMicroBatchProvider::try_new(&self.options)?),
+            other => {
+                return Err(SluiceError::query(
+                    "UNSUPPORTED_DATA_SOURCE",
+                    format!(
+                        "Data source {other} is not a streaming source. Use json, csv, parquet, \
+                         text, rate or rate-micro-batch (Kafka arrives with issue 5)."
+                    ),
+                ))
+            }
+        };
+        self.session.stream(provider)
+    }
+    /// A stream without a path (`rate`, `rate-micro-batch`).
+    pub fn load_source(self) -> Result<StreamFrame> {
+        self.load("")
+    }
+    pub fn json(self, path: impl AsRef<str>) -> Result<StreamFrame> {
+        self.format("json").load(path)
+    }
+    pub fn csv(self, path: impl AsRef<str>) -> Result<StreamFrame> {
+        self.format("csv").load(path)
+    }
+    pub fn parquet(self, path: impl AsRef<str>) -> Result<StreamFrame> {
+        self.format("parquet").load(path)
+    }
+    pub fn text(self, path: impl AsRef<str>) -> Result<StreamFrame> {
+        self.format("text").load(path)
+    }
+}
+
+/// Batch reads of files (Spark's `DataFrameReader`).
+#[derive(Debug)]
+pub struct DataFrameReader {
+    session: Session,
+    format: String,
+    schema: Option<SchemaRef>,
+    options: HashMap<String, String>,
+}
+
+impl DataFrameReader {
+    pub fn format(mut self, format: impl Into<String>) -> Self {
+        self.format = format.into().to_ascii_lowercase();
+        self
+    }
+    pub fn schema(mut self, ddl: &str) -> Result<Self> {
+        self.schema = Some(crate::schema::parse_ddl_schema(ddl)?);
+        Ok(self)
+    }
+    pub fn option(mut self, key: impl Into<String>, value: impl ToString) -> Self {
+        self.options.insert(key.into(), value.to_string());
+        self
+    }
+    /// Reads every file of `path` (a file or a directory). For a directory written by a file
+    /// sink, only the files its manifest lists.
+    pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
+        let path = PathBuf::from(path.as_ref());
+        let batches = crate::sink::file::read_sink_output(&path, &self.format, self.schema.clone())?;
+        let schema = match (&self.schema, batches.first()) {
+            (Some(s), _) => s.clone(),
+            (None, Some(b)) => b.schema(),
+            (None, None) => {
+                return Err(SluiceError::query(
+                    "UNABLE_TO_INFER_SCHEMA",
+                    format!(
+                        "Unable to infer schema for {} at {}: it has no committed files. Give \
+                         .schema(..) to read an empty directory.",
+                        self.format,
+                        path.display()
+                    ),
+                ))
+            }
+        };
+        let table = MemTable::try_new(schema, vec![batches])?;
+        let plan = LogicalPlanBuilder::scan("files", provider_as_source(Arc::new(table)), None)?
+            .build()?;
+        Ok(StreamFrame::new(self.session.clone(), plan))
+    }
+}

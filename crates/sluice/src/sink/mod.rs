@@ -1,0 +1,74 @@
+//! Sinks: where each batch's result rows go.
+//!
+//! A *sink provider* is the definition built by `write_stream()`; at query start it creates a
+//! [`Sink`]. The loop calls [`Sink::add_batch`] once per batch, after `offsets/N` and before
+//! `commits/N`.
+
+pub mod console;
+pub mod file;
+pub mod foreach;
+pub mod memory;
+
+use std::fmt::Debug;
+use std::path::PathBuf;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+
+use crate::error::Result;
+use crate::OutputMode;
+
+/// The materialised result of one micro-batch, split in partitions as it was computed.
+#[derive(Debug, Clone)]
+pub struct BatchData {
+    pub schema: SchemaRef,
+    pub partitions: Vec<Vec<RecordBatch>>,
+}
+
+impl BatchData {
+    pub fn num_rows(&self) -> usize {
+        self.batches().map(|b| b.num_rows()).sum()
+    }
+    /// All record batches, partition by partition.
+    pub fn batches(&self) -> impl Iterator<Item = &RecordBatch> {
+        self.partitions.iter().flatten()
+    }
+    /// The whole batch as one `RecordBatch`.
+    pub fn concat(&self) -> Result<RecordBatch> {
+        Ok(arrow::compute::concat_batches(&self.schema, self.batches())?)
+    }
+}
+
+/// What a sink is given when a query starts.
+#[derive(Debug, Clone)]
+pub struct SinkContext {
+    /// The query's checkpoint directory.
+    pub checkpoint_dir: PathBuf,
+    pub output_mode: OutputMode,
+    /// The query's name (`queryName`), if any.
+    pub query_name: Option<String>,
+}
+
+/// The definition of a sink, built by `write_stream()`.
+pub trait SinkProvider: Debug + Send + Sync {
+    /// A short description for progress (`sink.description`), e.g. `FileSink[/data/out]`.
+    fn description(&self) -> String;
+    /// Output modes this sink accepts (Spark: the file sink is append-only).
+    fn supports_output_mode(&self, _mode: OutputMode) -> bool {
+        true
+    }
+    fn create_sink(&self, ctx: &SinkContext) -> Result<Box<dyn Sink>>;
+}
+
+/// A running sink.
+///
+/// Contract: `add_batch(batch_id, ..)` MUST add a batch's rows once, even when called again with
+/// the same id after a crash (the file sink checks its manifest log; `foreach_batch` passes the
+/// id to the user, who can dedupe by it).
+pub trait Sink: Send {
+    fn add_batch(&mut self, batch_id: u64, data: &BatchData) -> Result<()>;
+    /// Sink metrics for progress (`sink.metrics`).
+    fn metrics(&self) -> std::collections::BTreeMap<String, String> {
+        Default::default()
+    }
+}

@@ -1,0 +1,96 @@
+//! Sources: where a stream's rows come from.
+//!
+//! A *source provider* is the definition a user builds with `session.read_stream()`; at query
+//! start it creates a [`Source`] bound to the query's checkpoint (`sources/<i>/`). The loop in
+//! `query/` asks each source for its latest offset, logs the offsets in `offsets/N`, then asks
+//! for the rows of the range `(start, end]`.
+
+pub mod file;
+pub mod memory;
+pub mod rate;
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::path::PathBuf;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+
+use crate::error::Result;
+
+/// A source's position. Offsets are JSON; equal JSON means an equal offset. They are written as
+/// one compact line of `offsets/N` (e.g. `{"logOffset":3}` for the file source).
+pub type Offset = serde_json::Value;
+
+/// How much a source may admit into one batch (Spark's `ReadLimit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadLimit {
+    /// Everything available (Trigger::Once, or a source without a limit option).
+    AllAvailable,
+    /// At most this many files (`maxFilesPerTrigger`), always at least one.
+    MaxFiles(usize),
+    /// At most this many bytes (`maxBytesPerTrigger`), always at least one file.
+    MaxBytes(u64),
+    /// At most this many rows (`maxOffsetsPerTrigger`, `rowsPerBatch`).
+    MaxRows(u64),
+}
+
+/// What a source is given when a query starts.
+#[derive(Debug, Clone)]
+pub struct SourceContext {
+    /// The source's position among the query's sources (`i` in `sources/<i>/`).
+    pub index: usize,
+    /// `<checkpoint>/sources/<i>`: the source's own metadata directory. Not created yet.
+    pub metadata_dir: PathBuf,
+}
+
+/// Rows of one batch range plus per-batch metrics for progress (`sources[i].metrics`).
+#[derive(Debug, Default)]
+pub struct SourceBatch {
+    pub batches: Vec<RecordBatch>,
+    /// E.g. `numMalformedRecords`, `numFilesRead`. Values are strings, as in Spark's progress.
+    pub metrics: BTreeMap<String, String>,
+}
+
+impl SourceBatch {
+    pub fn num_rows(&self) -> usize {
+        self.batches.iter().map(|b| b.num_rows()).sum()
+    }
+}
+
+/// The definition of a streaming source, built by `read_stream()`; cheap to clone/share.
+pub trait SourceProvider: Debug + Send + Sync {
+    /// The schema of the rows the source produces.
+    fn schema(&self) -> SchemaRef;
+    /// A short description for progress (`sources[i].description`), e.g. `FileStreamSource[file:/data/in]`.
+    fn description(&self) -> String;
+    /// Kind of source for compatibility checks on restart (`file`, `rate`, `memory`, ...).
+    fn kind(&self) -> &'static str;
+    /// Creates the running source for one query run.
+    fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>>;
+}
+
+/// A running source.
+///
+/// Contract: `get_batch(start, end)` MUST return the same rows for the same range, across
+/// restarts. A source NEVER skips or repeats data between consecutive ranges.
+pub trait Source: Send {
+    /// The default read limit from the source's options (`maxFilesPerTrigger`, ...).
+    fn default_read_limit(&self) -> ReadLimit {
+        ReadLimit::AllAvailable
+    }
+    /// The end offset of the next batch, given the current `start` (None for a new query) and a
+    /// read limit. Returns `start` unchanged (or None) when there is no new data.
+    fn latest_offset(&mut self, start: Option<&Offset>, limit: ReadLimit) -> Result<Option<Offset>>;
+    /// Trigger::AvailableNow: remember what is available now; later `latest_offset` calls never go
+    /// past it (but still honour read limits, so it may take several batches).
+    fn prepare_for_trigger_available_now(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// The rows in `(start, end]`.
+    fn get_batch(&mut self, start: Option<&Offset>, end: &Offset) -> Result<SourceBatch>;
+    /// Everything up to `end` is committed and will never be asked for again.
+    fn commit(&mut self, _end: &Offset) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,247 @@
+//! Rate sources: `rate` (rows per second of wall-clock time) and `rate-micro-batch` (a fixed
+//! number of rows per batch, deterministic whatever the trigger). Columns: `timestamp
+//! TIMESTAMP`, `value BIGINT` (from 0).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Int64Array, RecordBatch, TimestampMicrosecondArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+use super::{Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider};
+use crate::checkpoint::write_atomic_new;
+use crate::error::{Fault, Result, SluiceError};
+
+fn rate_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("timestamp", DataType::Timestamp(TimeUnit::Microsecond, None), false),
+        Field::new("value", DataType::Int64, false),
+    ]))
+}
+
+fn opt_i64(options: &HashMap<String, String>, key: &str, default: Option<i64>) -> Result<i64> {
+    let v = options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v.trim().to_string());
+    match (v, default) {
+        (Some(v), _) => v.parse().map_err(|_| {
+            SluiceError::query("INVALID_OPTION", format!("option {key} must be an integer, got {v:?}"))
+        }),
+        (None, Some(d)) => Ok(d),
+        (None, None) => Err(SluiceError::query(
+            "INVALID_OPTION",
+            format!("option {key} is required"),
+        )),
+    }
+}
+
+fn rows(values: std::ops::Range<i64>, ts_us: impl Fn(i64) -> i64) -> Result<RecordBatch> {
+    let v: Int64Array = values.clone().collect();
+    let t = TimestampMicrosecondArray::from_iter_values(values.map(ts_us));
+    Ok(RecordBatch::try_new(rate_schema(), vec![Arc::new(t), Arc::new(v)])?)
+}
+
+/// `rate`: `rowsPerSecond` (1), `rampUpTime` (0s; other values not supported yet),
+/// `numPartitions`. Offsets are whole seconds since the query's first start, which is kept in
+/// `sources/<i>/0`.
+#[derive(Debug, Clone)]
+pub struct RateSourceProvider {
+    rows_per_second: i64,
+}
+
+impl RateSourceProvider {
+    pub fn try_new(options: &HashMap<String, String>) -> Result<Self> {
+        let rows_per_second = opt_i64(options, "rowsPerSecond", Some(1))?;
+        if rows_per_second <= 0 {
+            return Err(SluiceError::query(
+                "INVALID_OPTION",
+                format!("Invalid value '{rows_per_second}'. The option 'rowsPerSecond' must be positive"),
+            ));
+        }
+        if let Some((_, v)) = options.iter().find(|(k, _)| k.eq_ignore_ascii_case("rampUpTime")) {
+            if !matches!(v.trim(), "0" | "0s") {
+                return Err(SluiceError::not_supported_yet("the rate source's rampUpTime option"));
+            }
+        }
+        Ok(Self { rows_per_second })
+    }
+}
+
+impl SourceProvider for RateSourceProvider {
+    fn schema(&self) -> SchemaRef {
+        rate_schema()
+    }
+    fn description(&self) -> String {
+        format!("RateStreamV2[rowsPerSecond={}, rampUpTimeSeconds=0]", self.rows_per_second)
+    }
+    fn kind(&self) -> &'static str {
+        "rate"
+    }
+    fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>> {
+        let file = ctx.metadata_dir.join("0");
+        let start_ms = match std::fs::read_to_string(&file) {
+            Ok(s) => s
+                .lines()
+                .nth(1)
+                .and_then(|l| l.trim().parse::<i64>().ok())
+                .ok_or_else(|| {
+                    SluiceError::checkpoint(
+                        "CHECKPOINT_CORRUPT_LOG",
+                        format!(
+                            "{} should hold the rate source's start time (v1 and milliseconds); \
+                             restore it or use a new checkpoint",
+                            file.display()
+                        ),
+                    )
+                })?,
+            Err(_) => {
+                let now = chrono::Utc::now().timestamp_millis();
+                std::fs::create_dir_all(&ctx.metadata_dir).map_err(|e| {
+                    SluiceError::io(Fault::Checkpoint, ctx.metadata_dir.display(), e)
+                })?;
+                write_atomic_new(&file, format!("v1\n{now}").as_bytes())?;
+                now
+            }
+        };
+        Ok(Box::new(RateSource {
+            rows_per_second: self.rows_per_second,
+            start_ms,
+        }))
+    }
+}
+
+struct RateSource {
+    rows_per_second: i64,
+    start_ms: i64,
+}
+
+fn offset_i64(o: Option<&Offset>) -> i64 {
+    o.and_then(|v| v.as_i64()).unwrap_or(0)
+}
+
+impl Source for RateSource {
+    fn latest_offset(&mut self, start: Option<&Offset>, _limit: ReadLimit) -> Result<Option<Offset>> {
+        let elapsed_s = (chrono::Utc::now().timestamp_millis() - self.start_ms).max(0) / 1000;
+        if elapsed_s <= offset_i64(start) {
+            return Ok(start.cloned());
+        }
+        Ok(Some(serde_json::json!(elapsed_s)))
+    }
+    fn get_batch(&mut self, start: Option<&Offset>, end: &Offset) -> Result<SourceBatch> {
+        let (s, e) = (offset_i64(start), offset_i64(Some(end)));
+        let (from, to) = (s * self.rows_per_second, e * self.rows_per_second);
+        if to <= from {
+            return Ok(SourceBatch::default());
+        }
+        let local_start_ms = self.start_ms + s * 1000;
+        let ms_per_value = ((e - s) * 1000) as f64 / (to - from) as f64;
+        let batch = rows(from..to, |v| {
+            (local_start_ms + ((v - from) as f64 * ms_per_value).round() as i64) * 1000
+        })?;
+        Ok(SourceBatch {
+            batches: vec![batch],
+            metrics: Default::default(),
+        })
+    }
+}
+
+/// `rate-micro-batch`: `rowsPerBatch` (required), `startTimestamp` (0 ms), `advanceMillisPerBatch`
+/// (1000). Batch k holds values `k*rowsPerBatch ..`, all stamped `startTimestamp +
+/// k*advanceMillisPerBatch`. Offsets: `{"offset":N,"timestamp":T}`.
+#[derive(Debug, Clone)]
+pub struct RatePerMicroBatchProvider {
+    rows_per_batch: i64,
+    start_timestamp_ms: i64,
+    advance_ms: i64,
+}
+
+impl RatePerMicroBatchProvider {
+    pub fn try_new(options: &HashMap<String, String>) -> Result<Self> {
+        let rows_per_batch = opt_i64(options, "rowsPerBatch", None)?;
+        if rows_per_batch <= 0 {
+            return Err(SluiceError::query(
+                "INVALID_OPTION",
+                format!("Invalid value '{rows_per_batch}'. The option 'rowsPerBatch' must be positive"),
+            ));
+        }
+        Ok(Self {
+            rows_per_batch,
+            start_timestamp_ms: opt_i64(options, "startTimestamp", Some(0))?,
+            advance_ms: opt_i64(options, "advanceMillisPerBatch", Some(1000))?,
+        })
+    }
+}
+
+impl SourceProvider for RatePerMicroBatchProvider {
+    fn schema(&self) -> SchemaRef {
+        rate_schema()
+    }
+    fn description(&self) -> String {
+        format!(
+            "RatePerMicroBatchStream[rowsPerBatch={}, startTimestamp={}, advanceMillisPerBatch={}]",
+            self.rows_per_batch, self.start_timestamp_ms, self.advance_ms
+        )
+    }
+    fn kind(&self) -> &'static str {
+        "rate-micro-batch"
+    }
+    fn create_source(&self, _ctx: &SourceContext) -> Result<Box<dyn Source>> {
+        Ok(Box::new(RatePerMicroBatchSource {
+            p: self.clone(),
+            available_now: false,
+            available_now_end: None,
+        }))
+    }
+}
+
+struct RatePerMicroBatchSource {
+    p: RatePerMicroBatchProvider,
+    available_now: bool,
+    available_now_end: Option<Offset>,
+}
+
+impl RatePerMicroBatchSource {
+    fn parse(&self, o: Option<&Offset>) -> Result<(i64, i64)> {
+        match o {
+            None => Ok((0, self.p.start_timestamp_ms)),
+            Some(v) => match (v.get("offset").and_then(|x| x.as_i64()), v.get("timestamp").and_then(|x| x.as_i64())) {
+                (Some(o), Some(t)) => Ok((o, t)),
+                _ => Err(SluiceError::checkpoint(
+                    "CHECKPOINT_CORRUPT_LOG",
+                    format!("rate-micro-batch offset must be {{\"offset\":N,\"timestamp\":T}}, got {v}"),
+                )),
+            },
+        }
+    }
+}
+
+impl Source for RatePerMicroBatchSource {
+    fn prepare_for_trigger_available_now(&mut self) -> Result<()> {
+        self.available_now = true;
+        Ok(())
+    }
+    fn latest_offset(&mut self, start: Option<&Offset>, _limit: ReadLimit) -> Result<Option<Offset>> {
+        if let Some(end) = &self.available_now_end {
+            return Ok(Some(end.clone()));
+        }
+        let (o, t) = self.parse(start)?;
+        let end = serde_json::json!({"offset": o + self.p.rows_per_batch, "timestamp": t + self.p.advance_ms});
+        if self.available_now {
+            self.available_now_end = Some(end.clone());
+        }
+        Ok(Some(end))
+    }
+    fn get_batch(&mut self, start: Option<&Offset>, end: &Offset) -> Result<SourceBatch> {
+        let (s, ts) = self.parse(start)?;
+        let (e, _) = self.parse(Some(end))?;
+        if e <= s {
+            return Ok(SourceBatch::default());
+        }
+        let batch = rows(s..e, |_| ts * 1000)?;
+        Ok(SourceBatch {
+            batches: vec![batch],
+            metrics: Default::default(),
+        })
+    }
+}
