@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, TimeUnit};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use serde_json::Value;

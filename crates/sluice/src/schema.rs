@@ -34,14 +34,14 @@ pub const MAX_DECIMAL_PRECISION: u8 = 38;
 /// Every field is nullable unless it says `NOT NULL`. A bad string fails with the query error
 /// class `INVALID_SCHEMA` naming the bad part; nested types fail as not supported yet.
 pub fn parse_ddl_schema(ddl: &str) -> Result<SchemaRef> {
-    let mut p = DdlParser {
-        src: ddl,
-        pos: 0,
-    };
+    let mut p = DdlParser { src: ddl, pos: 0 };
     let mut fields: Vec<Field> = Vec::new();
     p.skip_ws();
     if p.at_end() {
-        return Err(invalid(ddl, "the schema is empty; give at least one `name TYPE` column"));
+        return Err(invalid(
+            ddl,
+            "the schema is empty; give at least one `name TYPE` column",
+        ));
     }
     loop {
         let field = p.parse_field()?;
@@ -115,7 +115,13 @@ pub fn spark_type_name(dt: &DataType) -> String {
         DataType::Struct(fields) => {
             let inner: Vec<String> = fields
                 .iter()
-                .map(|f| format!("{}: {}", quote_name(f.name()), spark_type_name(f.data_type())))
+                .map(|f| {
+                    format!(
+                        "{}: {}",
+                        quote_name(f.name()),
+                        spark_type_name(f.data_type())
+                    )
+                })
                 .collect();
             format!("STRUCT<{}>", inner.join(", "))
         }
@@ -141,7 +147,11 @@ pub fn schema_to_ddl(schema: &Schema) -> String {
         .fields()
         .iter()
         .map(|f| {
-            let mut s = format!("{} {}", quote_name(f.name()), spark_type_name(f.data_type()));
+            let mut s = format!(
+                "{} {}",
+                quote_name(f.name()),
+                spark_type_name(f.data_type())
+            );
             if !f.is_nullable() {
                 s.push_str(" NOT NULL");
             }
@@ -153,10 +163,7 @@ pub fn schema_to_ddl(schema: &Schema) -> String {
 
 /// A column name as written in DDL: bare if it is a simple identifier, else backquoted.
 fn quote_name(name: &str) -> String {
-    let simple = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let simple = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if simple {
         name.to_string()
     } else {
@@ -611,11 +618,21 @@ mod tests {
         let ddl = "a STRING, b BOOLEAN, c TINYINT, d SMALLINT, e INT, f BIGINT, g FLOAT, \
                    h DOUBLE, i DECIMAL(7,3), j DATE, k TIMESTAMP, l BINARY NOT NULL, `m n` INT";
         let s = parse_ddl_schema(ddl).unwrap();
-        assert_eq!(schema_to_ddl(&s), ddl.split_whitespace().collect::<Vec<_>>().join(" "));
-        assert_eq!(spark_type_name(&DataType::Int32), "INT");
-        assert_eq!(spark_type_name(&DataType::Decimal128(10, 2)), "DECIMAL(10,2)");
         assert_eq!(
-            spark_type_name(&DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))),
+            schema_to_ddl(&s),
+            ddl.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
+        assert_eq!(spark_type_name(&DataType::Int32), "INT");
+        assert_eq!(
+            spark_type_name(&DataType::Decimal128(10, 2)),
+            "DECIMAL(10,2)"
+        );
+        assert_eq!(
+            spark_type_name(&DataType::List(Arc::new(Field::new(
+                "item",
+                DataType::Utf8,
+                true
+            )))),
             "ARRAY<STRING>"
         );
     }

@@ -68,7 +68,10 @@ impl SessionBuilder {
                 )
             })?;
         }
-        let config = SessionConfig::new().with_target_partitions(partitions.max(1));
+        // Spark's SQL dialect (LONG, backquoted names, ...); Spark's functions come below.
+        let config = SessionConfig::new()
+            .with_target_partitions(partitions.max(1))
+            .set_str("datafusion.sql_parser.dialect", "spark");
         let mut state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()

@@ -64,14 +64,13 @@ fn write_then_link(fault: Fault, tmp: &Path, path: &Path, bytes: &[u8]) -> Resul
         Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
         // File systems without hard links: fall back to check-then-rename (not race-free
         // between two writers, but still never exposes a partial file).
-        Err(e)
-            if e.kind() == ErrorKind::Unsupported || e.kind() == ErrorKind::PermissionDenied =>
-        {
+        Err(e) if e.kind() == ErrorKind::Unsupported || e.kind() == ErrorKind::PermissionDenied => {
             if path.exists() {
                 return Ok(false);
             }
-            fs::rename(tmp, path)
-                .map_err(|e| SluiceError::io(fault, format!("renaming to {}", path.display()), e))?;
+            fs::rename(tmp, path).map_err(|e| {
+                SluiceError::io(fault, format!("renaming to {}", path.display()), e)
+            })?;
             Ok(true)
         }
         Err(e) => Err(SluiceError::io(
@@ -89,7 +88,11 @@ pub(crate) fn sync_dir(fault: Fault, dir: &Path) -> Result<()> {
         // Some file systems (and platforms) refuse fsync on a directory; nothing more to do.
         Err(e) if matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Unsupported) => Ok(()),
         Err(e) if e.raw_os_error() == Some(22) => Ok(()),
-        Err(e) => Err(SluiceError::io(fault, format!("syncing directory {}", dir.display()), e)),
+        Err(e) => Err(SluiceError::io(
+            fault,
+            format!("syncing directory {}", dir.display()),
+            e,
+        )),
     }
 }
 
@@ -118,7 +121,9 @@ mod tests {
         let handles: Vec<_> = (0..8)
             .map(|i| {
                 let p = p.clone();
-                std::thread::spawn(move || write_atomic_new(&p, format!("w{i}").as_bytes()).unwrap())
+                std::thread::spawn(move || {
+                    write_atomic_new(&p, format!("w{i}").as_bytes()).unwrap()
+                })
             })
             .collect();
         let wins = handles

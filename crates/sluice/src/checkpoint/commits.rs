@@ -70,25 +70,44 @@ mod tests {
     #[test]
     fn spark_bytes() {
         // commits/0 of scenarios A and B in spark-checkpoint-format.md.
-        assert_eq!(CommitMetadata::new(0).to_bytes(), b"v1\n{\"nextBatchWatermarkMs\":0}");
+        assert_eq!(
+            CommitMetadata::new(0).to_bytes(),
+            b"v1\n{\"nextBatchWatermarkMs\":0}"
+        );
         assert_eq!(CommitMetadata::new(0).to_bytes().len(), 29);
         let b = CommitMetadata::new(1789473420000).to_bytes();
         assert_eq!(b, b"v1\n{\"nextBatchWatermarkMs\":1789473420000}");
         assert_eq!(b.len(), 41);
         let f = Path::new("/ck/commits/1");
-        assert_eq!(CommitMetadata::from_bytes(&b, f).unwrap(), CommitMetadata::new(1789473420000));
-        assert_eq!(CommitMetadata::from_bytes(b"v1", f).unwrap(), CommitMetadata::new(0));
-        assert_eq!(CommitMetadata::from_bytes(b"v1\n{}", f).unwrap(), CommitMetadata::new(0));
+        assert_eq!(
+            CommitMetadata::from_bytes(&b, f).unwrap(),
+            CommitMetadata::new(1789473420000)
+        );
+        assert_eq!(
+            CommitMetadata::from_bytes(b"v1", f).unwrap(),
+            CommitMetadata::new(0)
+        );
+        assert_eq!(
+            CommitMetadata::from_bytes(b"v1\n{}", f).unwrap(),
+            CommitMetadata::new(0)
+        );
     }
 
     #[test]
     fn bad_files() {
         let f = Path::new("/ck/commits/1");
         assert_eq!(
-            CommitMetadata::from_bytes(b"v9\n{}", f).unwrap_err().class(),
+            CommitMetadata::from_bytes(b"v9\n{}", f)
+                .unwrap_err()
+                .class(),
             "CHECKPOINT_UNSUPPORTED_VERSION"
         );
-        for bad in [&b""[..], b"{\"nextBatchWatermarkMs\":0}", b"v1\n{\"next", b"v1\n{\"nextBatchWatermarkMs\":\"x\"}"] {
+        for bad in [
+            &b""[..],
+            b"{\"nextBatchWatermarkMs\":0}",
+            b"v1\n{\"next",
+            b"v1\n{\"nextBatchWatermarkMs\":\"x\"}",
+        ] {
             let e = CommitMetadata::from_bytes(bad, f).unwrap_err();
             assert_eq!(e.class(), "CHECKPOINT_CORRUPT_LOG");
             assert!(e.message().contains("/ck/commits/1"));

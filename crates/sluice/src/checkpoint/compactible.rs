@@ -81,7 +81,7 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
 
     /// Whether batch `id` is written as `<id>.compact`.
     pub fn is_compaction_batch(&self, id: u64) -> bool {
-        (id + 1) % self.compact_interval == 0
+        (id + 1).is_multiple_of(self.compact_interval)
     }
 
     /// The file batch `id` is written to.
@@ -239,13 +239,17 @@ mod tests {
     }
 
     fn e(b: u64, i: u64) -> Entry {
-        Entry { path: format!("f{b}_{i}"), batch_id: b }
+        Entry {
+            path: format!("f{b}_{i}"),
+            batch_id: b,
+        }
     }
 
     #[test]
     fn compacts_every_interval_and_reads_either_way() {
         let tmp = tempfile::tempdir().unwrap();
-        let log: CompactibleLog<Entry> = CompactibleLog::new(tmp.path().join("log"), 3, Fault::Checkpoint);
+        let log: CompactibleLog<Entry> =
+            CompactibleLog::new(tmp.path().join("log"), 3, Fault::Checkpoint);
         assert_eq!(log.latest_batch_id().unwrap(), None);
         assert!(log.all_entries().unwrap().is_empty());
         let mut expected = Vec::new();
@@ -261,7 +265,11 @@ mod tests {
         assert_eq!(log.latest_batch_id().unwrap(), Some(7));
         assert_eq!(log.all_entries().unwrap(), expected);
         // Batch 5's compact file holds all entries up to batch 5.
-        let upto5: Vec<Entry> = expected.iter().filter(|x| x.batch_id <= 5).cloned().collect();
+        let upto5: Vec<Entry> = expected
+            .iter()
+            .filter(|x| x.batch_id <= 5)
+            .cloned()
+            .collect();
         assert_eq!(log.get(5).unwrap().unwrap(), upto5);
         // Deleting the files superseded by a compaction changes nothing for readers.
         for b in [0u64, 1, 3, 4] {
@@ -280,8 +288,13 @@ mod tests {
         fs::write(tmp.path().join("0"), "v1\n{\"path\":").unwrap();
         let err = log.all_entries().unwrap_err();
         assert_eq!(err.class(), "CHECKPOINT_CORRUPT_LOG");
-        assert!(err.message().contains(&tmp.path().join("0").display().to_string()));
+        assert!(err
+            .message()
+            .contains(&tmp.path().join("0").display().to_string()));
         fs::write(tmp.path().join("1"), "v2\n").unwrap();
-        assert_eq!(log.get(1).unwrap_err().class(), "CHECKPOINT_UNSUPPORTED_VERSION");
+        assert_eq!(
+            log.get(1).unwrap_err().class(),
+            "CHECKPOINT_UNSUPPORTED_VERSION"
+        );
     }
 }

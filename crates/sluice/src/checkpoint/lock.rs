@@ -109,7 +109,9 @@ mod tests {
         assert_eq!(err.fault(), Fault::Checkpoint);
         assert!(err.message().contains("another query"), "{}", err.message());
         assert!(err.message().contains("checkpointLocation"));
-        assert!(err.message().contains(&format!("pid {}", std::process::id())));
+        assert!(err
+            .message()
+            .contains(&format!("pid {}", std::process::id())));
         // Also from another thread.
         let d2 = dir.clone();
         let e2 = std::thread::spawn(move || CheckpointLock::acquire(&d2).map(|_| ()))
@@ -125,7 +127,7 @@ mod tests {
     #[test]
     fn different_checkpoints_do_not_conflict() {
         let tmp = tempfile::tempdir().unwrap();
-        let _a = CheckpointLock::acquire(&CheckpointDir::new(tmp.path().join("a"))).unwrap();
-        let _b = CheckpointLock::acquire(&CheckpointDir::new(tmp.path().join("b"))).unwrap();
+        let _a = CheckpointLock::acquire(CheckpointDir::new(tmp.path().join("a"))).unwrap();
+        let _b = CheckpointLock::acquire(CheckpointDir::new(tmp.path().join("b"))).unwrap();
     }
 }

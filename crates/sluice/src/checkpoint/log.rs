@@ -48,7 +48,9 @@ impl<T> Clone for MetadataLog<T> {
 
 impl<T> fmt::Debug for MetadataLog<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MetadataLog").field("dir", &self.dir).finish()
+        f.debug_struct("MetadataLog")
+            .field("dir", &self.dir)
+            .finish()
     }
 }
 
@@ -275,7 +277,9 @@ mod tests {
         let err = log.get_latest().unwrap_err();
         assert_eq!(err.class(), "CHECKPOINT_CORRUPT_LOG");
         assert_eq!(err.fault(), Fault::Checkpoint);
-        assert!(err.message().contains(&dir.path().join("4").display().to_string()));
+        assert!(err
+            .message()
+            .contains(&dir.path().join("4").display().to_string()));
         assert!(err.message().contains("delete the partial file"));
     }
 

@@ -196,11 +196,18 @@ mod tests {
         assert!(offsets.add(0, &seq(0)).unwrap());
         assert!(!offsets.add(0, &seq(9)).unwrap());
         assert_eq!(offsets.get(0).unwrap(), Some(seq(0)));
-        assert!(matches!(d.recovery_plan().unwrap(), RecoveryPlan::Replay { batch_id: 0, .. }));
+        assert!(matches!(
+            d.recovery_plan().unwrap(),
+            RecoveryPlan::Replay { batch_id: 0, .. }
+        ));
         assert!(commits.add(0, &CommitMetadata::new(7)).unwrap());
         assert_eq!(
             d.recovery_plan().unwrap(),
-            RecoveryPlan::ResumeAfter { next_batch_id: 1, start_offsets: seq(0), watermark_ms: 7 }
+            RecoveryPlan::ResumeAfter {
+                next_batch_id: 1,
+                start_offsets: seq(0),
+                watermark_ms: 7
+            }
         );
         assert!(offsets.add(1, &seq(1)).unwrap());
         assert_eq!(
@@ -240,10 +247,19 @@ mod tests {
         assert_eq!(d.offset_log().batch_ids().unwrap(), vec![7, 8, 9, 10]);
         assert_eq!(d.commit_log().batch_ids().unwrap(), vec![7, 8, 9]);
         // A replay of batch 10 still finds offsets/9.
-        assert!(matches!(d.recovery_plan().unwrap(), RecoveryPlan::Replay { batch_id: 10, .. }));
+        assert!(matches!(
+            d.recovery_plan().unwrap(),
+            RecoveryPlan::Replay { batch_id: 10, .. }
+        ));
         d.purge_logs(10, 1).unwrap();
         assert_eq!(d.offset_log().batch_ids().unwrap(), vec![9, 10]);
-        assert!(matches!(d.recovery_plan().unwrap(), RecoveryPlan::Replay { batch_id: 10, .. }));
-        assert_eq!(d.purge_logs(10, 0).unwrap_err().class(), "INVALID_CONF_VALUE");
+        assert!(matches!(
+            d.recovery_plan().unwrap(),
+            RecoveryPlan::Replay { batch_id: 10, .. }
+        ));
+        assert_eq!(
+            d.purge_logs(10, 0).unwrap_err().class(),
+            "INVALID_CONF_VALUE"
+        );
     }
 }

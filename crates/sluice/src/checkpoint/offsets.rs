@@ -163,7 +163,11 @@ impl LogEntry for OffsetSeq {
             let v: Value = serde_json::from_str(line).map_err(|e| {
                 corrupt_log(
                     file,
-                    format!("line {} (offset of source {}) is not valid JSON: {e}", i + 1, i - 2),
+                    format!(
+                        "line {} (offset of source {}) is not valid JSON: {e}",
+                        i + 1,
+                        i - 2
+                    ),
                 )
             })?;
             offsets.push(Some(v));
@@ -186,13 +190,25 @@ mod tests {
 
     fn spark_conf() -> BTreeMap<String, String> {
         [
-            ("spark.sql.streaming.stateStore.providerClass", "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"),
+            (
+                "spark.sql.streaming.stateStore.providerClass",
+                "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+            ),
             ("spark.sql.streaming.join.stateFormatVersion", "2"),
             ("spark.sql.streaming.stateStore.compression.codec", "lz4"),
-            ("spark.sql.optimizer.pruneFiltersCanPruneStreamingSubplan", "false"),
+            (
+                "spark.sql.optimizer.pruneFiltersCanPruneStreamingSubplan",
+                "false",
+            ),
             ("spark.sql.streaming.stateStore.rocksdb.formatVersion", "5"),
-            ("spark.sql.streaming.statefulOperator.useStrictDistribution", "true"),
-            ("spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion", "2"),
+            (
+                "spark.sql.streaming.statefulOperator.useStrictDistribution",
+                "true",
+            ),
+            (
+                "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion",
+                "2",
+            ),
             ("spark.sql.streaming.multipleWatermarkPolicy", "min"),
             ("spark.sql.streaming.aggregation.stateFormatVersion", "2"),
             ("spark.sql.shuffle.partitions", "2"),
@@ -222,7 +238,13 @@ mod tests {
         let f = Path::new("/ck/offsets/0");
         let seq = OffsetSeq::from_bytes(SPARK_OFFSETS_0.as_bytes(), f).unwrap();
         assert_eq!(seq.metadata.batch_timestamp_ms, 1795942773456);
-        assert_eq!(seq.metadata.conf.get("spark.sql.shuffle.partitions").map(String::as_str), Some("2"));
+        assert_eq!(
+            seq.metadata
+                .conf
+                .get("spark.sql.shuffle.partitions")
+                .map(String::as_str),
+            Some("2")
+        );
         assert_eq!(seq.offsets, vec![Some(serde_json::json!({"logOffset": 0}))]);
         assert_eq!(seq.to_bytes(), SPARK_OFFSETS_0.as_bytes());
     }
@@ -234,20 +256,37 @@ mod tests {
         conf.insert("spark.sql.shuffle.partitions".to_string(), "5".to_string());
         conf.insert("a.custom".to_string(), "1".to_string());
         let seq = OffsetSeq::new(
-            OffsetSeqMetadata { batch_watermark_ms: 1789473420000, batch_timestamp_ms: 7, conf },
-            vec![None, Some(serde_json::json!(12)), Some(serde_json::json!({"t": {"0": 30}}))],
+            OffsetSeqMetadata {
+                batch_watermark_ms: 1789473420000,
+                batch_timestamp_ms: 7,
+                conf,
+            },
+            vec![
+                None,
+                Some(serde_json::json!(12)),
+                Some(serde_json::json!({"t": {"0": 30}})),
+            ],
         );
         let text = String::from_utf8(seq.to_bytes()).unwrap();
         assert_eq!(
             text,
             "v1\n{\"batchWatermarkMs\":1789473420000,\"batchTimestampMs\":7,\"conf\":{\"spark.sql.shuffle.partitions\":\"5\",\"a.custom\":\"1\",\"z.custom\":\"a\\\"b\"}}\n-\n12\n{\"t\":{\"0\":30}}"
         );
-        assert_eq!(OffsetSeq::from_bytes(text.as_bytes(), Path::new("x")).unwrap(), seq);
+        assert_eq!(
+            OffsetSeq::from_bytes(text.as_bytes(), Path::new("x")).unwrap(),
+            seq
+        );
 
         let empty = OffsetSeq::default();
         let text = String::from_utf8(empty.to_bytes()).unwrap();
-        assert_eq!(text, "v1\n{\"batchWatermarkMs\":0,\"batchTimestampMs\":0,\"conf\":{}}");
-        assert_eq!(OffsetSeq::from_bytes(text.as_bytes(), Path::new("x")).unwrap(), empty);
+        assert_eq!(
+            text,
+            "v1\n{\"batchWatermarkMs\":0,\"batchTimestampMs\":0,\"conf\":{}}"
+        );
+        assert_eq!(
+            OffsetSeq::from_bytes(text.as_bytes(), Path::new("x")).unwrap(),
+            empty
+        );
     }
 
     #[test]

@@ -148,34 +148,57 @@ mod tests {
         );
         let cases: Vec<Case> = vec![
             ("new query", None, None, None, Ok(Fresh)),
-            ("commit without offsets", None, None, Some((0, cm(0))), Err("commits/0")),
+            (
+                "commit without offsets",
+                None,
+                None,
+                Some((0, cm(0))),
+                Err("commits/0"),
+            ),
             (
                 "batch 0 planned, not committed",
                 Some((0, off(0, 0))),
                 None,
                 None,
-                Ok(Replay { batch_id: 0, offsets: off(0, 0), start_offsets: None, watermark_ms: 0 }),
+                Ok(Replay {
+                    batch_id: 0,
+                    offsets: off(0, 0),
+                    start_offsets: None,
+                    watermark_ms: 0,
+                }),
             ),
             (
                 "batch 0 committed",
                 Some((0, off(0, 0))),
                 None,
                 Some((0, cm(500))),
-                Ok(ResumeAfter { next_batch_id: 1, start_offsets: off(0, 0), watermark_ms: 500 }),
+                Ok(ResumeAfter {
+                    next_batch_id: 1,
+                    start_offsets: off(0, 0),
+                    watermark_ms: 500,
+                }),
             ),
             (
                 "batch 5 committed",
                 Some((5, off(5, 100))),
                 Some(off(4, 50)),
                 Some((5, cm(200))),
-                Ok(ResumeAfter { next_batch_id: 6, start_offsets: off(5, 100), watermark_ms: 200 }),
+                Ok(ResumeAfter {
+                    next_batch_id: 6,
+                    start_offsets: off(5, 100),
+                    watermark_ms: 200,
+                }),
             ),
             (
                 "watermark never goes back on resume",
                 Some((5, off(5, 300))),
                 Some(off(4, 50)),
                 Some((5, cm(200))),
-                Ok(ResumeAfter { next_batch_id: 6, start_offsets: off(5, 300), watermark_ms: 300 }),
+                Ok(ResumeAfter {
+                    next_batch_id: 6,
+                    start_offsets: off(5, 300),
+                    watermark_ms: 300,
+                }),
             ),
             (
                 "batch 5 planned, 4 committed",
@@ -189,10 +212,34 @@ mod tests {
                     watermark_ms: 100,
                 }),
             ),
-            ("replay with purged previous offsets", Some((5, off(5, 0))), None, Some((4, cm(0))), Err("offsets/4")),
-            ("commit two behind", Some((5, off(5, 0))), Some(off(4, 0)), Some((3, cm(0))), Err("commits/3")),
-            ("no commit at all for batch 5", Some((5, off(5, 0))), Some(off(4, 0)), None, Err("offsets/5")),
-            ("commit ahead of offsets", Some((5, off(5, 0))), Some(off(4, 0)), Some((7, cm(0))), Err("commits/7")),
+            (
+                "replay with purged previous offsets",
+                Some((5, off(5, 0))),
+                None,
+                Some((4, cm(0))),
+                Err("offsets/4"),
+            ),
+            (
+                "commit two behind",
+                Some((5, off(5, 0))),
+                Some(off(4, 0)),
+                Some((3, cm(0))),
+                Err("commits/3"),
+            ),
+            (
+                "no commit at all for batch 5",
+                Some((5, off(5, 0))),
+                Some(off(4, 0)),
+                None,
+                Err("offsets/5"),
+            ),
+            (
+                "commit ahead of offsets",
+                Some((5, off(5, 0))),
+                Some(off(4, 0)),
+                Some((7, cm(0))),
+                Err("commits/7"),
+            ),
         ];
         for (name, latest, prev, commit, expected) in cases {
             let got = plan_recovery(latest, prev, commit);

@@ -426,11 +426,8 @@ impl MicroBatchExecution {
                 slot.source.commit(prev_end)?;
             }
         }
-        let threshold = (self.batch_id + 1).saturating_sub(self.min_batches_to_retain);
-        if threshold > 0 {
-            self.offset_log.purge(threshold)?;
-            self.commit_log.purge(threshold)?;
-        }
+        self.checkpoint
+            .purge_logs(self.batch_id, self.min_batches_to_retain)?;
         let wal_ms = t.elapsed().as_millis() as i64;
         self.check_crash("afterOffsets")?;
         let mut durations = BTreeMap::new();

@@ -240,9 +240,8 @@ impl FileSinkProvider {
             ));
         }
         let local = local_path(path);
-        let abs = std::path::absolute(&local).map_err(|e| {
-            SluiceError::io(Fault::Query, format!("resolving sink path {path}"), e)
-        })?;
+        let abs = std::path::absolute(&local)
+            .map_err(|e| SluiceError::io(Fault::Query, format!("resolving sink path {path}"), e))?;
         Ok(FileSinkProvider {
             path: abs,
             options: FileOptions::parse(format, options)?,
@@ -395,7 +394,8 @@ impl FileSink {
     }
 
     fn set_metrics(&mut self, files: usize, rows: usize) {
-        self.metrics.insert("numFiles".to_string(), files.to_string());
+        self.metrics
+            .insert("numFiles".to_string(), files.to_string());
         self.metrics
             .insert("numOutputRows".to_string(), rows.to_string());
     }
@@ -419,7 +419,9 @@ fn write_data_file(
         .write(true)
         .create_new(true)
         .open(file)
-        .map_err(|e| SluiceError::io(Fault::Connector, format!("creating {}", file.display()), e))?;
+        .map_err(|e| {
+            SluiceError::io(Fault::Connector, format!("creating {}", file.display()), e)
+        })?;
     let batches: Vec<RecordBatch> = batches
         .iter()
         .filter(|b| b.num_rows() > 0)
@@ -505,8 +507,14 @@ fn format_timestamp(value: i64, unit: TimeUnit) -> Option<String> {
     let (secs, nanos) = match unit {
         TimeUnit::Second => (value, 0),
         TimeUnit::Millisecond => (value.div_euclid(1_000), value.rem_euclid(1_000) * 1_000_000),
-        TimeUnit::Microsecond => (value.div_euclid(1_000_000), value.rem_euclid(1_000_000) * 1_000),
-        TimeUnit::Nanosecond => (value.div_euclid(1_000_000_000), value.rem_euclid(1_000_000_000)),
+        TimeUnit::Microsecond => (
+            value.div_euclid(1_000_000),
+            value.rem_euclid(1_000_000) * 1_000,
+        ),
+        TimeUnit::Nanosecond => (
+            value.div_euclid(1_000_000_000),
+            value.rem_euclid(1_000_000_000),
+        ),
     };
     let dt = chrono::DateTime::from_timestamp(secs, nanos as u32)?;
     Some(dt.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
@@ -529,7 +537,10 @@ fn timestamps_as_text(batch: &RecordBatch) -> Result<RecordBatch> {
         fields.push(Field::new(f.name(), c.data_type().clone(), f.is_nullable()));
         columns.push(c);
     }
-    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 fn has_timestamp(t: &DataType) -> bool {
@@ -550,9 +561,17 @@ fn array_timestamps_as_text(a: &ArrayRef) -> Result<ArrayRef> {
             let unit = *unit;
             let values: Vec<Option<i64>> = match unit {
                 TimeUnit::Second => a.as_primitive::<TimestampSecondType>().iter().collect(),
-                TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().iter().collect(),
-                TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().iter().collect(),
-                TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().iter().collect(),
+                TimeUnit::Millisecond => a
+                    .as_primitive::<TimestampMillisecondType>()
+                    .iter()
+                    .collect(),
+                TimeUnit::Microsecond => a
+                    .as_primitive::<TimestampMicrosecondType>()
+                    .iter()
+                    .collect(),
+                TimeUnit::Nanosecond => {
+                    a.as_primitive::<TimestampNanosecondType>().iter().collect()
+                }
             };
             let strings: StringArray = values
                 .into_iter()
@@ -578,7 +597,11 @@ fn array_timestamps_as_text(a: &ArrayRef) -> Result<ArrayRef> {
         DataType::List(f) => {
             let l = a.as_list::<i32>();
             let values = array_timestamps_as_text(l.values())?;
-            let field = Arc::new(Field::new(f.name(), values.data_type().clone(), f.is_nullable()));
+            let field = Arc::new(Field::new(
+                f.name(),
+                values.data_type().clone(),
+                f.is_nullable(),
+            ));
             Arc::new(ListArray::try_new(
                 field,
                 l.offsets().clone(),
@@ -589,7 +612,11 @@ fn array_timestamps_as_text(a: &ArrayRef) -> Result<ArrayRef> {
         DataType::LargeList(f) => {
             let l = a.as_list::<i64>();
             let values = array_timestamps_as_text(l.values())?;
-            let field = Arc::new(Field::new(f.name(), values.data_type().clone(), f.is_nullable()));
+            let field = Arc::new(Field::new(
+                f.name(),
+                values.data_type().clone(),
+                f.is_nullable(),
+            ));
             Arc::new(LargeListArray::try_new(
                 field,
                 l.offsets().clone(),
@@ -692,9 +719,8 @@ fn path_to_uri(p: &Path) -> String {
         out.push('/');
     }
     for ch in s.chars() {
-        let keep = ch.is_ascii_alphanumeric()
-            || "-._~/!$&'()*+,;=:@".contains(ch)
-            || !ch.is_ascii();
+        let keep =
+            ch.is_ascii_alphanumeric() || "-._~/!$&'()*+,;=:@".contains(ch) || !ch.is_ascii();
         if keep {
             out.push(ch);
         } else {
@@ -901,12 +927,17 @@ fn list_data_files(dir: &Path) -> Result<Vec<PathBuf>> {
                 ))
             }
             Err(e) => {
-                return Err(SluiceError::io(Fault::Input, format!("listing {}", d.display()), e))
+                return Err(SluiceError::io(
+                    Fault::Input,
+                    format!("listing {}", d.display()),
+                    e,
+                ))
             }
         };
         for ent in rd {
-            let ent = ent
-                .map_err(|e| SluiceError::io(Fault::Input, format!("listing {}", d.display()), e))?;
+            let ent = ent.map_err(|e| {
+                SluiceError::io(Fault::Input, format!("listing {}", d.display()), e)
+            })?;
             let name = ent.file_name();
             let name = name.to_string_lossy();
             if name.starts_with('_') || name.starts_with('.') {
@@ -933,14 +964,11 @@ fn conform_by_name(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatc
     let bs = batch.schema();
     let mut columns = Vec::with_capacity(schema.fields().len());
     for f in schema.fields() {
-        let idx = bs
-            .index_of(f.name())
-            .ok()
-            .or_else(|| {
-                bs.fields()
-                    .iter()
-                    .position(|g| g.name().eq_ignore_ascii_case(f.name()))
-            });
+        let idx = bs.index_of(f.name()).ok().or_else(|| {
+            bs.fields()
+                .iter()
+                .position(|g| g.name().eq_ignore_ascii_case(f.name()))
+        });
         let col = match idx {
             Some(i) => {
                 let c = batch.column(i);
@@ -959,7 +987,11 @@ fn conform_by_name(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatc
         .fields()
         .iter()
         .zip(&columns)
-        .map(|(f, c)| f.as_ref().clone().with_nullable(f.is_nullable() || c.null_count() > 0))
+        .map(|(f, c)| {
+            f.as_ref()
+                .clone()
+                .with_nullable(f.is_nullable() || c.null_count() > 0)
+        })
         .collect();
     let target = if nullable
         .iter()
@@ -968,7 +1000,10 @@ fn conform_by_name(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatc
     {
         schema.clone()
     } else {
-        Arc::new(Schema::new_with_metadata(nullable, schema.metadata().clone()))
+        Arc::new(Schema::new_with_metadata(
+            nullable,
+            schema.metadata().clone(),
+        ))
     };
     Ok(RecordBatch::try_new(target, columns)?)
 }
@@ -980,7 +1015,11 @@ mod tests {
 
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
-            Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), true),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ),
             Field::new("user", DataType::Utf8, true),
             Field::new("amount", DataType::Float64, true),
         ]))
@@ -995,22 +1034,33 @@ mod tests {
                 s.clone(),
                 vec![
                     Arc::new(
-                        TimestampMicrosecondArray::from(vec![Some(1_789_473_660_000_000 + i * 60_000_000)])
-                            .with_timezone("UTC"),
+                        TimestampMicrosecondArray::from(vec![Some(
+                            1_789_473_660_000_000 + i * 60_000_000,
+                        )])
+                        .with_timezone("UTC"),
                     ),
-                    Arc::new(StringArray::from(vec![if i % 3 == 0 { None } else { Some(format!("u{i}")) }])),
+                    Arc::new(StringArray::from(vec![if i % 3 == 0 {
+                        None
+                    } else {
+                        Some(format!("u{i}"))
+                    }])),
                     Arc::new(Float64Array::from(vec![Some(i as f64 * 1.5)])),
                 ],
             )
             .unwrap();
             partitions[(i as usize) % parts].push(b);
         }
-        BatchData { schema: s, partitions }
+        BatchData {
+            schema: s,
+            partitions,
+        }
     }
 
     fn sink(dir: &Path, format: &str, opts: &[(&str, &str)]) -> (FileSinkProvider, Box<dyn Sink>) {
-        let options: HashMap<String, String> =
-            opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let options: HashMap<String, String> = opts
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let p = FileSinkProvider::try_new(format, dir.to_str().unwrap(), &options).unwrap();
         let ctx = SinkContext {
             checkpoint_dir: dir.join("_ck"),
@@ -1027,7 +1077,9 @@ mod tests {
             .flat_map(|b| {
                 let idx = b.schema().index_of("amount").unwrap();
                 let c = arrow::compute::cast(b.column(idx), &DataType::Float64).unwrap();
-                c.as_primitive::<arrow::datatypes::Float64Type>().values().to_vec()
+                c.as_primitive::<arrow::datatypes::Float64Type>()
+                    .values()
+                    .to_vec()
             })
             .collect();
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -1037,7 +1089,13 @@ mod tests {
     fn count_data_files(dir: &Path) -> usize {
         fs::read_dir(dir)
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("part-"))
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("part-")
+            })
             .count()
     }
 
@@ -1049,7 +1107,10 @@ mod tests {
         assert_eq!(p.description(), format!("FileSink[{}]", out.display()));
         s.add_batch(0, &data(0, 3, 2)).unwrap();
         assert_eq!(s.metrics().get("numFiles").map(String::as_str), Some("2"));
-        assert_eq!(s.metrics().get("numOutputRows").map(String::as_str), Some("3"));
+        assert_eq!(
+            s.metrics().get("numOutputRows").map(String::as_str),
+            Some("3")
+        );
         s.add_batch(1, &data(3, 1, 2)).unwrap();
         assert_eq!(s.metrics().get("numFiles").map(String::as_str), Some("1"));
 
@@ -1060,13 +1121,21 @@ mod tests {
         assert_eq!(lines.len(), 3);
         assert!(!m0.ends_with('\n'));
         let first: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
-        let keys: Vec<&str> = first.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        let keys: Vec<&str> = first
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
         assert_eq!(keys.len(), 7);
         let line = lines[1];
         let prefix = format!("{{\"path\":\"file://{}/part-00000-", out.display());
         assert!(line.starts_with(&prefix), "{line}");
         assert!(line.contains("-c000.snappy.parquet\",\"size\":"), "{line}");
-        assert!(line.ends_with(",\"blockReplication\":1,\"blockSize\":33554432,\"action\":\"add\"}"), "{line}");
+        assert!(
+            line.ends_with(",\"blockReplication\":1,\"blockSize\":33554432,\"action\":\"add\"}"),
+            "{line}"
+        );
         assert!(line.contains(",\"isDir\":false,\"modificationTime\":"));
         let size = first["size"].as_i64().unwrap();
         let file = committed_files(&out).unwrap().unwrap()[0].clone();
@@ -1074,7 +1143,10 @@ mod tests {
 
         let rows = read_sink_output(&out, "parquet", None).unwrap();
         assert_eq!(amounts(&rows), vec![0.0, 1.5, 3.0, 4.5]);
-        assert_eq!(rows[0].schema().field(0).data_type(), schema().field(0).data_type());
+        assert_eq!(
+            rows[0].schema().field(0).data_type(),
+            schema().field(0).data_type()
+        );
 
         // Replaying batch 1 (and 0) adds nothing.
         let files_before = count_data_files(&out);
@@ -1082,7 +1154,10 @@ mod tests {
         s.add_batch(0, &data(0, 3, 2)).unwrap();
         assert_eq!(s.metrics().get("numFiles").map(String::as_str), Some("0"));
         assert_eq!(count_data_files(&out), files_before);
-        assert_eq!(amounts(&read_sink_output(&out, "parquet", None).unwrap()), vec![0.0, 1.5, 3.0, 4.5]);
+        assert_eq!(
+            amounts(&read_sink_output(&out, "parquet", None).unwrap()),
+            vec![0.0, 1.5, 3.0, 4.5]
+        );
 
         // A new sink on the same path (a restart) also skips.
         let (_, mut s2) = sink(&out, "parquet", &[]);
@@ -1095,9 +1170,14 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (_, mut s) = sink(tmp.path(), "json", &[]);
         s.add_batch(0, &data(0, 0, 2)).unwrap();
-        assert_eq!(fs::read_to_string(tmp.path().join("_spark_metadata/0")).unwrap(), "v1");
+        assert_eq!(
+            fs::read_to_string(tmp.path().join("_spark_metadata/0")).unwrap(),
+            "v1"
+        );
         assert_eq!(committed_files(tmp.path()).unwrap(), Some(vec![]));
-        assert!(read_sink_output(tmp.path(), "json", Some(schema())).unwrap().is_empty());
+        assert!(read_sink_output(tmp.path(), "json", Some(schema()))
+            .unwrap()
+            .is_empty());
         // Replay is skipped: the batch is known to be done.
         s.add_batch(0, &data(0, 5, 2)).unwrap();
         assert_eq!(count_data_files(tmp.path()), 0);
@@ -1117,12 +1197,20 @@ mod tests {
         .unwrap();
         let files = committed_files(out).unwrap().unwrap();
         assert_eq!(files.len(), 1);
-        assert!(files.iter().all(|f| !f.to_string_lossy().contains("0c1f6fb5")));
-        assert_eq!(amounts(&read_sink_output(out, "json", Some(schema())).unwrap()), vec![0.0, 1.5]);
+        assert!(files
+            .iter()
+            .all(|f| !f.to_string_lossy().contains("0c1f6fb5")));
+        assert_eq!(
+            amounts(&read_sink_output(out, "json", Some(schema())).unwrap()),
+            vec![0.0, 1.5]
+        );
         // Without a manifest a reader lists the directory and sees everything.
         fs::remove_dir_all(out.join("_spark_metadata")).unwrap();
         assert_eq!(committed_files(out).unwrap(), None);
-        assert_eq!(amounts(&read_sink_output(out, "json", Some(schema())).unwrap()), vec![0.0, 1.5, 99.0]);
+        assert_eq!(
+            amounts(&read_sink_output(out, "json", Some(schema())).unwrap()),
+            vec![0.0, 1.5, 99.0]
+        );
     }
 
     #[test]
@@ -1143,7 +1231,10 @@ mod tests {
         assert_eq!(compact.split('\n').count(), 11); // v1 + 10 files
         assert_eq!(committed_files(out).unwrap().unwrap().len(), 12);
         expected.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        assert_eq!(amounts(&read_sink_output(out, "parquet", None).unwrap()), expected);
+        assert_eq!(
+            amounts(&read_sink_output(out, "parquet", None).unwrap()),
+            expected
+        );
         // Readers are also right once the files before the compaction are gone.
         for b in 0..9 {
             fs::remove_file(meta.join(b.to_string())).unwrap();
@@ -1173,9 +1264,17 @@ mod tests {
         assert_eq!(e.class(), "PATH_NOT_SPECIFIED");
         let mut o = HashMap::new();
         o.insert("path".to_string(), "/tmp/y".to_string());
-        assert_eq!(FileSinkProvider::try_new("JSON", "", &o).unwrap().path(), Path::new("/tmp/y"));
+        assert_eq!(
+            FileSinkProvider::try_new("JSON", "", &o).unwrap().path(),
+            Path::new("/tmp/y")
+        );
         o.insert("sep".to_string(), "ab".to_string());
-        assert_eq!(FileSinkProvider::try_new("csv", "", &o).unwrap_err().class(), "INVALID_DELIMITER_VALUE");
+        assert_eq!(
+            FileSinkProvider::try_new("csv", "", &o)
+                .unwrap_err()
+                .class(),
+            "INVALID_DELIMITER_VALUE"
+        );
         let u = FileSinkProvider::try_new("parquet", "file:///tmp/a%20b", &HashMap::new()).unwrap();
         assert_eq!(u.path(), Path::new("/tmp/a b"));
     }
@@ -1183,7 +1282,8 @@ mod tests {
     #[test]
     fn race_on_the_manifest_is_an_error() {
         let tmp = tempfile::tempdir().unwrap();
-        let p = FileSinkProvider::try_new("json", tmp.path().to_str().unwrap(), &HashMap::new()).unwrap();
+        let p = FileSinkProvider::try_new("json", tmp.path().to_str().unwrap(), &HashMap::new())
+            .unwrap();
         let mut a = p.open_sink().unwrap();
         a.add_batch(0, &data(0, 1, 1)).unwrap();
         let before = count_data_files(tmp.path());
@@ -1191,7 +1291,11 @@ mod tests {
         let e = a.write_batch(0, &data(5, 2, 1)).unwrap_err();
         assert_eq!(e.fault(), Fault::Connector);
         assert_eq!(e.class(), "FILE_SINK_RACE");
-        assert!(e.message().contains("Race while writing batch 0"), "{}", e.message());
+        assert!(
+            e.message().contains("Race while writing batch 0"),
+            "{}",
+            e.message()
+        );
         // Its data files were cleaned up, and readers never saw them anyway.
         assert_eq!(count_data_files(tmp.path()), before);
         assert_eq!(committed_files(tmp.path()).unwrap().unwrap().len(), 1);
@@ -1222,12 +1326,31 @@ mod tests {
         let b = RecordBatch::try_new(
             s.clone(),
             vec![
-                Arc::new(StringArray::from(vec![Some("a;b"), Some(""), None, Some("say \"hi\""), Some(" x ")])),
-                Arc::new(Int64Array::from(vec![Some(1), None, Some(3), Some(4), Some(5)])),
+                Arc::new(StringArray::from(vec![
+                    Some("a;b"),
+                    Some(""),
+                    None,
+                    Some("say \"hi\""),
+                    Some(" x "),
+                ])),
+                Arc::new(Int64Array::from(vec![
+                    Some(1),
+                    None,
+                    Some(3),
+                    Some(4),
+                    Some(5),
+                ])),
             ],
         )
         .unwrap();
-        c.add_batch(0, &BatchData { schema: s.clone(), partitions: vec![vec![b]] }).unwrap();
+        c.add_batch(
+            0,
+            &BatchData {
+                schema: s.clone(),
+                partitions: vec![vec![b]],
+            },
+        )
+        .unwrap();
         let f = &committed_files(&cdir).unwrap().unwrap()[0];
         assert!(f.to_string_lossy().ends_with("-c000.csv"));
         assert_eq!(
@@ -1240,15 +1363,29 @@ mod tests {
         let back = read_sink_output_with_options(&cdir, "csv", Some(s.clone()), &o).unwrap();
         let back = arrow::compute::concat_batches(&s, &back).unwrap();
         assert_eq!(back.num_rows(), 5);
-        assert_eq!(back.column(1).as_primitive::<arrow::datatypes::Int64Type>().value(4), 5);
+        assert_eq!(
+            back.column(1)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .value(4),
+            5
+        );
         assert_eq!(back.column(0).as_string::<i32>().value(0), "a;b");
     }
 
     #[test]
     fn uris() {
-        assert_eq!(path_to_uri(Path::new("/data/out/a b%.parquet")), "file:///data/out/a%20b%25.parquet");
-        assert_eq!(local_path("file:///data/out/a%20b%25.parquet"), PathBuf::from("/data/out/a b%.parquet"));
+        assert_eq!(
+            path_to_uri(Path::new("/data/out/a b%.parquet")),
+            "file:///data/out/a%20b%25.parquet"
+        );
+        assert_eq!(
+            local_path("file:///data/out/a%20b%25.parquet"),
+            PathBuf::from("/data/out/a b%.parquet")
+        );
         assert_eq!(local_path("file:/data/x"), PathBuf::from("/data/x"));
-        assert_eq!(entry_path("part-0.json", Path::new("/o")), PathBuf::from("/o/part-0.json"));
+        assert_eq!(
+            entry_path("part-0.json", Path::new("/o")),
+            PathBuf::from("/o/part-0.json")
+        );
     }
 }

@@ -1,1 +1,2 @@
-//! (in progress)
+//! The versioned state store (`StateStore`, `StateStoreProvider`) under `<checkpoint>/state/`.
+//! Arrives with issue 3.

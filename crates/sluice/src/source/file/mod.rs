@@ -1,1 +1,531 @@
-//! (in progress)
+//! The file source: Spark's `FileStreamSource` over a directory of json, csv, parquet or text
+//! files.
+//!
+//! Each micro-batch admits the files that appeared since the last one, in modification-time
+//! order (ties by path), up to `maxFilesPerTrigger` files or `maxBytesPerTrigger` bytes. The
+//! admitted files are written to the source log `sources/<i>/N` (see `source_log`) *before* the batch
+//! runs, and the offset is `{"logOffset":N}`; `get_batch` reads files from the log, never from
+//! the directory, so a replayed batch reads exactly the same files after a restart.
+//!
+//! Options (keys case-insensitive): `maxFilesPerTrigger`, `maxBytesPerTrigger` (mutually
+//! exclusive), `latestFirst`, `fileNameOnly`, `maxFileAge` (default 7d, relative to the newest
+//! file admitted so far), `pathGlobFilter`, `ignoreMissingFiles`, `ignoreCorruptFiles`,
+//! `cleanSource` (only `off`), plus the format's parsing options (see [`format`]).
+
+mod datetime;
+mod format;
+mod listing;
+mod options;
+mod source_log;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use arrow::datatypes::SchemaRef;
+use serde_json::json;
+
+use self::format::{Assembler, ParseOptions};
+use self::listing::{uri_file_name, uri_to_path, Glob, ListedFile, Location};
+use self::options::Options;
+use self::source_log::{FileEntry, SourceLog};
+use crate::error::{Result, SluiceError};
+use crate::source::{Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider};
+
+pub use self::format::nullable_schema;
+
+/// Spark's default `maxFileAge`: 7 days.
+const DEFAULT_MAX_FILE_AGE_MS: i64 = 7 * 24 * 3600 * 1000;
+
+/// The options of the streaming part (Spark's `FileStreamOptions`).
+#[derive(Debug, Clone)]
+struct StreamOptions {
+    max_files_per_trigger: Option<usize>,
+    max_bytes_per_trigger: Option<u64>,
+    latest_first: bool,
+    file_name_only: bool,
+    max_file_age_ms: i64,
+    path_glob_filter: Option<Glob>,
+}
+
+impl StreamOptions {
+    fn parse(opts: &Options) -> Result<Self> {
+        let max_files = opts.positive("maxFilesPerTrigger")?;
+        let max_bytes = opts.positive("maxBytesPerTrigger")?;
+        if max_files.is_some() && max_bytes.is_some() {
+            return Err(SluiceError::query(
+                "INVALID_OPTION",
+                "the options 'maxFilesPerTrigger' and 'maxBytesPerTrigger' cannot be set at the \
+                 same time; keep one of them",
+            ));
+        }
+        let max_files_per_trigger = match max_files {
+            Some(n) => Some(usize::try_from(n).map_err(|_| {
+                Options::invalid(
+                    "maxFilesPerTrigger",
+                    &n.to_string(),
+                    "the number is too large",
+                )
+            })?),
+            None => None,
+        };
+        let latest_first = opts.bool("latestFirst", false)?;
+        let file_name_only = opts.bool("fileNameOnly", false)?;
+        let max_file_age_ms = opts
+            .duration_ms("maxFileAge")?
+            .unwrap_or(DEFAULT_MAX_FILE_AGE_MS);
+        if let Some(v) = opts.get("cleanSource") {
+            match v.trim().to_ascii_lowercase().as_str() {
+                "off" => {}
+                "archive" | "delete" => {
+                    return Err(SluiceError::not_supported_yet(format!(
+                        "the file source option cleanSource={v} is not supported yet; only \
+                         cleanSource=off"
+                    )))
+                }
+                _ => {
+                    return Err(Options::invalid(
+                        "cleanSource",
+                        v,
+                        "expected off, archive or delete",
+                    ))
+                }
+            }
+        }
+        let path_glob_filter = match opts.get("pathGlobFilter") {
+            None => None,
+            Some(g) => Some(Glob::new(g).map_err(|e| {
+                Options::invalid("pathGlobFilter", g, &format!("not a valid glob: {e}"))
+            })?),
+        };
+        if opts.bool("recursiveFileLookup", false)? {
+            return Err(SluiceError::not_supported_yet(
+                "the file source option recursiveFileLookup=true is not supported yet; the \
+                 source reads the files directly inside its directory",
+            ));
+        }
+        Ok(Self {
+            max_files_per_trigger,
+            max_bytes_per_trigger: max_bytes,
+            latest_first,
+            file_name_only,
+            max_file_age_ms,
+            path_glob_filter,
+        })
+    }
+
+    fn default_read_limit(&self) -> ReadLimit {
+        match (self.max_files_per_trigger, self.max_bytes_per_trigger) {
+            (Some(n), _) => ReadLimit::MaxFiles(n),
+            (None, Some(b)) => ReadLimit::MaxBytes(b),
+            (None, None) => ReadLimit::AllAvailable,
+        }
+    }
+}
+
+/// A streaming file source definition (`read_stream().format("json").load(dir)`).
+#[derive(Debug, Clone)]
+pub struct FileSourceProvider {
+    format: String,
+    location: Location,
+    schema: SchemaRef,
+    stream: StreamOptions,
+    parse: std::sync::Arc<ParseOptions>,
+}
+
+impl FileSourceProvider {
+    /// `format`: `json` | `csv` | `parquet` | `text`; `options`: Spark reader options (keys
+    /// case-insensitive). A schema is required except for `text` (always `value STRING`):
+    /// Spark does not infer schemas of streaming file sources.
+    pub fn try_new(
+        format: &str,
+        path: &str,
+        schema: Option<SchemaRef>,
+        options: &HashMap<String, String>,
+    ) -> Result<Self> {
+        let format = format.trim().to_ascii_lowercase();
+        if !matches!(format.as_str(), "json" | "csv" | "parquet" | "text") {
+            return Err(SluiceError::query(
+                "UNSUPPORTED_DATA_SOURCE",
+                format!("{format} is not a file format; use json, csv, parquet or text"),
+            ));
+        }
+        let opts = Options::new(options);
+        let schema = match schema {
+            Some(s) => s,
+            None if format == "text" => format::text_schema(),
+            None => {
+                return Err(SluiceError::query(
+                    "UNABLE_TO_INFER_SCHEMA",
+                    format!(
+                        "a streaming {format} source needs a schema: give it with \
+                         .schema(\"col TYPE, ...\") before .load(). Spark does not infer the \
+                         schema of streaming file sources (spark.sql.streaming.schemaInference \
+                         is off)"
+                    ),
+                ))
+            }
+        };
+        let location = Location::parse(path)?;
+        if !location.is_glob() && !location.exists() {
+            return Err(SluiceError::query(
+                "PATH_NOT_FOUND",
+                format!(
+                    "Path does not exist: {}. Create the directory before starting the stream \
+                     (a glob path such as dir/*.json may match nothing yet)",
+                    location.qualified
+                ),
+            ));
+        }
+        let stream = StreamOptions::parse(&opts)?;
+        let parse = ParseOptions::new(&format, &schema, &opts)?;
+        Ok(Self {
+            format,
+            location,
+            schema: parse.schema.clone(),
+            stream,
+            parse: std::sync::Arc::new(parse),
+        })
+    }
+
+    /// The format (`json`, `csv`, `parquet` or `text`).
+    pub fn format(&self) -> &str {
+        &self.format
+    }
+}
+
+impl SourceProvider for FileSourceProvider {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn description(&self) -> String {
+        format!("FileStreamSource[{}]", self.location.qualified)
+    }
+
+    fn kind(&self) -> &'static str {
+        "file"
+    }
+
+    fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>> {
+        let log = SourceLog::new(&ctx.metadata_dir);
+        std::fs::create_dir_all(&ctx.metadata_dir).map_err(|e| {
+            SluiceError::io(
+                crate::error::Fault::Checkpoint,
+                format!(
+                    "creating the source log directory {}",
+                    ctx.metadata_dir.display()
+                ),
+                e,
+            )
+        })?;
+        let current = match log.latest_id()? {
+            Some(id) => i64::try_from(id).map_err(|_| {
+                SluiceError::checkpoint(
+                    "CHECKPOINT_CORRUPT_LOG",
+                    format!(
+                        "the source log {} has an absurd batch id {id}",
+                        log.dir().display()
+                    ),
+                )
+            })?,
+            None => -1,
+        };
+        let max_age = if self.stream.latest_first
+            && (self.stream.max_files_per_trigger.is_some()
+                || self.stream.max_bytes_per_trigger.is_some())
+        {
+            i64::MAX
+        } else {
+            self.stream.max_file_age_ms
+        };
+        let mut seen = SeenFiles::new(max_age, self.stream.file_name_only);
+        for e in log.all_entries()? {
+            seen.add(&e.path, e.timestamp);
+        }
+        seen.purge();
+        Ok(Box::new(FileSource {
+            description: self.description(),
+            location: self.location.clone(),
+            stream: self.stream.clone(),
+            parse: self.parse.clone(),
+            log,
+            seen,
+            current,
+            available_now: None,
+            cache: BTreeMap::new(),
+        }))
+    }
+}
+
+/// Spark's `SeenFilesMap`: files admitted so far (by path, or by name with `fileNameOnly`),
+/// forgetting those older than `maxFileAge` before the newest one; such old files are not new.
+#[derive(Debug)]
+struct SeenFiles {
+    map: HashMap<String, i64>,
+    latest_ts: i64,
+    last_purge_ts: i64,
+    max_age_ms: i64,
+    file_name_only: bool,
+}
+
+impl SeenFiles {
+    fn new(max_age_ms: i64, file_name_only: bool) -> Self {
+        Self {
+            map: HashMap::new(),
+            latest_ts: 0,
+            last_purge_ts: i64::MIN,
+            max_age_ms,
+            file_name_only,
+        }
+    }
+
+    fn key(&self, uri: &str) -> String {
+        if self.file_name_only {
+            uri_file_name(uri)
+        } else {
+            uri.to_string()
+        }
+    }
+
+    fn add(&mut self, uri: &str, ts: i64) {
+        let k = self.key(uri);
+        self.map.insert(k, ts);
+        if ts > self.latest_ts {
+            self.latest_ts = ts;
+        }
+    }
+
+    fn is_new(&self, uri: &str, ts: i64) -> bool {
+        ts >= self.last_purge_ts && !self.map.contains_key(&self.key(uri))
+    }
+
+    fn purge(&mut self) {
+        self.last_purge_ts = self.latest_ts.saturating_sub(self.max_age_ms);
+        let limit = self.last_purge_ts;
+        self.map.retain(|_, ts| *ts >= limit);
+    }
+}
+
+struct FileSource {
+    description: String,
+    location: Location,
+    stream: StreamOptions,
+    parse: std::sync::Arc<ParseOptions>,
+    log: SourceLog,
+    seen: SeenFiles,
+    /// The newest log offset written (-1: none).
+    current: i64,
+    /// Trigger.AvailableNow: the files present when the query started.
+    available_now: Option<Vec<ListedFile>>,
+    /// Entries of log offsets written by this run, until committed.
+    cache: BTreeMap<i64, Vec<FileEntry>>,
+}
+
+fn parse_offset(o: &Offset, what: &str) -> Result<i64> {
+    let v = match o {
+        serde_json::Value::Object(m) => m.get("logOffset").and_then(|v| v.as_i64()),
+        // Spark's legacy form: a bare number.
+        serde_json::Value::Number(n) => n.as_i64(),
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    };
+    v.filter(|n| *n >= -1).ok_or_else(|| {
+        SluiceError::checkpoint(
+            "CHECKPOINT_INVALID_SOURCE_OFFSET",
+            format!(
+                "the {what} offset {o} is not a file source offset (expected \
+                 {{\"logOffset\":N}}); the checkpoint was written for another source"
+            ),
+        )
+    })
+}
+
+impl FileSource {
+    fn list_candidates(&self) -> Result<Vec<ListedFile>> {
+        let mut files = match &self.available_now {
+            Some(snapshot) => snapshot.clone(),
+            None => self.location.list(self.stream.path_glob_filter.as_ref())?,
+        };
+        files.retain(|f| self.seen.is_new(&f.uri, f.mtime_ms));
+        if self.stream.latest_first {
+            files.sort_by(|a, b| b.mtime_ms.cmp(&a.mtime_ms).then_with(|| a.uri.cmp(&b.uri)));
+        } else {
+            files.sort_by(|a, b| a.mtime_ms.cmp(&b.mtime_ms).then_with(|| a.uri.cmp(&b.uri)));
+        }
+        Ok(files)
+    }
+
+    fn offset(&self) -> Option<Offset> {
+        (self.current >= 0).then(|| json!({ "logOffset": self.current }))
+    }
+
+    fn entries_of(&self, id: i64) -> Result<Vec<FileEntry>> {
+        if let Some(e) = self.cache.get(&id) {
+            return Ok(e.clone());
+        }
+        let id = u64::try_from(id)
+            .map_err(|_| SluiceError::internal(format!("negative file source log id {id}")))?;
+        self.log.batch(id)
+    }
+}
+
+impl Source for FileSource {
+    fn default_read_limit(&self) -> ReadLimit {
+        self.stream.default_read_limit()
+    }
+
+    fn latest_offset(
+        &mut self,
+        start: Option<&Offset>,
+        limit: ReadLimit,
+    ) -> Result<Option<Offset>> {
+        let start_id = match start {
+            Some(o) => parse_offset(o, "start")?,
+            None => -1,
+        };
+        if start_id > self.current {
+            return Err(SluiceError::checkpoint(
+                "CHECKPOINT_MISSING_SOURCE_LOG",
+                format!(
+                    "the query's offsets say {} reached log offset {start_id}, but its source \
+                     log {} ends at {}: the source log was deleted or truncated. Restore it, or \
+                     start the query with a new checkpoint location",
+                    self.description,
+                    self.log.dir().display(),
+                    self.current
+                ),
+            ));
+        }
+        let files = self.list_candidates()?;
+        let selected: Vec<ListedFile> = match limit {
+            ReadLimit::MaxFiles(n) => files.into_iter().take(n.max(1)).collect(),
+            ReadLimit::MaxBytes(max) => {
+                let mut total: u64 = 0;
+                let mut out = Vec::new();
+                for f in files {
+                    let next = total.saturating_add(f.size);
+                    if out.is_empty() || next <= max {
+                        total = next;
+                        out.push(f);
+                    } else {
+                        break;
+                    }
+                }
+                out
+            }
+            ReadLimit::AllAvailable | ReadLimit::MaxRows(_) => files,
+        };
+        if !selected.is_empty() {
+            let id = self.current + 1;
+            let entries: Vec<FileEntry> = selected
+                .iter()
+                .map(|f| FileEntry {
+                    path: f.uri.clone(),
+                    timestamp: f.mtime_ms,
+                    batch_id: id,
+                })
+                .collect();
+            let uid = u64::try_from(id)
+                .map_err(|_| SluiceError::internal(format!("negative file source log id {id}")))?;
+            self.log.add(uid, entries.clone())?;
+            for f in &selected {
+                self.seen.add(&f.uri, f.mtime_ms);
+            }
+            self.seen.purge();
+            self.current = id;
+            self.cache.insert(id, entries);
+        }
+        Ok(self.offset())
+    }
+
+    fn prepare_for_trigger_available_now(&mut self) -> Result<()> {
+        self.available_now = Some(self.location.list(self.stream.path_glob_filter.as_ref())?);
+        Ok(())
+    }
+
+    fn get_batch(&mut self, start: Option<&Offset>, end: &Offset) -> Result<SourceBatch> {
+        let start_id = match start {
+            Some(o) => parse_offset(o, "start")?,
+            None => -1,
+        };
+        let end_id = parse_offset(end, "end")?;
+        if end_id < start_id {
+            return Err(SluiceError::internal(format!(
+                "{}: get_batch with end offset {end_id} before start offset {start_id}",
+                self.description
+            )));
+        }
+        let range = format!(
+            "the batch range ({start_id}, {end_id}] (source log entries {}..={end_id}) of {}",
+            start_id + 1,
+            self.description
+        );
+        let mut files = Vec::new();
+        for id in start_id + 1..=end_id {
+            files.extend(self.entries_of(id)?);
+        }
+        let mut asm = Assembler::new(&self.parse)?;
+        for f in &files {
+            let path = uri_to_path(&f.path);
+            format::read_file(&path, &f.path, &range, &mut asm)?;
+        }
+        let out = asm.finish()?;
+        Ok(source_batch(out))
+    }
+
+    fn commit(&mut self, end: &Offset) -> Result<()> {
+        let end_id = parse_offset(end, "committed")?;
+        self.cache.retain(|id, _| *id > end_id);
+        Ok(())
+    }
+}
+
+fn source_batch(out: format::AssembledRows) -> SourceBatch {
+    let mut metrics = BTreeMap::new();
+    metrics.insert("numFilesRead".to_string(), out.files_read.to_string());
+    metrics.insert("numMalformedRecords".to_string(), out.malformed.to_string());
+    metrics.insert(
+        "numDroppedMalformedRecords".to_string(),
+        out.dropped.to_string(),
+    );
+    SourceBatch {
+        batches: out.batches,
+        metrics,
+    }
+}
+
+/// Batch (non-streaming) read of files with the same parsing rules as the file source; used for
+/// static tables and batch reads. A directory among `paths` stands for its visible files (in
+/// name order). The batches have the schema [`nullable_schema`]`(schema)`.
+pub fn read_files(
+    format: &str,
+    paths: &[PathBuf],
+    schema: &SchemaRef,
+    options: &HashMap<String, String>,
+) -> Result<SourceBatch> {
+    let format = format.trim().to_ascii_lowercase();
+    let opts = Options::new(options);
+    let parse = ParseOptions::new(&format, schema, &opts)?;
+    let mut files: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        let abs = listing::absolute(p)?;
+        if abs.is_dir() {
+            let loc = Location::parse(&abs.to_string_lossy())?;
+            let mut listed = loc.list(None)?;
+            listed.sort_by(|a, b| a.path.cmp(&b.path));
+            files.extend(listed.into_iter().map(|f| f.path));
+        } else {
+            files.push(abs);
+        }
+    }
+    let mut asm = Assembler::new(&parse)?;
+    for path in &files {
+        let uri = listing::path_to_uri(path);
+        format::read_file(path, &uri, "a batch read", &mut asm)?;
+    }
+    let out = asm.finish()?;
+    Ok(source_batch(out))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,409 @@
+//! Spark's lenient string-to-timestamp and string-to-date parsing (`DateTimeUtils.stringToTimestamp`
+//! and `stringToDate`), which is what the JSON and CSV readers use when no `timestampFormat` /
+//! `dateFormat` option is given. The session time zone is UTC: a timestamp without a zone is UTC.
+//!
+//! Accepted timestamps (after trimming whitespace):
+//! `[+-]yyyy[-[m]m[-[d]d]]`, then optionally `T` or a space and `[h]h:[m]m[:[s]s[.fraction]]`,
+//! then (only after the seconds) an optional zone: `Z`, `+hh`, `+hh:mm`, `+hhmm`, `+hh:mm:ss`,
+//! `UTC`/`GMT`/`UT` optionally followed by such an offset, or `EST`/`MST`/`HST`. A fraction keeps
+//! 6 digits (more are truncated). Region zone ids (`Europe/Paris`) and time-only strings are not
+//! supported (null).
+
+const MICROS_PER_SECOND: i64 = 1_000_000;
+const SECONDS_PER_DAY: i64 = 86_400;
+
+/// Whether `b` is trimmed by Spark's `UTF8String.trimAll` (whitespace and ISO control chars).
+fn is_trim_byte(b: u8) -> bool {
+    b <= b' ' || b == 0x7f
+}
+
+fn trim_bytes(b: &[u8]) -> &[u8] {
+    let mut start = 0;
+    let mut end = b.len();
+    while start < end && is_trim_byte(b[start]) {
+        start += 1;
+    }
+    while end > start && is_trim_byte(b[end - 1]) {
+        end -= 1;
+    }
+    &b[start..end]
+}
+
+/// Days from 1970-01-01 of a proleptic Gregorian date, or None if the date does not exist.
+pub(crate) fn days_from_civil(year: i64, month: i64, day: i64) -> Option<i64> {
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    // Howard Hinnant's algorithm.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some(era * 146_097 + doe - 719_468)
+}
+
+fn is_leap(year: i64) -> bool {
+    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 => {
+            if is_leap(year) {
+                29
+            } else {
+                28
+            }
+        }
+        _ => 0,
+    }
+}
+
+/// Spark's `stringToTimestamp` in UTC: microseconds since the epoch, or None.
+pub(crate) fn parse_timestamp_micros(s: &str) -> Option<i64> {
+    let b = trim_bytes(s.as_bytes());
+    if b.is_empty() {
+        return None;
+    }
+    // year, month, day, hour, minute, second, micros, zone segments (7, 8)
+    let mut seg: [i64; 9] = [1, 1, 1, 0, 0, 0, 0, 0, 0];
+    let mut i = 0usize;
+    let mut val: i64 = 0;
+    let mut digits = 0usize;
+    let mut digits_milli = 0usize;
+    let mut tz: Option<&[u8]> = None;
+    let mut j = 0usize;
+    let mut year_sign = 1i64;
+    if b[0] == b'-' || b[0] == b'+' {
+        if b[0] == b'-' {
+            year_sign = -1;
+        }
+        j = 1;
+    }
+    fn valid(segment: usize, digits: usize) -> bool {
+        segment == 6
+            || (segment == 0 && (4..=6).contains(&digits))
+            || (segment == 7 && digits <= 2)
+            || (segment != 0 && segment != 6 && segment != 7 && digits > 0 && digits <= 2)
+    }
+    while j < b.len() {
+        let c = b[j];
+        if c.is_ascii_digit() {
+            if i == 6 {
+                digits_milli += 1;
+            }
+            if i != 6 || digits < 6 {
+                val = val.saturating_mul(10).saturating_add((c - b'0') as i64);
+            }
+            digits += 1;
+        } else if i < 2 {
+            // A time-only string (`hh:mm:ss`, `Thh:mm`) takes today's date in Spark; not
+            // supported here (null), as it is not reproducible.
+            if c == b'-' {
+                if !valid(i, digits) {
+                    return None;
+                }
+                seg[i] = val;
+                val = 0;
+                digits = 0;
+                i += 1;
+            } else {
+                return None;
+            }
+        } else if i == 2 {
+            if c == b' ' || c == b'T' {
+                if !valid(i, digits) {
+                    return None;
+                }
+                seg[i] = val;
+                val = 0;
+                digits = 0;
+                i += 1;
+            } else {
+                return None;
+            }
+        } else if i == 3 || i == 4 {
+            if c == b':' {
+                if !valid(i, digits) {
+                    return None;
+                }
+                seg[i] = val;
+                val = 0;
+                digits = 0;
+                i += 1;
+            } else {
+                return None;
+            }
+        } else if i == 5 || i == 6 {
+            if c == b'.' && i == 5 {
+                if !valid(i, digits) {
+                    return None;
+                }
+                seg[i] = val;
+                val = 0;
+                digits = 0;
+                i += 1;
+            } else {
+                if !valid(i, digits) {
+                    return None;
+                }
+                seg[i] = val;
+                val = 0;
+                digits = 0;
+                i += 1;
+                tz = Some(&b[j..]);
+                j = b.len() - 1;
+            }
+            if i == 6 && c != b'.' {
+                i += 1;
+            }
+        } else if i < 9 && (c == b':' || c == b' ') {
+            if !valid(i, digits) {
+                return None;
+            }
+            seg[i] = val;
+            val = 0;
+            digits = 0;
+            i += 1;
+        } else {
+            return None;
+        }
+        j += 1;
+    }
+    if i >= seg.len() || !valid(i, digits) {
+        return None;
+    }
+    seg[i] = val;
+    while digits_milli < 6 {
+        seg[6] *= 10;
+        digits_milli += 1;
+    }
+    let offset_seconds = match tz {
+        None => 0,
+        Some(z) => parse_zone_offset_seconds(std::str::from_utf8(trim_bytes(z)).ok()?)?,
+    };
+    let year = year_sign * seg[0];
+    let days = days_from_civil(year, seg[1], seg[2])?;
+    if seg[3] > 23 || seg[4] > 59 || seg[5] > 59 {
+        return None;
+    }
+    let secs = days
+        .checked_mul(SECONDS_PER_DAY)?
+        .checked_add(seg[3] * 3600 + seg[4] * 60 + seg[5])?
+        .checked_sub(offset_seconds as i64)?;
+    secs.checked_mul(MICROS_PER_SECOND)?.checked_add(seg[6])
+}
+
+/// A zone id as Java's `ZoneId.of(id, SHORT_IDS)` reads it, for fixed offsets only: seconds
+/// east of UTC.
+pub(crate) fn parse_zone_offset_seconds(z: &str) -> Option<i32> {
+    match z {
+        "Z" | "UTC" | "GMT" | "UT" => return Some(0),
+        "EST" => return Some(-5 * 3600),
+        "MST" => return Some(-7 * 3600),
+        "HST" => return Some(-10 * 3600),
+        _ => {}
+    }
+    let offset = ["UTC", "GMT", "UT"]
+        .iter()
+        .find_map(|p| z.strip_prefix(p).filter(|r| r.starts_with(['+', '-'])))
+        .unwrap_or(z);
+    parse_offset(offset)
+}
+
+/// `+h`, `+hh`, `+h:mm`, `+hh:mm`, `+hh:m`, `+hhmm`, `+hh:mm:ss`, `+hhmmss` (Spark's
+/// `getZoneId` pads the one-digit forms before Java parses them).
+fn parse_offset(s: &str) -> Option<i32> {
+    let b = s.as_bytes();
+    let sign = match b.first()? {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let rest = &s[1..];
+    let all_digits = |t: &str| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit());
+    let num = |t: &str| -> Option<i32> { t.parse::<i32>().ok() };
+    let (h, m, sec) = if rest.contains(':') {
+        let parts: Vec<&str> = rest.split(':').collect();
+        match parts.as_slice() {
+            [h, m] if all_digits(h) && all_digits(m) && h.len() <= 2 && m.len() <= 2 => {
+                (num(h)?, num(m)?, 0)
+            }
+            [h, m, s]
+                if all_digits(h)
+                    && all_digits(m)
+                    && all_digits(s)
+                    && h.len() == 2
+                    && m.len() == 2
+                    && s.len() == 2 =>
+            {
+                (num(h)?, num(m)?, num(s)?)
+            }
+            _ => return None,
+        }
+    } else {
+        if !all_digits(rest) {
+            return None;
+        }
+        match rest.len() {
+            1 | 2 => (num(rest)?, 0, 0),
+            4 => (num(&rest[..2])?, num(&rest[2..])?, 0),
+            6 => (num(&rest[..2])?, num(&rest[2..4])?, num(&rest[4..])?),
+            _ => return None,
+        }
+    };
+    if h > 18 || m > 59 || sec > 59 {
+        return None;
+    }
+    let total = h * 3600 + m * 60 + sec;
+    if total > 18 * 3600 {
+        return None;
+    }
+    Some(sign * total)
+}
+
+/// Spark's `stringToDate`: days since the epoch, or None. Accepts `[+-]yyyy`, `yyyy-[m]m`,
+/// `yyyy-[m]m-[d]d`, and `yyyy-[m]m-[d]d` followed by a space or `T` and anything.
+pub(crate) fn parse_date_days(s: &str) -> Option<i32> {
+    let b = trim_bytes(s.as_bytes());
+    if b.is_empty() {
+        return None;
+    }
+    let mut seg: [i64; 3] = [1, 1, 1];
+    let mut sign = 1i64;
+    let mut i = 0usize;
+    let mut val: i64 = 0;
+    let mut digits = 0usize;
+    let mut j = 0usize;
+    if b[0] == b'-' || b[0] == b'+' {
+        if b[0] == b'-' {
+            sign = -1;
+        }
+        j = 1;
+    }
+    fn valid(segment: usize, digits: usize) -> bool {
+        (segment == 0 && (4..=7).contains(&digits)) || (segment != 0 && digits > 0 && digits <= 2)
+    }
+    while j < b.len() && i < 3 && !(b[j] == b' ' || b[j] == b'T') {
+        let c = b[j];
+        if i < 2 && c == b'-' {
+            if !valid(i, digits) {
+                return None;
+            }
+            seg[i] = val;
+            val = 0;
+            digits = 0;
+            i += 1;
+        } else if c.is_ascii_digit() {
+            val = val.saturating_mul(10).saturating_add((c - b'0') as i64);
+            digits += 1;
+        } else {
+            return None;
+        }
+        j += 1;
+    }
+    if !valid(i, digits) {
+        return None;
+    }
+    if i < 2 && j < b.len() {
+        return None;
+    }
+    seg[i] = val;
+    let days = days_from_civil(sign * seg[0], seg[1], seg[2])?;
+    i32::try_from(days).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Option<i64> {
+        parse_timestamp_micros(s)
+    }
+
+    const T0: i64 = 1_773_480_413; // 2026-03-14T09:26:53Z
+
+    #[test]
+    fn timestamps_like_spark() {
+        assert_eq!(ts("2026-03-14T09:26:53Z"), Some(T0 * 1_000_000));
+        assert_eq!(ts("2026-03-14T09:26:53"), Some(T0 * 1_000_000));
+        assert_eq!(
+            ts("2026-03-14T09:26:53.250Z"),
+            Some(T0 * 1_000_000 + 250_000)
+        );
+        assert_eq!(ts("2026-03-14T11:26:53+02:00"), Some(T0 * 1_000_000));
+        assert_eq!(ts("2026-03-14T09:26:53.5"), Some(T0 * 1_000_000 + 500_000));
+        assert_eq!(ts("2026-03-14 09:26:53"), Some(T0 * 1_000_000));
+        assert_eq!(ts("  2026-03-14 09:26:53  "), Some(T0 * 1_000_000));
+        assert_eq!(
+            ts("2026-03-14T09:26:53.123456Z"),
+            Some(T0 * 1_000_000 + 123_456)
+        );
+        assert_eq!(
+            ts("2026-03-14T09:26:53.1234567Z"),
+            Some(T0 * 1_000_000 + 123_456)
+        );
+        assert_eq!(ts("2026-03-14"), Some(1_773_446_400 * 1_000_000));
+        assert_eq!(
+            ts("2026-03-14T23:30:00-03:00"),
+            Some(1_773_541_800 * 1_000_000)
+        );
+        assert_eq!(ts("2026-12-31T23:59:59.999Z"), Some(1_798_761_599_999_000));
+        assert_eq!(ts("2026-02-01 08:15"), Some(1_769_933_700 * 1_000_000));
+        assert_eq!(ts("2026-03-14T09:26:53 UTC"), Some(T0 * 1_000_000));
+        assert_eq!(
+            ts("2026-03-14T09:26:53GMT+01:00"),
+            Some((T0 - 3600) * 1_000_000)
+        );
+        assert_eq!(
+            ts("2026-03-14T09:26:53+0100"),
+            Some((T0 - 3600) * 1_000_000)
+        );
+        assert_eq!(
+            ts("2026-03-14T09:26:53+1:00"),
+            Some((T0 - 3600) * 1_000_000)
+        );
+        assert_eq!(ts("2026-3-4"), ts("2026-03-04"));
+        assert_eq!(ts("2026"), ts("2026-01-01"));
+        assert_eq!(ts("1969-12-31T23:59:59.5Z"), Some(-500_000));
+        for bad in [
+            "yesterday",
+            "14/03/2026 09:26",
+            "",
+            "2026-02-30",
+            "2026-03-14T25:00:00",
+            "2026-03-14T09:26Z",
+            "2026-03-14T",
+            "2026-03-14T09:26:53+19:00",
+            "2026-03-14T09:26:53 Europe/Paris",
+            "09:26:53",
+            "26-03-14",
+        ] {
+            assert_eq!(ts(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn dates_like_spark() {
+        assert_eq!(parse_date_days("1970-01-01"), Some(0));
+        assert_eq!(parse_date_days("2026-03-14"), Some(20_526));
+        assert_eq!(parse_date_days("2026-03-14T09:00:00Z"), Some(20_526));
+        assert_eq!(parse_date_days("2026-03-14 whatever"), Some(20_526));
+        assert_eq!(parse_date_days("2026-03"), parse_date_days("2026-03-01"));
+        assert_eq!(parse_date_days("1969-12-31"), Some(-1));
+        for bad in [
+            "2026-03 x",
+            "2026-13-01",
+            "x",
+            "",
+            "2026/03/14",
+            "2026-03-14x",
+        ] {
+            assert_eq!(parse_date_days(bad), None, "{bad}");
+        }
+    }
+}

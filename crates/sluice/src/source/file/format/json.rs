@@ -1,0 +1,1266 @@
+//! JSON lines with Spark's `JacksonParser` rules, decoded straight into typed cells.
+//!
+//! - One record per line (or per file with `multiLine=true`); blank lines are skipped.
+//! - A line that is not valid JSON, or whose top-level value is not an object, is *malformed*
+//!   (a row of nulls in PERMISSIVE mode). A top-level array of objects gives one row per object.
+//! - `{}` is a valid row of nulls. Field names are case-sensitive; unknown fields are ignored.
+//! - A value that does not fit its column's type makes that field null and the record
+//!   *partial* (the rest of the row stays in PERMISSIVE mode): `"6"` or `8.9` for INT, `"12.5"`
+//!   for DOUBLE, `"yesterday"` for TIMESTAMP, an object for INT...
+//! - Any JSON value fits a STRING column: strings as is, other values as their compact JSON
+//!   text (numbers as Jackson writes them, e.g. `42`, `1.5`, `1.0E10`).
+//! - Jackson's defaults as Spark sets them: single-quoted strings and `NaN`/`Infinity` are
+//!   allowed, comments, unquoted field names and leading zeros are not (each has an option).
+//! - Text after the first top-level value of a line is ignored, as with Jackson.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use arrow::datatypes::DataType;
+
+use super::{
+    convert_temporal_or_decimal, for_each_line, java_double_to_string, parse_decimal, Assembler,
+    Bad, Cell, JsonOptions, RecordRef,
+};
+use crate::error::Result;
+use crate::schema::spark_type_name;
+
+/// Jackson's default maximum nesting depth.
+const MAX_DEPTH: usize = 1000;
+
+/// Reads the JSON text of one file into `asm`.
+pub(crate) fn read(text: &str, uri: &str, j: &JsonOptions, asm: &mut Assembler<'_>) -> Result<()> {
+    let opts = asm.opts;
+    let mut fields: HashMap<&str, usize> = HashMap::new();
+    let mut types: Vec<&DataType> = Vec::with_capacity(opts.data_fields.len());
+    for (k, &col) in opts.data_fields.iter().enumerate() {
+        let f = opts.schema.field(col);
+        fields.insert(f.name().as_str(), k);
+        types.push(f.data_type());
+    }
+    let reader = JsonReader { j, fields, types };
+    if j.multi_line {
+        reader.record(text, 1, uri, asm)
+    } else {
+        for_each_line(text, j.line_sep.as_deref(), |n, line| {
+            reader.record(line, n, uri, asm)
+        })
+    }
+}
+
+struct JsonReader<'o> {
+    j: &'o JsonOptions,
+    /// Field name -> position among the data columns.
+    fields: HashMap<&'o str, usize>,
+    types: Vec<&'o DataType>,
+}
+
+/// A syntax error: the record is malformed.
+#[derive(Debug)]
+struct JErr(String);
+
+type JResult<T> = std::result::Result<T, JErr>;
+
+/// The outcome of converting one value: a cell, or why it does not fit (a partial record).
+type Conv<'a> = std::result::Result<Cell<'a>, String>;
+
+enum Num<'a> {
+    Int(&'a str),
+    Float(&'a str),
+    Special(f64),
+}
+
+impl<'o> JsonReader<'o> {
+    fn record(&self, rec: &str, line: usize, uri: &str, asm: &mut Assembler<'_>) -> Result<()> {
+        let rr = RecordRef {
+            file: uri,
+            line,
+            text: rec,
+        };
+        let mut cur = Cursor::new(rec, self.j);
+        if let Err(e) = cur.skip_ws() {
+            return asm.record(&[], Some(Bad::Malformed(e.0)), rr);
+        }
+        if cur.at_end() {
+            // A blank line is no record at all.
+            return Ok(());
+        }
+        match cur.peek() {
+            Some(b'{') => {
+                let mut cells = vec![Cell::Null; self.types.len()];
+                match self.object(&mut cur, &mut cells) {
+                    Ok(partial) => asm.record(&cells, partial.map(Bad::Partial), rr),
+                    Err(e) => asm.record(&[], Some(Bad::Malformed(e.0)), rr),
+                }
+            }
+            Some(b'[') => match self.array_of_objects(&mut cur) {
+                Ok(rows) => {
+                    for (cells, partial) in rows {
+                        asm.record(&cells, partial.map(Bad::Partial), rr)?;
+                    }
+                    Ok(())
+                }
+                Err(e) => asm.record(&[], Some(Bad::Malformed(e.0)), rr),
+            },
+            _ => {
+                // Distinguish invalid JSON from a valid non-object value in the message.
+                let msg = match cur.skip_value(0) {
+                    Ok(()) => "the record is not a JSON object".to_string(),
+                    Err(e) => e.0,
+                };
+                asm.record(&[], Some(Bad::Malformed(msg)), rr)
+            }
+        }
+    }
+
+    /// `[{..}, {..}]`: one row per object; anything else in the array makes it malformed.
+    #[allow(clippy::type_complexity)]
+    fn array_of_objects<'a>(
+        &self,
+        cur: &mut Cursor<'a>,
+    ) -> JResult<Vec<(Vec<Cell<'a>>, Option<String>)>> {
+        cur.expect(b'[')?;
+        let mut rows = Vec::new();
+        cur.skip_ws()?;
+        if cur.eat(b']') {
+            return Ok(rows);
+        }
+        loop {
+            cur.skip_ws()?;
+            if cur.peek() != Some(b'{') {
+                return Err(JErr(
+                    "the record is an array whose elements are not all JSON objects".into(),
+                ));
+            }
+            let mut cells = vec![Cell::Null; self.types.len()];
+            let partial = self.object(cur, &mut cells)?;
+            rows.push((cells, partial));
+            cur.skip_ws()?;
+            if cur.eat(b',') {
+                continue;
+            }
+            if cur.eat(b']') {
+                return Ok(rows);
+            }
+            return Err(cur.unexpected("`,` or `]`"));
+        }
+    }
+
+    /// Parses an object into `cells`; returns the reason of the first field that did not fit.
+    fn object<'a>(&self, cur: &mut Cursor<'a>, cells: &mut [Cell<'a>]) -> JResult<Option<String>> {
+        cur.expect(b'{')?;
+        let mut partial: Option<String> = None;
+        cur.skip_ws()?;
+        if cur.eat(b'}') {
+            return Ok(None);
+        }
+        loop {
+            cur.skip_ws()?;
+            let key = cur.key()?;
+            cur.skip_ws()?;
+            cur.expect(b':')?;
+            cur.skip_ws()?;
+            match self.fields.get(key.as_ref()) {
+                Some(&k) => {
+                    let dt = self.types[k];
+                    match self.typed(cur, dt)? {
+                        Ok(cell) => {
+                            if let Some(slot) = cells.get_mut(k) {
+                                *slot = cell;
+                            }
+                        }
+                        Err(reason) => {
+                            if partial.is_none() {
+                                partial = Some(format!("field `{key}`: {reason}"));
+                            }
+                        }
+                    }
+                }
+                None => cur.skip_value(1)?,
+            }
+            cur.skip_ws()?;
+            if cur.eat(b',') {
+                continue;
+            }
+            if cur.eat(b'}') {
+                return Ok(partial);
+            }
+            return Err(cur.unexpected("`,` or `}`"));
+        }
+    }
+
+    /// Parses one value for a column of type `dt`.
+    fn typed<'a>(&self, cur: &mut Cursor<'a>, dt: &DataType) -> JResult<Conv<'a>> {
+        let Some(c) = cur.peek() else {
+            return Err(JErr("unexpected end of input, expected a value".into()));
+        };
+        Ok(match c {
+            b'"' | b'\'' => {
+                let s = cur.string()?;
+                convert_string(s, dt, self.j)
+            }
+            b'{' | b'[' => {
+                if *dt == DataType::Utf8 {
+                    let mut out = String::new();
+                    cur.copy_value(&mut out, 1)?;
+                    Ok(Cell::Str(Cow::Owned(out)))
+                } else {
+                    cur.skip_value(1)?;
+                    Err(format!(
+                        "cannot convert a JSON {} to {}",
+                        if c == b'{' { "object" } else { "array" },
+                        spark_type_name(dt)
+                    ))
+                }
+            }
+            b't' | b'f' => {
+                let v = cur.boolean()?;
+                match dt {
+                    DataType::Boolean => Ok(Cell::Bool(v)),
+                    DataType::Utf8 => {
+                        Ok(Cell::Str(Cow::Borrowed(if v { "true" } else { "false" })))
+                    }
+                    _ => Err(format!(
+                        "cannot convert the JSON value {v} to {}",
+                        spark_type_name(dt)
+                    )),
+                }
+            }
+            b'n' => {
+                cur.literal("null")?;
+                Ok(Cell::Null)
+            }
+            _ => {
+                let n = cur.number()?;
+                convert_number(n, dt)
+            }
+        })
+    }
+}
+
+fn convert_string<'a>(s: Cow<'a, str>, dt: &DataType, j: &JsonOptions) -> Conv<'a> {
+    let fail = |s: &str| {
+        Err(format!(
+            "cannot convert the JSON string {:?} to {}",
+            super::excerpt(s, 60),
+            spark_type_name(dt)
+        ))
+    };
+    match dt {
+        DataType::Utf8 => Ok(Cell::Str(s)),
+        DataType::Float32 | DataType::Float64 => {
+            let v = match s.as_ref() {
+                "NaN" if j.allow_non_numeric_numbers => f64::NAN,
+                "+INF" | "+Infinity" | "Infinity" if j.allow_non_numeric_numbers => f64::INFINITY,
+                "-INF" | "-Infinity" if j.allow_non_numeric_numbers => f64::NEG_INFINITY,
+                _ => return fail(&s),
+            };
+            Ok(if *dt == DataType::Float32 {
+                Cell::F32(v as f32)
+            } else {
+                Cell::F64(v)
+            })
+        }
+        DataType::Date32 if !s.is_empty() => {
+            match convert_temporal_or_decimal(&s, dt) {
+                Some(c) => Ok(c),
+                // Spark 1.5 wrote dates as a number of days in a string.
+                None => match s.parse::<i32>() {
+                    Ok(days) => Ok(Cell::Date(days)),
+                    Err(_) => fail(&s),
+                },
+            }
+        }
+        DataType::Timestamp(_, _) | DataType::Decimal128(_, _) if !s.is_empty() => {
+            match convert_temporal_or_decimal(&s, dt) {
+                Some(c) => Ok(c),
+                None => fail(&s),
+            }
+        }
+        _ => fail(&s),
+    }
+}
+
+fn convert_number<'a>(n: Num<'a>, dt: &DataType) -> Conv<'a> {
+    // Built only on failure: no allocation per successfully converted number.
+    let fail = || {
+        let text = match &n {
+            Num::Int(t) | Num::Float(t) => super::excerpt(t, 60),
+            Num::Special(v) => java_double_to_string(*v),
+        };
+        Err(format!(
+            "cannot convert the JSON number {text} to {}",
+            spark_type_name(dt)
+        ))
+    };
+    match (dt, &n) {
+        (DataType::Utf8, Num::Int(t)) => Ok(Cell::Str(Cow::Owned(canonical_int(t)))),
+        (DataType::Utf8, Num::Float(t)) => match t.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(Cell::Str(Cow::Owned(java_double_to_string(v)))),
+            Ok(v) => Ok(Cell::Str(Cow::Owned(format!(
+                "\"{}\"",
+                java_double_to_string(v)
+            )))),
+            Err(_) => fail(),
+        },
+        // Jackson writes non-finite numbers as strings.
+        (DataType::Utf8, Num::Special(v)) => Ok(Cell::Str(Cow::Owned(format!(
+            "\"{}\"",
+            java_double_to_string(*v)
+        )))),
+        (DataType::Int8, Num::Int(t)) => match t.parse::<i64>() {
+            // Jackson's getByteValue accepts -128..=255 (unsigned bytes wrap).
+            Ok(v) if (-128..=255).contains(&v) => Ok(Cell::Int(v as u8 as i8 as i64)),
+            _ => fail(),
+        },
+        (DataType::Int16, Num::Int(t)) => match t.parse::<i16>() {
+            Ok(v) => Ok(Cell::Int(v as i64)),
+            Err(_) => fail(),
+        },
+        (DataType::Int32, Num::Int(t)) => match t.parse::<i32>() {
+            Ok(v) => Ok(Cell::Int(v as i64)),
+            Err(_) => fail(),
+        },
+        (DataType::Int64, Num::Int(t)) => match t.parse::<i64>() {
+            Ok(v) => Ok(Cell::Int(v)),
+            Err(_) => fail(),
+        },
+        (DataType::Float32, Num::Int(t) | Num::Float(t)) => match t.parse::<f32>() {
+            Ok(v) => Ok(Cell::F32(v)),
+            Err(_) => fail(),
+        },
+        (DataType::Float64, Num::Int(t) | Num::Float(t)) => match t.parse::<f64>() {
+            Ok(v) => Ok(Cell::F64(v)),
+            Err(_) => fail(),
+        },
+        (DataType::Float32, Num::Special(v)) => Ok(Cell::F32(*v as f32)),
+        (DataType::Float64, Num::Special(v)) => Ok(Cell::F64(*v)),
+        (DataType::Decimal128(p, s), Num::Int(t) | Num::Float(t)) => match parse_decimal(t, *p, *s)
+        {
+            Some(v) => Ok(Cell::Dec(v)),
+            None => fail(),
+        },
+        // A number in a TIMESTAMP column is seconds since the epoch.
+        (DataType::Timestamp(_, _), Num::Int(t)) => {
+            match t.parse::<i64>().ok().and_then(|s| s.checked_mul(1_000_000)) {
+                Some(v) => Ok(Cell::Ts(v)),
+                None => fail(),
+            }
+        }
+        (DataType::Timestamp(_, _), Num::Float(t)) => {
+            match parse_decimal(t, 38, 6).and_then(|v| i64::try_from(v).ok()) {
+                Some(v) => Ok(Cell::Ts(v)),
+                None => fail(),
+            }
+        }
+        _ => fail(),
+    }
+}
+
+/// An integer as Jackson writes it back: no leading zeros, no `-0`.
+fn canonical_int(t: &str) -> String {
+    let (neg, digits) = match t.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, t),
+    };
+    let digits = digits.trim_start_matches('0');
+    if digits.is_empty() {
+        "0".to_string()
+    } else if neg {
+        format!("-{digits}")
+    } else {
+        digits.to_string()
+    }
+}
+
+/// Writes a string as Jackson does: `"` and `\` escaped, control characters as `\n`, `\t`,
+/// ... or `\u00XX`; everything else as is.
+fn write_json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A position in one record's text.
+struct Cursor<'a> {
+    s: &'a str,
+    b: &'a [u8],
+    pos: usize,
+    j: &'a JsonOptions,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(s: &'a str, j: &'a JsonOptions) -> Self {
+        Self {
+            s,
+            b: s.as_bytes(),
+            pos: 0,
+            j,
+        }
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos >= self.b.len()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        if self.peek() == Some(c) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn unexpected(&self, expected: &str) -> JErr {
+        match self.s.get(self.pos..).and_then(|r| r.chars().next()) {
+            None => JErr(format!("unexpected end of input, expected {expected}")),
+            Some(c) => JErr(format!(
+                "unexpected character {c:?} at column {}, expected {expected}",
+                self.s[..self.pos].chars().count() + 1
+            )),
+        }
+    }
+
+    fn expect(&mut self, c: u8) -> JResult<()> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.unexpected(&format!("`{}`", c as char)))
+        }
+    }
+
+    fn skip_ws(&mut self) -> JResult<()> {
+        loop {
+            match self.peek() {
+                Some(b' ' | b'\t' | b'\n' | b'\r') => self.pos += 1,
+                Some(b'/') if self.j.allow_comments => match self.b.get(self.pos + 1) {
+                    Some(b'/') => {
+                        while let Some(c) = self.peek() {
+                            if c == b'\n' || c == b'\r' {
+                                break;
+                            }
+                            self.pos += 1;
+                        }
+                    }
+                    Some(b'*') => {
+                        self.pos += 2;
+                        loop {
+                            match self.peek() {
+                                None => return Err(JErr("unterminated comment".into())),
+                                Some(b'*') if self.b.get(self.pos + 1) == Some(&b'/') => {
+                                    self.pos += 2;
+                                    break;
+                                }
+                                Some(_) => self.pos += 1,
+                            }
+                        }
+                    }
+                    _ => return Ok(()),
+                },
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// A literal word such as `true`, which must not run into identifier characters.
+    fn literal(&mut self, word: &str) -> JResult<()> {
+        let end = self.pos + word.len();
+        if self.b.get(self.pos..end) == Some(word.as_bytes())
+            && !self
+                .b
+                .get(end)
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'$')
+        {
+            self.pos = end;
+            Ok(())
+        } else {
+            Err(self.unexpected(&format!("`{word}`")))
+        }
+    }
+
+    fn boolean(&mut self) -> JResult<bool> {
+        if self.peek() == Some(b't') {
+            self.literal("true")?;
+            Ok(true)
+        } else {
+            self.literal("false")?;
+            Ok(false)
+        }
+    }
+
+    fn starts_with(&self, w: &str) -> bool {
+        self.b
+            .get(self.pos..self.pos + w.len())
+            .is_some_and(|s| s == w.as_bytes())
+    }
+
+    /// A number token (or `NaN`/`Infinity`/`-INF`... when allowed).
+    fn number(&mut self) -> JResult<Num<'a>> {
+        let start = self.pos;
+        let mut neg = false;
+        let mut signed = false;
+        match self.peek() {
+            Some(b'-') => {
+                neg = true;
+                signed = true;
+                self.pos += 1;
+            }
+            Some(b'+') => {
+                signed = true;
+                self.pos += 1;
+            }
+            _ => {}
+        }
+        let nn = self.j.allow_non_numeric_numbers;
+        if nn && self.starts_with("NaN") && !signed {
+            self.literal("NaN")?;
+            return Ok(Num::Special(f64::NAN));
+        }
+        if nn && self.peek() == Some(b'I') {
+            let word = if self.starts_with("Infinity") {
+                "Infinity"
+            } else if signed && self.starts_with("INF") {
+                "INF"
+            } else {
+                return Err(self.unexpected("a value"));
+            };
+            self.literal(word)?;
+            return Ok(Num::Special(if neg {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }));
+        }
+        if signed && !neg {
+            return Err(JErr("a leading `+` is not allowed in a JSON number".into()));
+        }
+        let digit = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_digit());
+        match self.peek() {
+            Some(b'0') => {
+                self.pos += 1;
+                if digit(self.peek()) {
+                    if !self.j.allow_numeric_leading_zeros {
+                        return Err(JErr(
+                            "leading zeros are not allowed in a JSON number (option \
+                             allowNumericLeadingZeros)"
+                                .into(),
+                        ));
+                    }
+                    while digit(self.peek()) {
+                        self.pos += 1;
+                    }
+                }
+            }
+            Some(b'1'..=b'9') => {
+                while digit(self.peek()) {
+                    self.pos += 1;
+                }
+            }
+            _ => {
+                self.pos = start;
+                return Err(self.unexpected("a value"));
+            }
+        }
+        let mut int = true;
+        if self.peek() == Some(b'.') {
+            int = false;
+            self.pos += 1;
+            if !digit(self.peek()) {
+                return Err(JErr("a decimal point must be followed by a digit".into()));
+            }
+            while digit(self.peek()) {
+                self.pos += 1;
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            int = false;
+            self.pos += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if !digit(self.peek()) {
+                return Err(JErr("an exponent must have digits".into()));
+            }
+            while digit(self.peek()) {
+                self.pos += 1;
+            }
+        }
+        let text = &self.s[start..self.pos];
+        Ok(if int {
+            Num::Int(text)
+        } else {
+            Num::Float(text)
+        })
+    }
+
+    /// A quoted string (the cursor is on the opening quote).
+    fn string(&mut self) -> JResult<Cow<'a, str>> {
+        let q = match self.peek() {
+            Some(b'"') => b'"',
+            Some(b'\'') if self.j.allow_single_quotes => b'\'',
+            _ => return Err(self.unexpected("a string")),
+        };
+        self.pos += 1;
+        let start = self.pos;
+        let allow_ctrl = self.j.allow_unquoted_control_chars;
+        loop {
+            match self.peek() {
+                None => return Err(JErr("unexpected end of input inside a string".into())),
+                Some(c) if c == q => {
+                    let s = &self.s[start..self.pos];
+                    self.pos += 1;
+                    return Ok(Cow::Borrowed(s));
+                }
+                Some(b'\\') => break,
+                Some(c) if c < 0x20 && !allow_ctrl => {
+                    return Err(JErr(format!(
+                        "an unescaped control character (code {c}) in a string"
+                    )))
+                }
+                Some(_) => self.pos += 1,
+            }
+        }
+        let mut out = String::from(&self.s[start..self.pos]);
+        loop {
+            match self.peek() {
+                None => return Err(JErr("unexpected end of input inside a string".into())),
+                Some(c) if c == q => {
+                    self.pos += 1;
+                    return Ok(Cow::Owned(out));
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    self.escape(&mut out)?;
+                }
+                Some(c) if c < 0x20 && !allow_ctrl => {
+                    return Err(JErr(format!(
+                        "an unescaped control character (code {c}) in a string"
+                    )))
+                }
+                Some(_) => {
+                    let run_start = self.pos;
+                    while let Some(c) = self.peek() {
+                        if c == q || c == b'\\' || (c < 0x20 && !allow_ctrl) {
+                            break;
+                        }
+                        self.pos += 1;
+                    }
+                    out.push_str(&self.s[run_start..self.pos]);
+                }
+            }
+        }
+    }
+
+    /// One escape sequence after a backslash.
+    fn escape(&mut self, out: &mut String) -> JResult<()> {
+        let Some(c) = self.peek() else {
+            return Err(JErr("unexpected end of input in an escape sequence".into()));
+        };
+        self.pos += 1;
+        match c {
+            b'"' => out.push('"'),
+            b'\\' => out.push('\\'),
+            b'/' => out.push('/'),
+            b'b' => out.push('\u{8}'),
+            b'f' => out.push('\u{c}'),
+            b'n' => out.push('\n'),
+            b'r' => out.push('\r'),
+            b't' => out.push('\t'),
+            b'u' => {
+                let hi = self.hex4()?;
+                let ch = if (0xD800..0xDC00).contains(&hi) && self.starts_with("\\u") {
+                    let save = self.pos;
+                    self.pos += 2;
+                    let lo = self.hex4()?;
+                    if (0xDC00..0xE000).contains(&lo) {
+                        char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+                    } else {
+                        self.pos = save;
+                        None
+                    }
+                } else {
+                    char::from_u32(hi)
+                };
+                out.push(ch.unwrap_or('\u{FFFD}'));
+            }
+            b'\''
+                if self.j.allow_single_quotes || self.j.allow_backslash_escaping_any_character =>
+            {
+                out.push('\'')
+            }
+            _ if self.j.allow_backslash_escaping_any_character => {
+                // Take the whole (possibly multi-byte) character.
+                self.pos -= 1;
+                let ch = self.s[self.pos..].chars().next().unwrap_or('\u{FFFD}');
+                self.pos += ch.len_utf8();
+                out.push(ch);
+            }
+            _ => {
+                return Err(JErr(format!(
+                    "unrecognized escape sequence `\\{}`",
+                    self.s[self.pos - 1..].chars().next().unwrap_or('?')
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    fn hex4(&mut self) -> JResult<u32> {
+        let h = self
+            .s
+            .get(self.pos..self.pos + 4)
+            .filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit()))
+            .ok_or_else(|| JErr("a \\u escape needs 4 hex digits".into()))?;
+        let v = u32::from_str_radix(h, 16).map_err(|_| JErr("a bad \\u escape".into()))?;
+        self.pos += 4;
+        Ok(v)
+    }
+
+    /// A field name: a string, or an identifier with `allowUnquotedFieldNames`.
+    fn key(&mut self) -> JResult<Cow<'a, str>> {
+        match self.peek() {
+            Some(b'"') | Some(b'\'') => self.string(),
+            Some(c)
+                if self.j.allow_unquoted_field_names
+                    && (c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80) =>
+            {
+                let start = self.pos;
+                while let Some(c) = self.peek() {
+                    if c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80 {
+                        self.pos += 1;
+                    } else {
+                        break;
+                    }
+                }
+                Ok(Cow::Borrowed(&self.s[start..self.pos]))
+            }
+            _ => Err(self.unexpected("a field name in double quotes")),
+        }
+    }
+
+    fn skip_value(&mut self, depth: usize) -> JResult<()> {
+        if depth > MAX_DEPTH {
+            return Err(JErr(format!("nesting deeper than {MAX_DEPTH} levels")));
+        }
+        match self.peek() {
+            Some(b'{') => {
+                self.pos += 1;
+                self.skip_ws()?;
+                if self.eat(b'}') {
+                    return Ok(());
+                }
+                loop {
+                    self.skip_ws()?;
+                    self.key()?;
+                    self.skip_ws()?;
+                    self.expect(b':')?;
+                    self.skip_ws()?;
+                    self.skip_value(depth + 1)?;
+                    self.skip_ws()?;
+                    if self.eat(b',') {
+                        continue;
+                    }
+                    if self.eat(b'}') {
+                        return Ok(());
+                    }
+                    return Err(self.unexpected("`,` or `}`"));
+                }
+            }
+            Some(b'[') => {
+                self.pos += 1;
+                self.skip_ws()?;
+                if self.eat(b']') {
+                    return Ok(());
+                }
+                loop {
+                    self.skip_ws()?;
+                    self.skip_value(depth + 1)?;
+                    self.skip_ws()?;
+                    if self.eat(b',') {
+                        continue;
+                    }
+                    if self.eat(b']') {
+                        return Ok(());
+                    }
+                    return Err(self.unexpected("`,` or `]`"));
+                }
+            }
+            Some(b'"' | b'\'') => self.string().map(|_| ()),
+            Some(b't' | b'f') => self.boolean().map(|_| ()),
+            Some(b'n') => self.literal("null"),
+            None => Err(self.unexpected("a value")),
+            Some(_) => self.number().map(|_| ()),
+        }
+    }
+
+    /// Copies a value as compact JSON text, normalized as Jackson's `copyCurrentStructure`.
+    fn copy_value(&mut self, out: &mut String, depth: usize) -> JResult<()> {
+        if depth > MAX_DEPTH {
+            return Err(JErr(format!("nesting deeper than {MAX_DEPTH} levels")));
+        }
+        match self.peek() {
+            Some(b'{') => {
+                self.pos += 1;
+                out.push('{');
+                self.skip_ws()?;
+                if self.eat(b'}') {
+                    out.push('}');
+                    return Ok(());
+                }
+                loop {
+                    self.skip_ws()?;
+                    let k = self.key()?;
+                    write_json_string(out, &k);
+                    self.skip_ws()?;
+                    self.expect(b':')?;
+                    out.push(':');
+                    self.skip_ws()?;
+                    self.copy_value(out, depth + 1)?;
+                    self.skip_ws()?;
+                    if self.eat(b',') {
+                        out.push(',');
+                        continue;
+                    }
+                    if self.eat(b'}') {
+                        out.push('}');
+                        return Ok(());
+                    }
+                    return Err(self.unexpected("`,` or `}`"));
+                }
+            }
+            Some(b'[') => {
+                self.pos += 1;
+                out.push('[');
+                self.skip_ws()?;
+                if self.eat(b']') {
+                    out.push(']');
+                    return Ok(());
+                }
+                loop {
+                    self.skip_ws()?;
+                    self.copy_value(out, depth + 1)?;
+                    self.skip_ws()?;
+                    if self.eat(b',') {
+                        out.push(',');
+                        continue;
+                    }
+                    if self.eat(b']') {
+                        out.push(']');
+                        return Ok(());
+                    }
+                    return Err(self.unexpected("`,` or `]`"));
+                }
+            }
+            Some(b'"' | b'\'') => {
+                let s = self.string()?;
+                write_json_string(out, &s);
+                Ok(())
+            }
+            Some(b't' | b'f') => {
+                let v = self.boolean()?;
+                out.push_str(if v { "true" } else { "false" });
+                Ok(())
+            }
+            Some(b'n') => {
+                self.literal("null")?;
+                out.push_str("null");
+                Ok(())
+            }
+            None => Err(self.unexpected("a value")),
+            Some(_) => {
+                match self.number()? {
+                    Num::Int(t) => out.push_str(&canonical_int(t)),
+                    Num::Float(t) => {
+                        let v = t.parse::<f64>().unwrap_or(f64::NAN);
+                        if v.is_finite() {
+                            out.push_str(&java_double_to_string(v));
+                        } else {
+                            write_json_string(out, &java_double_to_string(v));
+                        }
+                    }
+                    Num::Special(v) => write_json_string(out, &java_double_to_string(v)),
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use arrow::datatypes::{Field, Schema, SchemaRef, TimeUnit};
+    use serde_json::{json, Value};
+
+    use super::super::test_util::rows;
+    use super::super::{Assembler, ParseOptions};
+    use super::*;
+    use crate::error::Fault;
+    use crate::source::file::options::Options;
+
+    fn opts(schema: &str, extra: &[(&str, &str)]) -> ParseOptions {
+        let schema: SchemaRef = crate::schema::parse_ddl_schema(schema).unwrap();
+        let m: HashMap<String, String> = extra
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ParseOptions::new("json", &schema, &Options::new(&m)).unwrap()
+    }
+
+    fn parse(o: &ParseOptions, lines: &[&str]) -> Result<(Vec<Vec<Value>>, u64, u64)> {
+        let mut asm = Assembler::new(o)?;
+        let text = lines.join("\n");
+        let super::super::FormatKind::Json(j) = &o.kind else {
+            unreachable!()
+        };
+        read(&text, "file:///t/1.json", j, &mut asm)?;
+        let out = asm.finish()?;
+        Ok((rows(&out.batches), out.malformed, out.dropped))
+    }
+
+    fn ts(s: &str) -> Value {
+        json!(crate::source::file::datetime::parse_timestamp_micros(s).unwrap())
+    }
+
+    #[test]
+    fn scenario_json_nulls_and_malformed_run_1() {
+        let o = opts("id INT, user STRING, amount DOUBLE, ts TIMESTAMP", &[]);
+        let (rows, malformed, dropped) = parse(
+            &o,
+            &[
+                r#"{"id": 1, "user": "alice", "amount": 10.5, "ts": "2026-05-01T10:00:00Z"}"#,
+                r#"{"id": 2, "user": "bob"}"#,
+                r#"{"id": 3, "user": null, "amount": null, "ts": null}"#,
+                r#"{"id": 4, "user": "dave", "amount": "#,
+                r#"this is not json"#,
+                r#"{"id": 5, "user": "erin", "amount": "abc", "ts": "2026-05-01T10:05:00Z"}"#,
+                r#""#,
+                r#"{"id": "6", "user": "frank", "amount": 7, "ts": "2026-05-01T10:06:00Z"}"#,
+            ],
+        )
+        .unwrap();
+        let n = Value::Null;
+        assert_eq!(
+            rows,
+            vec![
+                vec![
+                    json!(1),
+                    json!("alice"),
+                    json!(10.5),
+                    ts("2026-05-01T10:00:00")
+                ],
+                vec![json!(2), json!("bob"), n.clone(), n.clone()],
+                vec![json!(3), n.clone(), n.clone(), n.clone()],
+                vec![n.clone(), n.clone(), n.clone(), n.clone()],
+                vec![n.clone(), n.clone(), n.clone(), n.clone()],
+                vec![
+                    json!(5),
+                    json!("erin"),
+                    n.clone(),
+                    ts("2026-05-01T10:05:00")
+                ],
+                vec![
+                    n.clone(),
+                    json!("frank"),
+                    json!(7.0),
+                    ts("2026-05-01T10:06:00")
+                ],
+            ]
+        );
+        assert_eq!((malformed, dropped), (2, 0));
+    }
+
+    #[test]
+    fn scenario_json_nulls_and_malformed_run_2() {
+        let o = opts("id INT, user STRING, amount DOUBLE, ts TIMESTAMP", &[]);
+        let (rows, malformed, _) = parse(
+            &o,
+            &[
+                r#"{"id": 7, "user": "grace", "amount": 100.0, "ts": "2026-05-01T10:07:00Z", "extra": true}"#,
+                r#"{"id": 8.9, "user": 42, "amount": "12.5", "ts": 1777629000}"#,
+                r#"[1, 2, 3]"#,
+                r#"{}"#,
+                r#"{"id": 9, "user": "ivy", "amount": 3.25, "ts": "yesterday"}"#,
+                r#"{"ID": 10, "User": "jack", "amount": 1.5}"#,
+            ],
+        )
+        .unwrap();
+        let n = Value::Null;
+        assert_eq!(
+            rows,
+            vec![
+                vec![
+                    json!(7),
+                    json!("grace"),
+                    json!(100.0),
+                    ts("2026-05-01T10:07:00")
+                ],
+                vec![n.clone(), json!("42"), n.clone(), ts("2026-05-01T09:50:00")],
+                vec![n.clone(), n.clone(), n.clone(), n.clone()],
+                vec![n.clone(), n.clone(), n.clone(), n.clone()],
+                vec![json!(9), json!("ivy"), json!(3.25), n.clone()],
+                vec![n.clone(), n.clone(), json!(1.5), n.clone()],
+            ]
+        );
+        // Only `[1, 2, 3]` is malformed; `{}` and wrongly typed fields are not.
+        assert_eq!(malformed, 1);
+    }
+
+    #[test]
+    fn scenario_json_timestamp_parsing() {
+        let o = opts("id INT, ts TIMESTAMP", &[]);
+        let (got, _, _) = parse(
+            &o,
+            &[
+                r#"{"id": 1, "ts": "2026-03-14T09:26:53Z"}"#,
+                r#"{"id": 2, "ts": "2026-03-14T09:26:53"}"#,
+                r#"{"id": 3, "ts": "2026-03-14T09:26:53.250Z"}"#,
+                r#"{"id": 4, "ts": "2026-03-14T11:26:53+02:00"}"#,
+                r#"{"id": 5, "ts": "2026-03-14T09:26:53.5"}"#,
+                r#"{"id": 6, "ts": "2026-03-14 09:26:53"}"#,
+                r#"{"id": 7, "ts": "2026-12-31T23:59:59.999Z"}"#,
+                r#"{"id": 8, "ts": "14/03/2026 09:26"}"#,
+                r#"{"id": 9, "ts": null}"#,
+                r#"{"id": 10}"#,
+                r#"{"id": 11, "ts": "2026-03-14T09:26:53.123456Z"}"#,
+                r#"{"id": 12, "ts": "2026-03-14"}"#,
+                r#"{"id": 13, "ts": "2026-03-14T23:30:00-03:00"}"#,
+            ],
+        )
+        .unwrap();
+        let base = 1_773_480_413_000_000i64;
+        let want: Vec<Value> = vec![
+            json!(base),
+            json!(base),
+            json!(base + 250_000),
+            json!(base),
+            json!(base + 500_000),
+            json!(base),
+            json!(1_798_761_599_999_000i64),
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            json!(base + 123_456),
+            json!(1_773_446_400_000_000i64),
+            json!(1_773_541_800_000_000i64),
+        ];
+        let got_ts: Vec<Value> = got.iter().map(|r| r[1].clone()).collect();
+        assert_eq!(got_ts, want);
+        assert_eq!(got.len(), 13);
+    }
+
+    #[test]
+    fn json_value_rules() {
+        let o = opts(
+            "s STRING, b BOOLEAN, t TINYINT, l BIGINT, f FLOAT, d DOUBLE, dec DECIMAL(5,2), dt DATE",
+            &[],
+        );
+        let (got, malformed, _) = parse(
+            &o,
+            &[
+                r#"{"s": {"a": [1, 2.50, "x\n"], "b": null}, "b": true, "t": 255, "l": 9007199254740993, "f": 1.5, "d": "NaN", "dec": 123.456, "dt": "2026-03-14"}"#,
+                r#"{"s": 1e10, "b": "true", "t": 256, "l": 1.0, "f": "1.5", "d": -Infinity, "dec": "1,234.5", "dt": "123"}"#,
+                r#"{'s': 'single', "b": false, "d": 3, "dec": 1234.5}"#,
+                r#"   {"s": -0}  trailing garbage is ignored"#,
+                r#"  "#,
+                r#"null"#,
+                r#"{"s": tru}"#,
+                r#"[{"s": "x"}, {"s": "y", "t": "bad"}]"#,
+                r#"[]"#,
+            ],
+        )
+        .unwrap();
+        let n = Value::Null;
+        assert_eq!(
+            got,
+            vec![
+                vec![
+                    json!(r#"{"a":[1,2.5,"x\n"],"b":null}"#),
+                    json!(true),
+                    json!(-1),
+                    json!(9007199254740993i64),
+                    json!(1.5),
+                    json!("NaN"),
+                    json!("12346"),
+                    json!(20526)
+                ],
+                vec![
+                    json!("1.0E10"),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    json!("-Infinity"),
+                    n.clone(),
+                    json!(123)
+                ],
+                vec![
+                    json!("single"),
+                    json!(false),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    json!(3.0),
+                    n.clone(),
+                    n.clone()
+                ],
+                vec![
+                    json!("0"),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone()
+                ],
+                vec![n.clone(); 8],
+                vec![n.clone(); 8],
+                vec![
+                    json!("x"),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone()
+                ],
+                vec![
+                    json!("y"),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone(),
+                    n.clone()
+                ],
+            ]
+        );
+        // `null` and `{"s": tru}` are malformed.
+        assert_eq!(malformed, 2);
+    }
+
+    #[test]
+    fn modes_and_corrupt_column() {
+        let lines = [
+            r#"{"a": 1, "b": "x"}"#,
+            r#"{"a": "oops", "b": "y"}"#,
+            r#"not json"#,
+            r#"{"a": 4}"#,
+        ];
+        // PERMISSIVE with a corrupt-record column (anywhere in the schema).
+        let o = opts("_corrupt_record STRING, a INT, b STRING", &[]);
+        let (got, malformed, dropped) = parse(&o, &lines).unwrap();
+        let n = Value::Null;
+        assert_eq!(
+            got,
+            vec![
+                vec![n.clone(), json!(1), json!("x")],
+                vec![json!(lines[1]), n.clone(), json!("y")],
+                vec![json!(lines[2]), n.clone(), n.clone()],
+                vec![n.clone(), json!(4), n.clone()],
+            ]
+        );
+        assert_eq!((malformed, dropped), (1, 0));
+
+        // A renamed corrupt column.
+        let o = opts("a INT, bad STRING", &[("columnNameOfCorruptRecord", "bad")]);
+        let (got, _, _) = parse(&o, &lines).unwrap();
+        assert_eq!(got[2], vec![n.clone(), json!(lines[2])]);
+
+        // DROPMALFORMED drops malformed and partial records, and counts them.
+        let o = opts("a INT, b STRING", &[("mode", "dropmalformed")]);
+        let (got, malformed, dropped) = parse(&o, &lines).unwrap();
+        assert_eq!(
+            got,
+            vec![vec![json!(1), json!("x")], vec![json!(4), n.clone()]]
+        );
+        assert_eq!((malformed, dropped), (2, 2));
+
+        // FAILFAST stops at the first bad record, naming the file and line.
+        let o = opts("a INT, b STRING", &[("mode", "FAILFAST")]);
+        let err = parse(&o, &lines).unwrap_err();
+        assert_eq!(err.class(), "MALFORMED_RECORD");
+        assert_eq!(err.fault(), Fault::Input);
+        let msg = err.message();
+        assert!(msg.contains("line 2 of file:///t/1.json"), "{msg}");
+        assert!(
+            msg.contains("PERMISSIVE") && msg.contains("DROPMALFORMED"),
+            "{msg}"
+        );
+        let (got, _, _) = parse(&o, &lines[..1]).unwrap();
+        assert_eq!(got.len(), 1);
+    }
+
+    #[test]
+    fn bad_corrupt_column_type_and_binary() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int32, true),
+            Field::new("_corrupt_record", DataType::Int32, true),
+        ]));
+        let err = ParseOptions::new("json", &schema, &Options::default()).unwrap_err();
+        assert_eq!(err.class(), "INVALID_CORRUPT_RECORD_TYPE");
+        let schema: SchemaRef =
+            Arc::new(Schema::new(vec![Field::new("a", DataType::Binary, true)]));
+        let err = ParseOptions::new("json", &schema, &Options::default()).unwrap_err();
+        assert_eq!(err.fault(), Fault::NotSupportedYet);
+        let schema: SchemaRef = Arc::new(Schema::new(vec![Field::new(
+            "a",
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            false,
+        )]));
+        let o = ParseOptions::new("json", &schema, &Options::default()).unwrap();
+        assert!(o.schema.field(0).is_nullable());
+    }
+
+    #[test]
+    fn multi_line_and_options() {
+        let o = opts("a INT, b STRING", &[("multiLine", "true")]);
+        let (got, _, _) = parse(
+            &o,
+            &["[", r#"{"a": 1,"#, r#" "b": "x"},"#, r#"{"a": 2}"#, "]"],
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![vec![json!(1), json!("x")], vec![json!(2), Value::Null]]
+        );
+
+        let o = opts("a INT, b STRING", &[("allowSingleQuotes", "false")]);
+        let (got, malformed, _) = parse(&o, &[r#"{'a': 1}"#]).unwrap();
+        assert_eq!((got.len(), malformed), (1, 1));
+
+        let o = opts(
+            "a INT, b STRING",
+            &[
+                ("allowComments", "true"),
+                ("allowUnquotedFieldNames", "true"),
+            ],
+        );
+        let (got, malformed, _) = parse(&o, &[r#"/* c */ {a: 1, // x"#]).unwrap();
+        assert_eq!(malformed, 1, "{got:?}");
+        let (got, malformed, _) = parse(&o, &[r#"/* c */ {a: 1, b: "z"}"#]).unwrap();
+        assert_eq!((got, malformed), (vec![vec![json!(1), json!("z")]], 0));
+    }
+}

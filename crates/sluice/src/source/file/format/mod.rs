@@ -1,0 +1,1231 @@
+//! Parsing files into Arrow record batches with Spark's rules: the parse modes
+//! (`PERMISSIVE`/`DROPMALFORMED`/`FAILFAST`), the corrupt-record column, and the per-format
+//! readers (JSON lines, CSV, text, Parquet).
+//!
+//! A reader turns each record into one [`Cell`] per data column, plus whether the record was
+//! bad: *malformed* (it could not be parsed at all: a row of nulls in PERMISSIVE mode) or
+//! *partial* (some fields could not be converted to their type: those fields are null, the
+//! rest of the row stays in PERMISSIVE mode). In DROPMALFORMED mode both kinds are dropped and
+//! in FAILFAST mode both fail the query, as in Spark's `FailureSafeParser`.
+
+pub(crate) mod csv;
+pub(crate) mod json;
+pub(crate) mod parquet;
+
+use std::borrow::Cow;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
+    Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder, RecordBatch,
+    RecordBatchOptions, StringBuilder, TimestampMicrosecondBuilder,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+use super::options::Options;
+use crate::error::{Fault, Result, SluiceError};
+use crate::schema::spark_type_name;
+
+/// Rows per record batch produced by the readers.
+pub(crate) const BATCH_ROWS: usize = 8192;
+
+/// How bad records are handled (Spark's `mode` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ParseMode {
+    Permissive,
+    DropMalformed,
+    FailFast,
+}
+
+/// JSON reader options (Spark's `JSONOptions` that matter when a schema is given).
+#[derive(Debug, Clone)]
+pub(crate) struct JsonOptions {
+    pub multi_line: bool,
+    pub allow_single_quotes: bool,
+    pub allow_non_numeric_numbers: bool,
+    pub allow_comments: bool,
+    pub allow_unquoted_field_names: bool,
+    pub allow_numeric_leading_zeros: bool,
+    pub allow_unquoted_control_chars: bool,
+    pub allow_backslash_escaping_any_character: bool,
+    pub line_sep: Option<String>,
+}
+
+/// CSV reader options (Spark's `CSVOptions`).
+#[derive(Debug, Clone)]
+pub(crate) struct CsvOptions {
+    pub header: bool,
+    pub sep: u8,
+    /// 0: no quoting.
+    pub quote: u8,
+    /// 0: no escape character.
+    pub escape: u8,
+    /// 0: none.
+    pub escape_escape: u8,
+    pub comment: Option<u8>,
+    pub null_value: String,
+    pub empty_value: String,
+    pub nan_value: String,
+    pub positive_inf: String,
+    pub negative_inf: String,
+    pub ignore_leading_ws: bool,
+    pub ignore_trailing_ws: bool,
+    pub line_sep: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct TextOptions {
+    pub whole_text: bool,
+    pub line_sep: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum FormatKind {
+    Json(JsonOptions),
+    Csv(CsvOptions),
+    Text(TextOptions),
+    Parquet,
+}
+
+/// Everything a reader needs: the format options, the output schema and the parse mode.
+#[derive(Debug, Clone)]
+pub(crate) struct ParseOptions {
+    pub kind: FormatKind,
+    /// The output schema: the given schema with every field nullable.
+    pub schema: SchemaRef,
+    pub mode: ParseMode,
+    /// The column that receives the raw text of bad records (json/csv), if the schema has it.
+    pub corrupt_idx: Option<usize>,
+    /// The schema columns filled from the data, in order (all but the corrupt-record column).
+    pub data_fields: Vec<usize>,
+    pub ignore_missing_files: bool,
+    pub ignore_corrupt_files: bool,
+}
+
+/// The schema with every field nullable (the readers' output schema).
+pub fn nullable_schema(schema: &SchemaRef) -> SchemaRef {
+    if schema.fields().iter().all(|f| f.is_nullable()) {
+        return schema.clone();
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// The schema of the `text` format.
+pub(crate) fn text_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("value", DataType::Utf8, true)]))
+}
+
+fn opt_char_ascii(key: &str, c: char) -> Result<u8> {
+    if c == '\0' {
+        return Ok(0);
+    }
+    if !c.is_ascii() {
+        return Err(SluiceError::not_supported_yet(format!(
+            "the option '{key}' = {c:?}: only ASCII characters are supported yet"
+        )));
+    }
+    Ok(c as u8)
+}
+
+/// Spark's `CSVExprUtils.toChar` for `sep`: one character or an escape such as `\t`.
+fn parse_sep(v: &str) -> Result<u8> {
+    let c = match v {
+        "" => {
+            return Err(Options::invalid(
+                "sep",
+                v,
+                "the delimiter cannot be an empty string",
+            ))
+        }
+        "\\t" => '\t',
+        "\\r" => '\r',
+        "\\b" => '\u{8}',
+        "\\f" => '\u{c}',
+        "\\\"" => '"',
+        "\\'" => '\'',
+        "\\n" => '\n',
+        "\\\\" => '\\',
+        "\\" => {
+            return Err(Options::invalid(
+                "sep",
+                v,
+                "a single backslash is not allowed; use two backslashes for the backslash \
+                 character",
+            ))
+        }
+        s if s.chars().count() == 1 => s.chars().next().unwrap_or(','),
+        s => {
+            return Err(SluiceError::not_supported_yet(format!(
+                "the CSV delimiter {s:?} has more than one character; multi-character \
+                 delimiters are not supported yet"
+            )))
+        }
+    };
+    if !c.is_ascii() {
+        return Err(SluiceError::not_supported_yet(format!(
+            "the CSV delimiter {c:?} is not ASCII; only ASCII delimiters are supported yet"
+        )));
+    }
+    Ok(c as u8)
+}
+
+impl ParseOptions {
+    /// Validates the options of `format` against `schema` (the given, not yet nullable one).
+    pub fn new(format: &str, schema: &SchemaRef, opts: &Options) -> Result<Self> {
+        let schema = nullable_schema(schema);
+        let mode = match opts.get("mode") {
+            None => ParseMode::Permissive,
+            Some(m) => match m.trim().to_ascii_uppercase().as_str() {
+                "PERMISSIVE" => ParseMode::Permissive,
+                "DROPMALFORMED" => ParseMode::DropMalformed,
+                "FAILFAST" => ParseMode::FailFast,
+                _ => {
+                    return Err(Options::invalid(
+                        "mode",
+                        m,
+                        "expected PERMISSIVE, DROPMALFORMED or FAILFAST",
+                    ))
+                }
+            },
+        };
+        for key in ["timestampFormat", "dateFormat", "timestampNTZFormat"] {
+            if let Some(v) = opts.get(key) {
+                return Err(SluiceError::not_supported_yet(format!(
+                    "the option '{key}' = {v:?}: custom datetime patterns are not supported yet. \
+                     Without it, ISO-8601 values such as 2026-03-14T09:26:53Z, \
+                     2026-03-14 09:26:53.5 or 2026-03-14 are read"
+                )));
+            }
+        }
+        for key in ["encoding", "charset"] {
+            if let Some(v) = opts.get(key) {
+                let norm = v.trim().to_ascii_lowercase().replace(['-', '_'], "");
+                if norm != "utf8" {
+                    return Err(SluiceError::not_supported_yet(format!(
+                        "the option '{key}' = {v:?}: only UTF-8 files are supported yet"
+                    )));
+                }
+            }
+        }
+        let line_sep = match opts.get("lineSep") {
+            Some("") => return Err(Options::invalid("lineSep", "", "it cannot be empty")),
+            Some(s) => Some(s.to_string()),
+            None => None,
+        };
+        let ignore_missing_files = opts.bool("ignoreMissingFiles", false)?;
+        let ignore_corrupt_files = opts.bool("ignoreCorruptFiles", false)?;
+        let kind = match format {
+            "json" => {
+                if opts.bool("multiLine", false)? && line_sep.is_some() {
+                    return Err(Options::invalid(
+                        "lineSep",
+                        opts.get("lineSep").unwrap_or(""),
+                        "it cannot be combined with multiLine=true",
+                    ));
+                }
+                FormatKind::Json(JsonOptions {
+                    multi_line: opts.bool("multiLine", false)?,
+                    allow_single_quotes: opts.bool("allowSingleQuotes", true)?,
+                    allow_non_numeric_numbers: opts.bool("allowNonNumericNumbers", true)?,
+                    allow_comments: opts.bool("allowComments", false)?,
+                    allow_unquoted_field_names: opts.bool("allowUnquotedFieldNames", false)?,
+                    allow_numeric_leading_zeros: opts.bool("allowNumericLeadingZeros", false)?,
+                    allow_unquoted_control_chars: opts.bool("allowUnquotedControlChars", false)?,
+                    allow_backslash_escaping_any_character: opts
+                        .bool("allowBackslashEscapingAnyCharacter", false)?,
+                    line_sep,
+                })
+            }
+            "csv" => {
+                if opts.bool("multiLine", false)? {
+                    return Err(SluiceError::not_supported_yet(
+                        "the CSV option multiLine=true (quoted values spanning lines) is not \
+                         supported yet",
+                    ));
+                }
+                let sep = match opts.get("sep").or_else(|| opts.get("delimiter")) {
+                    None => b',',
+                    Some(v) => parse_sep(v)?,
+                };
+                let quote_c = opts.char_or("quote", '"')?;
+                let quote = opt_char_ascii("quote", quote_c)?;
+                let escape_c = opts.char_or("escape", '\\')?;
+                let escape = opt_char_ascii("escape", escape_c)?;
+                let escape_escape = match opts.get("charToEscapeQuoteEscaping") {
+                    Some(_) => {
+                        let c = opts.char_or("charToEscapeQuoteEscaping", '\0')?;
+                        opt_char_ascii("charToEscapeQuoteEscaping", c)?
+                    }
+                    // univocity: the escape character itself, unless it equals the quote.
+                    None if quote == escape => 0,
+                    None => escape,
+                };
+                let comment = match opts.get("comment") {
+                    None | Some("") => None,
+                    Some(_) => {
+                        let c = opts.char_or("comment", '#')?;
+                        if c == '\0' {
+                            None
+                        } else {
+                            Some(opt_char_ascii("comment", c)?)
+                        }
+                    }
+                };
+                if let Some(h) = opts.get("unescapedQuoteHandling") {
+                    if !h.eq_ignore_ascii_case("STOP_AT_DELIMITER") {
+                        return Err(SluiceError::not_supported_yet(format!(
+                            "the CSV option unescapedQuoteHandling={h}: only STOP_AT_DELIMITER \
+                             (the default) is supported yet"
+                        )));
+                    }
+                }
+                if let Some(ls) = &line_sep {
+                    if ls.chars().count() != 1 {
+                        return Err(Options::invalid(
+                            "lineSep",
+                            ls,
+                            "the CSV line separator must be a single character",
+                        ));
+                    }
+                }
+                FormatKind::Csv(CsvOptions {
+                    header: opts.bool("header", false)?,
+                    sep,
+                    quote,
+                    escape,
+                    escape_escape,
+                    comment,
+                    null_value: opts.get("nullValue").unwrap_or("").to_string(),
+                    empty_value: opts.get("emptyValue").unwrap_or("").to_string(),
+                    nan_value: opts.get("nanValue").unwrap_or("NaN").to_string(),
+                    positive_inf: opts.get("positiveInf").unwrap_or("Inf").to_string(),
+                    negative_inf: opts.get("negativeInf").unwrap_or("-Inf").to_string(),
+                    ignore_leading_ws: opts.bool("ignoreLeadingWhiteSpace", false)?,
+                    ignore_trailing_ws: opts.bool("ignoreTrailingWhiteSpace", false)?,
+                    line_sep,
+                })
+            }
+            "text" => FormatKind::Text(TextOptions {
+                whole_text: opts.bool("wholetext", false)?,
+                line_sep,
+            }),
+            "parquet" => FormatKind::Parquet,
+            other => {
+                return Err(SluiceError::query(
+                    "UNSUPPORTED_DATA_SOURCE",
+                    format!("{other} is not a file format; use json, csv, parquet or text"),
+                ))
+            }
+        };
+
+        let mut corrupt_idx = None;
+        match &kind {
+            FormatKind::Json(_) | FormatKind::Csv(_) => {
+                let corrupt_name = opts
+                    .get("columnNameOfCorruptRecord")
+                    .unwrap_or("_corrupt_record");
+                for (i, f) in schema.fields().iter().enumerate() {
+                    if f.name() == corrupt_name {
+                        if f.data_type() != &DataType::Utf8 {
+                            return Err(SluiceError::query(
+                                "INVALID_CORRUPT_RECORD_TYPE",
+                                format!(
+                                    "the column `{corrupt_name}` for corrupt records must have \
+                                     the nullable STRING type, but got {}",
+                                    spark_type_name(f.data_type())
+                                ),
+                            ));
+                        }
+                        corrupt_idx = Some(i);
+                        continue;
+                    }
+                    check_parsable_type(format, f)?;
+                }
+            }
+            FormatKind::Text(_) => {
+                if schema.fields().len() != 1 || schema.field(0).data_type() != &DataType::Utf8 {
+                    return Err(SluiceError::query(
+                        "INVALID_SCHEMA",
+                        format!(
+                            "the text format reads a single STRING column (value STRING), but \
+                             the schema is {}",
+                            crate::schema::schema_to_ddl(&schema)
+                        ),
+                    ));
+                }
+            }
+            FormatKind::Parquet => {}
+        }
+        let data_fields = (0..schema.fields().len())
+            .filter(|i| Some(*i) != corrupt_idx)
+            .collect();
+        Ok(Self {
+            kind,
+            schema,
+            mode,
+            corrupt_idx,
+            data_fields,
+            ignore_missing_files,
+            ignore_corrupt_files,
+        })
+    }
+}
+
+fn check_parsable_type(format: &str, f: &Field) -> Result<()> {
+    match f.data_type() {
+        DataType::Utf8
+        | DataType::Boolean
+        | DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal128(_, _)
+        | DataType::Date32
+        | DataType::Timestamp(TimeUnit::Microsecond, _) => Ok(()),
+        other => Err(SluiceError::not_supported_yet(format!(
+            "column `{}` has the type {} ({other}), which the {format} reader does not \
+             support yet",
+            f.name(),
+            spark_type_name(other)
+        ))),
+    }
+}
+
+/// One parsed value, already of its column's type.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Cell<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    F32(f32),
+    F64(f64),
+    Dec(i128),
+    Date(i32),
+    Ts(i64),
+    Str(Cow<'a, str>),
+}
+
+/// Why a record is bad.
+#[derive(Debug, Clone)]
+pub(crate) enum Bad {
+    /// Some fields could not be converted (they are null; the rest of the row is kept in
+    /// PERMISSIVE mode).
+    Partial(String),
+    /// The record could not be parsed at all (a row of nulls in PERMISSIVE mode).
+    Malformed(String),
+}
+
+/// Where a record comes from, for the corrupt-record column and error messages.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecordRef<'a> {
+    pub file: &'a str,
+    /// 1-based line number of the record's first line.
+    pub line: usize,
+    pub text: &'a str,
+}
+
+enum ColBuilder {
+    Utf8(StringBuilder),
+    Bool(BooleanBuilder),
+    I8(Int8Builder),
+    I16(Int16Builder),
+    I32(Int32Builder),
+    I64(Int64Builder),
+    F32(Float32Builder),
+    F64(Float64Builder),
+    Dec(Decimal128Builder),
+    Date(Date32Builder),
+    Ts(TimestampMicrosecondBuilder),
+    Binary(BinaryBuilder),
+}
+
+impl ColBuilder {
+    fn new(f: &Field) -> Result<Self> {
+        Ok(match f.data_type() {
+            DataType::Utf8 => ColBuilder::Utf8(StringBuilder::new()),
+            DataType::Boolean => ColBuilder::Bool(BooleanBuilder::new()),
+            DataType::Int8 => ColBuilder::I8(Int8Builder::new()),
+            DataType::Int16 => ColBuilder::I16(Int16Builder::new()),
+            DataType::Int32 => ColBuilder::I32(Int32Builder::new()),
+            DataType::Int64 => ColBuilder::I64(Int64Builder::new()),
+            DataType::Float32 => ColBuilder::F32(Float32Builder::new()),
+            DataType::Float64 => ColBuilder::F64(Float64Builder::new()),
+            DataType::Decimal128(p, s) => {
+                ColBuilder::Dec(Decimal128Builder::new().with_precision_and_scale(*p, *s)?)
+            }
+            DataType::Date32 => ColBuilder::Date(Date32Builder::new()),
+            DataType::Timestamp(TimeUnit::Microsecond, tz) => {
+                ColBuilder::Ts(TimestampMicrosecondBuilder::new().with_timezone_opt(tz.clone()))
+            }
+            DataType::Binary => ColBuilder::Binary(BinaryBuilder::new()),
+            other => {
+                return Err(SluiceError::not_supported_yet(format!(
+                    "column `{}` has the type {}, which the file readers do not support yet",
+                    f.name(),
+                    spark_type_name(other)
+                )))
+            }
+        })
+    }
+
+    fn append_null(&mut self) {
+        match self {
+            ColBuilder::Utf8(b) => b.append_null(),
+            ColBuilder::Bool(b) => b.append_null(),
+            ColBuilder::I8(b) => b.append_null(),
+            ColBuilder::I16(b) => b.append_null(),
+            ColBuilder::I32(b) => b.append_null(),
+            ColBuilder::I64(b) => b.append_null(),
+            ColBuilder::F32(b) => b.append_null(),
+            ColBuilder::F64(b) => b.append_null(),
+            ColBuilder::Dec(b) => b.append_null(),
+            ColBuilder::Date(b) => b.append_null(),
+            ColBuilder::Ts(b) => b.append_null(),
+            ColBuilder::Binary(b) => b.append_null(),
+        }
+    }
+
+    fn append_str(&mut self, s: &str) {
+        match self {
+            ColBuilder::Utf8(b) => b.append_value(s),
+            other => other.append_null(),
+        }
+    }
+
+    /// Appends a cell; a cell of the wrong kind (a bug in a reader) appends null.
+    fn append(&mut self, cell: &Cell<'_>) {
+        match (self, cell) {
+            (b, Cell::Null) => b.append_null(),
+            (ColBuilder::Utf8(b), Cell::Str(s)) => b.append_value(s),
+            (ColBuilder::Bool(b), Cell::Bool(v)) => b.append_value(*v),
+            (ColBuilder::I8(b), Cell::Int(v)) => b.append_option(i8::try_from(*v).ok()),
+            (ColBuilder::I16(b), Cell::Int(v)) => b.append_option(i16::try_from(*v).ok()),
+            (ColBuilder::I32(b), Cell::Int(v)) => b.append_option(i32::try_from(*v).ok()),
+            (ColBuilder::I64(b), Cell::Int(v)) => b.append_value(*v),
+            (ColBuilder::F32(b), Cell::F32(v)) => b.append_value(*v),
+            (ColBuilder::F64(b), Cell::F64(v)) => b.append_value(*v),
+            (ColBuilder::Dec(b), Cell::Dec(v)) => b.append_value(*v),
+            (ColBuilder::Date(b), Cell::Date(v)) => b.append_value(*v),
+            (ColBuilder::Ts(b), Cell::Ts(v)) => b.append_value(*v),
+            (b, _) => b.append_null(),
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            ColBuilder::Utf8(b) => Arc::new(b.finish()),
+            ColBuilder::Bool(b) => Arc::new(b.finish()),
+            ColBuilder::I8(b) => Arc::new(b.finish()),
+            ColBuilder::I16(b) => Arc::new(b.finish()),
+            ColBuilder::I32(b) => Arc::new(b.finish()),
+            ColBuilder::I64(b) => Arc::new(b.finish()),
+            ColBuilder::F32(b) => Arc::new(b.finish()),
+            ColBuilder::F64(b) => Arc::new(b.finish()),
+            ColBuilder::Dec(b) => Arc::new(b.finish()),
+            ColBuilder::Date(b) => Arc::new(b.finish()),
+            ColBuilder::Ts(b) => Arc::new(b.finish()),
+            ColBuilder::Binary(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// Collects rows into record batches of the output schema and applies the parse mode.
+pub(crate) struct Assembler<'o> {
+    opts: &'o ParseOptions,
+    builders: Vec<ColBuilder>,
+    pending: usize,
+    batches: Vec<RecordBatch>,
+    /// Bad records counted: malformed ones in PERMISSIVE mode, dropped ones in DROPMALFORMED.
+    pub malformed: u64,
+    pub dropped: u64,
+    pub files_read: u64,
+}
+
+impl<'o> Assembler<'o> {
+    pub fn new(opts: &'o ParseOptions) -> Result<Self> {
+        let builders = match opts.kind {
+            // Parquet batches are adapted whole; no row builders needed.
+            FormatKind::Parquet => Vec::new(),
+            _ => opts
+                .schema
+                .fields()
+                .iter()
+                .map(|f| ColBuilder::new(f))
+                .collect::<Result<Vec<_>>>()?,
+        };
+        Ok(Self {
+            opts,
+            builders,
+            pending: 0,
+            batches: Vec::new(),
+            malformed: 0,
+            dropped: 0,
+            files_read: 0,
+        })
+    }
+
+    /// Adds one record. `cells` has one cell per data column (missing ones are null).
+    pub fn record(
+        &mut self,
+        cells: &[Cell<'_>],
+        bad: Option<Bad>,
+        rec: RecordRef<'_>,
+    ) -> Result<()> {
+        let (keep_cells, corrupt) = match bad {
+            None => (true, false),
+            Some(Bad::Partial(reason)) => match self.opts.mode {
+                ParseMode::Permissive => (true, true),
+                ParseMode::DropMalformed => {
+                    self.malformed += 1;
+                    self.dropped += 1;
+                    return Ok(());
+                }
+                ParseMode::FailFast => return Err(failfast_error(rec, &reason)),
+            },
+            Some(Bad::Malformed(reason)) => match self.opts.mode {
+                ParseMode::Permissive => {
+                    self.malformed += 1;
+                    (false, true)
+                }
+                ParseMode::DropMalformed => {
+                    self.malformed += 1;
+                    self.dropped += 1;
+                    return Ok(());
+                }
+                ParseMode::FailFast => return Err(failfast_error(rec, &reason)),
+            },
+        };
+        for (k, &col) in self.opts.data_fields.iter().enumerate() {
+            let Some(b) = self.builders.get_mut(col) else {
+                continue;
+            };
+            match cells.get(k) {
+                Some(c) if keep_cells => b.append(c),
+                _ => b.append_null(),
+            }
+        }
+        if let Some(ci) = self.opts.corrupt_idx {
+            if let Some(b) = self.builders.get_mut(ci) {
+                if corrupt {
+                    b.append_str(rec.text);
+                } else {
+                    b.append_null();
+                }
+            }
+        }
+        self.row_done()
+    }
+
+    /// Adds a one-string row (the text format).
+    pub fn text_row(&mut self, value: &str) -> Result<()> {
+        if let Some(b) = self.builders.first_mut() {
+            b.append_str(value);
+        }
+        self.row_done()
+    }
+
+    fn row_done(&mut self) -> Result<()> {
+        self.pending += 1;
+        if self.pending >= BATCH_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Adds a ready batch (of the output schema) after the pending rows.
+    pub fn push_batch(&mut self, batch: RecordBatch) -> Result<()> {
+        self.flush()?;
+        if batch.num_rows() > 0 {
+            self.batches.push(batch);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending == 0 {
+            return Ok(());
+        }
+        let columns: Vec<ArrayRef> = self.builders.iter_mut().map(|b| b.finish()).collect();
+        let options = RecordBatchOptions::new().with_row_count(Some(self.pending));
+        let batch = RecordBatch::try_new_with_options(self.opts.schema.clone(), columns, &options)?;
+        self.batches.push(batch);
+        self.pending = 0;
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Result<AssembledRows> {
+        self.flush()?;
+        Ok(AssembledRows {
+            batches: self.batches,
+            malformed: self.malformed,
+            dropped: self.dropped,
+            files_read: self.files_read,
+        })
+    }
+}
+
+pub(crate) struct AssembledRows {
+    pub batches: Vec<RecordBatch>,
+    pub malformed: u64,
+    pub dropped: u64,
+    pub files_read: u64,
+}
+
+fn excerpt(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let cut: String = s.chars().take(max).collect();
+        format!("{cut}...")
+    }
+}
+
+fn failfast_error(rec: RecordRef<'_>, reason: &str) -> SluiceError {
+    SluiceError::input(
+        "MALFORMED_RECORD",
+        format!(
+            "Malformed record at line {} of {}: {reason}. Record: {:?}. The parse mode is \
+             FAILFAST, which stops the query at the first malformed record; set the source \
+             option mode to PERMISSIVE (malformed records become rows of nulls, with the raw \
+             text in the `_corrupt_record` column if the schema has one) or DROPMALFORMED \
+             (malformed records are dropped)",
+            rec.line,
+            rec.file,
+            excerpt(rec.text, 200)
+        ),
+    )
+}
+
+/// Splits text in lines as Hadoop's `LineRecordReader` does: at `\n`, `\r\n` or `\r` (or at a
+/// custom separator); a final terminator does not start an extra empty line. Calls
+/// `f(line_number, line)`.
+pub(crate) fn for_each_line<'t>(
+    text: &'t str,
+    line_sep: Option<&str>,
+    mut f: impl FnMut(usize, &'t str) -> Result<()>,
+) -> Result<()> {
+    if let Some(sep) = line_sep {
+        let mut n = 0;
+        let mut rest = text;
+        while !rest.is_empty() {
+            n += 1;
+            match rest.find(sep) {
+                Some(i) => {
+                    f(n, &rest[..i])?;
+                    rest = &rest[i + sep.len()..];
+                }
+                None => {
+                    f(n, rest)?;
+                    break;
+                }
+            }
+        }
+        return Ok(());
+    }
+    let b = text.as_bytes();
+    let mut start = 0;
+    let mut n = 0;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\n' => {
+                n += 1;
+                f(n, &text[start..i])?;
+                i += 1;
+                start = i;
+            }
+            b'\r' => {
+                n += 1;
+                f(n, &text[start..i])?;
+                i += 1;
+                if i < b.len() && b[i] == b'\n' {
+                    i += 1;
+                }
+                start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    if start < b.len() {
+        f(n + 1, &text[start..])?;
+    }
+    Ok(())
+}
+
+/// Compression codecs Hadoop would pick by file extension; not supported yet.
+fn compressed_extension(path: &Path) -> Option<&'static str> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "gz" => "gzip",
+        "bz2" => "bzip2",
+        "deflate" => "deflate",
+        "lz4" => "lz4",
+        "snappy" => "snappy",
+        "zst" => "zstd",
+        _ => return None,
+    })
+}
+
+/// What to say when a file listed for reading has vanished.
+pub(crate) fn file_not_found(uri: &str, context: &str) -> SluiceError {
+    SluiceError::input(
+        "FILE_NOT_FOUND",
+        format!(
+            "the file {uri} does not exist any more, but it is part of {context}. Files must \
+             not be deleted or moved out of a streaming source directory before the query has \
+             processed them: restore the file, set the option ignoreMissingFiles=true to skip \
+             missing files, or restart the query with a new checkpoint location"
+        ),
+    )
+}
+
+/// Reads one file into `asm`. `uri` names the file in messages; `context` says what the file
+/// is part of (e.g. "batch range (2, 3] of FileStreamSource[file:/in]").
+pub(crate) fn read_file(
+    path: &Path,
+    uri: &str,
+    context: &str,
+    asm: &mut Assembler<'_>,
+) -> Result<()> {
+    let opts = asm.opts;
+    if let FormatKind::Parquet = opts.kind {
+        return parquet::read(path, uri, context, asm);
+    }
+    if let Some(codec) = compressed_extension(path) {
+        return Err(SluiceError::not_supported_yet(format!(
+            "the file {uri} is {codec}-compressed (by its extension); compressed text files are \
+             not supported yet"
+        )));
+    }
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            if opts.ignore_missing_files {
+                log::warn!("skipping the missing file {uri} (ignoreMissingFiles=true)");
+                return Ok(());
+            }
+            return Err(file_not_found(uri, context));
+        }
+        Err(e) => {
+            return Err(SluiceError::io(
+                Fault::Connector,
+                format!("reading {uri}"),
+                e,
+            ))
+        }
+    };
+    asm.files_read += 1;
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+    let text = String::from_utf8_lossy(bytes);
+    match &opts.kind {
+        FormatKind::Json(j) => json::read(&text, uri, j, asm),
+        FormatKind::Csv(c) => csv::read(&text, uri, c, asm),
+        FormatKind::Text(t) => {
+            if t.whole_text {
+                asm.text_row(&text)
+            } else {
+                for_each_line(&text, t.line_sep.as_deref(), |_, line| asm.text_row(line))
+            }
+        }
+        FormatKind::Parquet => Ok(()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Value conversions shared by the JSON and CSV readers.
+
+/// `new java.math.BigDecimal(s)` then `setScale(scale, HALF_UP)` and a precision check, as
+/// Spark's `Decimal(bigDecimal, precision, scale)`: the unscaled value, or None.
+pub(crate) fn parse_decimal(s: &str, precision: u8, scale: i8) -> Option<i128> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut neg = false;
+    if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+        neg = b[i] == b'-';
+        i += 1;
+    }
+    let mut digits: Vec<u8> = Vec::with_capacity(b.len());
+    let mut frac_len: i64 = 0;
+    let mut seen_digit = false;
+    while i < b.len() && b[i].is_ascii_digit() {
+        digits.push(b[i] - b'0');
+        seen_digit = true;
+        i += 1;
+    }
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        while i < b.len() && b[i].is_ascii_digit() {
+            digits.push(b[i] - b'0');
+            frac_len += 1;
+            seen_digit = true;
+            i += 1;
+        }
+    }
+    if !seen_digit {
+        return None;
+    }
+    let mut exp: i64 = 0;
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        let mut eneg = false;
+        if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+            eneg = b[i] == b'-';
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            exp = exp.checked_mul(10)?.checked_add((b[i] - b'0') as i64)?;
+            if exp > i32::MAX as i64 {
+                return None;
+            }
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        if eneg {
+            exp = -exp;
+        }
+    }
+    if i != b.len() {
+        return None;
+    }
+    // Drop leading zeros.
+    let first = digits.iter().position(|d| *d != 0).unwrap_or(digits.len());
+    let digits = &digits[first..];
+    if digits.is_empty() {
+        return Some(0);
+    }
+    let shift = exp - frac_len + scale as i64;
+    let max_digits = precision as i64;
+    let magnitude: i128 = if shift >= 0 {
+        if digits.len() as i64 + shift > max_digits {
+            return None;
+        }
+        let mut v: i128 = 0;
+        for d in digits {
+            v = v.checked_mul(10)?.checked_add(*d as i128)?;
+        }
+        for _ in 0..shift {
+            v = v.checked_mul(10)?;
+        }
+        v
+    } else {
+        let keep = digits.len() as i64 + shift;
+        if keep > max_digits + 1 {
+            return None;
+        }
+        if keep < 0 {
+            0
+        } else {
+            let keep = keep as usize;
+            let mut v: i128 = 0;
+            for d in &digits[..keep] {
+                v = v.checked_mul(10)?.checked_add(*d as i128)?;
+            }
+            if digits.get(keep).is_some_and(|d| *d >= 5) {
+                v = v.checked_add(1)?;
+            }
+            v
+        }
+    };
+    let limit = 10i128.checked_pow(precision as u32)?;
+    if magnitude >= limit {
+        return None;
+    }
+    Some(if neg { -magnitude } else { magnitude })
+}
+
+/// Java's `Double.parseDouble` (used by Spark's CSV reader): surrounding whitespace, a
+/// trailing `d`/`f`, `NaN` and `Infinity` allowed; no hexadecimal.
+pub(crate) fn parse_java_double(s: &str) -> Option<f64> {
+    let t = s.trim_matches(|c: char| c <= ' ');
+    let (neg, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let v = match body {
+        "NaN" => f64::NAN,
+        "Infinity" => f64::INFINITY,
+        _ => {
+            let body = match body.as_bytes().last() {
+                Some(b'd' | b'D' | b'f' | b'F') if body.len() > 1 => &body[..body.len() - 1],
+                _ => body,
+            };
+            if !is_decimal_literal(body) {
+                return None;
+            }
+            body.parse::<f64>().ok()?
+        }
+    };
+    Some(if neg { -v } else { v })
+}
+
+/// Like [`parse_java_double`] for `Float.parseFloat`.
+pub(crate) fn parse_java_float(s: &str) -> Option<f32> {
+    let t = s.trim_matches(|c: char| c <= ' ');
+    let (neg, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let v = match body {
+        "NaN" => f32::NAN,
+        "Infinity" => f32::INFINITY,
+        _ => {
+            let body = match body.as_bytes().last() {
+                Some(b'd' | b'D' | b'f' | b'F') if body.len() > 1 => &body[..body.len() - 1],
+                _ => body,
+            };
+            if !is_decimal_literal(body) {
+                return None;
+            }
+            body.parse::<f32>().ok()?
+        }
+    };
+    Some(if neg { -v } else { v })
+}
+
+/// `digits [. digits] [e [+-] digits]` with at least one mantissa digit (no sign).
+fn is_decimal_literal(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut mantissa = 0;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+        mantissa += 1;
+    }
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+            mantissa += 1;
+        }
+    }
+    if mantissa == 0 {
+        return false;
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+/// Java's `Double.toString` (how Jackson writes a JSON float): `1.5`, `100.0`, `1.0E10`,
+/// `1.0E-4`.
+pub(crate) fn java_double_to_string(d: f64) -> String {
+    if d.is_nan() {
+        return "NaN".into();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        };
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
+    }
+    let a = d.abs();
+    if (1e-3..1e7).contains(&a) {
+        let s = format!("{d}");
+        if s.contains('.') {
+            s
+        } else {
+            format!("{s}.0")
+        }
+    } else {
+        let s = format!("{d:e}");
+        match s.split_once('e') {
+            Some((m, e)) => {
+                if m.contains('.') {
+                    format!("{m}E{e}")
+                } else {
+                    format!("{m}.0E{e}")
+                }
+            }
+            None => s,
+        }
+    }
+}
+
+/// The value of a JSON/CSV string for DATE/TIMESTAMP/DECIMAL columns (shared rules).
+pub(crate) fn convert_temporal_or_decimal<'a>(s: &str, dt: &DataType) -> Option<Cell<'a>> {
+    match dt {
+        DataType::Date32 => super::datetime::parse_date_days(s).map(Cell::Date),
+        DataType::Timestamp(_, _) => super::datetime::parse_timestamp_micros(s).map(Cell::Ts),
+        DataType::Decimal128(p, sc) => {
+            let cleaned: Cow<'_, str> = if s.contains(',') {
+                Cow::Owned(s.replace(',', ""))
+            } else {
+                Cow::Borrowed(s)
+            };
+            parse_decimal(&cleaned, *p, *sc).map(Cell::Dec)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{
+        Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
+        Int8Type, TimestampMicrosecondType,
+    };
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    /// The rows of batches as JSON values (timestamps as micros, dates as days).
+    pub fn rows(batches: &[RecordBatch]) -> Vec<Vec<Value>> {
+        let mut out = Vec::new();
+        for b in batches {
+            for r in 0..b.num_rows() {
+                let mut row = Vec::new();
+                for c in b.columns() {
+                    row.push(value(c.as_ref(), r));
+                }
+                out.push(row);
+            }
+        }
+        out
+    }
+
+    fn value(a: &dyn Array, r: usize) -> Value {
+        if a.is_null(r) {
+            return Value::Null;
+        }
+        match a.data_type() {
+            DataType::Utf8 => json!(a.as_string::<i32>().value(r)),
+            DataType::Boolean => json!(a.as_boolean().value(r)),
+            DataType::Int8 => json!(a.as_primitive::<Int8Type>().value(r)),
+            DataType::Int16 => json!(a.as_primitive::<Int16Type>().value(r)),
+            DataType::Int32 => json!(a.as_primitive::<Int32Type>().value(r)),
+            DataType::Int64 => json!(a.as_primitive::<Int64Type>().value(r)),
+            DataType::Float32 => json!(a.as_primitive::<Float32Type>().value(r)),
+            DataType::Float64 => {
+                let v = a.as_primitive::<Float64Type>().value(r);
+                if v.is_nan() {
+                    json!("NaN")
+                } else if v.is_infinite() {
+                    json!(if v > 0.0 { "Infinity" } else { "-Infinity" })
+                } else {
+                    json!(v)
+                }
+            }
+            DataType::Decimal128(_, _) => {
+                json!(a.as_primitive::<Decimal128Type>().value(r).to_string())
+            }
+            DataType::Date32 => json!(a.as_primitive::<Date32Type>().value(r)),
+            DataType::Timestamp(_, _) => {
+                json!(a.as_primitive::<TimestampMicrosecondType>().value(r))
+            }
+            other => json!(format!("<{other}>")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_round_half_up_and_check_precision() {
+        assert_eq!(parse_decimal("12.345", 10, 2), Some(1235));
+        assert_eq!(parse_decimal("-12.345", 10, 2), Some(-1235));
+        assert_eq!(parse_decimal("12.344", 10, 2), Some(1234));
+        assert_eq!(parse_decimal("2.675", 10, 2), Some(268));
+        assert_eq!(parse_decimal("1e3", 10, 2), Some(100_000));
+        assert_eq!(parse_decimal("0.004", 10, 2), Some(0));
+        assert_eq!(parse_decimal("0.005", 10, 2), Some(1));
+        assert_eq!(parse_decimal(".5", 3, 0), Some(1));
+        assert_eq!(parse_decimal("5.", 3, 0), Some(5));
+        assert_eq!(parse_decimal("000123", 3, 0), Some(123));
+        assert_eq!(parse_decimal("1234", 3, 0), None);
+        assert_eq!(parse_decimal("999.995", 5, 2), None);
+        assert!(parse_decimal("99999999999999999999999999999999999999", 38, 0).is_some());
+        assert_eq!(parse_decimal("1e400", 38, 0), None);
+        assert_eq!(parse_decimal("1e-400", 38, 2), Some(0));
+        for bad in ["", "-", "1.2.3", "abc", " 1", "1e", "0x10"] {
+            assert_eq!(parse_decimal(bad, 10, 2), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn java_number_text() {
+        assert_eq!(java_double_to_string(1.5), "1.5");
+        assert_eq!(java_double_to_string(100.0), "100.0");
+        assert_eq!(java_double_to_string(1e10), "1.0E10");
+        assert_eq!(java_double_to_string(1.25e-5), "1.25E-5");
+        assert_eq!(java_double_to_string(1234567.0), "1234567.0");
+        assert_eq!(java_double_to_string(0.001), "0.001");
+        assert_eq!(parse_java_double(" 1.5d "), Some(1.5));
+        assert_eq!(parse_java_double("-Infinity"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_java_double("1e3"), Some(1000.0));
+        assert_eq!(parse_java_double("abc"), None);
+        assert_eq!(parse_java_double("inf"), None);
+        assert_eq!(parse_java_double(""), None);
+        assert_eq!(parse_java_float("2.5f"), Some(2.5));
+    }
+
+    #[test]
+    fn lines_split_like_hadoop() {
+        let mut got = Vec::new();
+        for_each_line("a\r\nb\rc\n\nd", None, |n, l| {
+            got.push((n, l.to_string()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                (1, "a".into()),
+                (2, "b".into()),
+                (3, "c".into()),
+                (4, "".into()),
+                (5, "d".into())
+            ]
+        );
+        let mut got = Vec::new();
+        for_each_line("a\nb\n", None, |_, l| {
+            got.push(l.to_string());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, vec!["a", "b"]);
+        let mut got = Vec::new();
+        for_each_line("a||b||", Some("||"), |_, l| {
+            got.push(l.to_string());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, vec!["a", "b"]);
+    }
+}

@@ -1,0 +1,138 @@
+//! Reader options: keys are case-insensitive (as in Spark's `CaseInsensitiveMap`), values are
+//! validated with an `INVALID_OPTION` error naming the option.
+
+use std::collections::HashMap;
+
+use crate::error::{Result, SluiceError};
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Options {
+    /// lower-cased key -> (key as written, value)
+    map: HashMap<String, (String, String)>,
+}
+
+impl Options {
+    pub fn new(options: &HashMap<String, String>) -> Self {
+        let mut keys: Vec<&String> = options.keys().collect();
+        // Deterministic when two keys differ only in case: the last in sorted order wins.
+        keys.sort();
+        let mut map = HashMap::new();
+        for k in keys {
+            let v = &options[k];
+            map.insert(k.to_ascii_lowercase(), (k.clone(), v.clone()));
+        }
+        Self { map }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.map
+            .get(&key.to_ascii_lowercase())
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn invalid(key: &str, value: &str, expected: &str) -> SluiceError {
+        SluiceError::query(
+            "INVALID_OPTION",
+            format!("invalid value {value:?} for the option '{key}': {expected}"),
+        )
+    }
+
+    /// `true`/`false` (case-insensitive), else the default.
+    pub fn bool(&self, key: &str, default: bool) -> Result<bool> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) if v.trim().eq_ignore_ascii_case("true") => Ok(true),
+            Some(v) if v.trim().eq_ignore_ascii_case("false") => Ok(false),
+            Some(v) => Err(Self::invalid(key, v, "expected true or false")),
+        }
+    }
+
+    /// A positive integer.
+    pub fn positive(&self, key: &str) -> Result<Option<u64>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(n) if n > 0 && n <= i64::MAX as u64 => Ok(Some(n)),
+                _ => Err(Self::invalid(key, v, "must be a positive integer")),
+            },
+        }
+    }
+
+    /// A single character (`""` means none, `\0`); Spark's `CSVOptions.getChar`.
+    pub fn char_or(&self, key: &str, default: char) -> Result<char> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => {
+                let mut it = v.chars();
+                match (it.next(), it.next()) {
+                    (None, _) => Ok('\0'),
+                    (Some(c), None) => Ok(c),
+                    _ => Err(Self::invalid(key, v, "must be a single character")),
+                }
+            }
+        }
+    }
+
+    /// A duration like `7d`, `12h`, `30m`, `10s`, `500ms` (no unit: milliseconds), as Spark's
+    /// `Utils.timeStringAsMs`.
+    pub fn duration_ms(&self, key: &str) -> Result<Option<i64>> {
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
+        parse_duration_ms(v).map(Some).ok_or_else(|| {
+            Self::invalid(
+                key,
+                v,
+                "expected a duration such as 7d, 12h, 30m, 10s or 500ms",
+            )
+        })
+    }
+}
+
+pub(crate) fn parse_duration_ms(v: &str) -> Option<i64> {
+    let t = v.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: i64 = num.parse().ok()?;
+    let unit = unit.trim();
+    let factor_us: i64 = match unit {
+        "" | "ms" | "msec" | "msecs" | "millis" | "millisecond" | "milliseconds" => 1_000,
+        "us" | "usec" | "usecs" | "micros" | "microsecond" | "microseconds" => 1,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000,
+        "h" | "hour" | "hours" => 3_600_000_000,
+        "d" | "day" | "days" => 86_400_000_000,
+        _ => return None,
+    };
+    Some(n.checked_mul(factor_us)? / 1_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn case_insensitive_and_validated() {
+        let mut m = HashMap::new();
+        m.insert("MaxFilesPerTrigger".to_string(), "3".to_string());
+        m.insert("header".to_string(), "TRUE".to_string());
+        m.insert("latestFirst".to_string(), "yes".to_string());
+        m.insert("maxBytesPerTrigger".to_string(), "-1".to_string());
+        let o = Options::new(&m);
+        assert_eq!(o.positive("maxfilespertrigger").unwrap(), Some(3));
+        assert!(o.bool("HEADER", false).unwrap());
+        let e = o.bool("latestFirst", false).unwrap_err();
+        assert_eq!(e.class(), "INVALID_OPTION");
+        assert!(e.message().contains("latestFirst"));
+        assert!(o.positive("maxBytesPerTrigger").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ms("7d"), Some(7 * 86_400_000));
+        assert_eq!(parse_duration_ms("1h"), Some(3_600_000));
+        assert_eq!(parse_duration_ms("30 min"), Some(1_800_000));
+        assert_eq!(parse_duration_ms("1500"), Some(1500));
+        assert_eq!(parse_duration_ms("2 weeks"), None);
+    }
+}
