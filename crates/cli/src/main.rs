@@ -77,7 +77,10 @@ fn demo(args: &[String]) -> Result<ExitCode, String> {
             .and_then(|f| f.set_modified(t))
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    println!("input: {} (3 JSON files; the last one ends in a half-written line)", input.display());
+    println!(
+        "input: {} (3 JSON files; the last one ends in a half-written line)",
+        input.display()
+    );
 
     let run = || -> sluice::Result<()> {
         let session = Session::builder().shuffle_partitions(2).build()?;
@@ -87,9 +90,10 @@ fn demo(args: &[String]) -> Result<ExitCode, String> {
             .schema("event_time TIMESTAMP, user STRING, action STRING, amount DOUBLE")?
             .option("maxFilesPerTrigger", "1")
             .load(input.display().to_string())?;
-        let big = events
-            .filter(col("amount").gt(lit(10.0)))?
-            .select(["event_time", "user", "amount"])?;
+        let big =
+            events
+                .filter(col("amount").gt(lit(10.0)))?
+                .select(["event_time", "user", "amount"])?;
 
         let console = big
             .write_stream()
@@ -110,7 +114,11 @@ fn demo(args: &[String]) -> Result<ExitCode, String> {
             .trigger(Trigger::AvailableNow)
             .start()?;
         parquet.await_termination()?;
-        let rows = session.read().format("parquet").load(out.display().to_string())?.count()?;
+        let rows = session
+            .read()
+            .format("parquet")
+            .load(out.display().to_string())?
+            .count()?;
         println!(
             "parquet sink: {} holds {rows} committed rows; checkpoint: {}",
             out.display(),

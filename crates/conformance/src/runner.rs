@@ -43,7 +43,13 @@ pub fn run_scenario_file(path: &Path) -> ScenarioOutcome {
     };
     let scenario: Scenario = match serde_json::from_str(&text) {
         Ok(s) => s,
-        Err(e) => return fail(path, "?", format!("{} is not a valid scenario: {e}", path.display())),
+        Err(e) => {
+            return fail(
+                path,
+                "?",
+                format!("{} is not a valid scenario: {e}", path.display()),
+            )
+        }
     };
     let name = scenario.name.clone();
     match run_scenario(&scenario) {
@@ -126,7 +132,10 @@ struct SeenBatch {
 /// Runs all runs of a scenario; `Err` is the first difference.
 pub fn run_scenario(s: &Scenario) -> Result<(), String> {
     let mut ws = Workspace::new()?;
-    let mode: OutputMode = s.output_mode.parse().map_err(|e: SluiceError| e.to_string())?;
+    let mode: OutputMode = s
+        .output_mode
+        .parse()
+        .map_err(|e: SluiceError| e.to_string())?;
     for (i, run) in s.runs.iter().enumerate() {
         run_one(s, run, mode, &mut ws).map_err(|e| format!("run {}: {e}", i + 1))?;
     }
@@ -139,7 +148,8 @@ fn run_one(s: &Scenario, run: &Run, mode: OutputMode, ws: &mut Workspace) -> Res
             ws.add_file(source, &f.name, &f.lines)?;
         }
     }
-    let (expect, expect_error): (Option<&Expect>, Option<&ExpectError>) = match &run.sluice_intended {
+    let (expect, expect_error): (Option<&Expect>, Option<&ExpectError>) = match &run.sluice_intended
+    {
         Some(intended) => (intended.expect.as_ref(), intended.expect_error.as_ref()),
         None => (run.expect.as_ref(), run.expect_error.as_ref()),
     };
@@ -169,7 +179,9 @@ fn run_one(s: &Scenario, run: &Run, mode: OutputMode, ws: &mut Workspace) -> Res
 type RunResult = Result<(Vec<SeenBatch>, Vec<StreamingQueryProgress>), SluiceError>;
 
 fn execute(s: &Scenario, run: &Run, mode: OutputMode, ws: &Workspace) -> RunResult {
-    let session = Session::builder().shuffle_partitions(s.shuffle_partitions).build()?;
+    let session = Session::builder()
+        .shuffle_partitions(s.shuffle_partitions)
+        .build()?;
     for (name, def) in &s.sources {
         let frame = source_frame(&session, name, def, ws)?;
         frame.create_or_replace_temp_view(name)?;
@@ -197,25 +209,38 @@ fn execute(s: &Scenario, run: &Run, mode: OutputMode, ws: &Workspace) -> RunResu
     Ok((seen, progress))
 }
 
-fn source_frame(session: &Session, name: &str, def: &SourceDef, ws: &Workspace) -> Result<StreamFrame, SluiceError> {
+fn source_frame(
+    session: &Session,
+    name: &str,
+    def: &SourceDef,
+    ws: &Workspace,
+) -> Result<StreamFrame, SluiceError> {
     if def.format == "static" {
         let schema = sluice::schema::parse_ddl_schema(&def.schema)?;
         let dir = ws.root.join("static");
-        std::fs::create_dir_all(&dir).map_err(|e| SluiceError::io(Fault::Internal, dir.display(), e))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| SluiceError::io(Fault::Internal, dir.display(), e))?;
         let file = dir.join(format!("{name}.json"));
         let lines: Vec<String> = def.rows.iter().map(|r| r.to_string()).collect();
-        std::fs::write(&file, lines.join("\n")).map_err(|e| SluiceError::io(Fault::Internal, file.display(), e))?;
+        std::fs::write(&file, lines.join("\n"))
+            .map_err(|e| SluiceError::io(Fault::Internal, file.display(), e))?;
         let batch = sluice::source::file::read_files("json", &[file], &schema, &HashMap::new())?;
         session.register_batches(name, schema, batch.batches)?;
         return session.table(name);
     }
     let dir = ws.source_dir(name);
-    std::fs::create_dir_all(&dir).map_err(|e| SluiceError::io(Fault::Internal, dir.display(), e))?;
-    let mut reader = session.read_stream().format(def.format.as_str()).schema(&def.schema)?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| SluiceError::io(Fault::Internal, dir.display(), e))?;
+    let mut reader = session
+        .read_stream()
+        .format(def.format.as_str())
+        .schema(&def.schema)?;
     if def.format == "csv" {
         reader = reader.option("header", "true");
     }
-    let frame = reader.options(def.options.clone()).load(dir.display().to_string())?;
+    let frame = reader
+        .options(def.options.clone())
+        .load(dir.display().to_string())?;
     let frame = match &def.watermark {
         Some(w) => apply_watermark(frame, &w.column, &w.delay)?,
         None => frame,
@@ -226,13 +251,21 @@ fn source_frame(session: &Session, name: &str, def: &SourceDef, ws: &Workspace) 
     }
 }
 
-fn apply_watermark(_frame: StreamFrame, column: &str, delay: &str) -> Result<StreamFrame, SluiceError> {
+fn apply_watermark(
+    _frame: StreamFrame,
+    column: &str,
+    delay: &str,
+) -> Result<StreamFrame, SluiceError> {
     Err(SluiceError::not_supported_yet(format!(
         "with_watermark({column:?}, {delay:?}) arrives with issue 3"
     )))
 }
 
-fn apply_dedup(_frame: StreamFrame, columns: &[String], within: bool) -> Result<StreamFrame, SluiceError> {
+fn apply_dedup(
+    _frame: StreamFrame,
+    columns: &[String],
+    within: bool,
+) -> Result<StreamFrame, SluiceError> {
     Err(SluiceError::not_supported_yet(format!(
         "drop_duplicates{}({columns:?}) arrives with issue 4",
         if within { "_within_watermark" } else { "" }
@@ -255,7 +288,9 @@ fn compare_batches(
         let p = progress.iter().find(|p| p.batch_id == id as i64);
         compare_rows(&want.rows, &got.rows, s.ordered).map_err(|e| format!("batch {id}: {e}"))?;
         if let Some(n) = want.num_input_rows {
-            let got_n = p.map(|p| p.num_input_rows).ok_or(format!("batch {id}: no progress"))?;
+            let got_n = p
+                .map(|p| p.num_input_rows)
+                .ok_or(format!("batch {id}: no progress"))?;
             if got_n != n && Some(got_n) != want.num_input_rows_without_pushdown {
                 return Err(format!(
                     "batch {id}: numInputRows {got_n}, expected {n}{}",
@@ -275,12 +310,15 @@ fn compare_batches(
             }
         }
         let sum = |f: fn(&sluice::progress::StateOperatorProgress) -> i64| -> i64 {
-            p.map(|p| p.state_operators.iter().map(f).sum()).unwrap_or(0)
+            p.map(|p| p.state_operators.iter().map(f).sum())
+                .unwrap_or(0)
         };
         if let Some(n) = want.num_rows_dropped_by_watermark {
             let got_n = sum(|o| o.num_rows_dropped_by_watermark);
             if got_n != n {
-                return Err(format!("batch {id}: numRowsDroppedByWatermark {got_n}, expected {n}"));
+                return Err(format!(
+                    "batch {id}: numRowsDroppedByWatermark {got_n}, expected {n}"
+                ));
             }
         }
         if let Some(n) = want.num_rows_total {

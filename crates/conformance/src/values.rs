@@ -19,9 +19,22 @@ fn micros(a: &ArrayRef, i: usize) -> Option<i64> {
     };
     Some(match unit {
         TimeUnit::Second => a.as_any().downcast_ref::<TimestampSecondArray>()?.value(i) * 1_000_000,
-        TimeUnit::Millisecond => a.as_any().downcast_ref::<TimestampMillisecondArray>()?.value(i) * 1000,
-        TimeUnit::Microsecond => a.as_any().downcast_ref::<TimestampMicrosecondArray>()?.value(i),
-        TimeUnit::Nanosecond => a.as_any().downcast_ref::<TimestampNanosecondArray>()?.value(i) / 1000,
+        TimeUnit::Millisecond => {
+            a.as_any()
+                .downcast_ref::<TimestampMillisecondArray>()?
+                .value(i)
+                * 1000
+        }
+        TimeUnit::Microsecond => a
+            .as_any()
+            .downcast_ref::<TimestampMicrosecondArray>()?
+            .value(i),
+        TimeUnit::Nanosecond => {
+            a.as_any()
+                .downcast_ref::<TimestampNanosecondArray>()?
+                .value(i)
+                / 1000
+        }
     })
 }
 
@@ -33,15 +46,43 @@ pub fn cell(a: &ArrayRef, i: usize) -> Value {
     }
     let any = a.as_any();
     match a.data_type() {
-        DataType::Boolean => Value::Bool(any.downcast_ref::<BooleanArray>().map(|x| x.value(i)).unwrap_or(false)),
-        DataType::Int8 => any.downcast_ref::<Int8Array>().map(|x| Value::from(x.value(i))).unwrap_or(Value::Null),
-        DataType::Int16 => any.downcast_ref::<Int16Array>().map(|x| Value::from(x.value(i))).unwrap_or(Value::Null),
-        DataType::Int32 => any.downcast_ref::<Int32Array>().map(|x| Value::from(x.value(i))).unwrap_or(Value::Null),
-        DataType::Int64 => any.downcast_ref::<Int64Array>().map(|x| Value::from(x.value(i))).unwrap_or(Value::Null),
-        DataType::UInt32 => any.downcast_ref::<UInt32Array>().map(|x| Value::from(x.value(i))).unwrap_or(Value::Null),
-        DataType::UInt64 => any.downcast_ref::<UInt64Array>().map(|x| Value::from(x.value(i))).unwrap_or(Value::Null),
-        DataType::Float32 => any.downcast_ref::<Float32Array>().map(|x| float(x.value(i) as f64)).unwrap_or(Value::Null),
-        DataType::Float64 => any.downcast_ref::<Float64Array>().map(|x| float(x.value(i))).unwrap_or(Value::Null),
+        DataType::Boolean => Value::Bool(
+            any.downcast_ref::<BooleanArray>()
+                .map(|x| x.value(i))
+                .unwrap_or(false),
+        ),
+        DataType::Int8 => any
+            .downcast_ref::<Int8Array>()
+            .map(|x| Value::from(x.value(i)))
+            .unwrap_or(Value::Null),
+        DataType::Int16 => any
+            .downcast_ref::<Int16Array>()
+            .map(|x| Value::from(x.value(i)))
+            .unwrap_or(Value::Null),
+        DataType::Int32 => any
+            .downcast_ref::<Int32Array>()
+            .map(|x| Value::from(x.value(i)))
+            .unwrap_or(Value::Null),
+        DataType::Int64 => any
+            .downcast_ref::<Int64Array>()
+            .map(|x| Value::from(x.value(i)))
+            .unwrap_or(Value::Null),
+        DataType::UInt32 => any
+            .downcast_ref::<UInt32Array>()
+            .map(|x| Value::from(x.value(i)))
+            .unwrap_or(Value::Null),
+        DataType::UInt64 => any
+            .downcast_ref::<UInt64Array>()
+            .map(|x| Value::from(x.value(i)))
+            .unwrap_or(Value::Null),
+        DataType::Float32 => any
+            .downcast_ref::<Float32Array>()
+            .map(|x| float(x.value(i) as f64))
+            .unwrap_or(Value::Null),
+        DataType::Float64 => any
+            .downcast_ref::<Float64Array>()
+            .map(|x| float(x.value(i)))
+            .unwrap_or(Value::Null),
         DataType::Timestamp(_, _) => micros(a, i)
             .map(|us| Value::String(sluice::sink::console::format_timestamp_micros(us, 'T')))
             .unwrap_or(Value::Null),
@@ -92,7 +133,10 @@ pub fn values_equal(a: &Value, b: &Value) -> bool {
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
             (Some(p), Some(q)) => p == q,
             _ => {
-                let (p, q) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+                let (p, q) = (
+                    x.as_f64().unwrap_or(f64::NAN),
+                    y.as_f64().unwrap_or(f64::NAN),
+                );
                 p == q || (p - q).abs() <= FLOAT_TOLERANCE * p.abs().max(q.abs())
             }
         },
@@ -102,7 +146,8 @@ pub fn values_equal(a: &Value, b: &Value) -> bool {
 
 pub fn rows_equal(a: &Row, b: &Row) -> bool {
     a.len() == b.len()
-        && a.iter().all(|(k, v)| b.get(k).is_some_and(|w| values_equal(v, w)))
+        && a.iter()
+            .all(|(k, v)| b.get(k).is_some_and(|w| values_equal(v, w)))
 }
 
 /// Compares two row lists (in order, or as multisets). `Err` describes the first difference.
@@ -114,7 +159,11 @@ pub fn compare_rows(expected: &[Row], actual: &[Row], ordered: bool) -> Result<(
             }
         }
         if expected.len() != actual.len() {
-            return Err(format!("expected {} rows, got {}", expected.len(), actual.len()));
+            return Err(format!(
+                "expected {} rows, got {}",
+                expected.len(),
+                actual.len()
+            ));
         }
         return Ok(());
     }
@@ -156,8 +205,14 @@ mod tests {
 
     #[test]
     fn multiset_comparison_ignores_order_and_int_float_form() {
-        let e = vec![row(json!({"a": 1, "b": 2.0})), row(json!({"a": 2, "b": null}))];
-        let a = vec![row(json!({"a": 2, "b": null})), row(json!({"a": 1, "b": 2}))];
+        let e = vec![
+            row(json!({"a": 1, "b": 2.0})),
+            row(json!({"a": 2, "b": null})),
+        ];
+        let a = vec![
+            row(json!({"a": 2, "b": null})),
+            row(json!({"a": 1, "b": 2})),
+        ];
         assert!(compare_rows(&e, &a, false).is_ok());
         assert!(compare_rows(&e, &a, true).is_err());
     }
@@ -168,6 +223,11 @@ mod tests {
         let a = vec![row(json!({"a": 1})), row(json!({"a": 1}))];
         let err = compare_rows(&e, &a, false).unwrap_err();
         assert!(err.contains("unexpected"), "{err}");
-        assert!(compare_rows(&[row(json!({"x": 0.1 + 0.2}))], &[row(json!({"x": 0.3}))], false).is_ok());
+        assert!(compare_rows(
+            &[row(json!({"x": 0.1 + 0.2}))],
+            &[row(json!({"x": 0.3}))],
+            false
+        )
+        .is_ok());
     }
 }

@@ -40,8 +40,16 @@ fn public_scenarios_pass_except_the_listed_expected_failures() {
     for o in &outcomes {
         match (o.passed, expected.get(&o.name)) {
             (true, None) => println!("PASS {}", o.name),
-            (false, Some(why)) => println!("XFAIL {} ({why}): {}", o.name, o.message.as_deref().unwrap_or("")),
-            (false, None) => problems.push(format!("FAIL {}: {}", o.name, o.message.as_deref().unwrap_or(""))),
+            (false, Some(why)) => println!(
+                "XFAIL {} ({why}): {}",
+                o.name,
+                o.message.as_deref().unwrap_or("")
+            ),
+            (false, None) => problems.push(format!(
+                "FAIL {}: {}",
+                o.name,
+                o.message.as_deref().unwrap_or("")
+            )),
             (true, Some(_)) => problems.push(format!(
                 "UNEXPECTED PASS {}: take it off crates/conformance/expected-failures.txt",
                 o.name
@@ -50,7 +58,9 @@ fn public_scenarios_pass_except_the_listed_expected_failures() {
     }
     for name in expected.keys() {
         if !outcomes.iter().any(|o| &o.name == name) {
-            problems.push(format!("expected-failures.txt names {name}, which is not a scenario"));
+            problems.push(format!(
+                "expected-failures.txt names {name}, which is not a scenario"
+            ));
         }
     }
     println!("{}", sluice_conformance::summary_line(&outcomes));
@@ -60,8 +70,13 @@ fn public_scenarios_pass_except_the_listed_expected_failures() {
 /// Every stateless scenario passes: the spine's acceptance criterion.
 #[test]
 fn every_stateless_scenario_passes() {
-    let outcomes = sluice_conformance::run_paths(&[scenarios_dir().join("stateless")], false).unwrap();
-    assert!(outcomes.len() >= 6, "expected the six stateless scenarios, found {}", outcomes.len());
+    let outcomes =
+        sluice_conformance::run_paths(&[scenarios_dir().join("stateless")], false).unwrap();
+    assert!(
+        outcomes.len() >= 6,
+        "expected the six stateless scenarios, found {}",
+        outcomes.len()
+    );
     let failed: Vec<String> = outcomes
         .iter()
         .filter(|o| !o.passed)

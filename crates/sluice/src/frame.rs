@@ -47,7 +47,10 @@ impl StreamFrame {
         Arc::new(self.plan.schema().as_arrow().clone())
     }
 
-    fn with_plan(&self, f: impl FnOnce(LogicalPlanBuilder) -> datafusion::error::Result<LogicalPlanBuilder>) -> Result<Self> {
+    fn with_plan(
+        &self,
+        f: impl FnOnce(LogicalPlanBuilder) -> datafusion::error::Result<LogicalPlanBuilder>,
+    ) -> Result<Self> {
         let plan = f(LogicalPlanBuilder::from(self.plan.clone()))?.build()?;
         Ok(Self::new(self.session.clone(), plan))
     }

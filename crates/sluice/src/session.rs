@@ -12,8 +12,8 @@ use std::sync::{Arc, RwLock};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::datasource::{provider_as_source, MemTable};
-use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::execution::FunctionRegistry;
+use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder, ScalarUDF};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_spark::SessionStateBuilderSpark;
@@ -222,7 +222,12 @@ impl Session {
     }
 
     /// Registers (or replaces) a batch table with the given rows.
-    pub fn register_batches(&self, name: &str, schema: SchemaRef, batches: Vec<RecordBatch>) -> Result<()> {
+    pub fn register_batches(
+        &self,
+        name: &str,
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+    ) -> Result<()> {
         let table = MemTable::try_new(schema, vec![batches])?;
         let _ = self.inner.ctx.deregister_table(name)?;
         self.inner.ctx.register_table(name, Arc::new(table))?;
@@ -271,7 +276,10 @@ impl DataStreamReader {
         self.options.insert(key.into(), value.to_string());
         self
     }
-    pub fn options<K: Into<String>, V: ToString>(mut self, opts: impl IntoIterator<Item = (K, V)>) -> Self {
+    pub fn options<K: Into<String>, V: ToString>(
+        mut self,
+        opts: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
         for (k, v) in opts {
             self.options.insert(k.into(), v.to_string());
         }
@@ -345,7 +353,8 @@ impl DataFrameReader {
     /// sink, only the files its manifest lists.
     pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
         let path = PathBuf::from(path.as_ref());
-        let batches = crate::sink::file::read_sink_output(&path, &self.format, self.schema.clone())?;
+        let batches =
+            crate::sink::file::read_sink_output(&path, &self.format, self.schema.clone())?;
         let schema = match (&self.schema, batches.first()) {
             (Some(s), _) => s.clone(),
             (None, Some(b)) => b.schema(),

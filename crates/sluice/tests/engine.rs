@@ -30,7 +30,12 @@ fn add_file(dir: &Path, name: &str, body: &str, seq: u64) {
     let tmp = dir.parent().unwrap().join(format!(".staging-{name}"));
     std::fs::write(&tmp, body).unwrap();
     let t = SystemTime::now() - Duration::from_secs(3600) + Duration::from_secs(seq);
-    std::fs::File::options().write(true).open(&tmp).unwrap().set_modified(t).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&tmp)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
     std::fs::rename(&tmp, dir.join(name)).unwrap();
 }
 
@@ -85,9 +90,15 @@ fn committed_rows(d: &Dirs) -> Vec<(String, f64)> {
     let mut rows = Vec::new();
     for b in &batches {
         let users = b.column_by_name("user").unwrap();
-        let users = users.as_any().downcast_ref::<arrow::array::StringArray>().unwrap();
+        let users = users
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap();
         let amounts = b.column_by_name("amount").unwrap();
-        let amounts = amounts.as_any().downcast_ref::<arrow::array::Float64Array>().unwrap();
+        let amounts = amounts
+            .as_any()
+            .downcast_ref::<arrow::array::Float64Array>()
+            .unwrap();
         for i in 0..b.num_rows() {
             rows.push((users.value(i).to_string(), amounts.value(i)));
         }
@@ -106,21 +117,39 @@ mod seed {
         add_file(&d.input, "batch2.json", BATCH2, 2);
         let s = session();
         let q = run_file_to_parquet(&s, &d).unwrap();
-        for f in ["metadata", "offsets/0", "offsets/1", "commits/0", "commits/1", "sources/0/0", "sources/0/1"] {
+        for f in [
+            "metadata",
+            "offsets/0",
+            "offsets/1",
+            "commits/0",
+            "commits/1",
+            "sources/0/0",
+            "sources/0/1",
+        ] {
             assert!(d.checkpoint.join(f).is_file(), "missing {f}");
         }
         assert!(!d.checkpoint.join("offsets/2").exists());
         assert_eq!(
             committed_rows(&d),
-            vec![("alice".into(), 120.0), ("alice".into(), 250.0), ("carol".into(), 42.5)]
+            vec![
+                ("alice".into(), 120.0),
+                ("alice".into(), 250.0),
+                ("carol".into(), 42.5)
+            ]
         );
         let progress = q.recent_progress();
         assert_eq!(progress.len(), 2);
         assert_eq!(progress[0].num_input_rows, 3);
-        assert_eq!(progress[0].sink.num_output_rows, 2, "bob's £5 row is filtered out");
+        assert_eq!(
+            progress[0].sink.num_output_rows, 2,
+            "bob's £5 row is filtered out"
+        );
         assert_eq!(progress[1].num_input_rows, 2);
         let offsets = std::fs::read_to_string(d.checkpoint.join("offsets/1")).unwrap();
-        assert!(offsets.starts_with("v1\n{\"batchWatermarkMs\":0,"), "{offsets}");
+        assert!(
+            offsets.starts_with("v1\n{\"batchWatermarkMs\":0,"),
+            "{offsets}"
+        );
         assert!(offsets.ends_with("\n{\"logOffset\":1}"), "{offsets}");
     }
 
@@ -129,10 +158,16 @@ mod seed {
         let d = dirs();
         add_file(&d.input, "batch1.json", BATCH1, 1);
         add_file(&d.input, "batch2.json", BATCH2, 2);
-        let id = run_file_to_parquet(&session(), &d).unwrap().id().to_string();
+        let id = run_file_to_parquet(&session(), &d)
+            .unwrap()
+            .id()
+            .to_string();
 
         let q = run_file_to_parquet(&session(), &d).unwrap();
-        assert!(q.recent_progress().is_empty(), "a restart without new files runs no batch");
+        assert!(
+            q.recent_progress().is_empty(),
+            "a restart without new files runs no batch"
+        );
         assert_eq!(q.id(), id, "the query id survives restarts");
 
         add_file(&d.input, "batch3.json", BATCH3, 3);
@@ -162,9 +197,16 @@ mod recovery {
 
         let q = run_file_to_parquet(&session(), &d).unwrap();
         let p = q.recent_progress();
-        assert_eq!(p[0].batch_id, 1, "the uncommitted batch is re-run under its id");
+        assert_eq!(
+            p[0].batch_id, 1,
+            "the uncommitted batch is re-run under its id"
+        );
         assert_eq!(p[0].num_input_rows, 2, "with the same offsets");
-        assert_eq!(committed_rows(&d).len(), 3, "the file sink holds batch 1's rows once");
+        assert_eq!(
+            committed_rows(&d).len(),
+            3,
+            "the file sink holds batch 1's rows once"
+        );
     }
 
     #[test]
@@ -235,13 +277,19 @@ mod errors {
             .start()
             .unwrap_err();
         assert_eq!(err.class(), "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION");
-        assert!(err.message().contains("Complete output mode not supported when there are no streaming aggregations"));
+        assert!(err.message().contains(
+            "Complete output mode not supported when there are no streaming aggregations"
+        ));
     }
 
     #[test]
     fn a_stream_without_schema_fails_at_definition() {
         let d = dirs();
-        let err = session().read_stream().format("json").load(d.input.display().to_string()).unwrap_err();
+        let err = session()
+            .read_stream()
+            .format("json")
+            .load(d.input.display().to_string())
+            .unwrap_err();
         assert!(err.message().to_lowercase().contains("schema"), "{err}");
     }
 
@@ -309,7 +357,9 @@ mod sinks {
             .unwrap()
             .create_or_replace_temp_view("events")
             .unwrap();
-        let big = s.sql("SELECT user, amount * 2 AS doubled FROM events WHERE amount > 10").unwrap();
+        let big = s
+            .sql("SELECT user, amount * 2 AS doubled FROM events WHERE amount > 10")
+            .unwrap();
         assert!(big.is_streaming());
         assert!(big.collect().is_err(), "a stream cannot be collected");
         let q = big
@@ -323,22 +373,35 @@ mod sinks {
         let total = s.sql("SELECT sum(doubled) AS t FROM big").unwrap();
         assert!(!total.is_streaming());
         let b = total.collect().unwrap();
-        let t = b[0].column(0).as_any().downcast_ref::<arrow::array::Float64Array>().unwrap();
+        let t = b[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Float64Array>()
+            .unwrap();
         assert_eq!(t.value(0), 740.0);
     }
 
     struct Recorder(Arc<Mutex<Vec<String>>>);
     impl ForeachWriter for Recorder {
         fn open(&mut self, partition_id: usize, epoch_id: u64) -> sluice::Result<bool> {
-            self.0.lock().unwrap().push(format!("open {partition_id} {epoch_id}"));
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("open {partition_id} {epoch_id}"));
             Ok(true)
         }
         fn process(&mut self, row: Row<'_>) -> sluice::Result<()> {
-            self.0.lock().unwrap().push(format!("row {}", row.get("user")?));
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("row {}", row.get("user")?));
             Ok(())
         }
         fn close(&mut self, error: Option<&SluiceError>) {
-            self.0.lock().unwrap().push(format!("close {}", error.is_some()));
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("close {}", error.is_some()));
         }
     }
 
@@ -396,7 +459,10 @@ mod sources {
                 sink.lock().unwrap().push((id, data.num_rows()));
                 Ok(())
             })
-            .option("checkpointLocation", tempfile::tempdir().unwrap().keep().display())
+            .option(
+                "checkpointLocation",
+                tempfile::tempdir().unwrap().keep().display(),
+            )
             .start()
             .unwrap();
         while seen.lock().unwrap().len() < 3 {
@@ -416,8 +482,17 @@ mod sources {
         let q = run_file_to_parquet(&s, &d).unwrap();
         let p = q.recent_progress();
         assert_eq!(p.len(), 2);
-        assert_eq!(p[1].num_input_rows, 2, "the malformed line is a row of nulls, not lost");
-        assert_eq!(p[1].sources[0].metrics.get("numMalformedRecords").map(String::as_str), Some("1"));
+        assert_eq!(
+            p[1].num_input_rows, 2,
+            "the malformed line is a row of nulls, not lost"
+        );
+        assert_eq!(
+            p[1].sources[0]
+                .metrics
+                .get("numMalformedRecords")
+                .map(String::as_str),
+            Some("1")
+        );
         assert_eq!(committed_rows(&d).len(), 3);
     }
 
@@ -439,11 +514,16 @@ mod sources {
             .start()
             .unwrap();
         stream
-            .add_batch(RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1, 2]))]).unwrap())
+            .add_batch(
+                RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1, 2]))])
+                    .unwrap(),
+            )
             .unwrap();
         q.process_all_available().unwrap();
         stream
-            .add_batch(RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![3]))]).unwrap())
+            .add_batch(
+                RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![3]))]).unwrap(),
+            )
             .unwrap();
         q.process_all_available().unwrap();
         assert_eq!(s.sql("SELECT * FROM out").unwrap().count().unwrap(), 3);
@@ -454,7 +534,15 @@ mod sources {
         let last = q.last_progress().unwrap();
         assert_eq!(last.num_input_rows, 1);
         let json: serde_json::Value = serde_json::from_str(&last.json()).unwrap();
-        for k in ["latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution"] {
+        for k in [
+            "latestOffset",
+            "getBatch",
+            "queryPlanning",
+            "walCommit",
+            "addBatch",
+            "commitOffsets",
+            "triggerExecution",
+        ] {
             assert!(json["durationMs"].get(k).is_some(), "durationMs.{k}");
         }
     }
@@ -472,10 +560,16 @@ mod handle {
             self.0.lock().unwrap().push("started".into());
         }
         fn on_query_progress(&self, p: &StreamingQueryProgress) {
-            self.0.lock().unwrap().push(format!("progress {}", p.batch_id));
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("progress {}", p.batch_id));
         }
         fn on_query_terminated(&self, e: &QueryTerminatedEvent) {
-            self.0.lock().unwrap().push(format!("terminated {}", e.exception.is_some()));
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("terminated {}", e.exception.is_some()));
         }
     }
 
@@ -500,10 +594,19 @@ mod handle {
             .trigger(Trigger::Once)
             .start()
             .unwrap();
-        assert!(q.await_termination_timeout(Duration::from_secs(30)).unwrap());
-        assert_eq!(q.recent_progress().len(), 1, "Once ignores maxFilesPerTrigger and runs one batch");
+        assert!(q
+            .await_termination_timeout(Duration::from_secs(30))
+            .unwrap());
+        assert_eq!(
+            q.recent_progress().len(),
+            1,
+            "Once ignores maxFilesPerTrigger and runs one batch"
+        );
         assert_eq!(q.last_progress().unwrap().num_input_rows, 5);
-        assert_eq!(*events.0.lock().unwrap(), vec!["started", "progress 0", "terminated false"]);
+        assert_eq!(
+            *events.0.lock().unwrap(),
+            vec!["started", "progress 0", "terminated false"]
+        );
         assert!(q.explain().contains("Physical Plan"));
     }
 
@@ -525,7 +628,11 @@ mod handle {
             .filter(|n| !n.starts_with('.'))
             .collect();
         offsets.sort();
-        assert_eq!(offsets, vec!["1", "2", "3"], "Spark keeps minBatchesToRetain batches before the current one");
+        assert_eq!(
+            offsets,
+            vec!["1", "2", "3"],
+            "Spark keeps minBatchesToRetain batches before the current one"
+        );
         assert_eq!(committed_rows(&d).len(), 4);
     }
 }

@@ -89,7 +89,10 @@ impl IncrementalExecution {
         &self,
         inputs: &BatchInputs,
         batch_timestamp_ms: i64,
-    ) -> Result<(Arc<dyn ExecutionPlan>, Arc<datafusion::execution::TaskContext>)> {
+    ) -> Result<(
+        Arc<dyn ExecutionPlan>,
+        Arc<datafusion::execution::TaskContext>,
+    )> {
         let bound = self.bind(inputs)?;
         let state = self.state_at(batch_timestamp_ms);
         let physical = state.create_physical_plan(&bound).await?;

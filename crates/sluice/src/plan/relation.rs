@@ -48,8 +48,7 @@ impl StreamingRelation {
     /// The relation behind a table scan, if the scan reads a stream.
     pub fn of_scan(scan: &TableScan) -> Option<&StreamingRelation> {
         let any: &dyn Any = scan.source.as_ref();
-        let default_source =
-            any.downcast_ref::<datafusion::datasource::DefaultTableSource>()?;
+        let default_source = any.downcast_ref::<datafusion::datasource::DefaultTableSource>()?;
         let table: &dyn Any = default_source.table_provider.as_ref();
         table.downcast_ref::<StreamingRelation>()
     }

@@ -90,7 +90,8 @@ impl ScalarUDFImpl for SparkRound {
                     .as_any()
                     .downcast_ref::<Float64Array>()
                     .ok_or_else(|| datafusion::error::DataFusionError::Internal("round".into()))?;
-                let out: Float64Array = a.iter().map(|v| v.map(|v| spark_round_f64(v, s))).collect();
+                let out: Float64Array =
+                    a.iter().map(|v| v.map(|v| spark_round_f64(v, s))).collect();
                 Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
             }
             (Some(ColumnarValue::Scalar(ScalarValue::Float64(v))), Some(s)) => Ok(

@@ -36,7 +36,9 @@ use crate::session::Session;
 use crate::sink::{Sink, SinkContext, SinkProvider};
 use crate::source::{Offset, ReadLimit, Source, SourceContext, SourceProvider};
 
-use super::{OutputMode, QueryShared, StreamingQuery, StreamingQueryStatus, Trigger, NUM_RECENT_PROGRESS};
+use super::{
+    OutputMode, QueryShared, StreamingQuery, StreamingQueryStatus, Trigger, NUM_RECENT_PROGRESS,
+};
 
 /// Conf key of the number of state partitions, pinned in the checkpoint at the first run.
 pub const SHUFFLE_PARTITIONS: &str = "spark.sql.shuffle.partitions";
@@ -103,7 +105,10 @@ impl MicroBatchExecution {
         std::fs::create_dir_all(checkpoint.root()).map_err(|e| {
             SluiceError::io(
                 Fault::Checkpoint,
-                format!("cannot create checkpoint directory {}", checkpoint_root.display()),
+                format!(
+                    "cannot create checkpoint directory {}",
+                    checkpoint_root.display()
+                ),
                 e,
             )
         })?;
@@ -116,7 +121,10 @@ impl MicroBatchExecution {
         let session_partitions = session.shuffle_partitions();
         let mut conf: BTreeMap<String, String> = BTreeMap::new();
         conf.insert(SHUFFLE_PARTITIONS.into(), session_partitions.to_string());
-        conf.insert("spark.sql.streaming.multipleWatermarkPolicy".into(), "min".into());
+        conf.insert(
+            "spark.sql.streaming.multipleWatermarkPolicy".into(),
+            "min".into(),
+        );
         let latest = offset_log.get_latest()?;
         if let Some((_, seq)) = &latest {
             for (k, v) in &seq.metadata.conf {
@@ -381,7 +389,13 @@ impl MicroBatchExecution {
             let end = slot
                 .source
                 .latest_offset(self.committed[i].as_ref(), limit)
-                .map_err(|e| e.context(format!("batch {}: source {}", self.batch_id, slot.provider.description())))?;
+                .map_err(|e| {
+                    e.context(format!(
+                        "batch {}: source {}",
+                        self.batch_id,
+                        slot.provider.description()
+                    ))
+                })?;
             let end = end.or_else(|| self.committed[i].clone());
             if end.is_some() && end != self.committed[i] {
                 new_data = true;
@@ -391,7 +405,8 @@ impl MicroBatchExecution {
         let latest_offset_ms = t.elapsed().as_millis() as i64;
         if !new_data {
             self.set_status("Waiting for data to arrive", false, false);
-            self.shared.update(|st| st.last_idle_trigger_start = Some(trigger_start));
+            self.shared
+                .update(|st| st.last_idle_trigger_start = Some(trigger_start));
             let due = self
                 .last_idle_event
                 .is_none_or(|t| t.elapsed() >= IDLE_EVENT_INTERVAL);
@@ -480,12 +495,18 @@ impl MicroBatchExecution {
                         e.context(format!(
                             "batch {batch_id}: reading {} from {} to {}",
                             slot.provider.description(),
-                            start.as_ref().map(|o| o.to_string()).unwrap_or_else(|| "the start".into()),
+                            start
+                                .as_ref()
+                                .map(|o| o.to_string())
+                                .unwrap_or_else(|| "the start".into()),
                             end
                         ))
                     })?;
                     per_source.push((got.num_rows(), got.metrics));
-                    inputs.entry(slot.relation_id).or_default().extend(got.batches);
+                    inputs
+                        .entry(slot.relation_id)
+                        .or_default()
+                        .extend(got.batches);
                 }
                 _ => per_source.push((0, BTreeMap::new())),
             }

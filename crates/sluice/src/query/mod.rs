@@ -193,7 +193,11 @@ impl StreamingQuery {
     pub fn await_termination(&self) -> Result<()> {
         let mut st = self.shared.lock();
         while st.active {
-            st = self.shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = self
+                .shared
+                .changed
+                .wait(st)
+                .unwrap_or_else(|p| p.into_inner());
         }
         let res = match &st.exception {
             Some(e) => Err(e.clone()),
@@ -231,7 +235,11 @@ impl StreamingQuery {
         self.shared.changed.notify_all();
         let mut st = self.shared.lock();
         while st.active {
-            st = self.shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = self
+                .shared
+                .changed
+                .wait(st)
+                .unwrap_or_else(|p| p.into_inner());
         }
         drop(st);
         self.join();

@@ -9,7 +9,9 @@ use crate::frame::StreamFrame;
 use crate::plan::{check_streaming_plan, is_streaming};
 use crate::sink::console::ConsoleSinkProvider;
 use crate::sink::file::FileSinkProvider;
-use crate::sink::foreach::{ForeachBatchSinkProvider, ForeachSinkProvider, ForeachWriter, NoopSinkProvider};
+use crate::sink::foreach::{
+    ForeachBatchSinkProvider, ForeachSinkProvider, ForeachWriter, NoopSinkProvider,
+};
 use crate::sink::memory::MemorySinkProvider;
 use crate::sink::{BatchData, SinkProvider};
 
@@ -54,7 +56,10 @@ impl DataStreamWriter {
         self.options.insert(key.into(), value.to_string());
         self
     }
-    pub fn options<K: Into<String>, V: ToString>(mut self, opts: impl IntoIterator<Item = (K, V)>) -> Self {
+    pub fn options<K: Into<String>, V: ToString>(
+        mut self,
+        opts: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
         for (k, v) in opts {
             self.options.insert(k.into(), v.to_string());
         }
@@ -130,7 +135,11 @@ impl DataStreamWriter {
                         format!("'path' is not specified for the {} file sink: add .option(\"path\", DIR)", self.format),
                     )
                 })?;
-                Arc::new(FileSinkProvider::try_new(&self.format, path, &self.options)?)
+                Arc::new(FileSinkProvider::try_new(
+                    &self.format,
+                    path,
+                    &self.options,
+                )?)
             }
             (None, "console") => {
                 temp_checkpoint_ok = true;
@@ -144,21 +153,23 @@ impl DataStreamWriter {
                         "queryName must be specified for memory sink: add .query_name(\"table\")",
                     )
                 })?;
-                Arc::new(MemorySinkProvider::new(session.clone(), name, schema.clone())?)
+                Arc::new(MemorySinkProvider::new(
+                    session.clone(),
+                    name,
+                    schema.clone(),
+                )?)
             }
             (None, "noop") => {
                 temp_checkpoint_ok = true;
                 Arc::new(NoopSinkProvider)
             }
-            (None, other) => {
-                return Err(SluiceError::query(
-                    "UNSUPPORTED_DATA_SOURCE",
-                    format!(
-                        "Data source {other} does not exist as a streaming sink. Use parquet, json, \
+            (None, other) => return Err(SluiceError::query(
+                "UNSUPPORTED_DATA_SOURCE",
+                format!(
+                    "Data source {other} does not exist as a streaming sink. Use parquet, json, \
                          csv, console, memory, noop, foreach or foreach_batch."
-                    ),
-                ))
-            }
+                ),
+            )),
         };
         if !sink.supports_output_mode(self.output_mode) {
             return Err(SluiceError::query(
@@ -182,7 +193,8 @@ impl DataStreamWriter {
                     false,
                 ),
                 None if temp_checkpoint_ok => (
-                    std::env::temp_dir().join(format!("sluice-checkpoint-{}", uuid::Uuid::new_v4())),
+                    std::env::temp_dir()
+                        .join(format!("sluice-checkpoint-{}", uuid::Uuid::new_v4())),
                     true,
                 ),
                 None => {

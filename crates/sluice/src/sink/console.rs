@@ -23,7 +23,11 @@ pub struct ConsoleSinkProvider {
 
 impl std::fmt::Debug for ConsoleSinkProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ConsoleSink(numRows={}, truncate={})", self.num_rows, self.truncate)
+        write!(
+            f,
+            "ConsoleSink(numRows={}, truncate={})",
+            self.num_rows, self.truncate
+        )
     }
 }
 
@@ -37,13 +41,19 @@ impl ConsoleSinkProvider {
         };
         let num_rows = match get("numRows") {
             Some(v) => v.parse().map_err(|_| {
-                SluiceError::query("INVALID_OPTION", format!("numRows must be a number, got {v:?}"))
+                SluiceError::query(
+                    "INVALID_OPTION",
+                    format!("numRows must be a number, got {v:?}"),
+                )
             })?,
             None => 20,
         };
         let truncate = match get("truncate") {
             Some(v) => v.parse().map_err(|_| {
-                SluiceError::query("INVALID_OPTION", format!("truncate must be true or false, got {v:?}"))
+                SluiceError::query(
+                    "INVALID_OPTION",
+                    format!("truncate must be true or false, got {v:?}"),
+                )
             })?,
             None => true,
         };
@@ -138,7 +148,12 @@ pub fn format_timestamp_micros(us: i64, sep: char) -> String {
 
 /// Spark's `Dataset.showString(numRows, truncate = 20 or 0)`.
 pub fn show_string(data: &BatchData, num_rows: usize, truncate: bool) -> Result<String> {
-    let header: Vec<String> = data.schema.fields().iter().map(|f| f.name().clone()).collect();
+    let header: Vec<String> = data
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut total = 0usize;
     for b in data.batches() {
@@ -163,7 +178,10 @@ pub fn show_string(data: &BatchData, num_rows: usize, truncate: bool) -> Result<
         }
     };
     let header: Vec<String> = header.into_iter().map(cut).collect();
-    let rows: Vec<Vec<String>> = rows.into_iter().map(|r| r.into_iter().map(cut).collect()).collect();
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|r| r.into_iter().map(cut).collect())
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count().max(3)).collect();
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r) {

@@ -71,7 +71,10 @@ impl<'a> Row<'a> {
     }
     /// The value of a column by position.
     pub fn get_index(&self, i: usize) -> Result<ScalarValue> {
-        Ok(ScalarValue::try_from_array(self.batch.column(i), self.index)?)
+        Ok(ScalarValue::try_from_array(
+            self.batch.column(i),
+            self.index,
+        )?)
     }
     /// Column names, in order.
     pub fn columns(&self) -> Vec<String> {

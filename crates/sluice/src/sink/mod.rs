@@ -35,7 +35,10 @@ impl BatchData {
     }
     /// The whole batch as one `RecordBatch`.
     pub fn concat(&self) -> Result<RecordBatch> {
-        Ok(arrow::compute::concat_batches(&self.schema, self.batches())?)
+        Ok(arrow::compute::concat_batches(
+            &self.schema,
+            self.batches(),
+        )?)
     }
 }
 

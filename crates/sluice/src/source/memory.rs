@@ -60,7 +60,13 @@ impl SourceProvider for MemoryStream {
         self.inner.schema.clone()
     }
     fn description(&self) -> String {
-        let cols: Vec<String> = self.inner.schema.fields().iter().map(|f| f.name().clone()).collect();
+        let cols: Vec<String> = self
+            .inner
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
         format!("MemoryStream[{}]", cols.join(","))
     }
     fn kind(&self) -> &'static str {
@@ -90,8 +96,17 @@ fn as_index(o: Option<&Offset>) -> Result<i64> {
 }
 
 impl Source for MemorySource {
-    fn latest_offset(&mut self, start: Option<&Offset>, _limit: ReadLimit) -> Result<Option<Offset>> {
-        let n = self.inner.batches.lock().unwrap_or_else(|p| p.into_inner()).len() as i64;
+    fn latest_offset(
+        &mut self,
+        start: Option<&Offset>,
+        _limit: ReadLimit,
+    ) -> Result<Option<Offset>> {
+        let n = self
+            .inner
+            .batches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len() as i64;
         if n == 0 {
             return Ok(start.cloned());
         }
@@ -111,7 +126,11 @@ impl Source for MemorySource {
                 ),
             ));
         }
-        let batches = if to < 0 { vec![] } else { all[from..=(to as usize)].to_vec() };
+        let batches = if to < 0 {
+            vec![]
+        } else {
+            all[from..=(to as usize)].to_vec()
+        };
         Ok(SourceBatch {
             batches,
             metrics: Default::default(),

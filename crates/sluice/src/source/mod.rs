@@ -81,7 +81,8 @@ pub trait Source: Send {
     }
     /// The end offset of the next batch, given the current `start` (None for a new query) and a
     /// read limit. Returns `start` unchanged (or None) when there is no new data.
-    fn latest_offset(&mut self, start: Option<&Offset>, limit: ReadLimit) -> Result<Option<Offset>>;
+    fn latest_offset(&mut self, start: Option<&Offset>, limit: ReadLimit)
+        -> Result<Option<Offset>>;
     /// Trigger::AvailableNow: remember what is available now; later `latest_offset` calls never go
     /// past it (but still honour read limits, so it may take several batches).
     fn prepare_for_trigger_available_now(&mut self) -> Result<()> {

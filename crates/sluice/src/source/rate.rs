@@ -14,7 +14,11 @@ use crate::error::{Fault, Result, SluiceError};
 
 fn rate_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
-        Field::new("timestamp", DataType::Timestamp(TimeUnit::Microsecond, None), false),
+        Field::new(
+            "timestamp",
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            false,
+        ),
         Field::new("value", DataType::Int64, false),
     ]))
 }
@@ -26,7 +30,10 @@ fn opt_i64(options: &HashMap<String, String>, key: &str, default: Option<i64>) -
         .map(|(_, v)| v.trim().to_string());
     match (v, default) {
         (Some(v), _) => v.parse().map_err(|_| {
-            SluiceError::query("INVALID_OPTION", format!("option {key} must be an integer, got {v:?}"))
+            SluiceError::query(
+                "INVALID_OPTION",
+                format!("option {key} must be an integer, got {v:?}"),
+            )
         }),
         (None, Some(d)) => Ok(d),
         (None, None) => Err(SluiceError::query(
@@ -39,7 +46,10 @@ fn opt_i64(options: &HashMap<String, String>, key: &str, default: Option<i64>) -
 fn rows(values: std::ops::Range<i64>, ts_us: impl Fn(i64) -> i64) -> Result<RecordBatch> {
     let v: Int64Array = values.clone().collect();
     let t = TimestampMicrosecondArray::from_iter_values(values.map(ts_us));
-    Ok(RecordBatch::try_new(rate_schema(), vec![Arc::new(t), Arc::new(v)])?)
+    Ok(RecordBatch::try_new(
+        rate_schema(),
+        vec![Arc::new(t), Arc::new(v)],
+    )?)
 }
 
 /// `rate`: `rowsPerSecond` (1), `rampUpTime` (0s; other values not supported yet),
@@ -59,9 +69,14 @@ impl RateSourceProvider {
                 format!("Invalid value '{rows_per_second}'. The option 'rowsPerSecond' must be positive"),
             ));
         }
-        if let Some((_, v)) = options.iter().find(|(k, _)| k.eq_ignore_ascii_case("rampUpTime")) {
+        if let Some((_, v)) = options
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("rampUpTime"))
+        {
             if !matches!(v.trim(), "0" | "0s") {
-                return Err(SluiceError::not_supported_yet("the rate source's rampUpTime option"));
+                return Err(SluiceError::not_supported_yet(
+                    "the rate source's rampUpTime option",
+                ));
             }
         }
         Ok(Self { rows_per_second })
@@ -73,7 +88,10 @@ impl SourceProvider for RateSourceProvider {
         rate_schema()
     }
     fn description(&self) -> String {
-        format!("RateStreamV2[rowsPerSecond={}, rampUpTimeSeconds=0]", self.rows_per_second)
+        format!(
+            "RateStreamV2[rowsPerSecond={}, rampUpTimeSeconds=0]",
+            self.rows_per_second
+        )
     }
     fn kind(&self) -> &'static str {
         "rate"
@@ -121,7 +139,11 @@ fn offset_i64(o: Option<&Offset>) -> i64 {
 }
 
 impl Source for RateSource {
-    fn latest_offset(&mut self, start: Option<&Offset>, _limit: ReadLimit) -> Result<Option<Offset>> {
+    fn latest_offset(
+        &mut self,
+        start: Option<&Offset>,
+        _limit: ReadLimit,
+    ) -> Result<Option<Offset>> {
         let elapsed_s = (chrono::Utc::now().timestamp_millis() - self.start_ms).max(0) / 1000;
         if elapsed_s <= offset_i64(start) {
             return Ok(start.cloned());
@@ -162,7 +184,9 @@ impl RatePerMicroBatchProvider {
         if rows_per_batch <= 0 {
             return Err(SluiceError::query(
                 "INVALID_OPTION",
-                format!("Invalid value '{rows_per_batch}'. The option 'rowsPerBatch' must be positive"),
+                format!(
+                    "Invalid value '{rows_per_batch}'. The option 'rowsPerBatch' must be positive"
+                ),
             ));
         }
         Ok(Self {
@@ -205,11 +229,16 @@ impl RatePerMicroBatchSource {
     fn parse(&self, o: Option<&Offset>) -> Result<(i64, i64)> {
         match o {
             None => Ok((0, self.p.start_timestamp_ms)),
-            Some(v) => match (v.get("offset").and_then(|x| x.as_i64()), v.get("timestamp").and_then(|x| x.as_i64())) {
+            Some(v) => match (
+                v.get("offset").and_then(|x| x.as_i64()),
+                v.get("timestamp").and_then(|x| x.as_i64()),
+            ) {
                 (Some(o), Some(t)) => Ok((o, t)),
                 _ => Err(SluiceError::checkpoint(
                     "CHECKPOINT_CORRUPT_LOG",
-                    format!("rate-micro-batch offset must be {{\"offset\":N,\"timestamp\":T}}, got {v}"),
+                    format!(
+                        "rate-micro-batch offset must be {{\"offset\":N,\"timestamp\":T}}, got {v}"
+                    ),
                 )),
             },
         }
@@ -221,7 +250,11 @@ impl Source for RatePerMicroBatchSource {
         self.available_now = true;
         Ok(())
     }
-    fn latest_offset(&mut self, start: Option<&Offset>, _limit: ReadLimit) -> Result<Option<Offset>> {
+    fn latest_offset(
+        &mut self,
+        start: Option<&Offset>,
+        _limit: ReadLimit,
+    ) -> Result<Option<Offset>> {
         if let Some(end) = &self.available_now_end {
             return Ok(Some(end.clone()));
         }
