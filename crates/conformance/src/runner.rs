@@ -225,6 +225,7 @@ fn source_frame(
         std::fs::write(&file, lines.join("\n"))
             .map_err(|e| SluiceError::io(Fault::Internal, file.display(), e))?;
         let batch = sluice::source::file::read_files("json", &[file], &schema, &HashMap::new())?;
+        let schema = sluice::source::file::nullable_schema(&schema);
         session.register_batches(name, schema, batch.batches)?;
         return session.table(name);
     }

@@ -347,12 +347,7 @@ fn convert_number<'a>(n: Num<'a>, dt: &DataType) -> Conv<'a> {
                 None => fail(),
             }
         }
-        (DataType::Timestamp(_, _), Num::Float(t)) => {
-            match parse_decimal(t, 38, 6).and_then(|v| i64::try_from(v).ok()) {
-                Some(v) => Ok(Cell::Ts(v)),
-                None => fail(),
-            }
-        }
+        // Spark's JacksonParser takes only integral numbers as epoch seconds; 1.5 is null.
         _ => fail(),
     }
 }
