@@ -1,6 +1,7 @@
 //! The conformance runner: runs the scenarios of `shared/conformance` (recorded on Apache Spark)
 //! through Sluice and reports the first difference of each. Entry point of `sluice conformance`.
 
+pub mod deviations;
 pub mod runner;
 pub mod scenario;
 pub mod values;

@@ -123,6 +123,34 @@ impl StreamFrame {
             .collect();
         self.select_exprs(exprs)
     }
+    /// Declares `column` (a timestamp) as event time with an allowed lateness of `delay`
+    /// (`"10 minutes"`). The watermark is the max event time seen minus the delay; stateful
+    /// operators that group by this column or a window over it drop rows older than it and evict
+    /// state behind it.
+    pub fn with_watermark(&self, column: &str, delay: &str) -> Result<Self> {
+        let delay_us = crate::operators::window::parse_interval_micros(delay)?;
+        if delay_us < 0 {
+            return Err(SluiceError::query(
+                "INVALID_WATERMARK_DELAY",
+                format!("the watermark delay must not be negative, got {delay:?}"),
+            ));
+        }
+        let node = crate::operators::watermark::EventTimeWatermark::try_new(
+            self.plan.clone(),
+            column,
+            delay_us / 1000,
+        )?;
+        Ok(Self::new(self.session.clone(), node.into_plan()))
+    }
+
+    /// Groups by expressions: columns (`col("user")`), `window(col("ts"), "5 minutes")`, ...
+    pub fn group_by<I: IntoIterator<Item = Expr>>(&self, exprs: I) -> GroupedFrame {
+        GroupedFrame {
+            frame: self.clone(),
+            keys: exprs.into_iter().collect(),
+        }
+    }
+
     /// Rows of both frames (Spark's `union`, by position).
     pub fn union(&self, other: &StreamFrame) -> Result<Self> {
         let other = other.plan.clone();
@@ -176,5 +204,28 @@ impl StreamFrame {
     /// The analysed logical plan, indented.
     pub fn explain(&self) -> String {
         self.plan.display_indent().to_string()
+    }
+}
+
+/// A grouped frame, waiting for its aggregates (Spark's `RelationalGroupedDataset`).
+#[derive(Debug, Clone)]
+pub struct GroupedFrame {
+    frame: StreamFrame,
+    keys: Vec<Expr>,
+}
+
+impl GroupedFrame {
+    /// Any DataFusion aggregate: `sum(col("amount")).alias("total")`, `count(lit(1))`, ...
+    pub fn agg<I: IntoIterator<Item = Expr>>(&self, aggregates: I) -> Result<StreamFrame> {
+        let keys = self.keys.clone();
+        let aggs: Vec<Expr> = aggregates.into_iter().collect();
+        self.frame.with_plan(|b| b.aggregate(keys, aggs))
+    }
+    /// `count(*)` per group, in a column named `count` (as Spark's `count()`).
+    pub fn count(&self) -> Result<StreamFrame> {
+        self.agg([
+            datafusion::functions_aggregate::expr_fn::count(datafusion::prelude::lit(1))
+                .alias("count"),
+        ])
     }
 }

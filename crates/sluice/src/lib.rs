@@ -15,8 +15,8 @@
 //! | [`source`] | `Source` trait; file (json/csv/parquet/text), rate, rate-micro-batch, memory |
 //! | [`sink`] | `Sink` trait; file (+ `_spark_metadata` manifest), console, memory, foreach(_batch) |
 //! | [`plan`] | streaming analysis (output-mode rules), per-batch planning on DataFusion, Spark SQL semantics |
-//! | [`operators`] | stateful operators and watermarks (later issues) |
-//! | [`state`] | state store (later issues) |
+//! | [`operators`] | watermarks, windows, streaming aggregation |
+//! | [`state`] | the versioned state store under `state/<op>/<partition>/` |
 //! | [`progress`] | `StreamingQueryProgress` with Spark's JSON keys, the listener |
 //! | [`error`] | `SluiceError`: fault, stable class, message with the fix |
 //!
@@ -39,7 +39,8 @@ pub mod state;
 
 pub use datafusion::prelude::{col, lit, Expr};
 pub use error::{Fault, Result, SluiceError};
-pub use frame::StreamFrame;
+pub use frame::{GroupedFrame, StreamFrame};
+pub use operators::window::{session_window, sliding_window, window};
 pub use progress::{StreamingQueryListener, StreamingQueryProgress};
 pub use query::{OutputMode, StreamingQuery, Trigger};
 pub use session::{Session, SessionBuilder};

@@ -77,9 +77,13 @@ impl SessionBuilder {
             .with_default_features()
             .with_spark_features()
             .with_analyzer_rule(Arc::new(SparkCastRule))
+            .with_query_planner(Arc::new(crate::operators::watermark::SluiceQueryPlanner))
             .build();
         if let Some(round) = state.scalar_functions().get("round").cloned() {
             state.register_udf(Arc::new(ScalarUDF::new_from_impl(SparkRound::new(round))))?;
+        }
+        for udf in crate::operators::window::window_udfs() {
+            state.register_udf(Arc::new(udf))?;
         }
         let ctx = SessionContext::new_with_state(state);
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -201,7 +205,8 @@ impl Session {
     /// Runs SQL over the session's views and tables. The result is a stream when the query
     /// reads one (`is_streaming()`), else a batch frame.
     pub fn sql(&self, query: &str) -> Result<StreamFrame> {
-        let df = self.block_on(self.inner.ctx.sql(query))?;
+        let query = crate::plan::sql::rewrite_window_references(query)?;
+        let df = self.block_on(self.inner.ctx.sql(&query))?;
         let plan = self.analyze(df.logical_plan().clone())?;
         Ok(StreamFrame::new(self.clone(), plan))
     }

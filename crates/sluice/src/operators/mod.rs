@@ -1,3 +1,7 @@
-//! Stateful operators and watermarks (streaming aggregation, deduplication, joins,
-//! flatMapGroupsWithState). Arrive with issues 3 and 4; until then `plan::analysis` refuses
-//! stateful plans with a `SLUICE_NOT_SUPPORTED_YET` error.
+//! Stateful operators and event time: watermarks (`watermark`), windows (`window`), streaming
+//! aggregation (`aggregate`). Deduplication, joins and flatMapGroupsWithState arrive with
+//! issue 4; `plan::analysis` refuses them until then with a `SLUICE_NOT_SUPPORTED_YET` error.
+
+pub mod aggregate;
+pub mod watermark;
+pub mod window;

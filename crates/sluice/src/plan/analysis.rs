@@ -5,6 +5,7 @@ use datafusion::logical_expr::{JoinType, LogicalPlan};
 
 use super::relation::is_streaming;
 use crate::error::{Result, SluiceError};
+use crate::operators::aggregate::{has_event_time_key, has_session_window};
 use crate::OutputMode;
 
 /// Error class of output-mode violations (Spark's meaning, Sluice's class name).
@@ -22,7 +23,7 @@ pub struct StreamingPlanInfo {
 /// Checks that `plan` can run as a streaming query in `mode`. Errors carry Spark's meaning.
 pub fn check_streaming_plan(plan: &LogicalPlan, mode: OutputMode) -> Result<StreamingPlanInfo> {
     let mut info = StreamingPlanInfo::default();
-    visit(plan, &mut info)?;
+    visit(plan, mode, &mut info)?;
     if info.aggregations == 0 && mode == OutputMode::Complete {
         return Err(SluiceError::query(
             OUTPUT_MODE_CLASS,
@@ -31,37 +32,59 @@ pub fn check_streaming_plan(plan: &LogicalPlan, mode: OutputMode) -> Result<Stre
              aggregation (group_by) to the query.",
         ));
     }
-    if info.aggregations > 0 {
-        // Spark rejects append mode on an aggregation without a watermark; say so even before
-        // streaming aggregation itself is available.
-        if mode == OutputMode::Append {
-            return Err(SluiceError::query(
-                OUTPUT_MODE_CLASS,
-                "Append output mode not supported when there are streaming aggregations on \
-                 streaming DataFrames/DataSets without watermark. Add with_watermark(..) on the \
-                 event-time column used by the aggregation, or use update/complete mode.",
-            ));
-        }
+    if info.aggregations > 1 {
         return Err(SluiceError::not_supported_yet(
-            "streaming aggregation (GROUP BY / group_by / DISTINCT) is not supported yet: it \
-             arrives with the state store (issue 3). Stateless queries run today.",
+            "more than one streaming aggregation in a query (chained stateful operators) is not \
+             supported yet; aggregate once, or aggregate again inside foreach_batch",
         ));
     }
     Ok(info)
 }
 
-fn visit(plan: &LogicalPlan, info: &mut StreamingPlanInfo) -> Result<()> {
+fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> Result<()> {
     let streaming = is_streaming(plan);
     if streaming {
         match plan {
-            LogicalPlan::Aggregate(_) | LogicalPlan::Distinct(_) => info.aggregations += 1,
-            LogicalPlan::Sort(_) => {
-                return Err(SluiceError::query(
-                    UNSUPPORTED_OPERATION_CLASS,
-                    "Sorting is not supported on streaming DataFrames/Datasets, unless it is on \
-                     aggregated DataFrame/Dataset in Complete output mode. Remove the ORDER BY, \
-                     or sort inside foreach_batch.",
+            LogicalPlan::Aggregate(agg) => {
+                info.aggregations += 1;
+                if agg.group_expr.iter().any(|g| matches!(g, datafusion::prelude::Expr::GroupingSet(_))) {
+                    return Err(SluiceError::query(
+                        UNSUPPORTED_OPERATION_CLASS,
+                        "Grouping Sets is not supported on streaming DataFrames/Datasets",
+                    ));
+                }
+                if mode == OutputMode::Append && !has_event_time_key(agg) {
+                    return Err(SluiceError::query(
+                        OUTPUT_MODE_CLASS,
+                        "Append output mode not supported when there are streaming aggregations on \
+                         streaming DataFrames/DataSets without watermark. Add with_watermark(..) on \
+                         the event-time column and group by it or by a window over it, or use update \
+                         or complete mode.",
+                    ));
+                }
+                if mode == OutputMode::Update && has_session_window(agg) {
+                    return Err(SluiceError::query(
+                        OUTPUT_MODE_CLASS,
+                        "Update output mode not supported for session window on streaming \
+                         DataFrames/Datasets. Use append or complete mode.",
+                    ));
+                }
+            }
+            LogicalPlan::Distinct(_) => {
+                return Err(SluiceError::not_supported_yet(
+                    "DISTINCT / drop_duplicates on a stream is not supported yet (issue 4: deduplication)",
                 ))
+            }
+            LogicalPlan::Sort(_) => {
+                let sort_after_aggregation = plan.inputs().iter().any(|i| contains_aggregate(i));
+                if !(sort_after_aggregation && mode == OutputMode::Complete) {
+                    return Err(SluiceError::query(
+                        UNSUPPORTED_OPERATION_CLASS,
+                        "Sorting is not supported on streaming DataFrames/Datasets, unless it is on \
+                         aggregated DataFrame/Dataset in Complete output mode. Remove the ORDER BY, \
+                         or sort inside foreach_batch.",
+                    ));
+                }
             }
             LogicalPlan::Limit(_) => {
                 return Err(SluiceError::not_supported_yet(
@@ -71,7 +94,7 @@ fn visit(plan: &LogicalPlan, info: &mut StreamingPlanInfo) -> Result<()> {
             }
             LogicalPlan::Window(_) => {
                 return Err(SluiceError::query(
-                    UNSUPPORTED_OPERATION_CLASS,
+                    "NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING",
                     "Non-time-based windows are not supported on streaming DataFrames/Datasets. \
                      Use a time window (window(ts, '5 minutes')) in GROUP BY instead of OVER (..).",
                 ))
@@ -92,7 +115,11 @@ fn visit(plan: &LogicalPlan, info: &mut StreamingPlanInfo) -> Result<()> {
         }
     }
     for input in plan.inputs() {
-        visit(input, info)?;
+        visit(input, mode, info)?;
     }
     Ok(())
+}
+
+fn contains_aggregate(plan: &LogicalPlan) -> bool {
+    matches!(plan, LogicalPlan::Aggregate(_)) || plan.inputs().iter().any(|i| contains_aggregate(i))
 }

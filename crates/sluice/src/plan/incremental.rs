@@ -19,6 +19,7 @@ use datafusion::physical_plan::{collect_partitioned, displayable, ExecutionPlan}
 
 use super::relation::StreamingRelation;
 use crate::error::{Result, SluiceError};
+use crate::operators::watermark::{EventTimeWatermark, StatsHandle};
 use crate::sink::BatchData;
 
 /// Plans and runs one streaming query's batches.
@@ -32,6 +33,17 @@ pub struct IncrementalExecution {
 
 /// The rows of each stream for one batch, by `StreamingRelation::id`.
 pub type BatchInputs = HashMap<u64, Vec<RecordBatch>>;
+
+/// A watermark node's delay (ms) and the handle its exec fills during the batch.
+pub type WatermarkObservation = (i64, StatsHandle);
+
+/// One batch's physical plan, ready to run.
+pub struct PlannedBatch {
+    pub plan: Arc<dyn ExecutionPlan>,
+    pub task_ctx: Arc<datafusion::execution::TaskContext>,
+    /// One entry per watermark node, in post-order (stable across batches).
+    pub watermarks: Vec<WatermarkObservation>,
+}
 
 impl IncrementalExecution {
     /// `plan` must already be analysed (see `Session::analyze`).
@@ -47,20 +59,29 @@ impl IncrementalExecution {
         &self.plan
     }
 
-    /// The plan with every stream bound to this batch's rows.
-    pub fn bind(&self, inputs: &BatchInputs) -> Result<LogicalPlan> {
+    /// The plan with every stream bound to this batch's rows, and every watermark node given a
+    /// fresh statistics handle (returned in post-order: delay, handle).
+    pub fn bind(&self, inputs: &BatchInputs) -> Result<(LogicalPlan, Vec<WatermarkObservation>)> {
         let partitions = self.partitions;
+        let mut observations: Vec<WatermarkObservation> = Vec::new();
         let bound = self
             .plan
             .clone()
             .transform_up_with_subqueries(|node| {
+                if let Some(w) = EventTimeWatermark::of(&node) {
+                    let mut w = w.clone();
+                    let handle = StatsHandle::default();
+                    w.stats = Some(handle.clone());
+                    observations.push((w.delay_ms, handle));
+                    return Ok(Transformed::yes(w.into_plan()));
+                }
                 let LogicalPlan::TableScan(scan) = &node else {
                     return Ok(Transformed::no(node));
                 };
                 let Some(rel) = StreamingRelation::of_scan(scan) else {
                     return Ok(Transformed::no(node));
                 };
-                let schema = rel.provider().schema();
+                let schema = rel.relation_schema();
                 let rows = inputs.get(&rel.id()).cloned().unwrap_or_default();
                 let table = MemTable::try_new(schema, split(rows, partitions))?;
                 let new_scan = TableScanBuilder::new(
@@ -74,7 +95,8 @@ impl IncrementalExecution {
                 Ok(Transformed::yes(LogicalPlan::TableScan(new_scan)))
             })
             .map_err(SluiceError::from)?;
-        Ok(bound.data)
+        // Nodes are numbered in post-order (children first), the same every batch.
+        Ok((bound.data, observations))
     }
 
     fn state_at(&self, batch_timestamp_ms: i64) -> SessionState {
@@ -89,29 +111,28 @@ impl IncrementalExecution {
         &self,
         inputs: &BatchInputs,
         batch_timestamp_ms: i64,
-    ) -> Result<(
-        Arc<dyn ExecutionPlan>,
-        Arc<datafusion::execution::TaskContext>,
-    )> {
-        let bound = self.bind(inputs)?;
+    ) -> Result<PlannedBatch> {
+        let (bound, watermarks) = self.bind(inputs)?;
         let state = self.state_at(batch_timestamp_ms);
         let physical = state.create_physical_plan(&bound).await?;
-        Ok((physical, state.task_ctx()))
+        Ok(PlannedBatch {
+            plan: physical,
+            task_ctx: state.task_ctx(),
+            watermarks,
+        })
     }
 
     /// Runs a planned batch and materialises its result partitions.
-    pub async fn execute(
-        plan: Arc<dyn ExecutionPlan>,
-        task_ctx: Arc<datafusion::execution::TaskContext>,
-    ) -> Result<BatchData> {
-        let schema = plan.schema();
-        let partitions = collect_partitioned(plan, task_ctx).await?;
+    pub async fn execute(planned: &PlannedBatch) -> Result<BatchData> {
+        let schema = planned.plan.schema();
+        let partitions =
+            collect_partitioned(planned.plan.clone(), planned.task_ctx.clone()).await?;
         Ok(BatchData { schema, partitions })
     }
 
     /// The logical and physical plans of a batch with no rows (Spark's `explain`).
     pub async fn explain(&self) -> Result<String> {
-        let (physical, _) = self.physical_plan(&HashMap::new(), 0).await?;
+        let physical = self.physical_plan(&HashMap::new(), 0).await?.plan;
         Ok(format!(
             "== Analyzed Logical Plan ==\n{}\n\n== Physical Plan ==\n{}",
             self.plan.display_indent(),

@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod incremental;
 pub mod relation;
 pub mod spark;
+pub mod sql;
 
 pub use analysis::{check_streaming_plan, StreamingPlanInfo};
 pub use incremental::IncrementalExecution;

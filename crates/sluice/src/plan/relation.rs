@@ -22,10 +22,13 @@ use crate::source::SourceProvider;
 static NEXT_RELATION_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A streaming source inside a logical plan. Two scans with the same `id` read the same source.
+///
+/// Without a provider it is a *placeholder*: rows computed by a stateful operator for the part
+/// of the plan above it, bound per batch like a source.
 #[derive(Debug)]
 pub struct StreamingRelation {
     id: u64,
-    provider: Arc<dyn SourceProvider>,
+    provider: Option<Arc<dyn SourceProvider>>,
     schema: SchemaRef,
 }
 
@@ -34,15 +37,26 @@ impl StreamingRelation {
         let schema = provider.schema();
         Self {
             id: NEXT_RELATION_ID.fetch_add(1, Ordering::Relaxed),
-            provider,
+            provider: Some(provider),
+            schema,
+        }
+    }
+    /// A placeholder for rows that an operator produces each batch.
+    pub fn placeholder(schema: SchemaRef) -> Self {
+        Self {
+            id: NEXT_RELATION_ID.fetch_add(1, Ordering::Relaxed),
+            provider: None,
             schema,
         }
     }
     pub fn id(&self) -> u64 {
         self.id
     }
-    pub fn provider(&self) -> &Arc<dyn SourceProvider> {
-        &self.provider
+    pub fn provider(&self) -> Option<&Arc<dyn SourceProvider>> {
+        self.provider.as_ref()
+    }
+    pub fn relation_schema(&self) -> SchemaRef {
+        self.schema.clone()
     }
 
     /// The relation behind a table scan, if the scan reads a stream.
@@ -65,8 +79,10 @@ pub fn streaming_relations(plan: &LogicalPlan) -> Vec<(u64, Arc<dyn SourceProvid
 fn collect(plan: &LogicalPlan, out: &mut Vec<(u64, Arc<dyn SourceProvider>)>) {
     if let LogicalPlan::TableScan(scan) = plan {
         if let Some(rel) = StreamingRelation::of_scan(scan) {
-            if !out.iter().any(|(id, _)| *id == rel.id) {
-                out.push((rel.id, rel.provider.clone()));
+            if let Some(provider) = &rel.provider {
+                if !out.iter().any(|(id, _)| *id == rel.id) {
+                    out.push((rel.id, provider.clone()));
+                }
             }
         }
     }
@@ -106,7 +122,10 @@ impl TableProvider for StreamingRelation {
                 format!(
                     "Queries with streaming sources must be executed with write_stream().start(): \
                      {} is a stream. Use write_stream() (e.g. the memory sink) to run it.",
-                    self.provider.description()
+                    self.provider
+                        .as_ref()
+                        .map(|p| p.description())
+                        .unwrap_or_else(|| "an operator's output".into())
                 ),
             ),
         )))

@@ -27,7 +27,8 @@ use crate::checkpoint::{
     OffsetSeqLog, OffsetSeqMetadata, RecoveryPlan, StreamMetadata,
 };
 use crate::error::{Fault, Result, SluiceError};
-use crate::plan::{streaming_relations, IncrementalExecution};
+use crate::operators::watermark::{EventTimeStats, WatermarkPolicy, WatermarkTracker};
+use crate::plan::streaming_relations;
 use crate::progress::{
     format_timestamp_ms, QueryIdleEvent, QueryStartedEvent, QueryTerminatedEvent, SinkProgress,
     SourceProgress, StreamingQueryListener, StreamingQueryProgress,
@@ -36,6 +37,7 @@ use crate::session::Session;
 use crate::sink::{Sink, SinkContext, SinkProvider};
 use crate::source::{Offset, ReadLimit, Source, SourceContext, SourceProvider};
 
+use super::pipeline::Pipeline;
 use super::{
     OutputMode, QueryShared, StreamingQuery, StreamingQueryStatus, Trigger, NUM_RECENT_PROGRESS,
 };
@@ -46,6 +48,8 @@ pub const SHUFFLE_PARTITIONS: &str = "spark.sql.shuffle.partitions";
 pub const MIN_BATCHES_TO_RETAIN: &str = "spark.sql.streaming.minBatchesToRetain";
 /// Test-only fault injection: `afterOffsets:N` or `afterSink:N` makes the query fail at that
 /// point of batch N, as a crash would (the conformance crash matrix and recovery tests use it).
+pub const WATERMARK_POLICY: &str = "spark.sql.streaming.multipleWatermarkPolicy";
+/// Test-only fault injection: see below.
 pub const CRASH_POINT: &str = "sluice.testing.crashPoint";
 /// Class of the error raised by [`CRASH_POINT`].
 pub const INJECTED_CRASH_CLASS: &str = "SLUICE_INJECTED_CRASH";
@@ -64,7 +68,7 @@ struct SourceSlot {
 /// The micro-batch loop of one query run.
 pub struct MicroBatchExecution {
     session: Session,
-    exec: IncrementalExecution,
+    pipeline: Pipeline,
     sources: Vec<SourceSlot>,
     sink: Box<dyn Sink>,
     sink_description: String,
@@ -83,7 +87,12 @@ pub struct MicroBatchExecution {
     batch_id: u64,
     /// End offsets of the last committed batch = start offsets of the next.
     committed: Vec<Option<Offset>>,
-    watermark_ms: i64,
+    /// The global watermark: what the next batch runs with (`batchWatermarkMs`).
+    tracker: WatermarkTracker,
+    /// `batchWatermarkMs` of the last batch run in this process (None right after start).
+    last_batch_watermark_ms: Option<i64>,
+    /// Watermark for late rows: the previous batch's `batchWatermarkMs` (Spark 3.4+).
+    late_watermark_ms: i64,
     last_trigger_start: Option<Instant>,
     last_idle_event: Option<Instant>,
 }
@@ -178,8 +187,19 @@ impl MicroBatchExecution {
             query_name: name.clone(),
         })?;
 
-        let exec = IncrementalExecution::new(session.df_state(), plan, partitions);
-        let explain = session.block_on(exec.explain())?;
+        if let Some(p) = session.conf(WATERMARK_POLICY) {
+            if latest.is_none() {
+                conf.insert(WATERMARK_POLICY.into(), p);
+            }
+        }
+        let policy = WatermarkPolicy::parse(
+            conf.get(WATERMARK_POLICY)
+                .map(String::as_str)
+                .unwrap_or("min"),
+        )?;
+        let pipeline =
+            Pipeline::try_new(&session, plan, output_mode, &checkpoint_root, partitions)?;
+        let explain = session.block_on(pipeline.explain())?;
         let min_batches_to_retain = session
             .conf(MIN_BATCHES_TO_RETAIN)
             .and_then(|v| v.parse().ok())
@@ -199,7 +219,7 @@ impl MicroBatchExecution {
         let listeners = session.listeners();
         let execution = MicroBatchExecution {
             session,
-            exec,
+            pipeline,
             sources,
             sink,
             sink_description: sink_provider.description(),
@@ -216,7 +236,9 @@ impl MicroBatchExecution {
             crash_point,
             batch_id: 0,
             committed: vec![None; n_sources],
-            watermark_ms: 0,
+            tracker: WatermarkTracker::new(policy, 0),
+            last_batch_watermark_ms: None,
+            late_watermark_ms: 0,
             last_trigger_start: None,
             last_idle_event: None,
         };
@@ -302,8 +324,9 @@ impl MicroBatchExecution {
                 watermark_ms,
             } => {
                 self.batch_id = next_batch_id;
+                self.late_watermark_ms = start_offsets.metadata.batch_watermark_ms;
                 self.committed = start_offsets.offsets;
-                self.watermark_ms = watermark_ms;
+                self.tracker.restore(watermark_ms);
             }
             RecoveryPlan::Replay {
                 batch_id,
@@ -313,9 +336,10 @@ impl MicroBatchExecution {
             } => {
                 self.batch_id = batch_id;
                 if let Some(s) = start_offsets {
+                    self.late_watermark_ms = s.metadata.batch_watermark_ms;
                     self.committed = s.offsets;
                 }
-                self.watermark_ms = watermark_ms;
+                self.tracker.restore(watermark_ms);
                 replay = Some(offsets);
             }
         }
@@ -403,7 +427,14 @@ impl MicroBatchExecution {
             ends.push(end);
         }
         let latest_offset_ms = t.elapsed().as_millis() as i64;
-        if !new_data {
+        // A batch without new data still runs when the watermark moved and a stateful operator
+        // would emit or evict at the new value (Spark's no-data batch).
+        let no_data_batch = !new_data
+            && self.last_batch_watermark_ms.is_some_and(|last| {
+                self.pipeline
+                    .should_run_another_batch(last, self.tracker.current_ms())
+            });
+        if !new_data && !no_data_batch {
             self.set_status("Waiting for data to arrive", false, false);
             self.shared
                 .update(|st| st.last_idle_trigger_start = Some(trigger_start));
@@ -425,7 +456,7 @@ impl MicroBatchExecution {
         }
         let seq = OffsetSeq {
             metadata: OffsetSeqMetadata {
-                batch_watermark_ms: self.watermark_ms,
+                batch_watermark_ms: self.tracker.current_ms(),
                 batch_timestamp_ms: now_ms(),
                 conf: self.conf.clone(),
             },
@@ -514,32 +545,58 @@ impl MicroBatchExecution {
         durations.insert("getBatch".into(), t.elapsed().as_millis() as i64);
         let num_input_rows: usize = per_source.iter().map(|(n, _)| n).sum();
 
-        // queryPlanning
+        // queryPlanning + addBatch: plan and execute (stateful operators included), then the sink.
         let t = Instant::now();
         let ts = offsets.metadata.batch_timestamp_ms;
-        let (physical, task_ctx) = self
-            .session
-            .block_on(self.exec.physical_plan(&inputs, ts))
-            .map_err(|e| e.context(format!("batch {batch_id}: planning")))?;
-        durations.insert("queryPlanning".into(), t.elapsed().as_millis() as i64);
-
-        // addBatch: execution + sink
-        let t = Instant::now();
-        let data = self
-            .session
-            .block_on(IncrementalExecution::execute(physical, task_ctx))
-            .map_err(|e| e.context(format!("batch {batch_id}: execution")))?;
+        let batch_watermark_ms = offsets.metadata.batch_watermark_ms;
+        let out = self
+            .pipeline
+            .run(
+                &self.session,
+                &inputs,
+                ts,
+                self.late_watermark_ms,
+                batch_watermark_ms,
+                batch_id,
+            )
+            .map_err(|e| e.context(format!("batch {batch_id}")))?;
+        durations.insert("queryPlanning".into(), out.planning_ms);
+        let data = out.data;
         let num_output_rows = data.num_rows();
         self.sink
             .add_batch(batch_id, &data)
             .map_err(|e| e.context(format!("batch {batch_id}: sink {}", self.sink_description)))?;
-        durations.insert("addBatch".into(), t.elapsed().as_millis() as i64);
+        durations.insert(
+            "addBatch".into(),
+            (t.elapsed().as_millis() as i64 - out.planning_ms).max(0),
+        );
         self.check_crash("afterSink")?;
+
+        // The watermark for the next batch, from the event times this batch saw.
+        let observed: HashMap<usize, (i64, EventTimeStats)> =
+            out.watermarks.iter().copied().enumerate().collect();
+        let next_watermark_ms = self.tracker.update(&observed);
+        let mut event_time = BTreeMap::new();
+        if self.pipeline.has_watermark() {
+            let mut all = EventTimeStats::default();
+            for (_, st) in &out.watermarks {
+                all.merge(st);
+            }
+            if let Some(avg) = all.avg() {
+                event_time.insert("avg".to_string(), format_timestamp_ms(avg as i64));
+                event_time.insert("max".to_string(), format_timestamp_ms(all.max));
+                event_time.insert("min".to_string(), format_timestamp_ms(all.min));
+            }
+            event_time.insert(
+                "watermark".to_string(),
+                format_timestamp_ms(batch_watermark_ms),
+            );
+        }
 
         // commit
         let t = Instant::now();
         let commit = CommitMetadata {
-            next_batch_watermark_ms: self.watermark_ms,
+            next_batch_watermark_ms: next_watermark_ms,
         };
         if !self.commit_log.add(batch_id, &commit)? {
             return Err(concurrent_update(batch_id));
@@ -547,6 +604,8 @@ impl MicroBatchExecution {
         durations.insert("commitOffsets".into(), t.elapsed().as_millis() as i64);
         let start_offsets = std::mem::replace(&mut self.committed, offsets.offsets.clone());
         self.batch_id += 1;
+        self.last_batch_watermark_ms = Some(batch_watermark_ms);
+        self.late_watermark_ms = batch_watermark_ms;
 
         // progress
         let trigger_ms = trigger_start.elapsed().as_millis() as i64;
@@ -585,8 +644,8 @@ impl MicroBatchExecution {
             input_rows_per_second: rate(num_input_rows, since_last),
             processed_rows_per_second: rate(num_input_rows, processing_secs),
             duration_ms: durations,
-            event_time: BTreeMap::new(),
-            state_operators: vec![],
+            event_time,
+            state_operators: out.state_operators,
             sources,
             sink: SinkProgress {
                 description: self.sink_description.clone(),

@@ -3,6 +3,7 @@
 //! the *order* of things in a batch.
 
 mod microbatch;
+mod pipeline;
 mod writer;
 
 use std::collections::VecDeque;

@@ -163,13 +163,15 @@ impl DataStreamWriter {
                 temp_checkpoint_ok = true;
                 Arc::new(NoopSinkProvider)
             }
-            (None, other) => return Err(SluiceError::query(
-                "UNSUPPORTED_DATA_SOURCE",
-                format!(
+            (None, other) => {
+                return Err(SluiceError::query(
+                    "UNSUPPORTED_DATA_SOURCE",
+                    format!(
                     "Data source {other} does not exist as a streaming sink. Use parquet, json, \
                          csv, console, memory, noop, foreach or foreach_batch."
                 ),
-            )),
+                ))
+            }
         };
         if !sink.supports_output_mode(self.output_mode) {
             return Err(SluiceError::query(

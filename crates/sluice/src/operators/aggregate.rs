@@ -1,0 +1,875 @@
+//! Streaming aggregation (Spark's `StateStoreRestoreExec` + `StateStoreSaveExec`) on DataFusion's
+//! accumulators.
+//!
+//! No per-function code: every aggregate DataFusion has streams through its
+//! `GroupsAccumulator` (or an `Accumulator` behind `GroupsAccumulatorAdapter`). The state of a
+//! key is the accumulator's intermediate state (`state_fields`), kept in the state store. Each
+//! batch, vectorised: the input rows are grouped (arrow row format keys), the stored states of
+//! the touched keys are merged (`merge_batch`) with the batch's rows (`update_batch`), the new
+//! states are written back, and the final values come from `evaluate`.
+//!
+//! Keys are hash-partitioned into `spark.sql.shuffle.partitions` state stores
+//! (`state/<op>/<partition>/`). Windows: `window(ts, size[, slide])` assigns each row to its
+//! window instance(s) here (sliding windows expand a row into several). Late rows (window end, or
+//! event time, at or before the watermark for late events) are dropped and counted, except in
+//! complete mode. Append mode emits a key once the eviction watermark passes its window end and
+//! evicts it; update mode emits changed keys and evicts expired ones; complete mode emits all.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, RecordBatch, StructArray, TimestampMicrosecondArray, UInt32Array,
+};
+use arrow::compute::{cast, concat_batches, take};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::row::{RowConverter, Rows, SortField};
+use datafusion::common::{DFSchema, ExprSchema};
+use datafusion::execution::context::ExecutionProps;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{Aggregate, EmitTo, Expr, GroupsAccumulator};
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::{create_physical_expr, GroupsAccumulatorAdapter, PhysicalExpr};
+#[allow(deprecated)]
+use datafusion::physical_planner::create_aggregate_expr_and_maybe_filter;
+use serde::{Deserialize, Serialize};
+
+use super::watermark::WATERMARK_DELAY_KEY;
+use super::window::{last_window_start, window_array, WindowSpec};
+use crate::error::{Result, SluiceError};
+use crate::progress::StateOperatorProgress;
+use crate::state::{
+    DefaultStateStoreProvider, StateStore, StateStoreConf, StateStoreId, StateStoreProvider,
+};
+use crate::OutputMode;
+
+/// Error class: the restarted query's state does not fit the checkpoint's.
+pub const STATE_SCHEMA_INCOMPATIBLE: &str = "STATE_SCHEMA_INCOMPATIBLE";
+/// Error class: a grouping key was renamed (Spark would silently reuse the state).
+pub const STATE_SCHEMA_KEY_RENAMED: &str = "STATE_SCHEMA_KEY_RENAMED";
+/// Conf that accepts a renamed grouping key on restart.
+pub const ALLOW_KEY_RENAME_CONF: &str = "sluice.streaming.stateSchema.allowKeyRename";
+
+/// How one grouping column is computed.
+enum KeyPart {
+    Expr(Arc<dyn PhysicalExpr>),
+    /// `window(time, size, slide, start)`, in microseconds.
+    Window {
+        time: Arc<dyn PhysicalExpr>,
+        size: i64,
+        slide: i64,
+        start: i64,
+    },
+}
+
+/// Where a key's event time is, for late rows and eviction.
+#[derive(Debug, Clone, Copy)]
+enum EventTimeKey {
+    /// The `end` of the window struct at this key position.
+    WindowEnd(usize),
+    /// A watermarked timestamp column at this key position.
+    Column(usize),
+}
+
+struct AggFn {
+    expr: Arc<AggregateFunctionExpr>,
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    n_state: usize,
+}
+
+impl AggFn {
+    fn accumulator(&self) -> Result<Box<dyn GroupsAccumulator>> {
+        if self.expr.groups_accumulator_supported() {
+            Ok(self.expr.create_groups_accumulator()?)
+        } else {
+            let e = self.expr.clone();
+            Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
+                e.create_accumulator()
+            })))
+        }
+    }
+}
+
+/// The recorded key/value schema of an operator's state (`state/<op>/_metadata/schema`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateSchema {
+    pub operator: String,
+    pub key_schema: Vec<StateField>,
+    pub value_schema: Vec<StateField>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateField {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub data_type: String,
+    pub nullable: bool,
+}
+
+fn state_fields(fields: &[Arc<Field>]) -> Vec<StateField> {
+    fields
+        .iter()
+        .map(|f| StateField {
+            name: f.name().clone(),
+            data_type: crate::schema::spark_type_name(f.data_type()),
+            nullable: f.is_nullable(),
+        })
+        .collect()
+}
+
+fn describe(fields: &[StateField]) -> String {
+    fields
+        .iter()
+        .map(|f| format!("{} {}", f.name, f.data_type))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks (or records, on the first run) the operator's state schema.
+pub fn check_state_schema(dir: &Path, schema: &StateSchema, allow_rename: bool) -> Result<()> {
+    let file = dir.join("_metadata").join("schema");
+    match std::fs::read(&file) {
+        Ok(bytes) => {
+            let old: StateSchema = serde_json::from_slice(&bytes).map_err(|e| {
+                SluiceError::checkpoint(
+                    "CHECKPOINT_CORRUPT_LOG",
+                    format!("{} is not a state schema ({e}); restore it or start with a new checkpoint location", file.display()),
+                )
+            })?;
+            let types =
+                |v: &[StateField]| v.iter().map(|f| f.data_type.clone()).collect::<Vec<_>>();
+            if types(&old.key_schema) != types(&schema.key_schema)
+                || types(&old.value_schema) != types(&schema.value_schema)
+            {
+                return Err(SluiceError::checkpoint(
+                    STATE_SCHEMA_INCOMPATIBLE,
+                    format!(
+                        "Provided schema doesn't match to the schema for existing state of operator {} in {}: \
+                         the checkpoint holds keys ({}) with values ({}), this query has keys ({}) with values ({}). \
+                         Grouping keys and aggregate functions cannot change on restart: start with a new \
+                         checkpointLocation, or restore the previous query.",
+                        old.operator,
+                        dir.display(),
+                        describe(&old.key_schema),
+                        describe(&old.value_schema),
+                        describe(&schema.key_schema),
+                        describe(&schema.value_schema)
+                    ),
+                ));
+            }
+            let renamed: Vec<String> = old
+                .key_schema
+                .iter()
+                .zip(&schema.key_schema)
+                .filter(|(a, b)| a.name != b.name)
+                .map(|(a, b)| format!("{} -> {}", a.name, b.name))
+                .collect();
+            if !renamed.is_empty() && !allow_rename {
+                return Err(SluiceError::checkpoint(
+                    STATE_SCHEMA_KEY_RENAMED,
+                    format!(
+                        "The grouping key of operator {} changed from ({}) to ({}) ({}). The types match, so \
+                         Spark would silently reuse the old state under the new key and give wrong results. \
+                         Start with a new checkpointLocation; or, if the column was only renamed and means \
+                         the same thing, set {ALLOW_KEY_RENAME_CONF}=true.",
+                        old.operator,
+                        describe(&old.key_schema),
+                        describe(&schema.key_schema),
+                        renamed.join(", ")
+                    ),
+                ));
+            }
+            if !renamed.is_empty() {
+                log::warn!(
+                    "state of operator {}: accepting renamed keys {}",
+                    old.operator,
+                    renamed.join(", ")
+                );
+            }
+            Ok(())
+        }
+        Err(_) => {
+            let bytes = serde_json::to_vec_pretty(schema)
+                .map_err(|e| SluiceError::internal(e.to_string()))?;
+            crate::checkpoint::write_atomic_new(&file, &bytes)?;
+            Ok(())
+        }
+    }
+}
+
+/// FNV-1a: a partitioning hash that stays the same across builds and restarts.
+fn partition_of(key: &[u8], partitions: usize) -> usize {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in key {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    (h % partitions as u64) as usize
+}
+
+fn to_micros(a: &ArrayRef) -> Result<TimestampMicrosecondArray> {
+    let c = cast(a, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
+    c.as_any()
+        .downcast_ref::<TimestampMicrosecondArray>()
+        .cloned()
+        .ok_or_else(|| SluiceError::internal("timestamp cast"))
+}
+
+/// One streaming aggregation operator.
+pub struct StreamingAggregate {
+    operator_id: u32,
+    keys: Vec<KeyPart>,
+    key_fields: Vec<Arc<Field>>,
+    aggs: Vec<AggFn>,
+    key_converter: Option<RowConverter>,
+    state_converter: RowConverter,
+    output_schema: SchemaRef,
+    event_time_key: Option<EventTimeKey>,
+    mode: OutputMode,
+    partitions: usize,
+    stores: Vec<DefaultStateStoreProvider>,
+    /// A lower bound of the event times of keys in state (skips eviction scans).
+    min_event_time_us: i64,
+}
+
+impl std::fmt::Debug for StreamingAggregate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "StreamingAggregate(op={}, keys={})",
+            self.operator_id,
+            self.key_fields.len()
+        )
+    }
+}
+
+/// What one batch of the operator produced.
+pub struct AggregateOutput {
+    pub rows: RecordBatch,
+    pub progress: StateOperatorProgress,
+}
+
+impl StreamingAggregate {
+    /// Builds the operator for the logical `Aggregate` node, opening (or checking) its state under
+    /// `<checkpoint>/state/<operator_id>/`.
+    pub fn try_new(
+        agg: &Aggregate,
+        operator_id: u32,
+        mode: OutputMode,
+        checkpoint_root: &Path,
+        partitions: usize,
+        allow_key_rename: bool,
+    ) -> Result<Self> {
+        let input_schema: &DFSchema = agg.input.schema();
+        let props = ExecutionProps::new();
+        let planning = PhysicalPlanningContext::default();
+        let mut keys = Vec::new();
+        let mut event_time_key = None;
+        let out_schema = agg.schema.as_arrow().clone();
+        let n_keys = agg.group_expr.len();
+        for (i, g) in agg.group_expr.iter().enumerate() {
+            match WindowSpec::of(g)? {
+                Some(WindowSpec::Time { time, size, slide, start }) => {
+                    if is_watermarked(&time, input_schema) {
+                        event_time_key = Some(EventTimeKey::WindowEnd(i));
+                    }
+                    keys.push(KeyPart::Window { time: create_physical_expr(&time, input_schema, &props, &planning)?, size, slide, start });
+                }
+                Some(WindowSpec::Session { .. }) => {
+                    return Err(SluiceError::not_supported_yet(
+                        "session_window in a streaming aggregation is not supported yet; use window(ts, size[, slide])",
+                    ))
+                }
+                None => {
+                    if is_watermarked(g, input_schema) {
+                        event_time_key = Some(EventTimeKey::Column(i));
+                    }
+                    keys.push(KeyPart::Expr(create_physical_expr(g, input_schema, &props, &planning)?));
+                }
+            }
+        }
+        let key_fields: Vec<Arc<Field>> = out_schema.fields()[..n_keys].to_vec();
+        let physical_input = Arc::new(input_schema.as_arrow().clone());
+        let mut aggs = Vec::new();
+        let mut state_field_list: Vec<Arc<Field>> = Vec::new();
+        for e in &agg.aggr_expr {
+            #[allow(deprecated)]
+            let (expr, filter, ordering) =
+                create_aggregate_expr_and_maybe_filter(e, input_schema, &physical_input, &props)?;
+            if !ordering.is_empty() {
+                return Err(SluiceError::not_supported_yet(
+                    "ordered aggregates (WITHIN GROUP / ORDER BY in an aggregate) in a stream",
+                ));
+            }
+            if expr.is_distinct() {
+                return Err(SluiceError::query(
+                    "UNSUPPORTED_STREAMING_OPERATION",
+                    "Distinct aggregations are not supported on streaming DataFrames/Datasets. Consider using approx_distinct() instead.",
+                ));
+            }
+            let fields = expr.state_fields()?;
+            state_field_list.extend(fields.iter().cloned());
+            aggs.push(AggFn {
+                n_state: fields.len(),
+                expr,
+                filter,
+            });
+        }
+        let key_converter = if key_fields.is_empty() {
+            None
+        } else {
+            Some(RowConverter::new(
+                key_fields
+                    .iter()
+                    .map(|f| SortField::new(f.data_type().clone()))
+                    .collect(),
+            )?)
+        };
+        let state_converter = RowConverter::new(
+            state_field_list
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
+
+        let dir = checkpoint_root.join("state").join(operator_id.to_string());
+        let schema = StateSchema {
+            operator: format!("{operator_id} (stateStoreSave)"),
+            key_schema: state_fields(&key_fields),
+            value_schema: state_fields(&state_field_list),
+        };
+        check_state_schema(&dir, &schema, allow_key_rename)?;
+        let mut stores = Vec::with_capacity(partitions);
+        for p in 0..partitions {
+            stores.push(DefaultStateStoreProvider::new(
+                StateStoreId {
+                    checkpoint_root: checkpoint_root.to_path_buf(),
+                    operator_id,
+                    partition_id: p as u32,
+                },
+                StateStoreConf::default(),
+            )?);
+        }
+        Ok(Self {
+            operator_id,
+            keys,
+            key_fields,
+            aggs,
+            key_converter,
+            state_converter,
+            output_schema: Arc::new(out_schema),
+            event_time_key,
+            mode,
+            partitions,
+            stores,
+            min_event_time_us: i64::MIN,
+        })
+    }
+
+    /// True when the watermark bounds this operator's state (append/update evict by it).
+    pub fn has_event_time_key(&self) -> bool {
+        self.event_time_key.is_some()
+    }
+
+    /// Spark's `shouldRunAnotherBatch`: a no-data batch would emit or evict.
+    pub fn should_run_another_batch(
+        &self,
+        batch_watermark_ms: i64,
+        next_watermark_ms: i64,
+    ) -> bool {
+        self.event_time_key.is_some()
+            && self.mode != OutputMode::Complete
+            && next_watermark_ms > batch_watermark_ms
+    }
+
+    pub fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+
+    /// Runs batch `batch_id`: reads state version `batch_id`, commits `batch_id + 1`.
+    pub fn process(
+        &mut self,
+        input: &[RecordBatch],
+        input_schema: &SchemaRef,
+        late_watermark_ms: i64,
+        eviction_watermark_ms: i64,
+        batch_id: u64,
+    ) -> Result<AggregateOutput> {
+        // Open every partition's store at version `batch_id` once for the whole batch.
+        let mut providers = std::mem::take(&mut self.stores);
+        let result = (|| {
+            let mut stores: Vec<&mut dyn StateStore> = providers
+                .iter_mut()
+                .map(|p| p.get_store(batch_id))
+                .collect::<Result<_>>()?;
+            self.process_with(
+                &mut stores,
+                input,
+                input_schema,
+                late_watermark_ms,
+                eviction_watermark_ms,
+            )
+        })();
+        if result.is_ok() {
+            for p in &mut providers {
+                p.do_maintenance()?;
+            }
+        }
+        self.stores = providers;
+        result
+    }
+
+    fn process_with(
+        &mut self,
+        stores: &mut [&mut dyn StateStore],
+        input: &[RecordBatch],
+        input_schema: &SchemaRef,
+        late_watermark_ms: i64,
+        eviction_watermark_ms: i64,
+    ) -> Result<AggregateOutput> {
+        let batch = concat_batches(input_schema, input)?;
+        let drop_late = self.event_time_key.is_some() && self.mode != OutputMode::Complete;
+        let late_us = late_watermark_ms.saturating_mul(1000);
+
+        // 1. Row instances: which input row feeds which key (sliding windows repeat rows).
+        let n = batch.num_rows();
+        let mut take_idx: Vec<u32> = Vec::with_capacity(n);
+        let mut win: Option<(usize, Vec<i64>, Vec<i64>)> = None;
+        let mut dropped = 0u64;
+        let window_pos = self
+            .keys
+            .iter()
+            .position(|k| matches!(k, KeyPart::Window { .. }));
+        if let Some(pos) = window_pos {
+            let KeyPart::Window {
+                time,
+                size,
+                slide,
+                start,
+            } = &self.keys[pos]
+            else {
+                return Err(SluiceError::internal("window key"));
+            };
+            let ts = to_micros(&time.evaluate(&batch)?.into_array(n)?)?;
+            let (mut starts, mut ends) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            let per_row = ((size + slide - 1) / slide).max(1);
+            for i in 0..n {
+                if ts.is_null(i) {
+                    continue;
+                }
+                let t = ts.value(i);
+                let last = last_window_start(t, *slide, *start);
+                for k in 0..per_row {
+                    let s = last - k * slide;
+                    let e = s + size;
+                    if e <= t {
+                        continue;
+                    }
+                    if drop_late && e <= late_us {
+                        dropped += 1;
+                        continue;
+                    }
+                    take_idx.push(i as u32);
+                    starts.push(s);
+                    ends.push(e);
+                }
+            }
+            win = Some((pos, starts, ends));
+        } else {
+            let late_col = match (&self.event_time_key, drop_late) {
+                (Some(EventTimeKey::Column(p)), true) => match &self.keys[*p] {
+                    KeyPart::Expr(e) => Some(to_micros(&e.evaluate(&batch)?.into_array(n)?)?),
+                    KeyPart::Window { .. } => None,
+                },
+                _ => None,
+            };
+            for i in 0..n {
+                if let Some(ts) = &late_col {
+                    if ts.is_valid(i) && ts.value(i) <= late_us {
+                        dropped += 1;
+                        continue;
+                    }
+                }
+                take_idx.push(i as u32);
+            }
+        }
+        let take_idx = UInt32Array::from(take_idx);
+        let rows_in = take_idx.len();
+
+        // 2. Key columns for every row instance.
+        let mut key_arrays: Vec<ArrayRef> = Vec::with_capacity(self.keys.len());
+        let mut win = win;
+        for (i, k) in self.keys.iter().enumerate() {
+            match k {
+                KeyPart::Expr(e) => {
+                    let a = e.evaluate(&batch)?.into_array(n)?;
+                    key_arrays.push(take(&a, &take_idx, None)?);
+                }
+                KeyPart::Window { .. } => {
+                    let (_, starts, ends) = win
+                        .take()
+                        .filter(|(p, _, _)| *p == i)
+                        .ok_or_else(|| SluiceError::internal("window"))?;
+                    key_arrays.push(window_array(starts, ends, None));
+                }
+            }
+        }
+
+        // 3. Group the row instances by key.
+        let key_rows: Option<Rows> = match &self.key_converter {
+            Some(c) => Some(c.convert_columns(&key_arrays)?),
+            None => None,
+        };
+        let mut group_of: HashMap<&[u8], usize> = HashMap::new();
+        let mut group_indices: Vec<usize> = Vec::with_capacity(rows_in);
+        let mut first_row: Vec<u32> = Vec::new();
+        let mut group_keys: Vec<Vec<u8>> = Vec::new();
+        match &key_rows {
+            Some(rows) => {
+                for r in 0..rows_in {
+                    let k = rows.row(r);
+                    let bytes: &[u8] = k.data();
+                    let next = group_keys.len();
+                    let g = *group_of.entry(bytes).or_insert_with(|| {
+                        first_row.push(r as u32);
+                        group_keys.push(bytes.to_vec());
+                        next
+                    });
+                    group_indices.push(g);
+                }
+            }
+            None => {
+                // Global aggregation: one key, present every batch (Spark emits it every batch).
+                group_keys.push(Vec::new());
+                group_indices.resize(rows_in, 0);
+            }
+        }
+        let n_groups = group_keys.len();
+
+        // 4. Stored states of the touched keys.
+        let mut old_groups: Vec<usize> = Vec::new();
+        let mut old_bytes: Vec<Vec<u8>> = Vec::new();
+        for (g, k) in group_keys.iter().enumerate() {
+            let p = partition_of(k, self.partitions);
+            if let Some(v) = stores[p].get(k) {
+                old_groups.push(g);
+                old_bytes.push(v.to_vec());
+            }
+        }
+        let parser = self.state_converter.parser();
+        let old_states: Vec<ArrayRef> = if old_bytes.is_empty() {
+            Vec::new()
+        } else {
+            self.state_converter
+                .convert_rows(old_bytes.iter().map(|b| parser.parse(b)))?
+        };
+
+        // 5. Merge stored states and update with this batch's rows, per aggregate.
+        let mut new_states: Vec<ArrayRef> = Vec::new();
+        let mut finals: Vec<ArrayRef> = Vec::new();
+        let mut offset = 0;
+        for a in &self.aggs {
+            let mut acc = a.accumulator()?;
+            if !old_groups.is_empty() {
+                acc.merge_batch(
+                    &old_states[offset..offset + a.n_state],
+                    &old_groups,
+                    n_groups,
+                )?;
+            }
+            let args: Vec<ArrayRef> = a
+                .expr
+                .expressions()
+                .iter()
+                .map(|e| -> Result<ArrayRef> {
+                    Ok(take(&e.evaluate(&batch)?.into_array(n)?, &take_idx, None)?)
+                })
+                .collect::<Result<_>>()?;
+            let filter: Option<BooleanArray> = match &a.filter {
+                Some(f) => {
+                    let v = take(&f.evaluate(&batch)?.into_array(n)?, &take_idx, None)?;
+                    Some(
+                        v.as_any()
+                            .downcast_ref::<BooleanArray>()
+                            .cloned()
+                            .ok_or_else(|| SluiceError::internal("filter"))?,
+                    )
+                }
+                None => None,
+            };
+            acc.update_batch(&args, &group_indices, filter.as_ref(), n_groups)?;
+            let st = acc.state(EmitTo::All)?;
+            let mut fin_acc = a.accumulator()?;
+            let ident: Vec<usize> = (0..n_groups).collect();
+            fin_acc.merge_batch(&st, &ident, n_groups)?;
+            finals.push(fin_acc.evaluate(EmitTo::All)?);
+            new_states.extend(st);
+            offset += a.n_state;
+        }
+
+        // 6. Write the new states.
+        let state_rows = self.state_converter.convert_columns(&new_states)?;
+        for (g, k) in group_keys.iter().enumerate() {
+            let p = partition_of(k, self.partitions);
+            stores[p].put(k, state_rows.row(g).as_ref());
+        }
+        let updated = n_groups as u64;
+
+        // Event times of the touched keys (lower bound for eviction scans).
+        if let Some(et) = self.event_time_key {
+            let times = self.key_event_times(&key_arrays, et)?;
+            for r in &first_row {
+                if times.is_valid(*r as usize) {
+                    self.min_event_time_us = self.min_event_time_us.min(times.value(*r as usize));
+                }
+            }
+        }
+
+        // 7. Output and eviction, by output mode.
+        let evict_us = eviction_watermark_ms.saturating_mul(1000);
+        let first = UInt32Array::from(first_row);
+        let mut removed = 0u64;
+        let rows = match self.mode {
+            OutputMode::Update => {
+                let keys: Vec<ArrayRef> = match &key_rows {
+                    Some(_) => key_arrays
+                        .iter()
+                        .map(|a| take(a, &first, None))
+                        .collect::<Result<_, _>>()?,
+                    None => vec![],
+                };
+                let out = self.output_batch(keys, finals)?;
+                if self.event_time_key.is_some() {
+                    removed = self.evict(stores, evict_us, false)?.1;
+                }
+                out
+            }
+            OutputMode::Append => {
+                let (out, n) = self.evict(stores, evict_us, true)?;
+                removed = n;
+                out.unwrap_or_else(|| RecordBatch::new_empty(self.output_schema.clone()))
+            }
+            OutputMode::Complete => self.all_rows(stores)?,
+        };
+
+        // 8. Commit every partition's store (a delta per partition per batch).
+        let t = Instant::now();
+        let mut total = 0u64;
+        let mut memory = 0u64;
+        for store in stores.iter_mut() {
+            store.commit()?;
+            let m = store.metrics();
+            total += m.num_keys;
+            memory += m.memory_used_bytes;
+        }
+        let commit_ms = t.elapsed().as_millis() as i64;
+        let mut custom = std::collections::BTreeMap::new();
+        custom.insert("commitTimeMs".to_string(), commit_ms);
+        Ok(AggregateOutput {
+            rows,
+            progress: StateOperatorProgress {
+                operator_name: "stateStoreSave".into(),
+                num_rows_total: total as i64,
+                num_rows_updated: updated as i64,
+                num_rows_removed: removed as i64,
+                num_rows_dropped_by_watermark: dropped as i64,
+                memory_used_bytes: memory as i64,
+                num_shuffle_partitions: self.partitions as i64,
+                num_state_store_instances: self.partitions as i64,
+                custom_metrics: custom,
+            },
+        })
+    }
+
+    /// Event time (µs) of each key row.
+    fn key_event_times(
+        &self,
+        key_arrays: &[ArrayRef],
+        et: EventTimeKey,
+    ) -> Result<TimestampMicrosecondArray> {
+        match et {
+            EventTimeKey::WindowEnd(p) => {
+                let s = key_arrays[p]
+                    .as_any()
+                    .downcast_ref::<StructArray>()
+                    .ok_or_else(|| SluiceError::internal("window key is not a struct"))?;
+                to_micros(s.column(1))
+            }
+            EventTimeKey::Column(p) => to_micros(&key_arrays[p]),
+        }
+    }
+
+    /// Removes keys whose event time is at or before `evict_us`; with `emit`, returns them as rows.
+    fn evict(
+        &mut self,
+        stores: &mut [&mut dyn StateStore],
+        evict_us: i64,
+        emit: bool,
+    ) -> Result<(Option<RecordBatch>, u64)> {
+        let Some(et) = self.event_time_key else {
+            return Ok((None, 0));
+        };
+        if evict_us < self.min_event_time_us {
+            return Ok((None, 0));
+        }
+        let Some(conv) = &self.key_converter else {
+            return Ok((None, 0));
+        };
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut values: Vec<Vec<u8>> = Vec::new();
+        for store in stores.iter() {
+            for (k, v) in store.iter() {
+                keys.push(k.to_vec());
+                values.push(v.to_vec());
+            }
+        }
+        if keys.is_empty() {
+            self.min_event_time_us = i64::MAX;
+            return Ok((None, 0));
+        }
+        let kparser = conv.parser();
+        let key_arrays = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
+        let times = self.key_event_times(&key_arrays, et)?;
+        let mut expired: Vec<u32> = Vec::new();
+        let mut min_left = i64::MAX;
+        for i in 0..keys.len() {
+            if times.is_valid(i) && times.value(i) <= evict_us {
+                expired.push(i as u32);
+            } else if times.is_valid(i) {
+                min_left = min_left.min(times.value(i));
+            }
+        }
+        self.min_event_time_us = min_left;
+        for i in &expired {
+            let k = &keys[*i as usize];
+            let p = partition_of(k, self.partitions);
+            stores[p].remove(k);
+        }
+        let n = expired.len() as u64;
+        if !emit || expired.is_empty() {
+            return Ok((None, n));
+        }
+        let idx = UInt32Array::from(expired);
+        let keys_out: Vec<ArrayRef> = key_arrays
+            .iter()
+            .map(|a| take(a, &idx, None))
+            .collect::<Result<_, _>>()?;
+        let sparser = self.state_converter.parser();
+        let chosen: Vec<&Vec<u8>> = idx.values().iter().map(|i| &values[*i as usize]).collect();
+        let states = self
+            .state_converter
+            .convert_rows(chosen.iter().map(|b| sparser.parse(b)))?;
+        let finals = self.evaluate_states(&states, chosen.len())?;
+        Ok((Some(self.output_batch(keys_out, finals)?), n))
+    }
+
+    /// Every key in state with its final values (complete mode).
+    fn all_rows(&self, stores: &[&mut dyn StateStore]) -> Result<RecordBatch> {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut values: Vec<Vec<u8>> = Vec::new();
+        for store in stores {
+            for (k, v) in store.iter() {
+                keys.push(k.to_vec());
+                values.push(v.to_vec());
+            }
+        }
+        if keys.is_empty() {
+            return Ok(RecordBatch::new_empty(self.output_schema.clone()));
+        }
+        let key_arrays = match &self.key_converter {
+            Some(conv) => {
+                let kparser = conv.parser();
+                conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?
+            }
+            None => vec![],
+        };
+        let sparser = self.state_converter.parser();
+        let states = self
+            .state_converter
+            .convert_rows(values.iter().map(|b| sparser.parse(b)))?;
+        let finals = self.evaluate_states(&states, values.len())?;
+        self.output_batch(key_arrays, finals)
+    }
+
+    fn evaluate_states(&self, states: &[ArrayRef], n: usize) -> Result<Vec<ArrayRef>> {
+        let ident: Vec<usize> = (0..n).collect();
+        let mut out = Vec::new();
+        let mut offset = 0;
+        for a in &self.aggs {
+            let mut acc = a.accumulator()?;
+            acc.merge_batch(&states[offset..offset + a.n_state], &ident, n)?;
+            out.push(acc.evaluate(EmitTo::All)?);
+            offset += a.n_state;
+        }
+        Ok(out)
+    }
+
+    fn output_batch(&self, keys: Vec<ArrayRef>, finals: Vec<ArrayRef>) -> Result<RecordBatch> {
+        let mut cols = keys;
+        cols.extend(finals);
+        let fields = self.output_schema.fields();
+        let cols: Vec<ArrayRef> = cols
+            .into_iter()
+            .zip(fields.iter())
+            .map(|(c, f)| {
+                if c.data_type() == f.data_type() {
+                    Ok(c)
+                } else {
+                    cast(&c, f.data_type())
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        // Fields may be declared non-nullable by the planner while the batch has nulls; use the
+        // arrays' own nullability.
+        let schema = Arc::new(Schema::new(
+            fields
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ));
+        Ok(RecordBatch::try_new(schema, cols)?)
+    }
+
+    /// The state directory of this operator.
+    pub fn state_dir(checkpoint_root: &Path, operator_id: u32) -> PathBuf {
+        checkpoint_root.join("state").join(operator_id.to_string())
+    }
+}
+
+/// True when the aggregation groups by a watermarked column or a window over one (Spark's
+/// condition for append mode, late-row dropping and eviction).
+pub fn has_event_time_key(agg: &Aggregate) -> bool {
+    let schema = agg.input.schema();
+    agg.group_expr.iter().any(|g| match WindowSpec::of(g) {
+        Ok(Some(WindowSpec::Time { time, .. })) | Ok(Some(WindowSpec::Session { time, .. })) => {
+            is_watermarked(&time, schema)
+        }
+        _ => is_watermarked(g, schema),
+    })
+}
+
+/// True when the aggregation groups by `session_window(..)`.
+pub fn has_session_window(agg: &Aggregate) -> bool {
+    agg.group_expr
+        .iter()
+        .any(|g| matches!(WindowSpec::of(g), Ok(Some(WindowSpec::Session { .. }))))
+}
+
+/// True when `expr` is a column carrying the watermark metadata (or a window over one).
+fn is_watermarked(expr: &Expr, schema: &DFSchema) -> bool {
+    let e = match expr {
+        Expr::Alias(a) => a.expr.as_ref(),
+        e => e,
+    };
+    match e {
+        Expr::Column(c) => schema
+            .field_from_column(c)
+            .map(|f| f.metadata().contains_key(WATERMARK_DELAY_KEY))
+            .unwrap_or(false),
+        Expr::Cast(c) => is_watermarked(&c.expr, schema),
+        _ => false,
+    }
+}

@@ -1,0 +1,639 @@
+//! [`DefaultStateStoreProvider`]: the in-memory store, loading, commits and maintenance.
+
+use std::collections::btree_map;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufReader, ErrorKind};
+use std::iter::Peekable;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::files::{
+    delete_files, file_path, io_err, remove_stale_temp_files, write_pending, FileIndex, LoadPlan,
+};
+use super::format::{FileKind, MergedPairs, StateFileReader};
+use super::{StateStore, StateStoreConf, StateStoreId, StateStoreMetrics, StateStoreProvider};
+use crate::error::{Result, SluiceError};
+
+/// Estimated bytes per entry beyond its key and value: B-tree node slots, two boxed-slice
+/// headers, allocator rounding.
+pub(super) const ENTRY_OVERHEAD: u64 = 64;
+
+type Map = BTreeMap<Box<[u8]>, Box<[u8]>>;
+/// Staged changes: `Some(value)` = put, `None` = removal of a committed key.
+type Staged = BTreeMap<Box<[u8]>, Option<Box<[u8]>>>;
+type Reader = StateFileReader<BufReader<File>>;
+
+fn entry_size(key_len: usize, value_len: usize) -> u64 {
+    key_len as u64 + value_len as u64 + ENTRY_OVERHEAD
+}
+
+/// Locks, recovering from poisoning (the guarded data is re-listed from disk when in doubt).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What the provider knows of its directory. Guarded by `Inner::files`, which commits, loads,
+/// snapshot publication and purges take (never while a snapshot is being written).
+struct DirState {
+    index: FileIndex,
+    /// Bumped whenever a commit rewrites an existing version (a replay); a snapshot built
+    /// across a bump is discarded.
+    epoch: u64,
+}
+
+/// Background maintenance bookkeeping.
+struct Sched {
+    last_run: Instant,
+    worker: Option<JoinHandle<()>>,
+}
+
+/// What the provider, its store and its maintenance thread share.
+struct Inner {
+    id: StateStoreId,
+    dir: PathBuf,
+    conf: StateStoreConf,
+    files: Mutex<DirState>,
+    /// Serializes maintenance runs (explicit and background).
+    run_lock: Mutex<()>,
+    sched: Mutex<Sched>,
+    /// Set on drop: a running merge stops.
+    stop: AtomicBool,
+}
+
+impl Inner {
+    fn describe(&self) -> String {
+        format!(
+            "operator {}, partition {}",
+            self.id.operator_id, self.id.partition_id
+        )
+    }
+
+    fn version_missing(&self, version: u64, missing: u64, index: &FileIndex) -> SluiceError {
+        let base = index.snapshot_at_or_below(version);
+        let from = if base == 0 {
+            "1.delta".to_string()
+        } else {
+            format!("{base}.snapshot")
+        };
+        SluiceError::checkpoint(
+            "STATE_STORE_VERSION_MISSING",
+            format!(
+                "cannot load state version {version} of {}: {missing}.delta is missing from {} \
+                 (version {version} is rebuilt from {from} and the deltas after it; the newest \
+                 version there is {}). Restore the missing file or start the query with a new \
+                 checkpoint location",
+                self.describe(),
+                self.dir.display(),
+                index.latest(),
+            ),
+        )
+    }
+
+    /// Opens the files of `plan` (to rebuild `version`), oldest first.
+    fn open_readers(
+        &self,
+        version: u64,
+        plan: &LoadPlan,
+        index: &FileIndex,
+    ) -> Result<Vec<Reader>> {
+        let files = plan
+            .snapshot
+            .map(|s| (FileKind::Snapshot, s))
+            .into_iter()
+            .chain(plan.deltas.iter().map(|d| (FileKind::Delta, *d)));
+        let mut readers = Vec::new();
+        for (kind, v) in files {
+            let path = file_path(&self.dir, kind, v);
+            let file = match File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == ErrorKind::NotFound && kind == FileKind::Delta => {
+                    return Err(self.version_missing(version, v, index))
+                }
+                Err(e) => return Err(io_err(format!("opening state file {}", path.display()), e)),
+            };
+            let input = BufReader::with_capacity(64 * 1024, file);
+            readers.push(StateFileReader::open(input, &path, kind, v)?);
+        }
+        Ok(readers)
+    }
+
+    /// Rebuilds `version` (>= 1) from disk. Holds the directory lock, so maintenance cannot
+    /// delete a file being read.
+    fn load(&self, version: u64) -> Result<(Map, u64)> {
+        let mut files = lock(&self.files);
+        files.index = FileIndex::list(&self.dir)?;
+        let plan = files
+            .index
+            .plan_load(version)
+            .map_err(|missing| self.version_missing(version, missing, &files.index))?;
+        let readers = self.open_readers(version, &plan, &files.index)?;
+        let mut merged = MergedPairs::new(readers, None);
+        let mut entries = Vec::new();
+        let mut bytes = 0u64;
+        while let Some((k, v)) = merged.next_pair()? {
+            bytes += entry_size(k.len(), v.len());
+            entries.push((k.into_boxed_slice(), v.into_boxed_slice()));
+        }
+        // Sorted input: the map is bulk-built in linear time.
+        Ok((entries.into_iter().collect(), bytes))
+    }
+
+    /// Puts a written delta in place. A rewrite of an existing version (a replay) first
+    /// deletes the abandoned future (snapshots at or after it, deltas after it) and bumps the
+    /// epoch.
+    fn publish_delta(&self, version: u64, pending: super::files::PendingFile) -> Result<()> {
+        let mut files = lock(&self.files);
+        let superseded = files.index.superseded_by(version);
+        if files.index.deltas.contains(&version) || !superseded.is_empty() {
+            files.epoch += 1;
+        }
+        if !superseded.is_empty() {
+            log::info!(
+                "state {}: version {version} is rewritten; deleting {} file(s) of the abandoned \
+                 history in {}",
+                self.describe(),
+                superseded.len(),
+                self.dir.display()
+            );
+            if let Err(e) = delete_files(&self.dir, &superseded) {
+                pending.discard();
+                files.index = FileIndex::list(&self.dir).unwrap_or_default();
+                return Err(e);
+            }
+            for (kind, v) in superseded {
+                files.index.remove(kind, v);
+            }
+        }
+        pending.publish()?;
+        files.index.insert(FileKind::Delta, version);
+        Ok(())
+    }
+
+    /// The version a snapshot is due for, if any.
+    fn snapshot_due(&self, index: &FileIndex) -> Option<u64> {
+        let latest = index.latest();
+        let newest_snapshot = index.snapshots.last().copied().unwrap_or(0);
+        (latest > newest_snapshot && latest - newest_snapshot >= self.conf.min_deltas_for_snapshot)
+            .then_some(latest)
+    }
+
+    /// One maintenance run: a snapshot if due, then the purge.
+    fn run_maintenance(&self) -> Result<()> {
+        let _run = lock(&self.run_lock);
+        let due = {
+            let mut files = lock(&self.files);
+            files.index = FileIndex::list(&self.dir)?;
+            match self.snapshot_due(&files.index) {
+                None => None,
+                Some(target) => {
+                    let plan = files
+                        .index
+                        .plan_load(target)
+                        .map_err(|missing| self.version_missing(target, missing, &files.index))?;
+                    Some((target, plan, files.epoch, files.index.clone()))
+                }
+            }
+        };
+        if let Some((target, plan, epoch, index)) = due {
+            self.write_snapshot(target, &plan, epoch, &index)?;
+        }
+        self.purge()
+    }
+
+    /// Writes `<target>.snapshot` by merging the files of `plan`, without holding the directory
+    /// lock; publishes it only if no commit rewrote history meanwhile.
+    fn write_snapshot(
+        &self,
+        target: u64,
+        plan: &LoadPlan,
+        epoch: u64,
+        index: &FileIndex,
+    ) -> Result<()> {
+        let readers = match self.open_readers(target, plan, index) {
+            Ok(r) => r,
+            Err(e) => return self.unless_superseded(epoch, e),
+        };
+        let mut merged = MergedPairs::new(readers, Some(&self.stop));
+        let mut merge_err: Option<SluiceError> = None;
+        let path = file_path(&self.dir, FileKind::Snapshot, target);
+        let written = write_pending(&path, FileKind::Snapshot, target, |w| loop {
+            match merged.next_pair() {
+                Ok(Some((k, v))) => w.put(&k, &v)?,
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    merge_err = Some(e);
+                    return Err(io::Error::other("reading the files to merge failed"));
+                }
+            }
+        });
+        let pending = match (written, merge_err) {
+            (Ok(p), None) => p,
+            (Ok(p), Some(e)) => {
+                p.discard();
+                return self.unless_superseded(epoch, e);
+            }
+            (Err(_), Some(e)) | (Err(e), None) => return self.unless_superseded(epoch, e),
+        };
+        let mut files = lock(&self.files);
+        if files.epoch != epoch {
+            pending.discard();
+            log::debug!(
+                "state {}: snapshot {target} discarded, history was rewritten meanwhile",
+                self.describe()
+            );
+            return Ok(());
+        }
+        pending.publish()?;
+        files.index.insert(FileKind::Snapshot, target);
+        log::debug!("state {}: wrote snapshot {target}", self.describe());
+        Ok(())
+    }
+
+    /// An error while building a snapshot is moot if history was rewritten meanwhile (files
+    /// may have been replaced or deleted) or the provider is shutting down.
+    fn unless_superseded(&self, epoch: u64, e: SluiceError) -> Result<()> {
+        if self.stop.load(Ordering::Relaxed) || lock(&self.files).epoch != epoch {
+            return Ok(());
+        }
+        Err(e)
+    }
+
+    fn purge(&self) -> Result<()> {
+        let mut files = lock(&self.files);
+        files.index = FileIndex::list(&self.dir)?;
+        let doomed = files.index.purgeable(self.conf.min_versions_to_retain);
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        log::debug!(
+            "state {}: purging {} file(s) from {}",
+            self.describe(),
+            doomed.len(),
+            self.dir.display()
+        );
+        let result = delete_files(&self.dir, &doomed);
+        for (kind, v) in doomed {
+            files.index.remove(kind, v);
+        }
+        result
+    }
+
+    /// After a commit: starts one background run when a snapshot is due, none is running and
+    /// `maintenance_interval` has passed since the last run.
+    fn maybe_start_background(self: &Arc<Self>) {
+        let due = self.snapshot_due(&lock(&self.files).index).is_some();
+        if !due || self.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut sched = lock(&self.sched);
+        if sched.worker.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        if let Some(done) = sched.worker.take() {
+            if done.join().is_err() {
+                log::error!("state {}: background maintenance panicked", self.describe());
+            }
+        }
+        if sched.last_run.elapsed() < self.conf.maintenance_interval {
+            return;
+        }
+        sched.last_run = Instant::now();
+        let inner = Arc::clone(self);
+        let name = format!(
+            "sluice-state-{}-{}",
+            self.id.operator_id, self.id.partition_id
+        );
+        match std::thread::Builder::new().name(name).spawn(move || {
+            if let Err(e) = inner.run_maintenance() {
+                log::warn!(
+                    "state {}: background maintenance failed (will retry): {e}",
+                    inner.describe()
+                );
+            }
+        }) {
+            Ok(handle) => sched.worker = Some(handle),
+            Err(e) => log::warn!(
+                "state {}: could not start background maintenance: {e}",
+                self.describe()
+            ),
+        }
+    }
+
+    /// Waits for a running background run, if any.
+    fn join_background(&self) {
+        let handle = lock(&self.sched).worker.take();
+        if let Some(h) = handle {
+            if h.join().is_err() {
+                log::error!("state {}: background maintenance panicked", self.describe());
+            }
+        }
+    }
+}
+
+/// Spark's `HDFSBackedStateStoreProvider`, with Sluice's file format: the state of one
+/// [`StateStoreId`] in memory, deltas on every commit, snapshots and purges by maintenance.
+/// See the [module doc](crate::state) for the layout, format and cost model.
+///
+/// One provider per store id and process; the checkpoint lock keeps other processes out.
+pub struct DefaultStateStoreProvider {
+    inner: Arc<Inner>,
+    store: MemStore,
+}
+
+impl std::fmt::Debug for DefaultStateStoreProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DefaultStateStoreProvider")
+            .field("id", &self.inner.id)
+            .field("version", &self.store.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DefaultStateStoreProvider {
+    /// A provider for `id`, holding the empty version 0 in memory. Lists the store directory
+    /// (it need not exist yet) and removes temporary files a crash left there.
+    pub fn new(id: StateStoreId, conf: StateStoreConf) -> Result<Self> {
+        let dir = id.dir();
+        remove_stale_temp_files(&dir)?;
+        let index = FileIndex::list(&dir)?;
+        let inner = Arc::new(Inner {
+            id,
+            dir,
+            conf,
+            files: Mutex::new(DirState { index, epoch: 0 }),
+            run_lock: Mutex::new(()),
+            sched: Mutex::new(Sched {
+                last_run: Instant::now(),
+                worker: None,
+            }),
+            stop: AtomicBool::new(false),
+        });
+        let store = MemStore::new(Arc::clone(&inner));
+        Ok(Self { inner, store })
+    }
+
+    pub fn id(&self) -> &StateStoreId {
+        &self.inner.id
+    }
+
+    pub fn conf(&self) -> &StateStoreConf {
+        &self.inner.conf
+    }
+
+    /// `<checkpoint>/state/<operator>/<partition>`.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The newest version with a file in the store directory as this provider last saw it
+    /// (0 when there is none).
+    pub fn latest_version_on_disk(&self) -> u64 {
+        lock(&self.inner.files).index.latest()
+    }
+
+    /// Waits until a background maintenance run (if one is running) has finished.
+    pub fn wait_for_background_maintenance(&self) {
+        self.inner.join_background();
+    }
+}
+
+impl StateStoreProvider for DefaultStateStoreProvider {
+    fn get_store(&mut self, version: u64) -> Result<&mut dyn StateStore> {
+        if version != self.store.version {
+            let (map, bytes) = if version == 0 {
+                (Map::new(), 0)
+            } else {
+                self.inner.load(version)?
+            };
+            self.store.committed = map;
+            self.store.committed_bytes = bytes;
+            self.store.version = version;
+        }
+        self.store.open_version();
+        Ok(&mut self.store)
+    }
+
+    fn do_maintenance(&mut self) -> Result<()> {
+        lock(&self.inner.sched).last_run = Instant::now();
+        self.inner.run_maintenance()
+    }
+}
+
+impl Drop for DefaultStateStoreProvider {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Ordering::Relaxed);
+        self.inner.join_background();
+    }
+}
+
+/// The in-memory store: the committed map of `version` plus the staged changes.
+struct MemStore {
+    inner: Arc<Inner>,
+    version: u64,
+    committed: Map,
+    committed_bytes: u64,
+    staged: Staged,
+    staged_bytes: u64,
+    /// Live keys gained (or lost, negative) by the staged changes.
+    staged_key_delta: i64,
+    num_updated: u64,
+    num_removed: u64,
+    commit_time_ms: u64,
+}
+
+impl MemStore {
+    fn new(inner: Arc<Inner>) -> Self {
+        Self {
+            inner,
+            version: 0,
+            committed: Map::new(),
+            committed_bytes: 0,
+            staged: Staged::new(),
+            staged_bytes: 0,
+            staged_key_delta: 0,
+            num_updated: 0,
+            num_removed: 0,
+            commit_time_ms: 0,
+        }
+    }
+
+    /// Starts a new version: nothing staged, counters at zero.
+    fn open_version(&mut self) {
+        self.abort();
+        self.commit_time_ms = 0;
+    }
+
+    fn slot_size(key: &[u8], slot: &Option<Box<[u8]>>) -> u64 {
+        entry_size(key.len(), slot.as_ref().map_or(0, |v| v.len()))
+    }
+
+    /// Stages `slot` for `key`, keeping `staged_bytes` right.
+    fn stage(&mut self, key: &[u8], slot: Option<Box<[u8]>>) {
+        let size = Self::slot_size(key, &slot);
+        match self.staged.get_mut(key) {
+            Some(existing) => {
+                self.staged_bytes = self
+                    .staged_bytes
+                    .saturating_sub(Self::slot_size(key, existing));
+                *existing = slot;
+            }
+            None => {
+                self.staged.insert(key.into(), slot);
+            }
+        }
+        self.staged_bytes += size;
+    }
+}
+
+impl StateStore for MemStore {
+    fn version(&self) -> u64 {
+        self.version
+    }
+
+    fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        match self.staged.get(key) {
+            Some(slot) => slot.as_deref(),
+            None => self.committed.get(key).map(|v| &**v),
+        }
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        if self.get(key).is_none() {
+            self.staged_key_delta += 1;
+        }
+        self.stage(key, Some(value.into()));
+        self.num_updated += 1;
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        if self.get(key).is_some() {
+            self.staged_key_delta -= 1;
+        }
+        if self.committed.contains_key(key) {
+            self.stage(key, None);
+        } else if let Some(slot) = self.staged.remove(key) {
+            // Put and removed within this version: nothing to write.
+            self.staged_bytes = self
+                .staged_bytes
+                .saturating_sub(Self::slot_size(key, &slot));
+        }
+        self.num_removed += 1;
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
+        Box::new(MergedIter {
+            committed: self.committed.iter().peekable(),
+            staged: self.staged.iter().peekable(),
+        })
+    }
+
+    fn num_keys(&self) -> u64 {
+        (self.committed.len() as i64 + self.staged_key_delta).max(0) as u64
+    }
+
+    fn commit(&mut self) -> Result<u64> {
+        let start = Instant::now();
+        let new_version = self.version.checked_add(1).ok_or_else(|| {
+            SluiceError::internal(format!("state version overflow at {}", self.version))
+        })?;
+        let path = file_path(&self.inner.dir, FileKind::Delta, new_version);
+        let staged = &self.staged;
+        let pending = write_pending(&path, FileKind::Delta, new_version, |w| {
+            for (k, slot) in staged {
+                match slot {
+                    Some(v) => w.put(k, v)?,
+                    None => w.remove(k)?,
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| e.context(format!("committing state version {new_version}")))?;
+        self.inner
+            .publish_delta(new_version, pending)
+            .map_err(|e| e.context(format!("committing state version {new_version}")))?;
+
+        for (k, slot) in std::mem::take(&mut self.staged) {
+            match slot {
+                Some(v) => {
+                    let (klen, vlen) = (k.len(), v.len());
+                    match self.committed.insert(k, v) {
+                        Some(old) => {
+                            self.committed_bytes =
+                                self.committed_bytes.saturating_sub(old.len() as u64) + vlen as u64;
+                        }
+                        None => self.committed_bytes += entry_size(klen, vlen),
+                    }
+                }
+                None => {
+                    if let Some(old) = self.committed.remove(&k) {
+                        self.committed_bytes = self
+                            .committed_bytes
+                            .saturating_sub(entry_size(k.len(), old.len()));
+                    }
+                }
+            }
+        }
+        self.staged_bytes = 0;
+        self.staged_key_delta = 0;
+        self.version = new_version;
+        self.commit_time_ms = start.elapsed().as_millis() as u64;
+        self.inner.maybe_start_background();
+        Ok(new_version)
+    }
+
+    fn abort(&mut self) {
+        self.staged.clear();
+        self.staged_bytes = 0;
+        self.staged_key_delta = 0;
+        self.num_updated = 0;
+        self.num_removed = 0;
+    }
+
+    fn metrics(&self) -> StateStoreMetrics {
+        StateStoreMetrics {
+            num_keys: self.num_keys(),
+            memory_used_bytes: self.committed_bytes + self.staged_bytes,
+            num_updated: self.num_updated,
+            num_removed: self.num_removed,
+            commit_time_ms: self.commit_time_ms,
+        }
+    }
+}
+
+type MapIter<'a, V> = btree_map::Iter<'a, Box<[u8]>, V>;
+
+/// Committed pairs overlaid with staged changes, in key order.
+struct MergedIter<'a> {
+    committed: Peekable<MapIter<'a, Box<[u8]>>>,
+    staged: Peekable<MapIter<'a, Option<Box<[u8]>>>>,
+}
+
+impl<'a> Iterator for MergedIter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let order = match (self.committed.peek(), self.staged.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some((ck, _)), Some((sk, _))) => ck.cmp(sk),
+            };
+            if order == std::cmp::Ordering::Less {
+                let (k, v) = self.committed.next()?;
+                return Some((&**k, &**v));
+            }
+            if order == std::cmp::Ordering::Equal {
+                self.committed.next();
+            }
+            let (k, slot) = self.staged.next()?;
+            if let Some(v) = slot {
+                return Some((&**k, &**v));
+            }
+        }
+    }
+}
