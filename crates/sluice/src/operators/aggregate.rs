@@ -62,6 +62,11 @@ enum KeyPart {
         slide: i64,
         start: i64,
     },
+    /// `session_window(time, gap)`, in microseconds.
+    Session {
+        time: Arc<dyn PhysicalExpr>,
+        gap: i64,
+    },
 }
 
 /// Where a key's event time is, for late rows and eviction.
@@ -233,6 +238,16 @@ pub struct StreamingAggregate {
     stores: Vec<DefaultStateStoreProvider>,
     /// A lower bound of the event times of keys in state (skips eviction scans).
     min_event_time_us: i64,
+    /// Session windows: the sessions in state per value of the other grouping keys.
+    sessions: Option<SessionIndex>,
+}
+
+/// Sessions in state, by the encoded values of the grouping keys other than the session.
+struct SessionIndex {
+    /// Encodes the other grouping keys (None when the session is the only key).
+    other_converter: Option<RowConverter>,
+    /// Built from the state store on the first batch of a run.
+    by_other: Option<HashMap<Vec<u8>, Vec<(i64, i64, Vec<u8>)>>>,
 }
 
 impl std::fmt::Debug for StreamingAggregate {
@@ -272,22 +287,41 @@ impl StreamingAggregate {
         let n_keys = agg.group_expr.len();
         for (i, g) in agg.group_expr.iter().enumerate() {
             match WindowSpec::of(g)? {
-                Some(WindowSpec::Time { time, size, slide, start }) => {
+                Some(WindowSpec::Time {
+                    time,
+                    size,
+                    slide,
+                    start,
+                }) => {
                     if is_watermarked(&time, input_schema) {
                         event_time_key = Some(EventTimeKey::WindowEnd(i));
                     }
-                    keys.push(KeyPart::Window { time: create_physical_expr(&time, input_schema, &props, &planning)?, size, slide, start });
+                    keys.push(KeyPart::Window {
+                        time: create_physical_expr(&time, input_schema, &props, &planning)?,
+                        size,
+                        slide,
+                        start,
+                    });
                 }
-                Some(WindowSpec::Session { .. }) => {
-                    return Err(SluiceError::not_supported_yet(
-                        "session_window in a streaming aggregation is not supported yet; use window(ts, size[, slide])",
-                    ))
+                Some(WindowSpec::Session { time, gap }) => {
+                    if is_watermarked(&time, input_schema) {
+                        event_time_key = Some(EventTimeKey::WindowEnd(i));
+                    }
+                    keys.push(KeyPart::Session {
+                        time: create_physical_expr(&time, input_schema, &props, &planning)?,
+                        gap,
+                    });
                 }
                 None => {
                     if is_watermarked(g, input_schema) {
                         event_time_key = Some(EventTimeKey::Column(i));
                     }
-                    keys.push(KeyPart::Expr(create_physical_expr(g, input_schema, &props, &planning)?));
+                    keys.push(KeyPart::Expr(create_physical_expr(
+                        g,
+                        input_schema,
+                        &props,
+                        &planning,
+                    )?));
                 }
             }
         }
@@ -353,7 +387,7 @@ impl StreamingAggregate {
                 StateStoreConf::default(),
             )?);
         }
-        Ok(Self {
+        Self {
             operator_id,
             keys,
             key_fields,
@@ -366,7 +400,36 @@ impl StreamingAggregate {
             partitions,
             stores,
             min_event_time_us: i64::MIN,
-        })
+            sessions: None,
+        }
+        .with_session_index()
+    }
+
+    fn with_session_index(mut self) -> Result<Self> {
+        let Some(pos) = self
+            .keys
+            .iter()
+            .position(|k| matches!(k, KeyPart::Session { .. }))
+        else {
+            return Ok(self);
+        };
+        let others: Vec<SortField> = self
+            .key_fields
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != pos)
+            .map(|(_, f)| SortField::new(f.data_type().clone()))
+            .collect();
+        let other_converter = if others.is_empty() {
+            None
+        } else {
+            Some(RowConverter::new(others)?)
+        };
+        self.sessions = Some(SessionIndex {
+            other_converter,
+            by_other: None,
+        });
+        Ok(self)
     }
 
     /// True when the watermark bounds this operator's state (append/update evict by it).
@@ -431,6 +494,9 @@ impl StreamingAggregate {
         eviction_watermark_ms: i64,
     ) -> Result<AggregateOutput> {
         let batch = concat_batches(input_schema, input)?;
+        if self.sessions.is_some() {
+            return self.process_sessions(stores, &batch, late_watermark_ms, eviction_watermark_ms);
+        }
         let drop_late = self.event_time_key.is_some() && self.mode != OutputMode::Complete;
         let late_us = late_watermark_ms.saturating_mul(1000);
 
@@ -482,7 +548,7 @@ impl StreamingAggregate {
             let late_col = match (&self.event_time_key, drop_late) {
                 (Some(EventTimeKey::Column(p)), true) => match &self.keys[*p] {
                     KeyPart::Expr(e) => Some(to_micros(&e.evaluate(&batch)?.into_array(n)?)?),
-                    KeyPart::Window { .. } => None,
+                    KeyPart::Window { .. } | KeyPart::Session { .. } => None,
                 },
                 _ => None,
             };
@@ -514,6 +580,9 @@ impl StreamingAggregate {
                         .filter(|(p, _, _)| *p == i)
                         .ok_or_else(|| SluiceError::internal("window"))?;
                     key_arrays.push(window_array(starts, ends, None));
+                }
+                KeyPart::Session { .. } => {
+                    return Err(SluiceError::internal("session key in the window path"))
                 }
             }
         }
@@ -656,32 +725,7 @@ impl StreamingAggregate {
         };
 
         // 8. Commit every partition's store (a delta per partition per batch).
-        let t = Instant::now();
-        let mut total = 0u64;
-        let mut memory = 0u64;
-        for store in stores.iter_mut() {
-            store.commit()?;
-            let m = store.metrics();
-            total += m.num_keys;
-            memory += m.memory_used_bytes;
-        }
-        let commit_ms = t.elapsed().as_millis() as i64;
-        let mut custom = std::collections::BTreeMap::new();
-        custom.insert("commitTimeMs".to_string(), commit_ms);
-        Ok(AggregateOutput {
-            rows,
-            progress: StateOperatorProgress {
-                operator_name: "stateStoreSave".into(),
-                num_rows_total: total as i64,
-                num_rows_updated: updated as i64,
-                num_rows_removed: removed as i64,
-                num_rows_dropped_by_watermark: dropped as i64,
-                memory_used_bytes: memory as i64,
-                num_shuffle_partitions: self.partitions as i64,
-                num_state_store_instances: self.partitions as i64,
-                custom_metrics: custom,
-            },
-        })
+        self.commit_all(stores, updated, removed, dropped, rows)
     }
 
     /// Event time (µs) of each key row.
@@ -743,10 +787,29 @@ impl StreamingAggregate {
             }
         }
         self.min_event_time_us = min_left;
+        let session_others = self.session_other_keys(&key_arrays)?;
         for i in &expired {
             let k = &keys[*i as usize];
-            let p = partition_of(k, self.partitions);
+            let p = match &session_others {
+                Some(others) => partition_of(&others[*i as usize], self.partitions),
+                None => partition_of(k, self.partitions),
+            };
             stores[p].remove(k);
+            if let (
+                Some(others),
+                Some(SessionIndex {
+                    by_other: Some(map),
+                    ..
+                }),
+            ) = (&session_others, &mut self.sessions)
+            {
+                if let Some(list) = map.get_mut(&others[*i as usize]) {
+                    list.retain(|(_, _, full)| full != k);
+                    if list.is_empty() {
+                        map.remove(&others[*i as usize]);
+                    }
+                }
+            }
         }
         let n = expired.len() as u64;
         if !emit || expired.is_empty() {
@@ -764,6 +827,355 @@ impl StreamingAggregate {
             .convert_rows(chosen.iter().map(|b| sparser.parse(b)))?;
         let finals = self.evaluate_states(&states, chosen.len())?;
         Ok((Some(self.output_batch(keys_out, finals)?), n))
+    }
+
+    /// For session windows: the encoded other-key bytes of each decoded key row.
+    fn session_other_keys(&self, key_arrays: &[ArrayRef]) -> Result<Option<Vec<Vec<u8>>>> {
+        let Some(idx) = &self.sessions else {
+            return Ok(None);
+        };
+        let pos = self
+            .keys
+            .iter()
+            .position(|k| matches!(k, KeyPart::Session { .. }))
+            .unwrap_or(0);
+        let n = key_arrays.first().map(|a| a.len()).unwrap_or(0);
+        match &idx.other_converter {
+            None => Ok(Some(vec![Vec::new(); n])),
+            Some(conv) => {
+                let cols: Vec<ArrayRef> = key_arrays
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != pos)
+                    .map(|(_, a)| a.clone())
+                    .collect();
+                let rows = conv.convert_columns(&cols)?;
+                Ok(Some((0..n).map(|i| rows.row(i).data().to_vec()).collect()))
+            }
+        }
+    }
+
+    /// Session windows (Spark's `SessionWindowStateStoreRestore/SaveExec`): each row opens a
+    /// session `[ts, ts + gap)`; overlapping sessions of the same other keys merge, with the
+    /// sessions already in state. A row next to a session that was already emitted (and
+    /// evicted) starts a new session.
+    fn process_sessions(
+        &mut self,
+        stores: &mut [&mut dyn StateStore],
+        batch: &RecordBatch,
+        late_watermark_ms: i64,
+        eviction_watermark_ms: i64,
+    ) -> Result<AggregateOutput> {
+        let n = batch.num_rows();
+        let pos = self
+            .keys
+            .iter()
+            .position(|k| matches!(k, KeyPart::Session { .. }))
+            .ok_or_else(|| SluiceError::internal("session key"))?;
+        let KeyPart::Session { time, gap } = &self.keys[pos] else {
+            return Err(SluiceError::internal("session key"));
+        };
+        let gap = *gap;
+        let ts = to_micros(&time.evaluate(batch)?.into_array(n)?)?;
+        let drop_late = self.event_time_key.is_some() && self.mode != OutputMode::Complete;
+        let late_us = late_watermark_ms.saturating_mul(1000);
+        let mut keep: Vec<u32> = Vec::with_capacity(n);
+        let mut dropped = 0u64;
+        for i in 0..n {
+            if ts.is_null(i) {
+                continue;
+            }
+            if drop_late && ts.value(i) + gap <= late_us {
+                dropped += 1;
+                continue;
+            }
+            keep.push(i as u32);
+        }
+        let keep = UInt32Array::from(keep);
+        let m = keep.len();
+        let row_ts: Vec<i64> = keep
+            .values()
+            .iter()
+            .map(|i| ts.value(*i as usize))
+            .collect();
+        // Other key columns of the kept rows.
+        let mut other_arrays: Vec<ArrayRef> = Vec::new();
+        for (i, k) in self.keys.iter().enumerate() {
+            if i == pos {
+                continue;
+            }
+            let KeyPart::Expr(e) = k else {
+                return Err(SluiceError::not_supported_yet(
+                    "a session window together with another window",
+                ));
+            };
+            other_arrays.push(take(&e.evaluate(batch)?.into_array(n)?, &keep, None)?);
+        }
+        let idx = self
+            .sessions
+            .as_ref()
+            .ok_or_else(|| SluiceError::internal("session index"))?;
+        let other_bytes: Vec<Vec<u8>> = match &idx.other_converter {
+            None => vec![Vec::new(); m],
+            Some(c) => {
+                let rows = c.convert_columns(&other_arrays)?;
+                (0..m).map(|i| rows.row(i).data().to_vec()).collect()
+            }
+        };
+        // Build the index of sessions in state on the first batch of this run.
+        if self.sessions.as_ref().is_some_and(|s| s.by_other.is_none()) {
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            for store in stores.iter() {
+                for (k, _) in store.iter() {
+                    keys.push(k.to_vec());
+                }
+            }
+            let mut map: HashMap<Vec<u8>, Vec<(i64, i64, Vec<u8>)>> = HashMap::new();
+            if let (Some(conv), false) = (&self.key_converter, keys.is_empty()) {
+                let parser = conv.parser();
+                let arrays = conv.convert_rows(keys.iter().map(|k| parser.parse(k)))?;
+                let others = self.session_other_keys(&arrays)?.unwrap_or_default();
+                let w = arrays[pos]
+                    .as_any()
+                    .downcast_ref::<StructArray>()
+                    .ok_or_else(|| SluiceError::internal("session struct"))?;
+                let (starts, ends) = (to_micros(w.column(0))?, to_micros(w.column(1))?);
+                for (i, k) in keys.into_iter().enumerate() {
+                    map.entry(others[i].clone()).or_default().push((
+                        starts.value(i),
+                        ends.value(i),
+                        k,
+                    ));
+                }
+            }
+            if let Some(s) = &mut self.sessions {
+                s.by_other = Some(map);
+            }
+        }
+        // Rows per other key, then merge with the stored sessions.
+        let mut rows_of: HashMap<&[u8], Vec<usize>> = HashMap::new();
+        for (r, b) in other_bytes.iter().enumerate() {
+            rows_of.entry(b.as_slice()).or_default().push(r);
+        }
+        struct Merged {
+            start: i64,
+            end: i64,
+            rep_row: usize,
+            rows: Vec<usize>,
+            old: Vec<Vec<u8>>,
+            other: Vec<u8>,
+        }
+        let mut merged: Vec<Merged> = Vec::new();
+        let mut old_states: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut group_of_row: Vec<usize> = vec![0; m];
+        let by_other = self
+            .sessions
+            .as_ref()
+            .and_then(|s| s.by_other.as_ref())
+            .ok_or_else(|| SluiceError::internal("session index"))?;
+        let mut other_keys_sorted: Vec<&[u8]> = rows_of.keys().copied().collect();
+        other_keys_sorted.sort();
+        for other in other_keys_sorted {
+            let rows = &rows_of[other];
+            // (start, end, Some(row) | None for a stored session with its full key)
+            let mut intervals: Vec<(i64, i64, Option<usize>, Option<&Vec<u8>>)> = rows
+                .iter()
+                .map(|r| (row_ts[*r], row_ts[*r] + gap, Some(*r), None))
+                .collect();
+            if let Some(existing) = by_other.get(other) {
+                intervals.extend(existing.iter().map(|(s, e, k)| (*s, *e, None, Some(k))));
+            }
+            intervals.sort_by_key(|(s, e, _, _)| (*s, *e));
+            let mut cur: Option<Merged> = None;
+            for (s, e, row, old) in intervals {
+                match &mut cur {
+                    Some(c) if s < c.end => {
+                        c.end = c.end.max(e);
+                        if let Some(r) = row {
+                            c.rows.push(r);
+                        }
+                        if let Some(k) = old {
+                            c.old.push(k.clone());
+                        }
+                    }
+                    _ => {
+                        if let Some(c) = cur.take() {
+                            merged.push(c);
+                        }
+                        cur = Some(Merged {
+                            start: s,
+                            end: e,
+                            rep_row: row.unwrap_or(usize::MAX),
+                            rows: row.into_iter().collect(),
+                            old: old.into_iter().cloned().collect(),
+                            other: other.to_vec(),
+                        });
+                    }
+                }
+            }
+            if let Some(c) = cur.take() {
+                merged.push(c);
+            }
+        }
+        // Sessions without new rows are unchanged: leave them in state as they are.
+        merged.retain(|g| !g.rows.is_empty());
+        for g in &mut merged {
+            if g.rep_row == usize::MAX {
+                g.rep_row = g.rows[0];
+            }
+        }
+        let n_groups = merged.len();
+        for (gi, g) in merged.iter().enumerate() {
+            for r in &g.rows {
+                group_of_row[*r] = gi;
+            }
+            let p = partition_of(&g.other, self.partitions);
+            for k in &g.old {
+                if let Some(v) = stores[p].get(k) {
+                    old_states.push((gi, v.to_vec()));
+                }
+            }
+        }
+        // Key arrays of the merged sessions.
+        let rep = UInt32Array::from(merged.iter().map(|g| g.rep_row as u32).collect::<Vec<_>>());
+        let mut key_arrays: Vec<ArrayRef> = Vec::new();
+        let mut others_iter = other_arrays.iter();
+        for i in 0..self.keys.len() {
+            if i == pos {
+                key_arrays.push(window_array(
+                    merged.iter().map(|g| g.start).collect(),
+                    merged.iter().map(|g| g.end).collect(),
+                    None,
+                ));
+            } else if let Some(a) = others_iter.next() {
+                key_arrays.push(take(a, &rep, None)?);
+            }
+        }
+        // Accumulate: stored states of merged sessions + the rows.
+        let old_groups: Vec<usize> = old_states.iter().map(|(g, _)| *g).collect();
+        let parser = self.state_converter.parser();
+        let old_arrays: Vec<ArrayRef> = if old_states.is_empty() {
+            Vec::new()
+        } else {
+            self.state_converter
+                .convert_rows(old_states.iter().map(|(_, b)| parser.parse(b)))?
+        };
+        let kept_batch = arrow::compute::take_record_batch(batch, &keep)?;
+        let mut new_states: Vec<ArrayRef> = Vec::new();
+        let mut finals: Vec<ArrayRef> = Vec::new();
+        let mut offset = 0;
+        for a in &self.aggs {
+            let mut acc = a.accumulator()?;
+            if !old_groups.is_empty() {
+                acc.merge_batch(
+                    &old_arrays[offset..offset + a.n_state],
+                    &old_groups,
+                    n_groups,
+                )?;
+            }
+            let args: Vec<ArrayRef> = a
+                .expr
+                .expressions()
+                .iter()
+                .map(|e| -> Result<ArrayRef> { Ok(e.evaluate(&kept_batch)?.into_array(m)?) })
+                .collect::<Result<_>>()?;
+            let filter: Option<BooleanArray> = match &a.filter {
+                Some(f) => Some(
+                    f.evaluate(&kept_batch)?
+                        .into_array(m)?
+                        .as_any()
+                        .downcast_ref::<BooleanArray>()
+                        .cloned()
+                        .ok_or_else(|| SluiceError::internal("filter"))?,
+                ),
+                None => None,
+            };
+            acc.update_batch(&args, &group_of_row, filter.as_ref(), n_groups)?;
+            let st = acc.state(EmitTo::All)?;
+            let mut fin = a.accumulator()?;
+            fin.merge_batch(&st, &(0..n_groups).collect::<Vec<_>>(), n_groups)?;
+            finals.push(fin.evaluate(EmitTo::All)?);
+            new_states.extend(st);
+            offset += a.n_state;
+        }
+        // Replace the merged sessions in state.
+        let conv = self
+            .key_converter
+            .as_ref()
+            .ok_or_else(|| SluiceError::internal("session keys"))?;
+        let full_keys = conv.convert_columns(&key_arrays)?;
+        let state_rows = self.state_converter.convert_columns(&new_states)?;
+        let index = self
+            .sessions
+            .as_mut()
+            .and_then(|s| s.by_other.as_mut())
+            .ok_or_else(|| SluiceError::internal("session index"))?;
+        for (gi, g) in merged.iter().enumerate() {
+            let p = partition_of(&g.other, self.partitions);
+            let list = index.entry(g.other.clone()).or_default();
+            for k in &g.old {
+                stores[p].remove(k);
+                list.retain(|(_, _, full)| full != k);
+            }
+            let full = full_keys.row(gi).data().to_vec();
+            stores[p].put(&full, state_rows.row(gi).data());
+            list.push((g.start, g.end, full));
+            self.min_event_time_us = self.min_event_time_us.min(g.end);
+        }
+        let updated = n_groups as u64;
+        let evict_us = eviction_watermark_ms.saturating_mul(1000);
+        let (rows, removed) = match self.mode {
+            OutputMode::Complete => (self.all_rows(stores)?, 0),
+            _ => {
+                let (out, removed) = self.evict(stores, evict_us, true)?;
+                (
+                    out.unwrap_or_else(|| RecordBatch::new_empty(self.output_schema.clone())),
+                    removed,
+                )
+            }
+        };
+        let _ = finals;
+        self.commit_all(stores, updated, removed, dropped, rows)
+    }
+
+    fn commit_all(
+        &self,
+        stores: &mut [&mut dyn StateStore],
+        updated: u64,
+        removed: u64,
+        dropped: u64,
+        rows: RecordBatch,
+    ) -> Result<AggregateOutput> {
+        let t = Instant::now();
+        let mut total = 0u64;
+        let mut memory = 0u64;
+        for store in stores.iter_mut() {
+            store.commit()?;
+            let m = store.metrics();
+            total += m.num_keys;
+            memory += m.memory_used_bytes;
+        }
+        let commit_ms = t.elapsed().as_millis() as i64;
+        let mut custom = std::collections::BTreeMap::new();
+        custom.insert("commitTimeMs".to_string(), commit_ms);
+        Ok(AggregateOutput {
+            rows,
+            progress: StateOperatorProgress {
+                operator_name: if self.sessions.is_some() {
+                    "sessionWindowStateStoreSaveExec".into()
+                } else {
+                    "stateStoreSave".into()
+                },
+                num_rows_total: total as i64,
+                num_rows_updated: updated as i64,
+                num_rows_removed: removed as i64,
+                num_rows_dropped_by_watermark: dropped as i64,
+                memory_used_bytes: memory as i64,
+                num_shuffle_partitions: self.partitions as i64,
+                num_state_store_instances: self.partitions as i64,
+                custom_metrics: custom,
+            },
+        })
     }
 
     /// Every key in state with its final values (complete mode).
