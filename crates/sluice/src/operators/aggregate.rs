@@ -619,6 +619,7 @@ impl StreamingAggregate {
         let n_groups = group_keys.len();
 
         // 4. Stored states of the touched keys.
+        let t_updates = Instant::now();
         let mut old_groups: Vec<usize> = Vec::new();
         let mut old_bytes: Vec<Vec<u8>> = Vec::new();
         for (g, k) in group_keys.iter().enumerate() {
@@ -686,6 +687,7 @@ impl StreamingAggregate {
             stores[p].put(k, state_rows.row(g).as_ref());
         }
         let updated = n_groups as u64;
+        let updates_ms = t_updates.elapsed().as_millis() as i64;
 
         // Event times of the touched keys (lower bound for eviction scans).
         if let Some(et) = self.event_time_key {
@@ -698,6 +700,7 @@ impl StreamingAggregate {
         }
 
         // 7. Output and eviction, by output mode.
+        let t_removals = Instant::now();
         let evict_us = eviction_watermark_ms.saturating_mul(1000);
         let first = UInt32Array::from(first_row);
         let mut removed = 0u64;
@@ -725,7 +728,13 @@ impl StreamingAggregate {
         };
 
         // 8. Commit every partition's store (a delta per partition per batch).
-        self.commit_all(stores, updated, removed, dropped, rows)
+        let removals_ms = t_removals.elapsed().as_millis() as i64;
+        self.commit_all(
+            stores,
+            (updated, removed, dropped),
+            (updates_ms, removals_ms),
+            rows,
+        )
     }
 
     /// Event time (µs) of each key row.
@@ -1124,6 +1133,7 @@ impl StreamingAggregate {
         }
         let updated = n_groups as u64;
         let evict_us = eviction_watermark_ms.saturating_mul(1000);
+        let t_removals = Instant::now();
         let (rows, removed) = match self.mode {
             OutputMode::Complete => (self.all_rows(stores)?, 0),
             _ => {
@@ -1135,17 +1145,20 @@ impl StreamingAggregate {
             }
         };
         let _ = finals;
-        self.commit_all(stores, updated, removed, dropped, rows)
+        let removals_ms = t_removals.elapsed().as_millis() as i64;
+        self.commit_all(stores, (updated, removed, dropped), (0, removals_ms), rows)
     }
 
+    /// Commits every partition's store and reports: `counts` = (updated, removed, dropped by
+    /// watermark), `timings` = (all updates ms, all removals ms).
     fn commit_all(
         &self,
         stores: &mut [&mut dyn StateStore],
-        updated: u64,
-        removed: u64,
-        dropped: u64,
+        counts: (u64, u64, u64),
+        timings: (i64, i64),
         rows: RecordBatch,
     ) -> Result<AggregateOutput> {
+        let (updated, removed, dropped) = counts;
         let t = Instant::now();
         let mut total = 0u64;
         let mut memory = 0u64;
@@ -1156,8 +1169,6 @@ impl StreamingAggregate {
             memory += m.memory_used_bytes;
         }
         let commit_ms = t.elapsed().as_millis() as i64;
-        let mut custom = std::collections::BTreeMap::new();
-        custom.insert("commitTimeMs".to_string(), commit_ms);
         Ok(AggregateOutput {
             rows,
             progress: StateOperatorProgress {
@@ -1169,11 +1180,14 @@ impl StreamingAggregate {
                 num_rows_total: total as i64,
                 num_rows_updated: updated as i64,
                 num_rows_removed: removed as i64,
+                all_updates_time_ms: timings.0,
+                all_removals_time_ms: timings.1,
+                commit_time_ms: commit_ms,
                 num_rows_dropped_by_watermark: dropped as i64,
                 memory_used_bytes: memory as i64,
                 num_shuffle_partitions: self.partitions as i64,
                 num_state_store_instances: self.partitions as i64,
-                custom_metrics: custom,
+                custom_metrics: Default::default(),
             },
         })
     }

@@ -325,6 +325,9 @@ impl MicroBatchExecution {
             } => {
                 self.batch_id = next_batch_id;
                 self.late_watermark_ms = start_offsets.metadata.batch_watermark_ms;
+                // A no-data batch that was due when the query stopped still runs: a restart at any
+                // batch boundary continues exactly as the uninterrupted query would.
+                self.last_batch_watermark_ms = Some(start_offsets.metadata.batch_watermark_ms);
                 self.committed = start_offsets.offsets;
                 self.tracker.restore(watermark_ms);
             }
