@@ -242,12 +242,15 @@ pub struct StreamingAggregate {
     sessions: Option<SessionIndex>,
 }
 
+/// Sessions of one value of the other keys: (start µs, end µs, full state key).
+type SessionList = Vec<(i64, i64, Vec<u8>)>;
+
 /// Sessions in state, by the encoded values of the grouping keys other than the session.
 struct SessionIndex {
     /// Encodes the other grouping keys (None when the session is the only key).
     other_converter: Option<RowConverter>,
     /// Built from the state store on the first batch of a run.
-    by_other: Option<HashMap<Vec<u8>, Vec<(i64, i64, Vec<u8>)>>>,
+    by_other: Option<HashMap<Vec<u8>, SessionList>>,
 }
 
 impl std::fmt::Debug for StreamingAggregate {
@@ -277,6 +280,7 @@ impl StreamingAggregate {
         checkpoint_root: &Path,
         partitions: usize,
         allow_key_rename: bool,
+        store_conf: StateStoreConf,
     ) -> Result<Self> {
         let input_schema: &DFSchema = agg.input.schema();
         let props = ExecutionProps::new();
@@ -384,7 +388,7 @@ impl StreamingAggregate {
                     operator_id,
                     partition_id: p as u32,
                 },
-                StateStoreConf::default(),
+                store_conf.clone(),
             )?);
         }
         Self {
@@ -477,8 +481,9 @@ impl StreamingAggregate {
             )
         })();
         if result.is_ok() {
+            // Snapshots and purges run off the query thread; commits never wait for them.
             for p in &mut providers {
-                p.do_maintenance()?;
+                p.maintain_in_background();
             }
         }
         self.stores = providers;
@@ -567,7 +572,6 @@ impl StreamingAggregate {
 
         // 2. Key columns for every row instance.
         let mut key_arrays: Vec<ArrayRef> = Vec::with_capacity(self.keys.len());
-        let mut win = win;
         for (i, k) in self.keys.iter().enumerate() {
             match k {
                 KeyPart::Expr(e) => {
@@ -939,7 +943,7 @@ impl StreamingAggregate {
                     keys.push(k.to_vec());
                 }
             }
-            let mut map: HashMap<Vec<u8>, Vec<(i64, i64, Vec<u8>)>> = HashMap::new();
+            let mut map: HashMap<Vec<u8>, SessionList> = HashMap::new();
             if let (Some(conv), false) = (&self.key_converter, keys.is_empty()) {
                 let parser = conv.parser();
                 let arrays = conv.convert_rows(keys.iter().map(|k| parser.parse(k)))?;
@@ -987,6 +991,7 @@ impl StreamingAggregate {
         for other in other_keys_sorted {
             let rows = &rows_of[other];
             // (start, end, Some(row) | None for a stored session with its full key)
+            #[allow(clippy::type_complexity)]
             let mut intervals: Vec<(i64, i64, Option<usize>, Option<&Vec<u8>>)> = rows
                 .iter()
                 .map(|r| (row_ts[*r], row_ts[*r] + gap, Some(*r), None))

@@ -33,18 +33,21 @@ pub(crate) struct PipelineOutput {
 }
 
 pub(crate) enum Pipeline {
-    Stateless(IncrementalExecution),
-    Aggregate {
-        below: IncrementalExecution,
-        operator: Box<StreamingAggregate>,
-        above: IncrementalExecution,
-        placeholder: u64,
-        placeholder_schema: SchemaRef,
-        below_schema: SchemaRef,
-    },
+    Stateless(Box<IncrementalExecution>),
+    Aggregate(Box<AggregateStage>),
     /// The checkpoint's state does not fit this query. As in Spark, the query fails in its first
     /// batch, after `offsets/N` was written, so a later restart replays that batch as planned.
     Incompatible(SluiceError),
+}
+
+/// DataFusion below a streaming aggregation, the operator, DataFusion above it.
+pub(crate) struct AggregateStage {
+    below: IncrementalExecution,
+    operator: StreamingAggregate,
+    above: IncrementalExecution,
+    placeholder: u64,
+    placeholder_schema: SchemaRef,
+    below_schema: SchemaRef,
 }
 
 /// The watermark statistics a planned batch collected.
@@ -117,13 +120,26 @@ impl Pipeline {
     ) -> Result<Self> {
         let state = session.df_state();
         match split_aggregate(&plan)? {
-            None => Ok(Pipeline::Stateless(IncrementalExecution::new(
+            None => Ok(Pipeline::Stateless(Box::new(IncrementalExecution::new(
                 state, plan, partitions,
-            ))),
+            )))),
             Some((agg, above, placeholder, placeholder_schema)) => {
                 let allow_rename = session
                     .conf(crate::operators::aggregate::ALLOW_KEY_RENAME_CONF)
                     .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+                let mut store_conf = crate::state::StateStoreConf::default();
+                if let Some(v) = session
+                    .conf(super::microbatch::MIN_BATCHES_TO_RETAIN)
+                    .and_then(|v| v.parse().ok())
+                {
+                    store_conf.min_versions_to_retain = v;
+                }
+                if let Some(v) = session
+                    .conf("spark.sql.streaming.stateStore.minDeltasForSnapshot")
+                    .and_then(|v| v.parse().ok())
+                {
+                    store_conf.min_deltas_for_snapshot = v;
+                }
                 let operator = match StreamingAggregate::try_new(
                     &agg,
                     0,
@@ -131,6 +147,7 @@ impl Pipeline {
                     checkpoint_root,
                     partitions,
                     allow_rename,
+                    store_conf,
                 ) {
                     Ok(op) => op,
                     Err(e) if e.class().starts_with("STATE_SCHEMA") => {
@@ -140,14 +157,14 @@ impl Pipeline {
                 };
                 let below_plan = agg.input.as_ref().clone();
                 let below_schema = Arc::new(below_plan.schema().as_arrow().clone());
-                Ok(Pipeline::Aggregate {
+                Ok(Pipeline::Aggregate(Box::new(AggregateStage {
                     below: IncrementalExecution::new(state.clone(), below_plan, partitions),
-                    operator: Box::new(operator),
+                    operator,
                     above: IncrementalExecution::new(state, above, partitions),
                     placeholder,
                     placeholder_schema,
                     below_schema,
-                })
+                })))
             }
         }
     }
@@ -156,7 +173,7 @@ impl Pipeline {
     pub fn has_watermark(&self) -> bool {
         let plan = match self {
             Pipeline::Stateless(e) => e.logical_plan(),
-            Pipeline::Aggregate { below, .. } => below.logical_plan(),
+            Pipeline::Aggregate(a) => a.below.logical_plan(),
             Pipeline::Incompatible(_) => return false,
         };
         !watermark_nodes(plan).is_empty()
@@ -170,9 +187,9 @@ impl Pipeline {
     ) -> bool {
         match self {
             Pipeline::Stateless(_) | Pipeline::Incompatible(_) => false,
-            Pipeline::Aggregate { operator, .. } => {
-                operator.should_run_another_batch(batch_watermark_ms, next_watermark_ms)
-            }
+            Pipeline::Aggregate(a) => a
+                .operator
+                .should_run_another_batch(batch_watermark_ms, next_watermark_ms),
         }
     }
 
@@ -180,10 +197,10 @@ impl Pipeline {
         match self {
             Pipeline::Stateless(e) => e.explain().await,
             Pipeline::Incompatible(e) => Ok(format!("(cannot run: {e})")),
-            Pipeline::Aggregate { below, above, .. } => Ok(format!(
+            Pipeline::Aggregate(a) => Ok(format!(
                 "== Above the streaming aggregation ==\n{}\n\n== StreamingAggregate (stateStoreSave) ==\n\n== Below the streaming aggregation ==\n{}",
-                above.explain().await?,
-                below.explain().await?
+                a.above.explain().await?,
+                a.below.explain().await?
             )),
         }
     }
@@ -213,14 +230,15 @@ impl Pipeline {
                 })
             }
             Pipeline::Incompatible(e) => Err(e.clone()),
-            Pipeline::Aggregate {
-                below,
-                operator,
-                above,
-                placeholder,
-                placeholder_schema,
-                below_schema,
-            } => {
+            Pipeline::Aggregate(stage) => {
+                let AggregateStage {
+                    below,
+                    operator,
+                    above,
+                    placeholder,
+                    placeholder_schema,
+                    below_schema,
+                } = stage.as_mut();
                 let planned = session.block_on(below.physical_plan(inputs, batch_timestamp_ms))?;
                 let mut planning_ms = t.elapsed().as_millis() as i64;
                 let input = session.block_on(IncrementalExecution::execute(&planned))?;

@@ -89,9 +89,12 @@
 //! reads. A commit that rewrites history (a replay) bumps an epoch; a snapshot built across
 //! such a change is discarded instead of published.
 //!
-//! Runs happen in two ways:
-//! - [`StateStoreProvider::do_maintenance`]: an explicit, synchronous run; done when it returns.
-//! - In the background: after a commit, when a snapshot is due and at least
+//! Runs happen in three ways:
+//! - [`StateStoreProvider::do_maintenance`]: an explicit, synchronous run; done when it returns
+//!   (O(state) on the caller's thread when a snapshot is due: meant for tests and shutdown).
+//! - [`DefaultStateStoreProvider::maintain_in_background`]: the same run on a background
+//!   thread, started only when a snapshot is due; returns at once (cheap after every batch).
+//! - Automatically: after a commit, when a snapshot is due and at least
 //!   [`StateStoreConf::maintenance_interval`] has passed since the provider was created or last
 //!   maintained, the provider starts a short-lived thread for one run (never more than one at a
 //!   time). Background errors are logged, never fatal: the next run retries.

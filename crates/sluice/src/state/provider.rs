@@ -282,9 +282,9 @@ impl Inner {
         result
     }
 
-    /// After a commit: starts one background run when a snapshot is due, none is running and
-    /// `maintenance_interval` has passed since the last run.
-    fn maybe_start_background(self: &Arc<Self>) {
+    /// Starts one background run when a snapshot is due and none is running; after a commit
+    /// (`respect_interval`) also only when `maintenance_interval` has passed since the last run.
+    fn maybe_start_background(self: &Arc<Self>, respect_interval: bool) {
         let due = self.snapshot_due(&lock(&self.files).index).is_some();
         if !due || self.stop.load(Ordering::Relaxed) {
             return;
@@ -298,7 +298,7 @@ impl Inner {
                 log::error!("state {}: background maintenance panicked", self.describe());
             }
         }
-        if sched.last_run.elapsed() < self.conf.maintenance_interval {
+        if respect_interval && sched.last_run.elapsed() < self.conf.maintenance_interval {
             return;
         }
         sched.last_run = Instant::now();
@@ -393,6 +393,14 @@ impl DefaultStateStoreProvider {
     /// (0 when there is none).
     pub fn latest_version_on_disk(&self) -> u64 {
         lock(&self.inner.files).index.latest()
+    }
+
+    /// The non-blocking variant of [`StateStoreProvider::do_maintenance`]: if a snapshot is due
+    /// and no run is in progress, starts one maintenance run (snapshot, then purge) on a
+    /// background thread and returns at once, whatever `maintenance_interval` says. Cheap to
+    /// call after every batch (O(1) when nothing is due). Errors of that run are logged.
+    pub fn maintain_in_background(&mut self) {
+        self.inner.maybe_start_background(false);
     }
 
     /// Waits until a background maintenance run (if one is running) has finished.
@@ -581,7 +589,7 @@ impl StateStore for MemStore {
         self.staged_key_delta = 0;
         self.version = new_version;
         self.commit_time_ms = start.elapsed().as_millis() as u64;
-        self.inner.maybe_start_background();
+        self.inner.maybe_start_background(true);
         Ok(new_version)
     }
 

@@ -622,6 +622,22 @@ fn background_maintenance_waits_for_the_interval() {
     assert!(files(&dir).iter().all(|n| n.ends_with(".delta")));
 }
 
+#[test]
+fn maintain_in_background_runs_when_due_without_blocking() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = StateStoreId::new(root.path(), 0, 0).dir();
+    let mut p = provider(root.path(), quiet_conf(3, 1));
+    commit_range(&mut p, 1, 2);
+    p.maintain_in_background();
+    p.wait_for_background_maintenance();
+    assert_eq!(files(&dir), names(&[(1, "delta"), (2, "delta")]));
+    commit_range(&mut p, 3, 3);
+    p.maintain_in_background();
+    p.wait_for_background_maintenance();
+    assert_eq!(files(&dir), names(&[(3, "snapshot")]));
+    assert_eq!(pairs(p.get_store(3).unwrap()), expected_range(3));
+}
+
 /// A tiny deterministic generator (xorshift) for the model test.
 struct Rng(u64);
 impl Rng {
