@@ -261,14 +261,15 @@ fn apply_watermark(
 }
 
 fn apply_dedup(
-    _frame: StreamFrame,
+    frame: StreamFrame,
     columns: &[String],
     within: bool,
 ) -> Result<StreamFrame, SluiceError> {
-    Err(SluiceError::not_supported_yet(format!(
-        "drop_duplicates{}({columns:?}) arrives with issue 4",
-        if within { "_within_watermark" } else { "" }
-    )))
+    if within {
+        frame.drop_duplicates_within_watermark(columns)
+    } else {
+        frame.drop_duplicates(columns)
+    }
 }
 
 fn compare_batches(

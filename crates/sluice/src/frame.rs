@@ -143,6 +143,66 @@ impl StreamFrame {
         Ok(Self::new(self.session.clone(), node.into_plan()))
     }
 
+    /// Drops rows whose `columns` repeat an earlier row's (Spark's `dropDuplicates`); all
+    /// columns when `columns` is empty. On a stream the seen keys are state: evicted behind the
+    /// watermark when the watermarked event-time column is among `columns`, else kept forever.
+    pub fn drop_duplicates<I, S>(&self, columns: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.dedup(columns, false)
+    }
+
+    /// Drops copies of a key while the first occurrence is within the watermark delay (Spark's
+    /// `dropDuplicatesWithinWatermark`); needs `with_watermark` before it.
+    pub fn drop_duplicates_within_watermark<I, S>(&self, columns: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.dedup(columns, true)
+    }
+
+    fn dedup<I, S>(&self, columns: I, within: bool) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut keys: Vec<String> = columns
+            .into_iter()
+            .map(|c| c.as_ref().to_string())
+            .collect();
+        if keys.is_empty() {
+            keys = self
+                .plan
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+        }
+        if !self.is_streaming() {
+            if within {
+                return Err(SluiceError::query(
+                    crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+                    "dropDuplicatesWithinWatermark is not supported with batch DataFrames/DataSets",
+                ));
+            }
+            let on: Vec<Expr> = keys.iter().map(|k| col(k.as_str())).collect();
+            let select: Vec<Expr> = self
+                .plan
+                .schema()
+                .columns()
+                .into_iter()
+                .map(Expr::Column)
+                .collect();
+            return self.with_plan(|b| b.distinct_on(on, select, None));
+        }
+        let node = crate::operators::dedup::Deduplicate::try_new(self.plan.clone(), keys, within)?;
+        Ok(Self::new(self.session.clone(), node.into_plan()))
+    }
+
     /// Groups by expressions: columns (`col("user")`), `window(col("ts"), "5 minutes")`, ...
     pub fn group_by<I: IntoIterator<Item = Expr>>(&self, exprs: I) -> GroupedFrame {
         GroupedFrame {

@@ -24,7 +24,7 @@ use arrow::array::{
     Array, ArrayRef, BooleanArray, RecordBatch, StructArray, TimestampMicrosecondArray, UInt32Array,
 };
 use arrow::compute::{cast, concat_batches, take};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::{DFSchema, ExprSchema};
 use datafusion::execution::context::ExecutionProps;
@@ -34,23 +34,19 @@ use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::{create_physical_expr, GroupsAccumulatorAdapter, PhysicalExpr};
 #[allow(deprecated)]
 use datafusion::physical_planner::create_aggregate_expr_and_maybe_filter;
-use serde::{Deserialize, Serialize};
 
 use super::watermark::WATERMARK_DELAY_KEY;
 use super::window::{last_window_start, window_array, WindowSpec};
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
-use crate::state::{
-    DefaultStateStoreProvider, StateStore, StateStoreConf, StateStoreId, StateStoreProvider,
-};
+use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf, StateStoreProvider};
 use crate::OutputMode;
 
-/// Error class: the restarted query's state does not fit the checkpoint's.
-pub const STATE_SCHEMA_INCOMPATIBLE: &str = "STATE_SCHEMA_INCOMPATIBLE";
-/// Error class: a grouping key was renamed (Spark would silently reuse the state).
-pub const STATE_SCHEMA_KEY_RENAMED: &str = "STATE_SCHEMA_KEY_RENAMED";
-/// Conf that accepts a renamed grouping key on restart.
-pub const ALLOW_KEY_RENAME_CONF: &str = "sluice.streaming.stateSchema.allowKeyRename";
+pub use super::stateful::ALLOW_KEY_RENAME_CONF;
+use super::stateful::{
+    check_state_schema, open_stores, partition_of, state_fields, to_micros, StateSchema,
+    StatefulOperator,
+};
 
 /// How one grouping column is computed.
 enum KeyPart {
@@ -97,132 +93,6 @@ impl AggFn {
     }
 }
 
-/// The recorded key/value schema of an operator's state (`state/<op>/_metadata/schema`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StateSchema {
-    pub operator: String,
-    pub key_schema: Vec<StateField>,
-    pub value_schema: Vec<StateField>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StateField {
-    pub name: String,
-    #[serde(rename = "type")]
-    pub data_type: String,
-    pub nullable: bool,
-}
-
-fn state_fields(fields: &[Arc<Field>]) -> Vec<StateField> {
-    fields
-        .iter()
-        .map(|f| StateField {
-            name: f.name().clone(),
-            data_type: crate::schema::spark_type_name(f.data_type()),
-            nullable: f.is_nullable(),
-        })
-        .collect()
-}
-
-fn describe(fields: &[StateField]) -> String {
-    fields
-        .iter()
-        .map(|f| format!("{} {}", f.name, f.data_type))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Checks (or records, on the first run) the operator's state schema.
-pub fn check_state_schema(dir: &Path, schema: &StateSchema, allow_rename: bool) -> Result<()> {
-    let file = dir.join("_metadata").join("schema");
-    match std::fs::read(&file) {
-        Ok(bytes) => {
-            let old: StateSchema = serde_json::from_slice(&bytes).map_err(|e| {
-                SluiceError::checkpoint(
-                    "CHECKPOINT_CORRUPT_LOG",
-                    format!("{} is not a state schema ({e}); restore it or start with a new checkpoint location", file.display()),
-                )
-            })?;
-            let types =
-                |v: &[StateField]| v.iter().map(|f| f.data_type.clone()).collect::<Vec<_>>();
-            if types(&old.key_schema) != types(&schema.key_schema)
-                || types(&old.value_schema) != types(&schema.value_schema)
-            {
-                return Err(SluiceError::checkpoint(
-                    STATE_SCHEMA_INCOMPATIBLE,
-                    format!(
-                        "Provided schema doesn't match to the schema for existing state of operator {} in {}: \
-                         the checkpoint holds keys ({}) with values ({}), this query has keys ({}) with values ({}). \
-                         Grouping keys and aggregate functions cannot change on restart: start with a new \
-                         checkpointLocation, or restore the previous query.",
-                        old.operator,
-                        dir.display(),
-                        describe(&old.key_schema),
-                        describe(&old.value_schema),
-                        describe(&schema.key_schema),
-                        describe(&schema.value_schema)
-                    ),
-                ));
-            }
-            let renamed: Vec<String> = old
-                .key_schema
-                .iter()
-                .zip(&schema.key_schema)
-                .filter(|(a, b)| a.name != b.name)
-                .map(|(a, b)| format!("{} -> {}", a.name, b.name))
-                .collect();
-            if !renamed.is_empty() && !allow_rename {
-                return Err(SluiceError::checkpoint(
-                    STATE_SCHEMA_KEY_RENAMED,
-                    format!(
-                        "The grouping key of operator {} changed from ({}) to ({}) ({}). The types match, so \
-                         Spark would silently reuse the old state under the new key and give wrong results. \
-                         Start with a new checkpointLocation; or, if the column was only renamed and means \
-                         the same thing, set {ALLOW_KEY_RENAME_CONF}=true.",
-                        old.operator,
-                        describe(&old.key_schema),
-                        describe(&schema.key_schema),
-                        renamed.join(", ")
-                    ),
-                ));
-            }
-            if !renamed.is_empty() {
-                log::warn!(
-                    "state of operator {}: accepting renamed keys {}",
-                    old.operator,
-                    renamed.join(", ")
-                );
-            }
-            Ok(())
-        }
-        Err(_) => {
-            let bytes = serde_json::to_vec_pretty(schema)
-                .map_err(|e| SluiceError::internal(e.to_string()))?;
-            crate::checkpoint::write_atomic_new(&file, &bytes)?;
-            Ok(())
-        }
-    }
-}
-
-/// FNV-1a: a partitioning hash that stays the same across builds and restarts.
-fn partition_of(key: &[u8], partitions: usize) -> usize {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in key {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    (h % partitions as u64) as usize
-}
-
-fn to_micros(a: &ArrayRef) -> Result<TimestampMicrosecondArray> {
-    let c = cast(a, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
-    c.as_any()
-        .downcast_ref::<TimestampMicrosecondArray>()
-        .cloned()
-        .ok_or_else(|| SluiceError::internal("timestamp cast"))
-}
-
 /// One streaming aggregation operator.
 pub struct StreamingAggregate {
     operator_id: u32,
@@ -232,6 +102,7 @@ pub struct StreamingAggregate {
     key_converter: Option<RowConverter>,
     state_converter: RowConverter,
     output_schema: SchemaRef,
+    input_schema: SchemaRef,
     event_time_key: Option<EventTimeKey>,
     mode: OutputMode,
     partitions: usize,
@@ -380,17 +251,7 @@ impl StreamingAggregate {
             value_schema: state_fields(&state_field_list),
         };
         check_state_schema(&dir, &schema, allow_key_rename)?;
-        let mut stores = Vec::with_capacity(partitions);
-        for p in 0..partitions {
-            stores.push(DefaultStateStoreProvider::new(
-                StateStoreId {
-                    checkpoint_root: checkpoint_root.to_path_buf(),
-                    operator_id,
-                    partition_id: p as u32,
-                },
-                store_conf.clone(),
-            )?);
-        }
+        let stores = open_stores(checkpoint_root, operator_id, partitions, &store_conf)?;
         Self {
             operator_id,
             keys,
@@ -399,6 +260,7 @@ impl StreamingAggregate {
             key_converter,
             state_converter,
             output_schema: Arc::new(out_schema),
+            input_schema: physical_input.clone(),
             event_time_key,
             mode,
             partitions,
@@ -1302,5 +1164,30 @@ fn is_watermarked(expr: &Expr, schema: &DFSchema) -> bool {
             .unwrap_or(false),
         Expr::Cast(c) => is_watermarked(&c.expr, schema),
         _ => false,
+    }
+}
+
+impl StatefulOperator for StreamingAggregate {
+    fn process(
+        &mut self,
+        mut inputs: Vec<Vec<RecordBatch>>,
+        late_watermark_ms: i64,
+        eviction_watermark_ms: i64,
+        batch_id: u64,
+    ) -> Result<(RecordBatch, StateOperatorProgress)> {
+        let input = inputs.pop().unwrap_or_default();
+        let schema = self.input_schema.clone();
+        let out = StreamingAggregate::process(
+            self,
+            &input,
+            &schema,
+            late_watermark_ms,
+            eviction_watermark_ms,
+            batch_id,
+        )?;
+        Ok((out.rows, out.progress))
+    }
+    fn should_run_another_batch(&self, batch_watermark_ms: i64, next_watermark_ms: i64) -> bool {
+        StreamingAggregate::should_run_another_batch(self, batch_watermark_ms, next_watermark_ms)
     }
 }

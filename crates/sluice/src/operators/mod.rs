@@ -3,5 +3,7 @@
 //! issue 4; `plan::analysis` refuses them until then with a `SLUICE_NOT_SUPPORTED_YET` error.
 
 pub mod aggregate;
+pub mod dedup;
+pub mod stateful;
 pub mod watermark;
 pub mod window;

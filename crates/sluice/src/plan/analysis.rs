@@ -18,6 +18,8 @@ pub const UNSUPPORTED_OPERATION_CLASS: &str = "UNSUPPORTED_STREAMING_OPERATION";
 pub struct StreamingPlanInfo {
     /// Number of streaming aggregations.
     pub aggregations: usize,
+    /// Number of stateful operators (aggregations, deduplications, stream-stream joins).
+    pub stateful: usize,
 }
 
 /// Checks that `plan` can run as a streaming query in `mode`. Errors carry Spark's meaning.
@@ -32,10 +34,10 @@ pub fn check_streaming_plan(plan: &LogicalPlan, mode: OutputMode) -> Result<Stre
              aggregation (group_by) to the query.",
         ));
     }
-    if info.aggregations > 1 {
+    if info.stateful > 1 {
         return Err(SluiceError::not_supported_yet(
-            "more than one streaming aggregation in a query (chained stateful operators) is not \
-             supported yet; aggregate once, or aggregate again inside foreach_batch",
+            "more than one stateful operator in a query (chained aggregations, deduplications or \
+             joins) is not supported yet; use one, and do the rest inside foreach_batch",
         ));
     }
     Ok(info)
@@ -47,7 +49,12 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
         match plan {
             LogicalPlan::Aggregate(agg) => {
                 info.aggregations += 1;
-                if agg.group_expr.iter().any(|g| matches!(g, datafusion::prelude::Expr::GroupingSet(_))) {
+                info.stateful += 1;
+                if agg
+                    .group_expr
+                    .iter()
+                    .any(|g| matches!(g, datafusion::prelude::Expr::GroupingSet(_)))
+                {
                     return Err(SluiceError::query(
                         UNSUPPORTED_OPERATION_CLASS,
                         "Grouping Sets is not supported on streaming DataFrames/Datasets",
@@ -70,10 +77,16 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
                     ));
                 }
             }
+            LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(_)) => info.stateful += 1,
             LogicalPlan::Distinct(_) => {
                 return Err(SluiceError::not_supported_yet(
-                    "DISTINCT / drop_duplicates on a stream is not supported yet (issue 4: deduplication)",
+                    "DISTINCT ON over a stream is not supported yet; use drop_duplicates(columns)",
                 ))
+            }
+            LogicalPlan::Extension(e)
+                if e.node.as_any().is::<crate::operators::dedup::Deduplicate>() =>
+            {
+                info.stateful += 1
             }
             LogicalPlan::Sort(_) => {
                 let sort_after_aggregation = plan.inputs().iter().any(|i| contains_aggregate(i));
@@ -100,11 +113,7 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
                 ))
             }
             LogicalPlan::Join(j) => {
-                let _kind: JoinType = j.join_type;
-                return Err(SluiceError::not_supported_yet(
-                    "joins with a streaming side are not supported yet (issue 4: stream-static \
-                     and stream-stream joins)",
-                ));
+                check_join(j.join_type, is_streaming(&j.left), is_streaming(&j.right))?
             }
             LogicalPlan::Subquery(_) => {
                 return Err(SluiceError::not_supported_yet(
@@ -122,4 +131,46 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
 
 fn contains_aggregate(plan: &LogicalPlan) -> bool {
     matches!(plan, LogicalPlan::Aggregate(_)) || plan.inputs().iter().any(|i| contains_aggregate(i))
+}
+
+/// Spark's rules for joins with streams (`UnsupportedOperationChecker`).
+fn check_join(kind: JoinType, left_stream: bool, right_stream: bool) -> Result<()> {
+    let refuse = |msg: &str| {
+        Err(SluiceError::query(
+            UNSUPPORTED_OPERATION_CLASS,
+            msg.to_string(),
+        ))
+    };
+    match (left_stream, right_stream) {
+        (true, true) => Err(SluiceError::not_supported_yet(
+            "stream-stream joins are not supported yet (symmetric hash join with watermark-bounded \
+             state); stream-static joins run",
+        )),
+        (true, false) => match kind {
+            JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark => Ok(()),
+            JoinType::Full => refuse(
+                "FullOuter joins with streaming DataFrames/Datasets on the left and a static \
+                 DataFrame/Dataset on the right is not supported",
+            ),
+            _ => refuse(
+                "RightOuter join with a streaming DataFrame/Dataset on the left and a static \
+                 DataFrame/DataSet on the right not supported",
+            ),
+        },
+        (false, true) => match kind {
+            JoinType::Inner | JoinType::Right | JoinType::RightSemi | JoinType::RightAnti | JoinType::RightMark => {
+                Ok(())
+            }
+            JoinType::Full => refuse(
+                "FullOuter joins with streaming DataFrames/Datasets on the right and a static \
+                 DataFrame/Dataset on the left is not supported",
+            ),
+            JoinType::LeftAnti => refuse("LeftAnti joins with a streaming DataFrame/Dataset on the right are not supported"),
+            _ => refuse(
+                "LeftOuter/LeftSemi join with a streaming DataFrame/Dataset on the right and a \
+                 static DataFrame/Dataset on the left is not supported",
+            ),
+        },
+        (false, false) => Ok(()),
+    }
 }

@@ -10,11 +10,13 @@ use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::Column;
 use datafusion::datasource::provider_as_source;
-use datafusion::logical_expr::{Aggregate, LogicalPlan, LogicalPlanBuilder};
+use datafusion::logical_expr::{Aggregate, Distinct, LogicalPlan, LogicalPlanBuilder};
 use datafusion::prelude::Expr;
 
 use crate::error::{Result, SluiceError};
 use crate::operators::aggregate::StreamingAggregate;
+use crate::operators::dedup::{Deduplicate, StreamingDeduplicate};
+use crate::operators::stateful::{StatefulOperator, ALLOW_KEY_RENAME_CONF};
 use crate::operators::watermark::{watermark_nodes, EventTimeStats};
 use crate::plan::incremental::{BatchInputs, PlannedBatch};
 use crate::plan::{is_streaming, IncrementalExecution, StreamingRelation};
@@ -34,20 +36,19 @@ pub(crate) struct PipelineOutput {
 
 pub(crate) enum Pipeline {
     Stateless(Box<IncrementalExecution>),
-    Aggregate(Box<AggregateStage>),
+    Stateful(Box<StatefulStage>),
     /// The checkpoint's state does not fit this query. As in Spark, the query fails in its first
     /// batch, after `offsets/N` was written, so a later restart replays that batch as planned.
     Incompatible(SluiceError),
 }
 
-/// DataFusion below a streaming aggregation, the operator, DataFusion above it.
-pub(crate) struct AggregateStage {
-    below: IncrementalExecution,
-    operator: StreamingAggregate,
+/// DataFusion below a stateful operator (one plan per input), the operator, DataFusion above it.
+pub(crate) struct StatefulStage {
+    inputs: Vec<IncrementalExecution>,
+    operator: Box<dyn StatefulOperator>,
     above: IncrementalExecution,
     placeholder: u64,
     placeholder_schema: SchemaRef,
-    below_schema: SchemaRef,
 }
 
 /// The watermark statistics a planned batch collected.
@@ -59,42 +60,78 @@ fn observed(planned: &PlannedBatch) -> Vec<(i64, EventTimeStats)> {
         .collect()
 }
 
-/// Splits `plan` at its streaming aggregation: (the Aggregate node, the plan above it with the
-/// aggregation replaced by a placeholder scan, the placeholder's id).
-fn split_aggregate(plan: &LogicalPlan) -> Result<Option<(Aggregate, LogicalPlan, u64, SchemaRef)>> {
-    let mut found: Option<(Aggregate, u64, SchemaRef)> = None;
+/// The stateful node found in a plan.
+enum StatefulNode {
+    Aggregate(Aggregate),
+    Deduplicate(Deduplicate),
+}
+
+impl StatefulNode {
+    fn of(node: &LogicalPlan) -> Result<Option<StatefulNode>> {
+        Ok(match node {
+            LogicalPlan::Aggregate(agg) if is_streaming(&agg.input) => {
+                Some(StatefulNode::Aggregate(agg.clone()))
+            }
+            LogicalPlan::Distinct(Distinct::All(input)) if is_streaming(input) => {
+                let keys = input
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .collect();
+                Some(StatefulNode::Deduplicate(Deduplicate::try_new(
+                    input.as_ref().clone(),
+                    keys,
+                    false,
+                )?))
+            }
+            other => Deduplicate::of(other).map(|d| StatefulNode::Deduplicate(d.clone())),
+        })
+    }
+}
+
+/// Splits `plan` at its stateful operator: (the node, the plan above it with the node replaced
+/// by a placeholder scan, the placeholder's id and schema).
+fn split_stateful(
+    plan: &LogicalPlan,
+) -> Result<Option<(StatefulNode, LogicalPlan, u64, SchemaRef)>> {
+    let mut found: Option<(StatefulNode, u64, SchemaRef)> = None;
+    let mut error: Option<SluiceError> = None;
     let rewritten = plan
         .clone()
         .transform_down(|node| {
-            if found.is_some() {
+            if found.is_some() || error.is_some() {
                 return Ok(Transformed::no(node));
             }
-            let LogicalPlan::Aggregate(agg) = &node else {
-                return Ok(Transformed::no(node));
+            let stateful = match StatefulNode::of(&node) {
+                Ok(Some(s)) => s,
+                Ok(None) => return Ok(Transformed::no(node)),
+                Err(e) => {
+                    error = Some(e);
+                    return Ok(Transformed::no(node));
+                }
             };
-            if !is_streaming(&agg.input) {
-                return Ok(Transformed::no(node));
-            }
+            let out_schema = node.schema();
             // Internal column names (no clash with the names the projection gives back); nullable,
-            // as the operator's rows may hold nulls where the planner declared a field non-null.
-            let fields: Vec<arrow::datatypes::Field> = agg
-                .schema
+            // as operator rows may hold nulls where the planner declared a field non-null; field
+            // metadata (event time) kept.
+            let fields: Vec<arrow::datatypes::Field> = out_schema
                 .fields()
                 .iter()
                 .enumerate()
                 .map(|(i, f)| {
                     arrow::datatypes::Field::new(format!("__c{i}"), f.data_type().clone(), true)
+                        .with_metadata(f.metadata().clone())
                 })
                 .collect();
             let schema = Arc::new(arrow::datatypes::Schema::new(fields));
             let rel = StreamingRelation::placeholder(schema.clone());
             let id = rel.id();
-            let table = format!("__sluice_aggregate_{id}");
+            let table = format!("__sluice_stateful_{id}");
             let scan =
                 LogicalPlanBuilder::scan(table.as_str(), provider_as_source(Arc::new(rel)), None)?
                     .build()?;
-            let exprs: Vec<Expr> = agg
-                .schema
+            let exprs: Vec<Expr> = out_schema
                 .iter()
                 .enumerate()
                 .map(|(i, (q, f))| {
@@ -103,11 +140,14 @@ fn split_aggregate(plan: &LogicalPlan) -> Result<Option<(Aggregate, LogicalPlan,
                 })
                 .collect();
             let projected = LogicalPlanBuilder::from(scan).project(exprs)?.build()?;
-            found = Some((agg.clone(), id, schema));
+            found = Some((stateful, id, schema));
             Ok(Transformed::new(projected, true, TreeNodeRecursion::Jump))
         })
         .map_err(SluiceError::from)?;
-    Ok(found.map(|(agg, id, schema)| (agg, rewritten.data, id, schema)))
+    if let Some(e) = error {
+        return Err(e);
+    }
+    Ok(found.map(|(node, id, schema)| (node, rewritten.data, id, schema)))
 }
 
 impl Pipeline {
@@ -119,64 +159,87 @@ impl Pipeline {
         partitions: usize,
     ) -> Result<Self> {
         let state = session.df_state();
-        match split_aggregate(&plan)? {
-            None => Ok(Pipeline::Stateless(Box::new(IncrementalExecution::new(
+        let Some((node, above, placeholder, placeholder_schema)) = split_stateful(&plan)? else {
+            return Ok(Pipeline::Stateless(Box::new(IncrementalExecution::new(
                 state, plan, partitions,
-            )))),
-            Some((agg, above, placeholder, placeholder_schema)) => {
-                let allow_rename = session
-                    .conf(crate::operators::aggregate::ALLOW_KEY_RENAME_CONF)
-                    .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-                let mut store_conf = crate::state::StateStoreConf::default();
-                if let Some(v) = session
-                    .conf(super::microbatch::MIN_BATCHES_TO_RETAIN)
-                    .and_then(|v| v.parse().ok())
-                {
-                    store_conf.min_versions_to_retain = v;
-                }
-                if let Some(v) = session
-                    .conf("spark.sql.streaming.stateStore.minDeltasForSnapshot")
-                    .and_then(|v| v.parse().ok())
-                {
-                    store_conf.min_deltas_for_snapshot = v;
-                }
-                let operator = match StreamingAggregate::try_new(
-                    &agg,
-                    0,
-                    mode,
-                    checkpoint_root,
-                    partitions,
-                    allow_rename,
-                    store_conf,
-                ) {
-                    Ok(op) => op,
-                    Err(e) if e.class().starts_with("STATE_SCHEMA") => {
-                        return Ok(Pipeline::Incompatible(e))
-                    }
-                    Err(e) => return Err(e),
-                };
-                let below_plan = agg.input.as_ref().clone();
-                let below_schema = Arc::new(below_plan.schema().as_arrow().clone());
-                Ok(Pipeline::Aggregate(Box::new(AggregateStage {
-                    below: IncrementalExecution::new(state.clone(), below_plan, partitions),
-                    operator,
-                    above: IncrementalExecution::new(state, above, partitions),
-                    placeholder,
-                    placeholder_schema,
-                    below_schema,
-                })))
-            }
+            ))));
+        };
+        let allow_rename = session
+            .conf(ALLOW_KEY_RENAME_CONF)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let mut store_conf = crate::state::StateStoreConf::default();
+        if let Some(v) = session
+            .conf(super::microbatch::MIN_BATCHES_TO_RETAIN)
+            .and_then(|v| v.parse().ok())
+        {
+            store_conf.min_versions_to_retain = v;
         }
+        if let Some(v) = session
+            .conf("spark.sql.streaming.stateStore.minDeltasForSnapshot")
+            .and_then(|v| v.parse().ok())
+        {
+            store_conf.min_deltas_for_snapshot = v;
+        }
+        let built: Result<(Box<dyn StatefulOperator>, Vec<LogicalPlan>)> = match &node {
+            StatefulNode::Aggregate(agg) => StreamingAggregate::try_new(
+                agg,
+                0,
+                mode,
+                checkpoint_root,
+                partitions,
+                allow_rename,
+                store_conf,
+            )
+            .map(|op| {
+                (
+                    Box::new(op) as Box<dyn StatefulOperator>,
+                    vec![agg.input.as_ref().clone()],
+                )
+            }),
+            StatefulNode::Deduplicate(d) => StreamingDeduplicate::try_new(
+                d,
+                0,
+                checkpoint_root,
+                partitions,
+                allow_rename,
+                store_conf,
+            )
+            .map(|op| {
+                (
+                    Box::new(op) as Box<dyn StatefulOperator>,
+                    vec![d.input.clone()],
+                )
+            }),
+        };
+        let (operator, input_plans) = match built {
+            Ok(b) => b,
+            Err(e) if e.class().starts_with("STATE_SCHEMA") => {
+                return Ok(Pipeline::Incompatible(e))
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Pipeline::Stateful(Box::new(StatefulStage {
+            inputs: input_plans
+                .into_iter()
+                .map(|p| IncrementalExecution::new(state.clone(), p, partitions))
+                .collect(),
+            operator,
+            above: IncrementalExecution::new(state, above, partitions),
+            placeholder,
+            placeholder_schema,
+        })))
     }
 
     /// True when the plan defines a watermark (progress then reports `eventTime.watermark`).
     pub fn has_watermark(&self) -> bool {
-        let plan = match self {
-            Pipeline::Stateless(e) => e.logical_plan(),
-            Pipeline::Aggregate(a) => a.below.logical_plan(),
-            Pipeline::Incompatible(_) => return false,
-        };
-        !watermark_nodes(plan).is_empty()
+        match self {
+            Pipeline::Stateless(e) => !watermark_nodes(e.logical_plan()).is_empty(),
+            Pipeline::Stateful(s) => s
+                .inputs
+                .iter()
+                .any(|e| !watermark_nodes(e.logical_plan()).is_empty()),
+            Pipeline::Incompatible(_) => false,
+        }
     }
 
     /// Spark's `shouldRunAnotherBatch`: would a no-data batch emit or evict?
@@ -187,7 +250,7 @@ impl Pipeline {
     ) -> bool {
         match self {
             Pipeline::Stateless(_) | Pipeline::Incompatible(_) => false,
-            Pipeline::Aggregate(a) => a
+            Pipeline::Stateful(s) => s
                 .operator
                 .should_run_another_batch(batch_watermark_ms, next_watermark_ms),
         }
@@ -197,16 +260,23 @@ impl Pipeline {
         match self {
             Pipeline::Stateless(e) => e.explain().await,
             Pipeline::Incompatible(e) => Ok(format!("(cannot run: {e})")),
-            Pipeline::Aggregate(a) => Ok(format!(
-                "== Above the streaming aggregation ==\n{}\n\n== StreamingAggregate (stateStoreSave) ==\n\n== Below the streaming aggregation ==\n{}",
-                a.above.explain().await?,
-                a.below.explain().await?
-            )),
+            Pipeline::Stateful(s) => {
+                let mut out = format!(
+                    "== Above the stateful operator ==\n{}\n",
+                    s.above.explain().await?
+                );
+                for (i, e) in s.inputs.iter().enumerate() {
+                    out.push_str(&format!(
+                        "\n== Stateful operator input {i} ==\n{}\n",
+                        e.explain().await?
+                    ));
+                }
+                Ok(out)
+            }
         }
     }
 
     /// Runs one batch over `inputs`.
-    #[allow(clippy::too_many_arguments)]
     pub fn run(
         &mut self,
         session: &Session,
@@ -230,39 +300,41 @@ impl Pipeline {
                 })
             }
             Pipeline::Incompatible(e) => Err(e.clone()),
-            Pipeline::Aggregate(stage) => {
-                let AggregateStage {
-                    below,
-                    operator,
-                    above,
-                    placeholder,
-                    placeholder_schema,
-                    below_schema,
-                } = stage.as_mut();
-                let planned = session.block_on(below.physical_plan(inputs, batch_timestamp_ms))?;
-                let mut planning_ms = t.elapsed().as_millis() as i64;
-                let input = session.block_on(IncrementalExecution::execute(&planned))?;
-                let batches: Vec<_> = input.batches().cloned().collect();
-                let out = operator.process(
-                    &batches,
-                    below_schema,
+            Pipeline::Stateful(stage) => {
+                let mut planning_ms = 0i64;
+                let mut watermarks = Vec::new();
+                let mut operator_inputs = Vec::with_capacity(stage.inputs.len());
+                for exec in &stage.inputs {
+                    let t = std::time::Instant::now();
+                    let planned =
+                        session.block_on(exec.physical_plan(inputs, batch_timestamp_ms))?;
+                    planning_ms += t.elapsed().as_millis() as i64;
+                    let data = session.block_on(IncrementalExecution::execute(&planned))?;
+                    watermarks.extend(observed(&planned));
+                    operator_inputs.push(data.batches().cloned().collect::<Vec<_>>());
+                }
+                let (rows, progress) = stage.operator.process(
+                    operator_inputs,
                     late_watermark_ms,
                     eviction_watermark_ms,
                     batch_id,
                 )?;
                 let mut above_inputs = BatchInputs::new();
-                let rows =
-                    RecordBatch::try_new(placeholder_schema.clone(), out.rows.columns().to_vec())?;
-                above_inputs.insert(*placeholder, vec![rows]);
+                let rows = RecordBatch::try_new(
+                    stage.placeholder_schema.clone(),
+                    rows.columns().to_vec(),
+                )?;
+                above_inputs.insert(stage.placeholder, vec![rows]);
                 let t2 = std::time::Instant::now();
-                let planned_above =
-                    session.block_on(above.physical_plan(&above_inputs, batch_timestamp_ms))?;
+                let planned_above = session
+                    .block_on(stage.above.physical_plan(&above_inputs, batch_timestamp_ms))?;
                 planning_ms += t2.elapsed().as_millis() as i64;
                 let data = session.block_on(IncrementalExecution::execute(&planned_above))?;
+                let _ = t;
                 Ok(PipelineOutput {
                     data,
-                    watermarks: observed(&planned),
-                    state_operators: vec![out.progress],
+                    watermarks,
+                    state_operators: vec![progress],
                     planning_ms,
                 })
             }

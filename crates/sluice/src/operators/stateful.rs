@@ -1,0 +1,199 @@
+//! What every stateful operator shares: the `StatefulOperator` trait the query pipeline drives,
+//! the recorded state schema (`state/<op>/_metadata/schema`) and its restart check, stable key
+//! partitioning, and opening one state store per partition for a batch.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, TimestampMicrosecondArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, SluiceError};
+use crate::progress::StateOperatorProgress;
+use crate::state::{DefaultStateStoreProvider, StateStoreConf, StateStoreId};
+
+/// Error class: the restarted query's state does not fit the checkpoint's.
+pub const STATE_SCHEMA_INCOMPATIBLE: &str = "STATE_SCHEMA_INCOMPATIBLE";
+/// Error class: a grouping key was renamed (Spark would silently reuse the state).
+pub const STATE_SCHEMA_KEY_RENAMED: &str = "STATE_SCHEMA_KEY_RENAMED";
+/// Conf that accepts a renamed grouping key on restart.
+pub const ALLOW_KEY_RENAME_CONF: &str = "sluice.streaming.stateSchema.allowKeyRename";
+
+/// A stateful operator, driven once per batch by `query::pipeline`.
+///
+/// Contract: `process` for batch N reads state version N and commits version N+1 of every
+/// partition's store before returning; it never sees a batch twice except on replay after a
+/// failure, when it is loaded at version N again.
+pub trait StatefulOperator: Send {
+    /// Rows of each input (one entry per child of the operator) for this batch.
+    /// `late_watermark_ms` judges late input rows; `eviction_watermark_ms` emits and evicts.
+    fn process(
+        &mut self,
+        inputs: Vec<Vec<RecordBatch>>,
+        late_watermark_ms: i64,
+        eviction_watermark_ms: i64,
+        batch_id: u64,
+    ) -> Result<(RecordBatch, StateOperatorProgress)>;
+    /// Spark's `shouldRunAnotherBatch`: would a no-data batch at `next_watermark_ms` emit or evict?
+    fn should_run_another_batch(&self, batch_watermark_ms: i64, next_watermark_ms: i64) -> bool;
+}
+
+/// Opens one store per partition under `<checkpoint>/state/<operator_id>/<p>/`.
+pub fn open_stores(
+    checkpoint_root: &Path,
+    operator_id: u32,
+    partitions: usize,
+    conf: &StateStoreConf,
+) -> Result<Vec<DefaultStateStoreProvider>> {
+    (0..partitions)
+        .map(|p| {
+            DefaultStateStoreProvider::new(
+                StateStoreId {
+                    checkpoint_root: checkpoint_root.to_path_buf(),
+                    operator_id,
+                    partition_id: p as u32,
+                },
+                conf.clone(),
+            )
+        })
+        .collect()
+}
+
+/// The schema of an operator's output rows, with every field nullable.
+pub fn nullable(schema: &SchemaRef) -> SchemaRef {
+    Arc::new(arrow::datatypes::Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The recorded key/value schema of an operator's state (`state/<op>/_metadata/schema`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateSchema {
+    pub operator: String,
+    pub key_schema: Vec<StateField>,
+    pub value_schema: Vec<StateField>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateField {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub data_type: String,
+    pub nullable: bool,
+}
+
+pub fn state_fields(fields: &[Arc<Field>]) -> Vec<StateField> {
+    fields
+        .iter()
+        .map(|f| StateField {
+            name: f.name().clone(),
+            data_type: crate::schema::spark_type_name(f.data_type()),
+            nullable: f.is_nullable(),
+        })
+        .collect()
+}
+
+fn describe(fields: &[StateField]) -> String {
+    fields
+        .iter()
+        .map(|f| format!("{} {}", f.name, f.data_type))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks (or records, on the first run) the operator's state schema.
+pub fn check_state_schema(dir: &Path, schema: &StateSchema, allow_rename: bool) -> Result<()> {
+    let file = dir.join("_metadata").join("schema");
+    match std::fs::read(&file) {
+        Ok(bytes) => {
+            let old: StateSchema = serde_json::from_slice(&bytes).map_err(|e| {
+                SluiceError::checkpoint(
+                    "CHECKPOINT_CORRUPT_LOG",
+                    format!("{} is not a state schema ({e}); restore it or start with a new checkpoint location", file.display()),
+                )
+            })?;
+            let types =
+                |v: &[StateField]| v.iter().map(|f| f.data_type.clone()).collect::<Vec<_>>();
+            if types(&old.key_schema) != types(&schema.key_schema)
+                || types(&old.value_schema) != types(&schema.value_schema)
+            {
+                return Err(SluiceError::checkpoint(
+                    STATE_SCHEMA_INCOMPATIBLE,
+                    format!(
+                        "Provided schema doesn't match to the schema for existing state of operator {} in {}: \
+                         the checkpoint holds keys ({}) with values ({}), this query has keys ({}) with values ({}). \
+                         Grouping keys and aggregate functions cannot change on restart: start with a new \
+                         checkpointLocation, or restore the previous query.",
+                        old.operator,
+                        dir.display(),
+                        describe(&old.key_schema),
+                        describe(&old.value_schema),
+                        describe(&schema.key_schema),
+                        describe(&schema.value_schema)
+                    ),
+                ));
+            }
+            let renamed: Vec<String> = old
+                .key_schema
+                .iter()
+                .zip(&schema.key_schema)
+                .filter(|(a, b)| a.name != b.name)
+                .map(|(a, b)| format!("{} -> {}", a.name, b.name))
+                .collect();
+            if !renamed.is_empty() && !allow_rename {
+                return Err(SluiceError::checkpoint(
+                    STATE_SCHEMA_KEY_RENAMED,
+                    format!(
+                        "The grouping key of operator {} changed from ({}) to ({}) ({}). The types match, so \
+                         Spark would silently reuse the old state under the new key and give wrong results. \
+                         Start with a new checkpointLocation; or, if the column was only renamed and means \
+                         the same thing, set {ALLOW_KEY_RENAME_CONF}=true.",
+                        old.operator,
+                        describe(&old.key_schema),
+                        describe(&schema.key_schema),
+                        renamed.join(", ")
+                    ),
+                ));
+            }
+            if !renamed.is_empty() {
+                log::warn!(
+                    "state of operator {}: accepting renamed keys {}",
+                    old.operator,
+                    renamed.join(", ")
+                );
+            }
+            Ok(())
+        }
+        Err(_) => {
+            let bytes = serde_json::to_vec_pretty(schema)
+                .map_err(|e| SluiceError::internal(e.to_string()))?;
+            crate::checkpoint::write_atomic_new(&file, &bytes)?;
+            Ok(())
+        }
+    }
+}
+
+/// FNV-1a: a partitioning hash that stays the same across builds and restarts.
+pub fn partition_of(key: &[u8], partitions: usize) -> usize {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in key {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    (h % partitions as u64) as usize
+}
+
+pub fn to_micros(a: &ArrayRef) -> Result<TimestampMicrosecondArray> {
+    let c = cast(a, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
+    c.as_any()
+        .downcast_ref::<TimestampMicrosecondArray>()
+        .cloned()
+        .ok_or_else(|| SluiceError::internal("timestamp cast"))
+}
