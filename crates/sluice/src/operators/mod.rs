@@ -4,6 +4,7 @@
 
 pub mod aggregate;
 pub mod dedup;
+pub mod join;
 pub mod stateful;
 pub mod watermark;
 pub mod window;

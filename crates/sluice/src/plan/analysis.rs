@@ -142,12 +142,13 @@ fn check_join(kind: JoinType, left_stream: bool, right_stream: bool) -> Result<(
         ))
     };
     match (left_stream, right_stream) {
-        (true, true) => Err(SluiceError::not_supported_yet(
-            "stream-stream joins are not supported yet (symmetric hash join with watermark-bounded \
-             state); stream-static joins run",
-        )),
+        (true, true) => Ok(()),
         (true, false) => match kind {
-            JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark => Ok(()),
+            JoinType::Inner
+            | JoinType::Left
+            | JoinType::LeftSemi
+            | JoinType::LeftAnti
+            | JoinType::LeftMark => Ok(()),
             JoinType::Full => refuse(
                 "FullOuter joins with streaming DataFrames/Datasets on the left and a static \
                  DataFrame/Dataset on the right is not supported",
@@ -158,14 +159,18 @@ fn check_join(kind: JoinType, left_stream: bool, right_stream: bool) -> Result<(
             ),
         },
         (false, true) => match kind {
-            JoinType::Inner | JoinType::Right | JoinType::RightSemi | JoinType::RightAnti | JoinType::RightMark => {
-                Ok(())
-            }
+            JoinType::Inner
+            | JoinType::Right
+            | JoinType::RightSemi
+            | JoinType::RightAnti
+            | JoinType::RightMark => Ok(()),
             JoinType::Full => refuse(
                 "FullOuter joins with streaming DataFrames/Datasets on the right and a static \
                  DataFrame/Dataset on the left is not supported",
             ),
-            JoinType::LeftAnti => refuse("LeftAnti joins with a streaming DataFrame/Dataset on the right are not supported"),
+            JoinType::LeftAnti => refuse(
+                "LeftAnti joins with a streaming DataFrame/Dataset on the right are not supported",
+            ),
             _ => refuse(
                 "LeftOuter/LeftSemi join with a streaming DataFrame/Dataset on the right and a \
                  static DataFrame/Dataset on the left is not supported",

@@ -260,7 +260,22 @@ impl MicroBatchExecution {
         for l in &self.listeners {
             l.on_query_started(&started);
         }
-        let result = self.run();
+        // A panic (a bug) must still end the query with an error, never leave it hanging.
+        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run())) {
+            Ok(r) => r,
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(SluiceError::internal(format!(
+                    "the query thread panicked in batch {}: {msg}. This is a bug in Sluice; the \
+                     checkpoint is intact and a restart replays the batch.",
+                    self.batch_id
+                )))
+            }
+        };
         let (exception, class) = match &result {
             Ok(()) => (None, None),
             Err(e) => {

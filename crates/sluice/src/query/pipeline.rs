@@ -10,12 +10,13 @@ use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::Column;
 use datafusion::datasource::provider_as_source;
-use datafusion::logical_expr::{Aggregate, Distinct, LogicalPlan, LogicalPlanBuilder};
+use datafusion::logical_expr::{Aggregate, Distinct, Join, LogicalPlan, LogicalPlanBuilder};
 use datafusion::prelude::Expr;
 
 use crate::error::{Result, SluiceError};
 use crate::operators::aggregate::StreamingAggregate;
 use crate::operators::dedup::{Deduplicate, StreamingDeduplicate};
+use crate::operators::join::StreamingJoin;
 use crate::operators::stateful::{StatefulOperator, ALLOW_KEY_RENAME_CONF};
 use crate::operators::watermark::{watermark_nodes, EventTimeStats};
 use crate::plan::incremental::{BatchInputs, PlannedBatch};
@@ -64,6 +65,7 @@ fn observed(planned: &PlannedBatch) -> Vec<(i64, EventTimeStats)> {
 enum StatefulNode {
     Aggregate(Aggregate),
     Deduplicate(Deduplicate),
+    Join(Join),
 }
 
 impl StatefulNode {
@@ -71,6 +73,9 @@ impl StatefulNode {
         Ok(match node {
             LogicalPlan::Aggregate(agg) if is_streaming(&agg.input) => {
                 Some(StatefulNode::Aggregate(agg.clone()))
+            }
+            LogicalPlan::Join(j) if is_streaming(&j.left) && is_streaming(&j.right) => {
+                Some(StatefulNode::Join(j.clone()))
             }
             LogicalPlan::Distinct(Distinct::All(input)) if is_streaming(input) => {
                 let keys = input
@@ -196,6 +201,15 @@ impl Pipeline {
                     vec![agg.input.as_ref().clone()],
                 )
             }),
+            StatefulNode::Join(j) => {
+                StreamingJoin::try_new(j, 0, checkpoint_root, partitions, allow_rename, store_conf)
+                    .map(|op| {
+                        (
+                            Box::new(op) as Box<dyn StatefulOperator>,
+                            vec![j.left.as_ref().clone(), j.right.as_ref().clone()],
+                        )
+                    })
+            }
             StatefulNode::Deduplicate(d) => StreamingDeduplicate::try_new(
                 d,
                 0,
