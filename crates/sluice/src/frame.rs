@@ -203,6 +203,21 @@ impl StreamFrame {
         Ok(Self::new(self.session.clone(), node.into_plan()))
     }
 
+    /// Groups rows by key columns for arbitrary stateful processing (Spark's `groupByKey`).
+    pub fn group_by_key<I, S>(&self, columns: I) -> KeyedFrame
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        KeyedFrame {
+            frame: self.clone(),
+            keys: columns
+                .into_iter()
+                .map(|c| c.as_ref().to_string())
+                .collect(),
+        }
+    }
+
     /// Groups by expressions: columns (`col("user")`), `window(col("ts"), "5 minutes")`, ...
     pub fn group_by<I: IntoIterator<Item = Expr>>(&self, exprs: I) -> GroupedFrame {
         GroupedFrame {
@@ -287,5 +302,88 @@ impl GroupedFrame {
             datafusion::functions_aggregate::expr_fn::count(datafusion::prelude::lit(1))
                 .alias("count"),
         ])
+    }
+}
+
+/// A frame grouped by key columns, for `flat_map_groups_with_state` (Spark's
+/// `KeyValueGroupedDataset`).
+#[derive(Debug, Clone)]
+pub struct KeyedFrame {
+    frame: StreamFrame,
+    keys: Vec<String>,
+}
+
+impl KeyedFrame {
+    /// Calls `f(key, rows, state)` for every key with rows in a batch, and for every key whose
+    /// timeout fired (with no rows and `state.has_timed_out()`). `f` returns rows of
+    /// `output_schema`. `mode` is the operator's output mode (the query must run in it).
+    pub fn flat_map_groups_with_state<S, F>(
+        &self,
+        output_schema: SchemaRef,
+        mode: crate::OutputMode,
+        timeout: crate::operators::flat_map_groups_with_state::GroupStateTimeout,
+        f: F,
+    ) -> Result<StreamFrame>
+    where
+        S: serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static,
+        F: Fn(
+                &[datafusion::common::ScalarValue],
+                &RecordBatch,
+                &mut crate::operators::flat_map_groups_with_state::GroupState<S>,
+            ) -> Result<Vec<RecordBatch>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        let node = crate::operators::flat_map_groups_with_state::FlatMapGroupsWithState::try_new(
+            self.frame.plan.clone(),
+            self.keys.clone(),
+            output_schema,
+            mode,
+            timeout,
+            f,
+        )?;
+        Ok(StreamFrame::new(
+            self.frame.session.clone(),
+            node.into_plan(),
+        ))
+    }
+
+    /// One output row per call (Spark's `mapGroupsWithState`, update mode only).
+    pub fn map_groups_with_state<S, F>(
+        &self,
+        output_schema: SchemaRef,
+        timeout: crate::operators::flat_map_groups_with_state::GroupStateTimeout,
+        f: F,
+    ) -> Result<StreamFrame>
+    where
+        S: serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static,
+        F: Fn(
+                &[datafusion::common::ScalarValue],
+                &RecordBatch,
+                &mut crate::operators::flat_map_groups_with_state::GroupState<S>,
+            ) -> Result<RecordBatch>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.flat_map_groups_with_state(
+            output_schema,
+            crate::OutputMode::Update,
+            timeout,
+            move |k, rows, st| {
+                let out = f(k, rows, st)?;
+                if out.num_rows() != 1 {
+                    return Err(SluiceError::query(
+                        "GROUP_FUNCTION_OUTPUT",
+                        format!(
+                            "map_groups_with_state must return exactly one row per call, got {}",
+                            out.num_rows()
+                        ),
+                    ));
+                }
+                Ok(vec![out])
+            },
+        )
     }
 }

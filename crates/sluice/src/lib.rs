@@ -39,7 +39,8 @@ pub mod state;
 
 pub use datafusion::prelude::{col, lit, Expr};
 pub use error::{Fault, Result, SluiceError};
-pub use frame::{GroupedFrame, StreamFrame};
+pub use frame::{GroupedFrame, KeyedFrame, StreamFrame};
+pub use operators::flat_map_groups_with_state::{GroupState, GroupStateTimeout};
 pub use operators::window::{session_window, sliding_window, window};
 pub use progress::{StreamingQueryListener, StreamingQueryProgress};
 pub use query::{OutputMode, StreamingQuery, Trigger};

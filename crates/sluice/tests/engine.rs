@@ -9,6 +9,8 @@
 //!   a random reference model against one DataFusion batch query, output-mode rules.
 //! - `dedup_and_joins`: deduplication state bounded by the watermark (and unbounded without),
 //!   SELECT DISTINCT, stream-static joins and the join types Spark refuses.
+//! - `stateful_processing`: the sessionization example (GroupState, event-time timeouts),
+//!   with a restart mid-session; processing-time timeouts; output-mode rules.
 //! - `soak`: (ignored; run by `benches/soak_state.sh`) a million events, state bounded by the
 //!   watermark.
 
@@ -1305,6 +1307,309 @@ mod dedup_and_joins {
             assert!(err.message().contains(words), "{sql}: {err}");
             assert_eq!(err.class(), "UNSUPPORTED_STREAMING_OPERATION");
         }
+    }
+}
+
+#[path = "../examples/sessionization.rs"]
+mod sessionization;
+
+mod stateful_processing {
+    use super::sessionization::{add_file, example_files, run_once, ClosedSession};
+    use super::*;
+
+    fn minute(m: i64) -> i64 {
+        (1_777_629_600 + m * 60) * 1_000_000 // 2026-05-01T10:00:00Z + m minutes, µs
+    }
+
+    fn sorted(mut v: Vec<ClosedSession>) -> Vec<ClosedSession> {
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn sessions_close_by_event_time_timeout_across_restarts() {
+        let d = dirs();
+        let files = example_files();
+        // Restart after every file: the open sessions survive in the checkpoint.
+        let mut restarted = Vec::new();
+        for (i, body) in files.iter().enumerate() {
+            add_file(&d.input, &format!("{i}.json"), body, i as u64).unwrap();
+            let closed = run_once(&d.input, &d.checkpoint).unwrap();
+            if i < 2 {
+                assert!(
+                    closed.is_empty(),
+                    "no session closes before the watermark passes its gap"
+                );
+            }
+            restarted.extend(closed);
+        }
+        let expected = vec![
+            ("alice".to_string(), minute(0), minute(8), 3),
+            ("bob".to_string(), minute(1), minute(1), 1),
+            ("carol".to_string(), minute(9), minute(9), 1),
+        ];
+        assert_eq!(sorted(restarted), expected);
+
+        // The same events in one run give the same sessions.
+        let d2 = dirs();
+        for (i, body) in files.iter().enumerate() {
+            add_file(&d2.input, &format!("{i}.json"), body, i as u64).unwrap();
+        }
+        assert_eq!(
+            sorted(run_once(&d2.input, &d2.checkpoint).unwrap()),
+            expected
+        );
+    }
+
+    #[test]
+    fn event_time_timeouts_need_a_watermark_and_modes_must_agree() {
+        use sluice::{GroupState, GroupStateTimeout};
+        let d = dirs();
+        let s = session();
+        let frame = s
+            .read_stream()
+            .format("json")
+            .schema("ts TIMESTAMP, user STRING")
+            .unwrap()
+            .load(d.input.display().to_string())
+            .unwrap();
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("n", arrow::datatypes::DataType::Int64, true),
+        ]));
+        let err = frame
+            .group_by_key(["user"])
+            .flat_map_groups_with_state(
+                schema.clone(),
+                OutputMode::Append,
+                GroupStateTimeout::EventTimeTimeout,
+                |_, _, _: &mut GroupState<i64>| Ok(vec![]),
+            )
+            .unwrap_err();
+        assert!(
+            err.message().contains("Watermark must be specified"),
+            "{err}"
+        );
+        let q = frame
+            .group_by_key(["user"])
+            .flat_map_groups_with_state(
+                schema,
+                OutputMode::Update,
+                GroupStateTimeout::NoTimeout,
+                |_, _, _: &mut GroupState<i64>| Ok(vec![]),
+            )
+            .unwrap()
+            .write_stream()
+            .output_mode(OutputMode::Append)
+            .format("console")
+            .start()
+            .unwrap_err();
+        assert_eq!(q.class(), "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION");
+    }
+
+    #[test]
+    fn processing_time_timeouts_fire_in_a_later_no_data_batch() {
+        use sluice::{GroupState, GroupStateTimeout};
+        let d = dirs();
+        super::add_file(
+            &d.input,
+            "1.json",
+            "{\"ts\": \"2026-05-01T10:00:00Z\", \"user\": \"a\"}\n",
+            1,
+        );
+        let s = session();
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("user", arrow::datatypes::DataType::Utf8, true),
+            arrow::datatypes::Field::new("timed_out", arrow::datatypes::DataType::Boolean, true),
+        ]));
+        let out_schema = schema.clone();
+        let seen: Arc<Mutex<Vec<(u64, usize)>>> = Arc::default();
+        let sink = seen.clone();
+        let q = s
+            .read_stream()
+            .format("json")
+            .schema("ts TIMESTAMP, user STRING")
+            .unwrap()
+            .load(d.input.display().to_string())
+            .unwrap()
+            .group_by_key(["user"])
+            .map_groups_with_state(
+                schema,
+                GroupStateTimeout::ProcessingTimeTimeout,
+                move |key, _rows, st: &mut GroupState<i64>| {
+                    let timed_out = st.has_timed_out();
+                    if timed_out {
+                        st.remove();
+                    } else {
+                        st.update(st.get().copied().unwrap_or(0) + 1);
+                        st.set_timeout_duration(Duration::from_millis(50))?;
+                    }
+                    Ok(arrow::array::RecordBatch::try_new(
+                        out_schema.clone(),
+                        vec![
+                            Arc::new(arrow::array::StringArray::from(vec![key[0].to_string()])),
+                            Arc::new(arrow::array::BooleanArray::from(vec![timed_out])),
+                        ],
+                    )?)
+                },
+            )
+            .unwrap()
+            .write_stream()
+            .output_mode(OutputMode::Update)
+            .option("checkpointLocation", d.checkpoint.display())
+            .trigger(Trigger::ProcessingTime(Duration::from_millis(20)))
+            .foreach_batch(move |data, id| {
+                sink.lock().unwrap().push((id, data.num_rows()));
+                Ok(())
+            })
+            .start()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while seen.lock().unwrap().len() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        q.stop();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.first(), Some(&(0, 1)), "the key's first call");
+        assert_eq!(
+            seen.get(1),
+            Some(&(1, 1)),
+            "its timeout, in a no-data batch: {seen:?}"
+        );
+        let p = q.recent_progress();
+        assert_eq!(p[1].num_input_rows, 0);
+        assert_eq!(
+            p[1].state_operators[0].num_rows_total, 0,
+            "the timed-out state was removed"
+        );
+    }
+}
+
+mod join_state {
+    use super::*;
+
+    /// numRowsTotal after every batch of a stream-stream join of two file streams, fed pairs of
+    /// files one trigger at a time.
+    fn join_state(kind: &str, with_range: bool) -> Vec<i64> {
+        let d = dirs();
+        let (imp, clk) = (d.input.join("imp"), d.input.join("clk"));
+        let s = session();
+        for (name, dir, schema, col) in [
+            ("i", &imp, "ad STRING, it TIMESTAMP", "it"),
+            ("c", &clk, "ad STRING, ct TIMESTAMP", "ct"),
+        ] {
+            std::fs::create_dir_all(dir).unwrap();
+            let mut f = s
+                .read_stream()
+                .format("json")
+                .schema(schema)
+                .unwrap()
+                .load(dir.display().to_string())
+                .unwrap();
+            if with_range {
+                f = f.with_watermark(col, "5 minutes").unwrap();
+            }
+            f.create_or_replace_temp_view(name).unwrap();
+        }
+        let cond = if with_range {
+            " AND c.ct >= i.it AND c.ct <= i.it + INTERVAL 10 MINUTES"
+        } else {
+            ""
+        };
+        let q = s
+            .sql(&format!(
+                "SELECT i.ad, i.it, c.ct FROM i {kind} JOIN c ON i.ad = c.ad{cond}"
+            ))
+            .unwrap()
+            .write_stream()
+            .format("noop")
+            .option("checkpointLocation", d.checkpoint.display())
+            .start()
+            .unwrap();
+        for k in 0..6i64 {
+            let t = |m: i64| format!("2026-11-03T{:02}:{:02}:00Z", 12 + m / 60, m % 60);
+            add_file(
+                &imp,
+                &format!("{k}.json"),
+                &format!(
+                    "{{\"ad\": \"a{k}\", \"it\": \"{}\"}}\n{{\"ad\": \"b{k}\", \"it\": \"{}\"}}\n",
+                    t(k * 20),
+                    t(k * 20 + 1)
+                ),
+                2 * k as u64,
+            );
+            add_file(
+                &clk,
+                &format!("{k}.json"),
+                &format!("{{\"ad\": \"a{k}\", \"ct\": \"{}\"}}\n", t(k * 20 + 3)),
+                2 * k as u64 + 1,
+            );
+            q.process_all_available().unwrap();
+        }
+        q.stop();
+        q.recent_progress()
+            .iter()
+            .map(|p| p.state_operators[0].num_rows_total)
+            .collect()
+    }
+
+    #[test]
+    fn join_state_rises_and_falls_with_the_watermark_for_each_join_type() {
+        for kind in ["INNER", "LEFT OUTER", "RIGHT OUTER", "FULL OUTER"] {
+            let totals = join_state(kind, true);
+            assert!(totals.iter().max() >= Some(&3), "{kind}: {totals:?}");
+            assert!(
+                totals.windows(2).any(|w| w[1] < w[0]),
+                "{kind}: state falls as the watermark passes: {totals:?}"
+            );
+            assert!(*totals.last().unwrap() <= 6, "{kind}: bounded: {totals:?}");
+        }
+    }
+
+    #[test]
+    fn an_inner_join_without_watermarks_keeps_every_row_and_outer_joins_are_refused() {
+        let totals = join_state("INNER", false);
+        assert_eq!(
+            totals.last(),
+            Some(&18),
+            "unbounded: every row of both sides stays: {totals:?}"
+        );
+        let d = dirs();
+        let s = session();
+        for (name, schema) in [
+            ("i", "ad STRING, it TIMESTAMP"),
+            ("c", "ad STRING, ct TIMESTAMP"),
+        ] {
+            let dir = d.input.join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            s.read_stream()
+                .format("json")
+                .schema(schema)
+                .unwrap()
+                .load(dir.display().to_string())
+                .unwrap()
+                .create_or_replace_temp_view(name)
+                .unwrap();
+        }
+        let err = s
+            .sql("SELECT * FROM i LEFT JOIN c ON i.ad = c.ad")
+            .unwrap()
+            .write_stream()
+            .format("noop")
+            .start()
+            .unwrap_err();
+        assert!(err.message().contains("Stream-stream LeftOuter join between two streaming DataFrame/Datasets is not supported without a watermark"), "{err}");
+        let err = s
+            .sql("SELECT * FROM i JOIN c ON i.ad = c.ad")
+            .unwrap()
+            .write_stream()
+            .format("noop")
+            .output_mode(OutputMode::Update)
+            .start()
+            .unwrap_err();
+        assert!(
+            err.message().contains("only in Append output mode"),
+            "{err}"
+        );
     }
 }
 

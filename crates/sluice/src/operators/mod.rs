@@ -4,6 +4,7 @@
 
 pub mod aggregate;
 pub mod dedup;
+pub mod flat_map_groups_with_state;
 pub mod join;
 pub mod stateful;
 pub mod watermark;

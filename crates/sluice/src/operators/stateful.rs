@@ -38,6 +38,8 @@ pub trait StatefulOperator: Send {
     ) -> Result<(RecordBatch, StateOperatorProgress)>;
     /// Spark's `shouldRunAnotherBatch`: would a no-data batch at `next_watermark_ms` emit or evict?
     fn should_run_another_batch(&self, batch_watermark_ms: i64, next_watermark_ms: i64) -> bool;
+    /// The processing time of the batch about to run (`batchTimestampMs`); for timeouts.
+    fn set_batch_timestamp(&mut self, _ms: i64) {}
 }
 
 /// Opens one store per partition under `<checkpoint>/state/<operator_id>/<p>/`.

@@ -88,6 +88,25 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
             {
                 info.stateful += 1
             }
+            LogicalPlan::Extension(e) => {
+                if let Some(f) = e
+                    .node
+                    .as_any()
+                    .downcast_ref::<crate::operators::flat_map_groups_with_state::FlatMapGroupsWithState>()
+                {
+                    info.stateful += 1;
+                    if f.mode != mode {
+                        return Err(SluiceError::query(
+                            OUTPUT_MODE_CLASS,
+                            format!(
+                                "flatMapGroupsWithState in {:?} mode is not supported with {mode:?} output mode \
+                                 on a streaming DataFrame/Dataset; start the query in {:?} mode",
+                                f.mode, f.mode
+                            ),
+                        ));
+                    }
+                }
+            }
             LogicalPlan::Sort(_) => {
                 let sort_after_aggregation = plan.inputs().iter().any(|i| contains_aggregate(i));
                 if !(sort_after_aggregation && mode == OutputMode::Complete) {
@@ -111,6 +130,19 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
                     "Non-time-based windows are not supported on streaming DataFrames/Datasets. \
                      Use a time window (window(ts, '5 minutes')) in GROUP BY instead of OVER (..).",
                 ))
+            }
+            LogicalPlan::Join(j) if is_streaming(&j.left) && is_streaming(&j.right) => {
+                if mode != OutputMode::Append {
+                    return Err(SluiceError::query(
+                        OUTPUT_MODE_CLASS,
+                        format!(
+                            "Join between two streaming DataFrames/Datasets is not supported in {mode:?} \
+                             output mode, only in Append output mode"
+                        ),
+                    ));
+                }
+                crate::operators::join::check_stream_stream_join(j)?;
+                info.stateful += 1;
             }
             LogicalPlan::Join(j) => {
                 check_join(j.join_type, is_streaming(&j.left), is_streaming(&j.right))?

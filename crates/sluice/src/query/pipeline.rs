@@ -16,6 +16,9 @@ use datafusion::prelude::Expr;
 use crate::error::{Result, SluiceError};
 use crate::operators::aggregate::StreamingAggregate;
 use crate::operators::dedup::{Deduplicate, StreamingDeduplicate};
+use crate::operators::flat_map_groups_with_state::{
+    FlatMapGroupsWithState, FlatMapGroupsWithStateExec,
+};
 use crate::operators::join::StreamingJoin;
 use crate::operators::stateful::{StatefulOperator, ALLOW_KEY_RENAME_CONF};
 use crate::operators::watermark::{watermark_nodes, EventTimeStats};
@@ -66,6 +69,7 @@ enum StatefulNode {
     Aggregate(Aggregate),
     Deduplicate(Deduplicate),
     Join(Join),
+    FlatMapGroupsWithState(FlatMapGroupsWithState),
 }
 
 impl StatefulNode {
@@ -90,7 +94,11 @@ impl StatefulNode {
                     false,
                 )?))
             }
-            other => Deduplicate::of(other).map(|d| StatefulNode::Deduplicate(d.clone())),
+            other => match (Deduplicate::of(other), FlatMapGroupsWithState::of(other)) {
+                (Some(d), _) => Some(StatefulNode::Deduplicate(d.clone())),
+                (_, Some(f)) => Some(StatefulNode::FlatMapGroupsWithState(f.clone())),
+                _ => None,
+            },
         })
     }
 }
@@ -210,6 +218,20 @@ impl Pipeline {
                         )
                     })
             }
+            StatefulNode::FlatMapGroupsWithState(f) => FlatMapGroupsWithStateExec::try_new(
+                f,
+                0,
+                checkpoint_root,
+                partitions,
+                allow_rename,
+                store_conf,
+            )
+            .map(|op| {
+                (
+                    Box::new(op) as Box<dyn StatefulOperator>,
+                    vec![f.input.clone()],
+                )
+            }),
             StatefulNode::Deduplicate(d) => StreamingDeduplicate::try_new(
                 d,
                 0,
@@ -327,6 +349,7 @@ impl Pipeline {
                     watermarks.extend(observed(&planned));
                     operator_inputs.push(data.batches().cloned().collect::<Vec<_>>());
                 }
+                stage.operator.set_batch_timestamp(batch_timestamp_ms);
                 let (rows, progress) = stage.operator.process(
                     operator_inputs,
                     late_watermark_ms,
