@@ -1,6 +1,7 @@
 //! Streaming analysis: which plans may run as streams, in which output mode (Spark's
 //! `UnsupportedOperationChecker`). Runs once, when a query starts, before anything is written.
 
+use datafusion::common::tree_node::TreeNode;
 use datafusion::logical_expr::{JoinType, LogicalPlan};
 
 use super::relation::is_streaming;
@@ -23,7 +24,15 @@ pub struct StreamingPlanInfo {
 }
 
 /// Checks that `plan` can run as a streaming query in `mode`. Errors carry Spark's meaning.
-pub fn check_streaming_plan(plan: &LogicalPlan, mode: OutputMode) -> Result<StreamingPlanInfo> {
+///
+/// `check_correctness` is Spark's `spark.sql.streaming.statefulOperator.checkCorrectness.enabled`
+/// (default true): refuse chains of stateful operators that can emit rows older than the
+/// watermark into a downstream stateful operator.
+pub fn check_streaming_plan(
+    plan: &LogicalPlan,
+    mode: OutputMode,
+    check_correctness: bool,
+) -> Result<StreamingPlanInfo> {
     let mut info = StreamingPlanInfo::default();
     visit(plan, mode, &mut info)?;
     if info.aggregations == 0 && mode == OutputMode::Complete {
@@ -34,11 +43,8 @@ pub fn check_streaming_plan(plan: &LogicalPlan, mode: OutputMode) -> Result<Stre
              aggregation (group_by) to the query.",
         ));
     }
-    if info.stateful > 1 {
-        return Err(SluiceError::not_supported_yet(
-            "more than one stateful operator in a query (chained aggregations, deduplications or \
-             joins) is not supported yet; use one, and do the rest inside foreach_batch",
-        ));
+    if info.stateful > 1 && check_correctness {
+        check_chained_stateful(plan, mode)?;
     }
     Ok(info)
 }
@@ -210,4 +216,64 @@ fn check_join(kind: JoinType, left_stream: bool, right_stream: bool) -> Result<(
         },
         (false, false) => Ok(()),
     }
+}
+
+fn is_stateful(p: &LogicalPlan) -> bool {
+    match p {
+        LogicalPlan::Aggregate(a) => is_streaming(&a.input),
+        LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(i)) => is_streaming(i),
+        LogicalPlan::Join(j) => is_streaming(&j.left) && is_streaming(&j.right),
+        LogicalPlan::Extension(e) => {
+            e.node.as_any().is::<crate::operators::dedup::Deduplicate>()
+                || e.node
+                    .as_any()
+                    .is::<crate::operators::flat_map_groups_with_state::FlatMapGroupsWithState>()
+        }
+        _ => false,
+    }
+}
+
+/// Whether a stateful node can emit rows that a downstream stateful operator would see as late
+/// (Spark 3.4+'s correctness check for chained stateful operators).
+fn emits_late_rows(p: &LogicalPlan, mode: OutputMode) -> bool {
+    match p {
+        LogicalPlan::Aggregate(_) | LogicalPlan::Distinct(_) => mode != OutputMode::Append,
+        LogicalPlan::Extension(e) => e
+            .node
+            .as_any()
+            .downcast_ref::<crate::operators::flat_map_groups_with_state::FlatMapGroupsWithState>()
+            .is_some_and(|f| f.timeout == crate::operators::flat_map_groups_with_state::GroupStateTimeout::EventTimeTimeout),
+        _ => false,
+    }
+}
+
+fn check_chained_stateful(plan: &LogicalPlan, mode: OutputMode) -> Result<()> {
+    if is_stateful(plan) {
+        let mut risky = false;
+        for input in plan.inputs() {
+            let _ = input.apply(|n| {
+                if is_stateful(n) && emits_late_rows(n, mode) {
+                    risky = true;
+                    return Ok(datafusion::common::tree_node::TreeNodeRecursion::Stop);
+                }
+                Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+            });
+        }
+        if risky {
+            return Err(SluiceError::query(
+                "STREAMING_STATEFUL_OPERATOR_CORRECTNESS",
+                "Detected pattern of possible 'correctness' issue due to global watermark. The query \
+                 contains stateful operation which can emit rows older than the current watermark plus \
+                 allowed late record delay, which are \"late rows\" in downstream stateful operations and \
+                 these rows can be discarded. Please refer the programming guide doc for more details. \
+                 If you understand the possible risk of correctness issue and still need to run the \
+                 query, you can disable this check by setting the config \
+                 `spark.sql.streaming.statefulOperator.checkCorrectness.enabled` to false.",
+            ));
+        }
+    }
+    for input in plan.inputs() {
+        check_chained_stateful(input, mode)?;
+    }
+    Ok(())
 }

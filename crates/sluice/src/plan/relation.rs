@@ -101,6 +101,21 @@ pub fn is_streaming(plan: &LogicalPlan) -> bool {
     !streaming_relations(plan).is_empty()
 }
 
+/// True when the plan reads a stream or the output of a stateful operator (a placeholder).
+pub fn reads_stream_or_operator(plan: &LogicalPlan) -> bool {
+    let mut found = false;
+    let _ = plan.apply_with_subqueries(|p| {
+        if let LogicalPlan::TableScan(scan) = p {
+            if StreamingRelation::of_scan(scan).is_some() {
+                found = true;
+                return Ok(datafusion::common::tree_node::TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+    found
+}
+
 #[async_trait]
 impl TableProvider for StreamingRelation {
     fn schema(&self) -> SchemaRef {

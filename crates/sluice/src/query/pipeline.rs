@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::Column;
 use datafusion::datasource::provider_as_source;
 use datafusion::logical_expr::{Aggregate, Distinct, Join, LogicalPlan, LogicalPlanBuilder};
@@ -23,7 +23,8 @@ use crate::operators::join::StreamingJoin;
 use crate::operators::stateful::{StatefulOperator, ALLOW_KEY_RENAME_CONF};
 use crate::operators::watermark::{watermark_nodes, EventTimeStats};
 use crate::plan::incremental::{BatchInputs, PlannedBatch};
-use crate::plan::{is_streaming, IncrementalExecution, StreamingRelation};
+use crate::plan::relation::reads_stream_or_operator;
+use crate::plan::{IncrementalExecution, StreamingRelation};
 use crate::progress::StateOperatorProgress;
 use crate::session::Session;
 use crate::sink::BatchData;
@@ -38,19 +39,21 @@ pub(crate) struct PipelineOutput {
     pub planning_ms: i64,
 }
 
-pub(crate) enum Pipeline {
-    Stateless(Box<IncrementalExecution>),
-    Stateful(Box<StatefulStage>),
+/// The query's plan as a chain: stateful stages bottom-up, then DataFusion over the last
+/// operator's rows (or the whole plan, for a stateless query).
+pub(crate) struct Pipeline {
+    stages: Vec<StatefulStage>,
+    last: IncrementalExecution,
     /// The checkpoint's state does not fit this query. As in Spark, the query fails in its first
     /// batch, after `offsets/N` was written, so a later restart replays that batch as planned.
-    Incompatible(SluiceError),
+    incompatible: Option<SluiceError>,
 }
 
-/// DataFusion below a stateful operator (one plan per input), the operator, DataFusion above it.
+/// One stateful operator: DataFusion computes its inputs (one plan per child, reading sources
+/// and earlier operators' rows), the operator turns them into rows bound to its placeholder.
 pub(crate) struct StatefulStage {
     inputs: Vec<IncrementalExecution>,
     operator: Box<dyn StatefulOperator>,
-    above: IncrementalExecution,
     placeholder: u64,
     placeholder_schema: SchemaRef,
 }
@@ -75,13 +78,15 @@ enum StatefulNode {
 impl StatefulNode {
     fn of(node: &LogicalPlan) -> Result<Option<StatefulNode>> {
         Ok(match node {
-            LogicalPlan::Aggregate(agg) if is_streaming(&agg.input) => {
+            LogicalPlan::Aggregate(agg) if reads_stream_or_operator(&agg.input) => {
                 Some(StatefulNode::Aggregate(agg.clone()))
             }
-            LogicalPlan::Join(j) if is_streaming(&j.left) && is_streaming(&j.right) => {
+            LogicalPlan::Join(j)
+                if reads_stream_or_operator(&j.left) && reads_stream_or_operator(&j.right) =>
+            {
                 Some(StatefulNode::Join(j.clone()))
             }
-            LogicalPlan::Distinct(Distinct::All(input)) if is_streaming(input) => {
+            LogicalPlan::Distinct(Distinct::All(input)) if reads_stream_or_operator(input) => {
                 let keys = input
                     .schema()
                     .fields()
@@ -112,7 +117,8 @@ fn split_stateful(
     let mut error: Option<SluiceError> = None;
     let rewritten = plan
         .clone()
-        .transform_down(|node| {
+        .transform_up(|node| {
+            // Post-order: the first stateful node met has no stateful node below it.
             if found.is_some() || error.is_some() {
                 return Ok(Transformed::no(node));
             }
@@ -154,7 +160,7 @@ fn split_stateful(
                 .collect();
             let projected = LogicalPlanBuilder::from(scan).project(exprs)?.build()?;
             found = Some((stateful, id, schema));
-            Ok(Transformed::new(projected, true, TreeNodeRecursion::Jump))
+            Ok(Transformed::yes(projected))
         })
         .map_err(SluiceError::from)?;
     if let Some(e) = error {
@@ -172,11 +178,6 @@ impl Pipeline {
         partitions: usize,
     ) -> Result<Self> {
         let state = session.df_state();
-        let Some((node, above, placeholder, placeholder_schema)) = split_stateful(&plan)? else {
-            return Ok(Pipeline::Stateless(Box::new(IncrementalExecution::new(
-                state, plan, partitions,
-            ))));
-        };
         let allow_rename = session
             .conf(ALLOW_KEY_RENAME_CONF)
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
@@ -193,89 +194,101 @@ impl Pipeline {
         {
             store_conf.min_deltas_for_snapshot = v;
         }
-        let built: Result<(Box<dyn StatefulOperator>, Vec<LogicalPlan>)> = match &node {
-            StatefulNode::Aggregate(agg) => StreamingAggregate::try_new(
-                agg,
-                0,
-                mode,
-                checkpoint_root,
-                partitions,
-                allow_rename,
-                store_conf,
-            )
-            .map(|op| {
-                (
-                    Box::new(op) as Box<dyn StatefulOperator>,
-                    vec![agg.input.as_ref().clone()],
+        let mut stages = Vec::new();
+        let mut rest = plan;
+        let mut incompatible = None;
+        // Operator ids follow the chain bottom-up: state/0 is the first stateful operator.
+        while let Some((node, above, placeholder, placeholder_schema)) = split_stateful(&rest)? {
+            let id = stages.len() as u32;
+            let conf = store_conf.clone();
+            let built: Result<(Box<dyn StatefulOperator>, Vec<LogicalPlan>)> = match &node {
+                StatefulNode::Aggregate(agg) => StreamingAggregate::try_new(
+                    agg,
+                    id,
+                    mode,
+                    checkpoint_root,
+                    partitions,
+                    allow_rename,
+                    conf,
                 )
-            }),
-            StatefulNode::Join(j) => {
-                StreamingJoin::try_new(j, 0, checkpoint_root, partitions, allow_rename, store_conf)
-                    .map(|op| {
-                        (
-                            Box::new(op) as Box<dyn StatefulOperator>,
-                            vec![j.left.as_ref().clone(), j.right.as_ref().clone()],
-                        )
-                    })
-            }
-            StatefulNode::FlatMapGroupsWithState(f) => FlatMapGroupsWithStateExec::try_new(
-                f,
-                0,
-                checkpoint_root,
-                partitions,
-                allow_rename,
-                store_conf,
-            )
-            .map(|op| {
-                (
-                    Box::new(op) as Box<dyn StatefulOperator>,
-                    vec![f.input.clone()],
+                .map(|op| {
+                    (
+                        Box::new(op) as Box<dyn StatefulOperator>,
+                        vec![agg.input.as_ref().clone()],
+                    )
+                }),
+                StatefulNode::Join(j) => {
+                    StreamingJoin::try_new(j, id, checkpoint_root, partitions, allow_rename, conf)
+                        .map(|op| {
+                            (
+                                Box::new(op) as Box<dyn StatefulOperator>,
+                                vec![j.left.as_ref().clone(), j.right.as_ref().clone()],
+                            )
+                        })
+                }
+                StatefulNode::FlatMapGroupsWithState(f) => FlatMapGroupsWithStateExec::try_new(
+                    f,
+                    id,
+                    checkpoint_root,
+                    partitions,
+                    allow_rename,
+                    conf,
                 )
-            }),
-            StatefulNode::Deduplicate(d) => StreamingDeduplicate::try_new(
-                d,
-                0,
-                checkpoint_root,
-                partitions,
-                allow_rename,
-                store_conf,
-            )
-            .map(|op| {
-                (
-                    Box::new(op) as Box<dyn StatefulOperator>,
-                    vec![d.input.clone()],
+                .map(|op| {
+                    (
+                        Box::new(op) as Box<dyn StatefulOperator>,
+                        vec![f.input.clone()],
+                    )
+                }),
+                StatefulNode::Deduplicate(d) => StreamingDeduplicate::try_new(
+                    d,
+                    id,
+                    checkpoint_root,
+                    partitions,
+                    allow_rename,
+                    conf,
                 )
-            }),
-        };
-        let (operator, input_plans) = match built {
-            Ok(b) => b,
-            Err(e) if e.class().starts_with("STATE_SCHEMA") => {
-                return Ok(Pipeline::Incompatible(e))
-            }
-            Err(e) => return Err(e),
-        };
-        Ok(Pipeline::Stateful(Box::new(StatefulStage {
-            inputs: input_plans
-                .into_iter()
-                .map(|p| IncrementalExecution::new(state.clone(), p, partitions))
-                .collect(),
-            operator,
-            above: IncrementalExecution::new(state, above, partitions),
-            placeholder,
-            placeholder_schema,
-        })))
+                .map(|op| {
+                    (
+                        Box::new(op) as Box<dyn StatefulOperator>,
+                        vec![d.input.clone()],
+                    )
+                }),
+            };
+            let (operator, input_plans) = match built {
+                Ok(b) => b,
+                Err(e) if e.class().starts_with("STATE_SCHEMA") => {
+                    incompatible = Some(e);
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            stages.push(StatefulStage {
+                inputs: input_plans
+                    .into_iter()
+                    .map(|p| IncrementalExecution::new(state.clone(), p, partitions))
+                    .collect(),
+                operator,
+                placeholder,
+                placeholder_schema,
+            });
+            rest = above;
+        }
+        Ok(Pipeline {
+            stages,
+            last: IncrementalExecution::new(state, rest, partitions),
+            incompatible,
+        })
     }
 
     /// True when the plan defines a watermark (progress then reports `eventTime.watermark`).
     pub fn has_watermark(&self) -> bool {
-        match self {
-            Pipeline::Stateless(e) => !watermark_nodes(e.logical_plan()).is_empty(),
-            Pipeline::Stateful(s) => s
-                .inputs
+        !watermark_nodes(self.last.logical_plan()).is_empty()
+            || self
+                .stages
                 .iter()
-                .any(|e| !watermark_nodes(e.logical_plan()).is_empty()),
-            Pipeline::Incompatible(_) => false,
-        }
+                .flat_map(|s| &s.inputs)
+                .any(|e| !watermark_nodes(e.logical_plan()).is_empty())
     }
 
     /// Spark's `shouldRunAnotherBatch`: would a no-data batch emit or evict?
@@ -284,32 +297,28 @@ impl Pipeline {
         batch_watermark_ms: i64,
         next_watermark_ms: i64,
     ) -> bool {
-        match self {
-            Pipeline::Stateless(_) | Pipeline::Incompatible(_) => false,
-            Pipeline::Stateful(s) => s
-                .operator
-                .should_run_another_batch(batch_watermark_ms, next_watermark_ms),
-        }
+        self.incompatible.is_none()
+            && self.stages.iter().any(|s| {
+                s.operator
+                    .should_run_another_batch(batch_watermark_ms, next_watermark_ms)
+            })
     }
 
     pub async fn explain(&self) -> Result<String> {
-        match self {
-            Pipeline::Stateless(e) => e.explain().await,
-            Pipeline::Incompatible(e) => Ok(format!("(cannot run: {e})")),
-            Pipeline::Stateful(s) => {
-                let mut out = format!(
-                    "== Above the stateful operator ==\n{}\n",
-                    s.above.explain().await?
-                );
-                for (i, e) in s.inputs.iter().enumerate() {
-                    out.push_str(&format!(
-                        "\n== Stateful operator input {i} ==\n{}\n",
-                        e.explain().await?
-                    ));
-                }
-                Ok(out)
+        if let Some(e) = &self.incompatible {
+            return Ok(format!("(cannot run: {e})"));
+        }
+        let mut out = String::new();
+        for (k, s) in self.stages.iter().enumerate() {
+            for (i, e) in s.inputs.iter().enumerate() {
+                out.push_str(&format!(
+                    "== Stateful operator {k}, input {i} ==\n{}\n\n",
+                    e.explain().await?
+                ));
             }
         }
+        out.push_str(&self.last.explain().await?);
+        Ok(out)
     }
 
     /// Runs one batch over `inputs`.
@@ -322,59 +331,45 @@ impl Pipeline {
         eviction_watermark_ms: i64,
         batch_id: u64,
     ) -> Result<PipelineOutput> {
-        let t = std::time::Instant::now();
-        match self {
-            Pipeline::Stateless(exec) => {
-                let planned = session.block_on(exec.physical_plan(inputs, batch_timestamp_ms))?;
-                let planning_ms = t.elapsed().as_millis() as i64;
-                let data = session.block_on(IncrementalExecution::execute(&planned))?;
-                Ok(PipelineOutput {
-                    data,
-                    watermarks: observed(&planned),
-                    state_operators: vec![],
-                    planning_ms,
-                })
-            }
-            Pipeline::Incompatible(e) => Err(e.clone()),
-            Pipeline::Stateful(stage) => {
-                let mut planning_ms = 0i64;
-                let mut watermarks = Vec::new();
-                let mut operator_inputs = Vec::with_capacity(stage.inputs.len());
-                for exec in &stage.inputs {
-                    let t = std::time::Instant::now();
-                    let planned =
-                        session.block_on(exec.physical_plan(inputs, batch_timestamp_ms))?;
-                    planning_ms += t.elapsed().as_millis() as i64;
-                    let data = session.block_on(IncrementalExecution::execute(&planned))?;
-                    watermarks.extend(observed(&planned));
-                    operator_inputs.push(data.batches().cloned().collect::<Vec<_>>());
-                }
-                stage.operator.set_batch_timestamp(batch_timestamp_ms);
-                let (rows, progress) = stage.operator.process(
-                    operator_inputs,
-                    late_watermark_ms,
-                    eviction_watermark_ms,
-                    batch_id,
-                )?;
-                let mut above_inputs = BatchInputs::new();
-                let rows = RecordBatch::try_new(
-                    stage.placeholder_schema.clone(),
-                    rows.columns().to_vec(),
-                )?;
-                above_inputs.insert(stage.placeholder, vec![rows]);
-                let t2 = std::time::Instant::now();
-                let planned_above = session
-                    .block_on(stage.above.physical_plan(&above_inputs, batch_timestamp_ms))?;
-                planning_ms += t2.elapsed().as_millis() as i64;
-                let data = session.block_on(IncrementalExecution::execute(&planned_above))?;
-                let _ = t;
-                Ok(PipelineOutput {
-                    data,
-                    watermarks,
-                    state_operators: vec![progress],
-                    planning_ms,
-                })
-            }
+        if let Some(e) = &self.incompatible {
+            return Err(e.clone());
         }
+        let mut bound = inputs.clone();
+        let mut planning_ms = 0i64;
+        let mut watermarks = Vec::new();
+        let mut state_operators = Vec::new();
+        for stage in &mut self.stages {
+            let mut operator_inputs = Vec::with_capacity(stage.inputs.len());
+            for exec in &stage.inputs {
+                let t = std::time::Instant::now();
+                let planned = session.block_on(exec.physical_plan(&bound, batch_timestamp_ms))?;
+                planning_ms += t.elapsed().as_millis() as i64;
+                let data = session.block_on(IncrementalExecution::execute(&planned))?;
+                watermarks.extend(observed(&planned));
+                operator_inputs.push(data.batches().cloned().collect::<Vec<_>>());
+            }
+            stage.operator.set_batch_timestamp(batch_timestamp_ms);
+            let (rows, progress) = stage.operator.process(
+                operator_inputs,
+                late_watermark_ms,
+                eviction_watermark_ms,
+                batch_id,
+            )?;
+            let rows =
+                RecordBatch::try_new(stage.placeholder_schema.clone(), rows.columns().to_vec())?;
+            bound.insert(stage.placeholder, vec![rows]);
+            state_operators.push(progress);
+        }
+        let t = std::time::Instant::now();
+        let planned = session.block_on(self.last.physical_plan(&bound, batch_timestamp_ms))?;
+        planning_ms += t.elapsed().as_millis() as i64;
+        let data = session.block_on(IncrementalExecution::execute(&planned))?;
+        watermarks.extend(observed(&planned));
+        Ok(PipelineOutput {
+            data,
+            watermarks,
+            state_operators,
+            planning_ms,
+        })
     }
 }

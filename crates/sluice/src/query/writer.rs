@@ -122,7 +122,10 @@ impl DataStreamWriter {
                 "Trigger::Continuous is not supported yet (issue 9); use a processing-time trigger",
             ));
         }
-        check_streaming_plan(&plan, self.output_mode)?;
+        let check_correctness = session
+            .conf("spark.sql.streaming.statefulOperator.checkCorrectness.enabled")
+            .is_none_or(|v| !v.eq_ignore_ascii_case("false"));
+        check_streaming_plan(&plan, self.output_mode, check_correctness)?;
         let schema = Arc::new(plan.schema().as_arrow().clone());
 
         let mut temp_checkpoint_ok = false;
