@@ -1566,6 +1566,62 @@ mod join_state {
     }
 
     #[test]
+    fn a_left_semi_join_emits_each_left_row_once_on_its_first_match() {
+        let d = dirs();
+        let (imp, clk) = (d.input.join("imp"), d.input.join("clk"));
+        let s = session();
+        for (name, dir, schema, col) in [
+            ("i", &imp, "ad STRING, it TIMESTAMP", "it"),
+            ("c", &clk, "ad STRING, ct TIMESTAMP", "ct"),
+        ] {
+            std::fs::create_dir_all(dir).unwrap();
+            s.read_stream()
+                .format("json")
+                .schema(schema)
+                .unwrap()
+                .load(dir.display().to_string())
+                .unwrap()
+                .with_watermark(col, "5 minutes")
+                .unwrap()
+                .create_or_replace_temp_view(name)
+                .unwrap();
+        }
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = seen.clone();
+        let q = s
+            .sql("SELECT i.ad FROM i LEFT SEMI JOIN c ON i.ad = c.ad AND c.ct >= i.it AND c.ct <= i.it + INTERVAL 10 MINUTES")
+            .unwrap()
+            .write_stream()
+            .option("checkpointLocation", d.checkpoint.display())
+            .foreach_batch(move |data, _| {
+                for b in data.batches() {
+                    for i in 0..b.num_rows() {
+                        sink.lock().unwrap().push(sluice::sink::console::format_cell(b.column(0), i)?);
+                    }
+                }
+                Ok(())
+            })
+            .start()
+            .unwrap();
+        add_file(&imp, "1.json", "{\"ad\": \"a\", \"it\": \"2026-11-03T12:00:00Z\"}\n{\"ad\": \"b\", \"it\": \"2026-11-03T12:01:00Z\"}\n", 1);
+        add_file(&clk, "1.json", "{\"ad\": \"a\", \"ct\": \"2026-11-03T12:03:00Z\"}\n{\"ad\": \"b\", \"ct\": \"2026-11-03T12:30:00Z\"}\n", 2);
+        q.process_all_available().unwrap();
+        add_file(
+            &clk,
+            "2.json",
+            "{\"ad\": \"a\", \"ct\": \"2026-11-03T12:05:00Z\"}\n",
+            3,
+        );
+        q.process_all_available().unwrap();
+        q.stop();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec!["a"],
+            "a matched twice but is emitted once; b's click is out of range"
+        );
+    }
+
+    #[test]
     fn an_inner_join_without_watermarks_keeps_every_row_and_outer_joins_are_refused() {
         let totals = join_state("INNER", false);
         assert_eq!(

@@ -81,6 +81,8 @@ pub struct StreamingJoin {
     filter: Option<Arc<dyn PhysicalExpr>>,
     left_schema: SchemaRef,
     right_schema: SchemaRef,
+    /// Left fields then right fields: what the join condition is evaluated on.
+    pair_schema: SchemaRef,
     output_schema: SchemaRef,
     left_event_time: Option<usize>,
     right_event_time: Option<usize>,
@@ -362,11 +364,6 @@ impl StreamingJoin {
                  condition); add an equi-join key such as l.id = r.id",
             ));
         }
-        if join.join_type == JoinType::LeftSemi {
-            return Err(SluiceError::not_supported_yet(
-                "stream-stream left semi joins",
-            ));
-        }
         let left: &DFSchema = join.left.schema();
         let right: &DFSchema = join.right.schema();
         let props = ExecutionProps::new();
@@ -450,6 +447,13 @@ impl StreamingJoin {
             left_rows: conv(&ls)?,
             right_rows: conv(&rs)?,
             filter,
+            pair_schema: nullable(&Arc::new(arrow::datatypes::Schema::new(
+                ls.fields()
+                    .iter()
+                    .chain(rs.fields().iter())
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            ))),
             output_schema: nullable(&Arc::new(join.schema.as_arrow().clone())),
             left_schema: ls,
             right_schema: rs,
@@ -604,7 +608,7 @@ impl StreamingJoin {
         if !refs.is_empty() {
             let mut cols = lcols.clone();
             cols.extend(rcols.clone());
-            let joined = RecordBatch::try_new(self.output_schema.clone(), cols)?;
+            let joined = RecordBatch::try_new(self.pair_schema.clone(), cols)?;
             let keep: Vec<bool> = match &self.filter {
                 Some(f) => {
                     let v = f.evaluate(&joined)?.into_array(joined.num_rows())?;
@@ -622,6 +626,8 @@ impl StreamingJoin {
                 .filter(|(_, k)| **k)
                 .map(|(i, _)| i as u32)
                 .collect();
+            let semi = self.join_type == JoinType::LeftSemi;
+            let mut first_matches: Vec<u32> = Vec::new();
             let index = self
                 .index
                 .as_mut()
@@ -631,15 +637,28 @@ impl StreamingJoin {
                 for (side, k, s) in [(LEFT, lk, ls), (RIGHT, rk, rs)] {
                     if let Some(rows) = index.get_mut(&(side, k.clone())) {
                         if let Some(r) = rows.iter_mut().find(|r| r.seq == *s) {
+                            // Left semi: a left row is emitted once, on its first match.
+                            if semi && side == LEFT && !r.matched {
+                                first_matches.push(*i);
+                            }
                             r.matched = true;
                         }
                     }
                 }
             }
-            outputs.push(arrow::compute::take_record_batch(
-                &joined,
-                &UInt32Array::from(idx),
-            )?);
+            if semi {
+                let left_cols = joined.columns()[..self.left_schema.fields().len()].to_vec();
+                let left_only = RecordBatch::try_new(self.output_schema.clone(), left_cols)?;
+                outputs.push(arrow::compute::take_record_batch(
+                    &left_only,
+                    &UInt32Array::from(first_matches),
+                )?);
+            } else {
+                outputs.push(arrow::compute::take_record_batch(
+                    &joined,
+                    &UInt32Array::from(idx),
+                )?);
+            }
         }
 
         // Evict behind the state bounds; unmatched rows of an outer side are emitted now.
