@@ -42,6 +42,7 @@ pub use error::{Fault, Result, SluiceError};
 pub use frame::{GroupedFrame, KeyedFrame, StreamFrame};
 pub use operators::flat_map_groups_with_state::{GroupState, GroupStateTimeout};
 pub use operators::window::{session_window, sliding_window, window};
+pub use plan::json::{from_json, to_json};
 pub use progress::{StreamingQueryListener, StreamingQueryProgress};
 pub use query::{OutputMode, StreamingQuery, Trigger};
 pub use session::{Session, SessionBuilder};

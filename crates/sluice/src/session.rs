@@ -82,7 +82,10 @@ impl SessionBuilder {
         if let Some(round) = state.scalar_functions().get("round").cloned() {
             state.register_udf(Arc::new(ScalarUDF::new_from_impl(SparkRound::new(round))))?;
         }
-        for udf in crate::operators::window::window_udfs() {
+        for udf in crate::operators::window::window_udfs()
+            .into_iter()
+            .chain(crate::plan::json::json_udfs())
+        {
             state.register_udf(Arc::new(udf))?;
         }
         let ctx = SessionContext::new_with_state(state);
@@ -301,6 +304,10 @@ impl DataStreamReader {
                 &self.options,
             )?),
             "rate" => Arc::new(RateSourceProvider::try_new(&self.options)?),
+            #[cfg(feature = "kafka")]
+            "kafka" => Arc::new(crate::source::kafka::KafkaSourceProvider::try_new(
+                &self.options,
+            )?),
             "rate-micro-batch" => Arc::new(RatePerMicroBatchProvider::try_new(&self.options)?),
             other => {
                 return Err(SluiceError::query(

@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod incremental;
+pub mod json;
 pub mod relation;
 pub mod spark;
 pub mod sql;

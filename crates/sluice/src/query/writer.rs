@@ -162,6 +162,10 @@ impl DataStreamWriter {
                     schema.clone(),
                 )?)
             }
+            #[cfg(feature = "kafka")]
+            (None, "kafka") => Arc::new(crate::sink::kafka::KafkaSinkProvider::try_new(
+                &self.options,
+            )?),
             (None, "noop") => {
                 temp_checkpoint_ok = true;
                 Arc::new(NoopSinkProvider)

@@ -7,6 +7,8 @@
 pub mod console;
 pub mod file;
 pub mod foreach;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod memory;
 
 use std::fmt::Debug;

@@ -6,6 +6,8 @@
 //! for the rows of the range `(start, end]`.
 
 pub mod file;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod memory;
 pub mod rate;
 

@@ -14,6 +14,7 @@
 
 mod datetime;
 mod format;
+pub use format::parse_json_documents;
 mod listing;
 mod options;
 mod source_log;

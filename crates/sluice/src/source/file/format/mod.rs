@@ -1229,3 +1229,24 @@ mod tests {
         assert_eq!(got, vec!["a", "b"]);
     }
 }
+
+/// Parses one JSON document per element with Spark's `from_json` rules (PERMISSIVE: a malformed
+/// document or a wrongly typed field gives nulls, never an error). `None` gives a null row.
+/// Returns the rows in the nullable `schema`, one per document.
+pub fn parse_json_documents(docs: &[Option<&str>], schema: &SchemaRef) -> Result<RecordBatch> {
+    let mut o = std::collections::HashMap::new();
+    o.insert("multiLine".to_string(), "true".to_string());
+    let opts = ParseOptions::new("json", schema, &super::options::Options::new(&o))?;
+    let FormatKind::Json(j) = &opts.kind else {
+        return Err(SluiceError::internal("from_json options"));
+    };
+    let j = j.clone();
+    let mut asm = Assembler::new(&opts)?;
+    for d in docs {
+        // An empty document is malformed: a row of nulls, like a null input.
+        let text = d.filter(|s| !s.trim().is_empty()).unwrap_or("null");
+        json::read(text, "from_json", &j, &mut asm)?;
+    }
+    let rows = asm.finish()?;
+    Ok(arrow::compute::concat_batches(&opts.schema, &rows.batches)?)
+}

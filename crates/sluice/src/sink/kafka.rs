@@ -1,0 +1,333 @@
+//! The Kafka sink (Spark's `KafkaSink`), on librdkafka.
+//!
+//! Rows need a `value` column (string or binary); `key`, `topic` and `partition` columns are
+//! optional, and the `topic` option overrides the column. Spark's Kafka sink is at-least-once:
+//! a batch replayed after a crash is written again. Sluice does the same by default.
+//!
+//! **Exactly-once** (`exactlyOnce=true`): each batch is written in one Kafka transaction with a
+//! stable `transactional.id` (`sluice-<query id>`), so a crashed attempt is aborted and never
+//! visible to `read_committed` consumers. In the same transaction the sink commits the batch id
+//! as the offset of partition 0 of the (first) output topic for the private consumer group
+//! `sluice-sink-<query id>` (`send_offsets_to_transaction`). A replayed batch N first reads that
+//! group's committed offset: if it is already N+1 or more, batch N was committed and is skipped.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use arrow::array::{
+    Array, ArrayRef, BinaryArray, Int32Array, LargeBinaryArray, LargeStringArray, StringArray,
+    StringViewArray,
+};
+use arrow::datatypes::DataType;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Offset as KOffset, TopicPartitionList};
+
+use super::{BatchData, Sink, SinkContext, SinkProvider};
+use crate::error::{Result, SluiceError};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The definition of a Kafka sink.
+#[derive(Debug, Clone)]
+pub struct KafkaSinkProvider {
+    client: Vec<(String, String)>,
+    topic: Option<String>,
+    exactly_once: bool,
+}
+
+impl KafkaSinkProvider {
+    pub fn try_new(options: &HashMap<String, String>) -> Result<Self> {
+        let get = |k: &str| {
+            options
+                .iter()
+                .find(|(key, _)| key.eq_ignore_ascii_case(k))
+                .map(|(_, v)| v.clone())
+        };
+        let bootstrap = get("kafka.bootstrap.servers").ok_or_else(|| {
+            SluiceError::query(
+                "KAFKA_INVALID_OPTION",
+                "Option 'kafka.bootstrap.servers' must be specified for the Kafka sink",
+            )
+        })?;
+        let mut client = vec![("bootstrap.servers".to_string(), bootstrap)];
+        for (k, v) in options {
+            if let Some(key) = k.to_ascii_lowercase().strip_prefix("kafka.") {
+                if key != "bootstrap.servers" {
+                    client.push((key.to_string(), v.clone()));
+                }
+            }
+        }
+        let exactly_once = match get("exactlyOnce") {
+            Some(v) => v.trim().parse::<bool>().map_err(|_| {
+                SluiceError::query(
+                    "KAFKA_INVALID_OPTION",
+                    format!("exactlyOnce must be true or false, got {v:?}"),
+                )
+            })?,
+            None => false,
+        };
+        Ok(Self {
+            client,
+            topic: get("topic"),
+            exactly_once,
+        })
+    }
+
+    fn config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        for (k, v) in &self.client {
+            c.set(k, v);
+        }
+        c
+    }
+}
+
+impl SinkProvider for KafkaSinkProvider {
+    fn description(&self) -> String {
+        format!(
+            "KafkaSink[{}]",
+            self.topic.clone().unwrap_or_else(|| "topic column".into())
+        )
+    }
+    fn create_sink(&self, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
+        let query_id = crate::checkpoint::StreamMetadata::read_or_create(&ctx.checkpoint_dir)?.id;
+        let mut pc = self.config();
+        if self.exactly_once {
+            pc.set("transactional.id", format!("sluice-{query_id}"));
+            pc.set("enable.idempotence", "true");
+        }
+        let producer: ThreadedProducer<DefaultProducerContext> = pc.create().map_err(|e| {
+            SluiceError::connector(
+                "KAFKA_CLIENT",
+                format!("cannot create a Kafka producer: {e}"),
+            )
+        })?;
+        let mut marker = None;
+        if self.exactly_once {
+            producer.init_transactions(TIMEOUT).map_err(|e| {
+                SluiceError::connector(
+                    "KAFKA_TRANSACTION",
+                    format!("cannot initialise Kafka transactions: {e}"),
+                )
+            })?;
+            let mut cc = self.config();
+            cc.set("group.id", format!("sluice-sink-{query_id}"));
+            cc.set("enable.auto.commit", "false");
+            let consumer: BaseConsumer = cc.create().map_err(|e| {
+                SluiceError::connector(
+                    "KAFKA_CLIENT",
+                    format!("cannot create a Kafka consumer: {e}"),
+                )
+            })?;
+            marker = Some(consumer);
+        }
+        Ok(Box::new(KafkaSink {
+            producer,
+            marker,
+            topic: self.topic.clone(),
+            written: 0,
+        }))
+    }
+}
+
+struct KafkaSink {
+    producer: ThreadedProducer<DefaultProducerContext>,
+    /// Exactly-once: the consumer of the private group whose offsets record committed batches.
+    marker: Option<BaseConsumer>,
+    topic: Option<String>,
+    written: u64,
+}
+
+fn bytes_at(a: &ArrayRef, i: usize) -> Option<Vec<u8>> {
+    if a.is_null(i) {
+        return None;
+    }
+    let any = a.as_any();
+    if let Some(s) = any.downcast_ref::<StringArray>() {
+        return Some(s.value(i).as_bytes().to_vec());
+    }
+    if let Some(s) = any.downcast_ref::<LargeStringArray>() {
+        return Some(s.value(i).as_bytes().to_vec());
+    }
+    if let Some(s) = any.downcast_ref::<StringViewArray>() {
+        return Some(s.value(i).as_bytes().to_vec());
+    }
+    if let Some(b) = any.downcast_ref::<BinaryArray>() {
+        return Some(b.value(i).to_vec());
+    }
+    any.downcast_ref::<LargeBinaryArray>()
+        .map(|b| b.value(i).to_vec())
+}
+
+fn check_type(name: &str, a: &ArrayRef) -> Result<()> {
+    match a.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Binary | DataType::LargeBinary => Ok(()),
+        other => Err(SluiceError::query(
+            "KAFKA_INVALID_COLUMN",
+            format!("{name} attribute type must be a string or binary, got {other}; cast it (e.g. CAST({name} AS STRING) or to_json(..))"),
+        )),
+    }
+}
+
+impl KafkaSink {
+    fn committed_batch(&self, topic: &str) -> Result<Option<i64>> {
+        let Some(c) = &self.marker else {
+            return Ok(None);
+        };
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, 0);
+        let got = c.committed_offsets(tpl, TIMEOUT).map_err(|e| {
+            SluiceError::connector(
+                "KAFKA_TRANSACTION",
+                format!("cannot read the sink's committed batches: {e}"),
+            )
+        })?;
+        Ok(got.elements().first().and_then(|e| match e.offset() {
+            KOffset::Offset(o) => Some(o - 1),
+            _ => None,
+        }))
+    }
+}
+
+impl Sink for KafkaSink {
+    fn add_batch(&mut self, batch_id: u64, data: &BatchData) -> Result<()> {
+        let schema = data.schema.clone();
+        let value_idx = schema.index_of("value").map_err(|_| {
+            SluiceError::query(
+                "KAFKA_INVALID_COLUMN",
+                "Required attribute 'value' not found: select a value column (string or binary)",
+            )
+        })?;
+        let key_idx = schema.index_of("key").ok();
+        let topic_idx = schema.index_of("topic").ok();
+        let part_idx = schema.index_of("partition").ok();
+        if self.topic.is_none() && topic_idx.is_none() {
+            return Err(SluiceError::query(
+                "KAFKA_INVALID_COLUMN",
+                "topic option required when no 'topic' attribute is present. Use the topic option for setting a topic.",
+            ));
+        }
+        let first_topic: Option<String> = self.topic.clone().or_else(|| {
+            data.batches().find(|b| b.num_rows() > 0).and_then(|b| {
+                topic_idx
+                    .and_then(|t| bytes_at(b.column(t), 0))
+                    .map(|v| String::from_utf8_lossy(&v).into_owned())
+            })
+        });
+        if let (Some(_), Some(t)) = (&self.marker, &first_topic) {
+            if let Some(done) = self.committed_batch(t)? {
+                if done >= batch_id as i64 {
+                    log::info!("Kafka sink: batch {batch_id} was already committed (exactly-once); skipping");
+                    return Ok(());
+                }
+            }
+        }
+        if self.marker.is_some() {
+            self.producer.begin_transaction().map_err(|e| {
+                SluiceError::connector("KAFKA_TRANSACTION", format!("begin transaction: {e}"))
+            })?;
+        }
+        let mut n = 0u64;
+        for b in data.batches() {
+            check_type("value", b.column(value_idx))?;
+            if let Some(k) = key_idx {
+                check_type("key", b.column(k))?;
+            }
+            let parts =
+                part_idx.and_then(|p| b.column(p).as_any().downcast_ref::<Int32Array>().cloned());
+            for i in 0..b.num_rows() {
+                let value = bytes_at(b.column(value_idx), i);
+                let key = key_idx.and_then(|k| bytes_at(b.column(k), i));
+                let topic = match &self.topic {
+                    Some(t) => t.clone(),
+                    None => topic_idx
+                        .and_then(|t| bytes_at(b.column(t), i))
+                        .map(|v| String::from_utf8_lossy(&v).into_owned())
+                        .ok_or_else(|| {
+                            SluiceError::input("KAFKA_INVALID_COLUMN", "a row has a null topic")
+                        })?,
+                };
+                let mut rec: BaseRecord<'_, Vec<u8>, Vec<u8>> = BaseRecord::to(&topic);
+                if let Some(v) = &value {
+                    rec = rec.payload(v);
+                }
+                if let Some(k) = &key {
+                    rec = rec.key(k);
+                }
+                if let Some(p) = parts.as_ref().filter(|p| p.is_valid(i)) {
+                    rec = rec.partition(p.value(i));
+                }
+                let mut rec = rec;
+                loop {
+                    match self.producer.send(rec) {
+                        Ok(()) => break,
+                        Err((
+                            rdkafka::error::KafkaError::MessageProduction(
+                                rdkafka::types::RDKafkaErrorCode::QueueFull,
+                            ),
+                            r,
+                        )) => {
+                            rec = r;
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        Err((e, _)) => {
+                            return Err(SluiceError::connector(
+                                "KAFKA_PRODUCE",
+                                format!("cannot send to {topic}: {e}"),
+                            ));
+                        }
+                    }
+                }
+                n += 1;
+            }
+        }
+        match (&self.marker, &first_topic) {
+            (Some(c), Some(t)) => {
+                let mut tpl = TopicPartitionList::new();
+                tpl.add_partition_offset(t, 0, KOffset::Offset(batch_id as i64 + 1))
+                    .map_err(|e| SluiceError::connector("KAFKA_TRANSACTION", e.to_string()))?;
+                let meta = c.group_metadata().ok_or_else(|| {
+                    SluiceError::connector("KAFKA_TRANSACTION", "no consumer group metadata")
+                })?;
+                self.producer
+                    .send_offsets_to_transaction(&tpl, &meta, TIMEOUT)
+                    .map_err(|e| {
+                        SluiceError::connector(
+                            "KAFKA_TRANSACTION",
+                            format!("record batch {batch_id} in the transaction: {e}"),
+                        )
+                    })?;
+                self.producer.commit_transaction(TIMEOUT).map_err(|e| {
+                    SluiceError::connector(
+                        "KAFKA_TRANSACTION",
+                        format!("commit batch {batch_id}: {e}"),
+                    )
+                })?;
+            }
+            (Some(_), None) => {
+                // An empty batch: nothing to write, nothing to record.
+                self.producer.abort_transaction(TIMEOUT).map_err(|e| {
+                    SluiceError::connector(
+                        "KAFKA_TRANSACTION",
+                        format!("abort an empty transaction: {e}"),
+                    )
+                })?;
+            }
+            _ => {
+                self.producer.flush(TIMEOUT).map_err(|e| {
+                    SluiceError::connector("KAFKA_PRODUCE", format!("flush batch {batch_id}: {e}"))
+                })?;
+            }
+        }
+        self.written = n;
+        Ok(())
+    }
+
+    fn metrics(&self) -> std::collections::BTreeMap<String, String> {
+        [("numRecordsWritten".to_string(), self.written.to_string())]
+            .into_iter()
+            .collect()
+    }
+}

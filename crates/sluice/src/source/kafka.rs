@@ -1,0 +1,711 @@
+//! The Kafka source (Spark's `KafkaSource` / `KafkaMicroBatchStream`), on librdkafka.
+//!
+//! Options (Spark's names): exactly one of `subscribe` (comma-separated topics),
+//! `subscribePattern` (a regex) or `assign` (`{"topic":[0,1]}`); `kafka.bootstrap.servers` and any
+//! `kafka.*` client setting; `startingOffsets` = `latest` (default) | `earliest` | JSON
+//! `{"topic":{"0":23,"1":-2}}` (-2 earliest, -1 latest; used for a new query only);
+//! `maxOffsetsPerTrigger` (split across partitions in proportion to what each has);
+//! `minOffsetsPerTrigger` with `maxTriggerDelay` (15m); `failOnDataLoss` (true).
+//!
+//! Offsets are `{"topic":{"partition":next offset}}` in `offsets/N`; nothing is ever committed
+//! to a consumer group. Partitions that appear later start at their earliest offset. Records
+//! that aged out of the topic before they were read fail the query (naming the topic,
+//! partition and lost range) unless `failOnDataLoss` is false, when they are skipped and logged.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{
+    BinaryBuilder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
+    TimestampMicrosecondBuilder,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset as KOffset, TopicPartitionList};
+
+use super::{Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider};
+use crate::error::{Result, SluiceError};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The schema of Kafka records (Spark's).
+pub fn kafka_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Binary, true),
+        Field::new("value", DataType::Binary, true),
+        Field::new("topic", DataType::Utf8, true),
+        Field::new("partition", DataType::Int32, true),
+        Field::new("offset", DataType::Int64, true),
+        Field::new(
+            "timestamp",
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            true,
+        ),
+        Field::new("timestampType", DataType::Int32, true),
+    ]))
+}
+
+#[derive(Debug, Clone)]
+enum Subscription {
+    Topics(Vec<String>),
+    Pattern(String),
+    Assign(BTreeMap<String, Vec<i32>>),
+}
+
+#[derive(Debug, Clone)]
+enum Starting {
+    Earliest,
+    Latest,
+    Specific(BTreeMap<String, BTreeMap<i32, i64>>),
+}
+
+/// The definition of a Kafka stream.
+#[derive(Debug, Clone)]
+pub struct KafkaSourceProvider {
+    subscription: Subscription,
+    client: Vec<(String, String)>,
+    starting: Starting,
+    max_offsets: Option<u64>,
+    min_offsets: Option<u64>,
+    max_trigger_delay: Duration,
+    fail_on_data_loss: bool,
+}
+
+fn opt<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
+    options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v.as_str())
+}
+
+fn bad_option(msg: impl Into<String>) -> SluiceError {
+    SluiceError::query("KAFKA_INVALID_OPTION", msg)
+}
+
+/// Per-topic, per-partition offsets.
+pub type PartitionOffsets = BTreeMap<String, BTreeMap<i32, i64>>;
+
+/// `{"topic":{"0":5}}` -> map; errors name the offset text.
+pub fn parse_offsets(v: &Offset) -> Result<PartitionOffsets> {
+    let mut out = PartitionOffsets::new();
+    let obj = v.as_object().ok_or_else(|| {
+        SluiceError::checkpoint(
+            "CHECKPOINT_CORRUPT_LOG",
+            format!("a Kafka offset must be {{\"topic\":{{\"partition\":offset}}}}, got {v}"),
+        )
+    })?;
+    for (topic, parts) in obj {
+        let parts = parts.as_object().ok_or_else(|| {
+            SluiceError::checkpoint(
+                "CHECKPOINT_CORRUPT_LOG",
+                format!("bad Kafka offsets for {topic}: {parts}"),
+            )
+        })?;
+        let m = out.entry(topic.clone()).or_default();
+        for (p, o) in parts {
+            let p: i32 = p.parse().map_err(|_| {
+                SluiceError::checkpoint(
+                    "CHECKPOINT_CORRUPT_LOG",
+                    format!("bad Kafka partition {p:?}"),
+                )
+            })?;
+            let o = o.as_i64().ok_or_else(|| {
+                SluiceError::checkpoint("CHECKPOINT_CORRUPT_LOG", format!("bad Kafka offset {o}"))
+            })?;
+            m.insert(p, o);
+        }
+    }
+    Ok(out)
+}
+
+/// Map -> `{"topic":{"0":5}}`.
+pub fn offsets_json(o: &PartitionOffsets) -> Offset {
+    let mut top = serde_json::Map::new();
+    for (t, parts) in o {
+        let mut m = serde_json::Map::new();
+        for (p, off) in parts {
+            m.insert(p.to_string(), serde_json::json!(off));
+        }
+        top.insert(t.clone(), serde_json::Value::Object(m));
+    }
+    serde_json::Value::Object(top)
+}
+
+impl KafkaSourceProvider {
+    pub fn try_new(options: &HashMap<String, String>) -> Result<Self> {
+        let subs: Vec<(&str, &str)> = ["subscribe", "subscribePattern", "assign"]
+            .iter()
+            .filter_map(|k| opt(options, k).map(|v| (*k, v)))
+            .collect();
+        let subscription = match subs.as_slice() {
+            [("subscribe", v)] => Subscription::Topics(v.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()),
+            [("subscribePattern", v)] => {
+                regex_check(v)?;
+                Subscription::Pattern(v.to_string())
+            }
+            [("assign", v)] => Subscription::Assign(serde_json::from_str(v).map_err(|e| {
+                bad_option(format!("assign must be JSON like {{\"topicA\":[0,1]}}: {e}"))
+            })?),
+            _ => {
+                return Err(bad_option(
+                    "One of the options 'assign', 'subscribe' or 'subscribePattern' must be given, and only one",
+                ))
+            }
+        };
+        let bootstrap = opt(options, "kafka.bootstrap.servers").ok_or_else(|| {
+            bad_option(
+                "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer",
+            )
+        })?;
+        let mut client = vec![("bootstrap.servers".to_string(), bootstrap.to_string())];
+        for (k, v) in options {
+            let lower = k.to_ascii_lowercase();
+            if let Some(key) = lower.strip_prefix("kafka.") {
+                if key == "bootstrap.servers" {
+                    continue;
+                }
+                if [
+                    "group.id",
+                    "auto.offset.reset",
+                    "key.deserializer",
+                    "value.deserializer",
+                    "enable.auto.commit",
+                    "interceptor.classes",
+                ]
+                .contains(&key)
+                {
+                    return Err(bad_option(format!(
+                        "Kafka option '{key}' is not supported: Sluice manages offsets in the checkpoint, never in a consumer group"
+                    )));
+                }
+                client.push((key.to_string(), v.clone()));
+            }
+        }
+        let starting = match opt(options, "startingOffsets").map(str::trim) {
+            None | Some("latest") => Starting::Latest,
+            Some("earliest") => Starting::Earliest,
+            Some(json) => Starting::Specific(parse_offsets(&serde_json::from_str(json).map_err(|e| {
+                bad_option(format!("startingOffsets must be earliest, latest or JSON like {{\"t\":{{\"0\":23}}}}: {e}"))
+            })?)?),
+        };
+        let num = |k: &str| -> Result<Option<u64>> {
+            opt(options, k)
+                .map(|v| {
+                    v.trim().parse::<u64>().map_err(|_| {
+                        bad_option(format!("{k} must be a positive integer, got {v:?}"))
+                    })
+                })
+                .transpose()
+        };
+        let max_trigger_delay = match opt(options, "maxTriggerDelay") {
+            Some(v) => Duration::from_micros(
+                crate::operators::window::parse_interval_micros(v)?.max(0) as u64,
+            ),
+            None => Duration::from_secs(15 * 60),
+        };
+        let fail_on_data_loss = match opt(options, "failOnDataLoss") {
+            Some(v) => v.trim().parse::<bool>().map_err(|_| {
+                bad_option(format!("failOnDataLoss must be true or false, got {v:?}"))
+            })?,
+            None => true,
+        };
+        if opt(options, "includeHeaders").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+            return Err(SluiceError::not_supported_yet(
+                "the Kafka source's includeHeaders option",
+            ));
+        }
+        Ok(Self {
+            subscription,
+            client,
+            starting,
+            max_offsets: num("maxOffsetsPerTrigger")?,
+            min_offsets: num("minOffsetsPerTrigger")?,
+            max_trigger_delay,
+            fail_on_data_loss,
+        })
+    }
+
+    fn consumer(&self) -> Result<BaseConsumer> {
+        let mut c = ClientConfig::new();
+        for (k, v) in &self.client {
+            c.set(k, v);
+        }
+        c.set(
+            "group.id",
+            format!("spark-kafka-source-{}", uuid::Uuid::new_v4()),
+        );
+        c.set("enable.auto.commit", "false");
+        c.set("enable.partition.eof", "false");
+        c.set("isolation.level", "read_committed");
+        c.create().map_err(|e| {
+            SluiceError::connector(
+                "KAFKA_CLIENT",
+                format!("cannot create a Kafka consumer: {e}"),
+            )
+        })
+    }
+}
+
+fn regex_check(p: &str) -> Result<()> {
+    // A light validation: librdkafka-style patterns are plain regexes; refuse the empty one.
+    if p.trim().is_empty() {
+        return Err(bad_option("subscribePattern must not be empty"));
+    }
+    Ok(())
+}
+
+/// A tiny regex matcher for `subscribePattern`: `.*`, `.`, literal characters, `^`/`$` anchors.
+fn pattern_matches(pattern: &str, text: &str) -> bool {
+    fn m(p: &[char], t: &[char]) -> bool {
+        match p {
+            [] => t.is_empty(),
+            ['.', '*', rest @ ..] => (0..=t.len()).any(|i| m(rest, &t[i..])),
+            [c, '*', rest @ ..] => {
+                let mut i = 0;
+                loop {
+                    if m(rest, &t[i..]) {
+                        return true;
+                    }
+                    if i < t.len() && t[i] == *c {
+                        i += 1;
+                    } else {
+                        return false;
+                    }
+                }
+            }
+            ['.', rest @ ..] => !t.is_empty() && m(rest, &t[1..]),
+            ['\\', c, rest @ ..] => t.first() == Some(c) && m(rest, &t[1..]),
+            [c, rest @ ..] => t.first() == Some(c) && m(rest, &t[1..]),
+        }
+    }
+    let p: Vec<char> = pattern
+        .trim_start_matches('^')
+        .trim_end_matches('$')
+        .chars()
+        .collect();
+    let t: Vec<char> = text.chars().collect();
+    m(&p, &t)
+}
+
+impl SourceProvider for KafkaSourceProvider {
+    fn schema(&self) -> SchemaRef {
+        kafka_schema()
+    }
+    fn description(&self) -> String {
+        match &self.subscription {
+            Subscription::Topics(t) => format!("KafkaV2[Subscribe[{}]]", t.join(",")),
+            Subscription::Pattern(p) => format!("KafkaV2[SubscribePattern[{p}]]"),
+            Subscription::Assign(a) => format!(
+                "KafkaV2[Assign[{}]]",
+                a.keys().cloned().collect::<Vec<_>>().join(",")
+            ),
+        }
+    }
+    fn kind(&self) -> &'static str {
+        "kafka"
+    }
+    fn create_source(&self, _ctx: &SourceContext) -> Result<Box<dyn Source>> {
+        Ok(Box::new(KafkaSource {
+            consumer: self.consumer()?,
+            p: self.clone(),
+            available_now: None,
+            last_batch: Instant::now(),
+            latest: PartitionOffsets::new(),
+        }))
+    }
+}
+
+struct KafkaSource {
+    p: KafkaSourceProvider,
+    consumer: BaseConsumer,
+    /// Available-now: the latest offsets when the query started.
+    available_now: Option<PartitionOffsets>,
+    last_batch: Instant,
+    latest: PartitionOffsets,
+}
+
+impl KafkaSource {
+    fn err(&self, what: &str, e: impl std::fmt::Display) -> SluiceError {
+        SluiceError::connector(
+            "KAFKA_CLIENT",
+            format!(
+                "{what}: {e}. Is the broker at {} running?",
+                self.p.client[0].1
+            ),
+        )
+    }
+
+    fn partitions(&self) -> Result<Vec<(String, i32)>> {
+        let md = self
+            .consumer
+            .fetch_metadata(None, TIMEOUT)
+            .map_err(|e| self.err("cannot read Kafka metadata", e))?;
+        let mut out = Vec::new();
+        for t in md.topics() {
+            let wanted = match &self.p.subscription {
+                Subscription::Topics(ts) => ts.iter().any(|x| x == t.name()),
+                Subscription::Pattern(p) => pattern_matches(p, t.name()),
+                Subscription::Assign(a) => a.contains_key(t.name()),
+            };
+            if !wanted {
+                continue;
+            }
+            for p in t.partitions() {
+                if let Subscription::Assign(a) = &self.p.subscription {
+                    if !a.get(t.name()).is_some_and(|ps| ps.contains(&p.id())) {
+                        continue;
+                    }
+                }
+                out.push((t.name().to_string(), p.id()));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn watermarks(&self, topic: &str, p: i32) -> Result<(i64, i64)> {
+        self.consumer
+            .fetch_watermarks(topic, p, TIMEOUT)
+            .map_err(|e| self.err(&format!("cannot read the offsets of {topic}-{p}"), e))
+    }
+
+    /// The latest offsets now: (low, high) per partition.
+    fn ranges(&self) -> Result<BTreeMap<(String, i32), (i64, i64)>> {
+        let mut out = BTreeMap::new();
+        for (t, p) in self.partitions()? {
+            let w = self.watermarks(&t, p)?;
+            out.insert((t, p), w);
+        }
+        Ok(out)
+    }
+}
+
+fn get(o: &PartitionOffsets, t: &str, p: i32) -> Option<i64> {
+    o.get(t).and_then(|m| m.get(&p)).copied()
+}
+
+impl Source for KafkaSource {
+    fn default_read_limit(&self) -> ReadLimit {
+        match self.p.max_offsets {
+            Some(n) => ReadLimit::MaxRows(n),
+            None => ReadLimit::AllAvailable,
+        }
+    }
+
+    fn prepare_for_trigger_available_now(&mut self) -> Result<()> {
+        let mut snap = PartitionOffsets::new();
+        for ((t, p), (_, high)) in self.ranges()? {
+            snap.entry(t).or_default().insert(p, high);
+        }
+        self.available_now = Some(snap);
+        Ok(())
+    }
+
+    fn latest_offset(
+        &mut self,
+        start: Option<&Offset>,
+        limit: ReadLimit,
+    ) -> Result<Option<Offset>> {
+        let ranges = self.ranges()?;
+        let start_map = start.map(parse_offsets).transpose()?;
+        // Where each partition starts: the logged offset, else the starting offsets (new query),
+        // else earliest (a partition added later).
+        let mut from = PartitionOffsets::new();
+        for ((t, p), (low, high)) in &ranges {
+            let s = match &start_map {
+                Some(m) => get(m, t, *p).unwrap_or(*low),
+                None => match &self.p.starting {
+                    Starting::Earliest => *low,
+                    Starting::Latest => *high,
+                    Starting::Specific(m) => match get(m, t, *p) {
+                        Some(-2) | None => *low,
+                        Some(-1) => *high,
+                        Some(o) => o,
+                    },
+                },
+            };
+            from.entry(t.clone()).or_default().insert(*p, s);
+        }
+        // A logged offset past the end of its partition: the topic was deleted and recreated or
+        // truncated. Spark treats it as data loss.
+        for ((t, p), (low, high)) in &ranges {
+            let f = get(&from, t, *p).unwrap_or(*low);
+            if f > *high {
+                let msg = format!(
+                    "Partition {t}-{p}'s offset was changed from {f} to {high}, some data may have been \
+                     missed: the topic was probably deleted and recreated. If you want your streaming \
+                     query to continue, set the source option failOnDataLoss to false."
+                );
+                if self.p.fail_on_data_loss {
+                    return Err(SluiceError::input("KAFKA_DATA_LOSS", msg));
+                }
+                log::warn!("{msg} Restarting {t}-{p} from offset {low} (failOnDataLoss=false).");
+                from.entry(t.clone()).or_default().insert(*p, *low);
+            }
+        }
+        // Up to: the latest (or the available-now snapshot).
+        let mut until = PartitionOffsets::new();
+        for ((t, p), (_, high)) in &ranges {
+            let cap = self
+                .available_now
+                .as_ref()
+                .and_then(|s| get(s, t, *p))
+                .unwrap_or(*high);
+            let f = get(&from, t, *p).unwrap_or(0);
+            until
+                .entry(t.clone())
+                .or_default()
+                .insert(*p, cap.min(*high).max(f));
+        }
+        self.latest = until.clone();
+        let available: u64 = ranges
+            .keys()
+            .map(|(t, p)| {
+                (get(&until, t, *p).unwrap_or(0) - get(&from, t, *p).unwrap_or(0)).max(0) as u64
+            })
+            .sum();
+        // minOffsetsPerTrigger: wait for enough records, up to maxTriggerDelay.
+        if let Some(min) = self.p.min_offsets {
+            if available < min
+                && self.last_batch.elapsed() < self.p.max_trigger_delay
+                && start.is_some()
+            {
+                return Ok(start.cloned());
+            }
+        }
+        let end = match limit {
+            ReadLimit::MaxRows(max) if available > max => {
+                // Split the limit across partitions in proportion to what each has.
+                let mut end = PartitionOffsets::new();
+                let mut given = 0u64;
+                let parts: Vec<(String, i32, i64, u64)> = ranges
+                    .keys()
+                    .map(|(t, p)| {
+                        let f = get(&from, t, *p).unwrap_or(0);
+                        (
+                            t.clone(),
+                            *p,
+                            f,
+                            (get(&until, t, *p).unwrap_or(0) - f).max(0) as u64,
+                        )
+                    })
+                    .collect();
+                for (t, p, f, n) in &parts {
+                    let share = ((*n as u128 * max as u128) / available as u128) as u64;
+                    given += share;
+                    end.entry(t.clone())
+                        .or_default()
+                        .insert(*p, f + share as i64);
+                }
+                // Hand the rounding remainder out one record at a time.
+                let mut left = max - given;
+                for (t, p, f, n) in &parts {
+                    if left == 0 {
+                        break;
+                    }
+                    let e = end.entry(t.clone()).or_default().entry(*p).or_insert(*f);
+                    if ((*e - f) as u64) < *n {
+                        *e += 1;
+                        left -= 1;
+                    }
+                }
+                end
+            }
+            _ => until,
+        };
+        let end_json = offsets_json(&end);
+        if start == Some(&end_json) {
+            return Ok(start.cloned());
+        }
+        if start.is_none() && available == 0 {
+            // Nothing yet: log the starting position with the first batch that has data.
+            return Ok(None);
+        }
+        self.last_batch = Instant::now();
+        Ok(Some(end_json))
+    }
+
+    fn get_batch(&mut self, start: Option<&Offset>, end: &Offset) -> Result<SourceBatch> {
+        let start = start.map(parse_offsets).transpose()?.unwrap_or_default();
+        let end = parse_offsets(end)?;
+        let schema = kafka_schema();
+        let (mut key, mut value, mut topic, mut part, mut off, mut ts, mut tst) = (
+            BinaryBuilder::new(),
+            BinaryBuilder::new(),
+            StringBuilder::new(),
+            Int32Builder::new(),
+            Int64Builder::new(),
+            TimestampMicrosecondBuilder::new(),
+            Int32Builder::new(),
+        );
+        let mut lost: u64 = 0;
+        for (t, parts) in &end {
+            for (p, e) in parts {
+                let (low, _) = self.watermarks(t, *p)?;
+                let mut s = get(&start, t, *p).unwrap_or(low);
+                if *e < s {
+                    // The partition was reset (recreated topic, failOnDataLoss=false): from its start.
+                    s = low;
+                }
+                if *e <= s {
+                    continue;
+                }
+                if s < low {
+                    let msg = format!(
+                        "Some data may have been lost because they are not available in Kafka any more; \
+                         either the data was aged out by Kafka or the topic may have been deleted before \
+                         all the data in the topic was processed: topic {t}, partition {p}, offsets {s} to {} \
+                         are gone. If you want your streaming query to continue, set the source option \
+                         failOnDataLoss to false.",
+                        low.min(*e) - 1
+                    );
+                    if self.p.fail_on_data_loss {
+                        return Err(SluiceError::input("KAFKA_DATA_LOSS", msg));
+                    }
+                    log::warn!("{msg} Skipping them (failOnDataLoss=false).");
+                    lost += (low.min(*e) - s) as u64;
+                    s = low;
+                    if *e <= s {
+                        continue;
+                    }
+                }
+                let mut tpl = TopicPartitionList::new();
+                tpl.add_partition_offset(t, *p, KOffset::Offset(s))
+                    .map_err(|e| self.err("cannot assign", e))?;
+                self.consumer
+                    .assign(&tpl)
+                    .map_err(|e| self.err("cannot assign", e))?;
+                let deadline = Instant::now() + TIMEOUT;
+                let mut next = s;
+                while next < *e {
+                    if Instant::now() > deadline {
+                        return Err(SluiceError::connector(
+                            "KAFKA_TIMEOUT",
+                            format!("timed out reading {t}-{p} offsets {next}..{e} (kafkaConsumer.pollTimeoutMs)"),
+                        ));
+                    }
+                    let Some(msg) = self.consumer.poll(Duration::from_millis(200)) else {
+                        continue;
+                    };
+                    let msg = msg.map_err(|e| self.err(&format!("cannot read {t}-{p}"), e))?;
+                    if msg.offset() < next {
+                        continue;
+                    }
+                    if msg.offset() >= *e {
+                        break;
+                    }
+                    if msg.offset() > next && self.p.fail_on_data_loss {
+                        // Transaction markers and compaction leave gaps; they are not data loss.
+                    }
+                    key.append_option(msg.key());
+                    value.append_option(msg.payload());
+                    topic.append_value(msg.topic());
+                    part.append_value(msg.partition());
+                    off.append_value(msg.offset());
+                    let (kind, ms) = match msg.timestamp() {
+                        rdkafka::Timestamp::NotAvailable => (-1, None),
+                        rdkafka::Timestamp::CreateTime(ms) => (0, Some(ms)),
+                        rdkafka::Timestamp::LogAppendTime(ms) => (1, Some(ms)),
+                    };
+                    ts.append_option(ms.map(|m| m * 1000));
+                    tst.append_value(kind);
+                    next = msg.offset() + 1;
+                }
+            }
+        }
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(key.finish()),
+                Arc::new(value.finish()),
+                Arc::new(topic.finish()),
+                Arc::new(part.finish()),
+                Arc::new(off.finish()),
+                Arc::new(ts.finish()),
+                Arc::new(tst.finish()),
+            ],
+        )?;
+        let mut metrics = BTreeMap::new();
+        let behind: Vec<i64> = self
+            .latest
+            .iter()
+            .flat_map(|(t, ps)| ps.iter().map(move |(p, l)| (t, p, l)))
+            .map(|(t, p, l)| l - get(&end, t, *p).unwrap_or(*l))
+            .collect();
+        if !behind.is_empty() {
+            metrics.insert(
+                "avgOffsetsBehindLatest".into(),
+                format!(
+                    "{:.1}",
+                    behind.iter().sum::<i64>() as f64 / behind.len() as f64
+                ),
+            );
+            metrics.insert(
+                "maxOffsetsBehindLatest".into(),
+                behind.iter().max().copied().unwrap_or(0).to_string(),
+            );
+            metrics.insert(
+                "minOffsetsBehindLatest".into(),
+                behind.iter().min().copied().unwrap_or(0).to_string(),
+            );
+        }
+        if lost > 0 {
+            metrics.insert("numRecordsLost".into(), lost.to_string());
+        }
+        Ok(SourceBatch {
+            batches: vec![batch],
+            metrics,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_round_trip_as_sparks_json() {
+        let v: Offset = serde_json::from_str(r#"{"users_input":{"0":30,"1":2}}"#).unwrap();
+        let m = parse_offsets(&v).unwrap();
+        assert_eq!(m["users_input"][&0], 30);
+        assert_eq!(offsets_json(&m), v);
+    }
+
+    #[test]
+    fn subscribe_pattern_matches_like_a_regex() {
+        assert!(pattern_matches("events-.*", "events-eu"));
+        assert!(!pattern_matches("events-.*", "orders"));
+        assert!(pattern_matches("^t.$", "t1"));
+    }
+
+    #[test]
+    fn options_are_checked() {
+        let o = |kv: &[(&str, &str)]| {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<HashMap<_, _>>()
+        };
+        assert!(KafkaSourceProvider::try_new(&o(&[("kafka.bootstrap.servers", "x")])).is_err());
+        assert!(KafkaSourceProvider::try_new(&o(&[
+            ("subscribe", "t"),
+            ("assign", "{}"),
+            ("kafka.bootstrap.servers", "x")
+        ]))
+        .is_err());
+        let err = KafkaSourceProvider::try_new(&o(&[
+            ("subscribe", "t"),
+            ("kafka.bootstrap.servers", "x"),
+            ("kafka.group.id", "g"),
+        ]))
+        .unwrap_err();
+        assert!(err.message().contains("group.id"));
+        assert!(KafkaSourceProvider::try_new(&o(&[
+            ("subscribe", "t"),
+            ("kafka.bootstrap.servers", "x")
+        ]))
+        .is_ok());
+    }
+}

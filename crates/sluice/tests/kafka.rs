@@ -1,0 +1,351 @@
+//! Kafka source and sink against a real broker (`scripts/kafka-broker start`; the address is
+//! `$SLUICE_KAFKA_BOOTSTRAP`, default 127.0.0.1:9092). Every test name contains `kafka`; without
+//! a broker they fail and say how to start one.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arrow::array::{Array, Int32Array, Int64Array, StringArray};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use sluice::{OutputMode, Session, Trigger};
+
+#[path = "../examples/kafka_enrich.rs"]
+mod kafka_enrich;
+
+fn bootstrap() -> String {
+    let b = std::env::var("SLUICE_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into());
+    let addr = b.split(',').next().unwrap_or("127.0.0.1:9092").to_string();
+    if std::net::TcpStream::connect_timeout(
+        &addr.parse().expect("a host:port address"),
+        Duration::from_secs(2),
+    )
+    .is_err()
+    {
+        panic!("no Kafka broker answers at {b}: run `scripts/kafka-broker start` first (the README's test command does)");
+    }
+    b
+}
+
+fn topic(name: &str, partitions: i32) -> String {
+    let t = format!("{name}-{}", &uuid::Uuid::new_v4().to_string()[..8]);
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let res = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(&t, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        ))
+        .unwrap();
+    for r in res {
+        r.unwrap();
+    }
+    t
+}
+
+fn produce(topic: &str, records: &[(Option<String>, String, i32)]) {
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    for (k, v, part) in records {
+        let mut r: BaseRecord<'_, String, String> =
+            BaseRecord::to(topic).payload(v).partition(*part);
+        if let Some(k) = k {
+            r = r.key(k);
+        }
+        p.send(r).map_err(|(e, _)| e).unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// All values of a topic as a `read_committed` consumer sees them.
+fn read_committed(topic: &str, partitions: i32) -> Vec<String> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", format!("reader-{}", uuid::Uuid::new_v4()))
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let mut idle = 0;
+    while idle < 15 {
+        match c.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                idle = 0;
+                out.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+            }
+            Some(Err(e)) => panic!("{e}"),
+            None => idle += 1,
+        }
+    }
+    out
+}
+
+fn records(n: usize, partitions: i32) -> Vec<(Option<String>, String, i32)> {
+    (0..n)
+        .map(|i| {
+            let amount = (i * 37 % 250) as f64;
+            let action = if i % 4 == 0 { "view" } else { "buy" };
+            (
+                Some(format!("k{i}")),
+                format!("{{\"user\": \"u{}\", \"action\": \"{action}\", \"amount\": {amount}, \"id\": {i}}}", i % 7),
+                (i as i32) % partitions,
+            )
+        })
+        .collect()
+}
+
+fn session() -> Session {
+    Session::builder().shuffle_partitions(2).build().unwrap()
+}
+
+#[test]
+fn kafka_to_file_with_a_crash_between_sink_and_commit_keeps_each_record_once() {
+    let t = topic("events", 3);
+    produce(&t, &records(100, 3));
+    let dir = tempfile::tempdir().unwrap();
+    let (out, ckpt) = (dir.path().join("out"), dir.path().join("ckpt"));
+    let run = |crash: bool| {
+        let s = session();
+        if crash {
+            s.set_conf("sluice.testing.crashPoint", "afterSink:1");
+        }
+        let q = s
+            .read_stream()
+            .format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap())
+            .option("subscribe", &t)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "30")
+            .load_source()
+            .unwrap()
+            .select_sql(["CAST(value AS STRING) AS value", "partition", "offset"])
+            .unwrap()
+            .write_stream()
+            .format("parquet")
+            .option("path", out.display())
+            .option("checkpointLocation", ckpt.display())
+            .trigger(Trigger::AvailableNow)
+            .start()
+            .unwrap();
+        (q.await_termination(), q.recent_progress())
+    };
+    let (first, _) = run(true);
+    assert_eq!(first.unwrap_err().class(), "SLUICE_INJECTED_CRASH");
+    let (second, progress) = run(false);
+    second.unwrap();
+    assert_eq!(
+        progress[0].batch_id, 1,
+        "the uncommitted batch is replayed under its id"
+    );
+    assert!(
+        progress.iter().all(|p| p.num_input_rows <= 30),
+        "maxOffsetsPerTrigger holds"
+    );
+    let offsets = std::fs::read_to_string(ckpt.join("offsets/1")).unwrap();
+    assert!(
+        offsets
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with(&format!("{{\"{t}\":{{")),
+        "{offsets}"
+    );
+
+    let batches = sluice::sink::file::read_sink_output(&out, "parquet", None).unwrap();
+    let mut seen: BTreeMap<(i32, i64), usize> = BTreeMap::new();
+    for b in &batches {
+        let p = b
+            .column_by_name("partition")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .unwrap()
+            .clone();
+        let o = b
+            .column_by_name("offset")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .clone();
+        for i in 0..b.num_rows() {
+            *seen.entry((p.value(i), o.value(i))).or_default() += 1;
+        }
+    }
+    assert_eq!(seen.len(), 100, "every record");
+    assert!(seen.values().all(|n| *n == 1), "exactly once");
+}
+
+#[test]
+fn kafka_to_kafka_exactly_once_hides_the_crashed_attempt_from_read_committed_consumers() {
+    let (src, dst) = (topic("in", 2), topic("out", 2));
+    produce(&src, &records(60, 2));
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let run = |crash: bool| {
+        let s = session();
+        if crash {
+            s.set_conf("sluice.testing.crashPoint", "afterSink:1");
+        }
+        let q = s
+            .read_stream()
+            .format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap())
+            .option("subscribe", &src)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "20")
+            .load_source()
+            .unwrap()
+            .select_sql(["key", "value"])
+            .unwrap()
+            .write_stream()
+            .format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap())
+            .option("topic", &dst)
+            .option("exactlyOnce", "true")
+            .option("checkpointLocation", ckpt.display())
+            .trigger(Trigger::AvailableNow)
+            .start()
+            .unwrap();
+        q.await_termination()
+    };
+    assert!(run(true).is_err());
+    run(false).unwrap();
+    let values = read_committed(&dst, 2);
+    assert_eq!(
+        values.len(),
+        60,
+        "each record once for read_committed consumers"
+    );
+    let mut ids: Vec<String> = values.clone();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 60);
+}
+
+#[test]
+fn kafka_data_loss_fails_or_skips_by_fail_on_data_loss() {
+    let t = topic("loss", 1);
+    produce(&t, &records(10, 1));
+    for fail in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        // A checkpoint that read up to offset 50 of a partition that now ends at 10: the topic
+        // was recreated, the records in between are gone.
+        let seen: Arc<Mutex<usize>> = Arc::default();
+        let run = |starting: &str| {
+            let sink = seen.clone();
+            let q = session()
+                .read_stream()
+                .format("kafka")
+                .option("kafka.bootstrap.servers", bootstrap())
+                .option("subscribe", &t)
+                .option("startingOffsets", starting)
+                .option("failOnDataLoss", fail.to_string())
+                .load_source()
+                .unwrap()
+                .write_stream()
+                .option("checkpointLocation", dir.path().display())
+                .trigger(Trigger::AvailableNow)
+                .foreach_batch(move |d, _| {
+                    *sink.lock().unwrap() += d.num_rows();
+                    Ok(())
+                })
+                .start()
+                .unwrap();
+            q.await_termination()
+        };
+        // Log offsets 50 as the end of batch 0 by hand, as a previous run on the old topic would.
+        let off = format!("v1\n{{\"batchWatermarkMs\":0,\"batchTimestampMs\":0,\"conf\":{{}}}}\n{{\"{t}\":{{\"0\":50}}}}");
+        std::fs::create_dir_all(dir.path().join("offsets")).unwrap();
+        std::fs::create_dir_all(dir.path().join("commits")).unwrap();
+        std::fs::write(dir.path().join("offsets/0"), off).unwrap();
+        std::fs::write(
+            dir.path().join("commits/0"),
+            "v1\n{\"nextBatchWatermarkMs\":0}",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("metadata"),
+            "{\"id\":\"5f1c2a8e-0000-4000-8000-000000000000\"}",
+        )
+        .unwrap();
+        let result = run("earliest");
+        if fail {
+            let err = result.unwrap_err();
+            assert_eq!(err.class(), "KAFKA_DATA_LOSS");
+            assert!(
+                err.message().contains(&t) && err.message().contains("failOnDataLoss"),
+                "{err}"
+            );
+        } else {
+            result.unwrap();
+            assert_eq!(
+                *seen.lock().unwrap(),
+                10,
+                "restarted from the partition's start, with a warning"
+            );
+        }
+    }
+}
+
+#[test]
+fn kafka_seed_example_parses_json_values_and_writes_enriched_records() {
+    let (src, dst) = (topic("events", 2), topic("events-enriched", 1));
+    produce(&src, &records(40, 2));
+    let dir = tempfile::tempdir().unwrap();
+    let n = kafka_enrich::enrich(&bootstrap(), &src, &dst, &dir.path().join("ckpt")).unwrap();
+    assert_eq!(n, 30, "the 30 'buy' events");
+    let values = read_committed(&dst, 1);
+    assert_eq!(values.len(), 30);
+    let v: serde_json::Value = serde_json::from_str(&values[0]).unwrap();
+    assert!(v.get("user").is_some() && v.get("big").is_some(), "{v}");
+    // The schema a Spark user expects from the Kafka source.
+    let s = session();
+    let f = s
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribe", &src)
+        .load_source()
+        .unwrap();
+    let names: Vec<String> = f
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "key",
+            "value",
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            "timestampType"
+        ]
+    );
+    let _ = StringArray::from(vec!["unused"]).len();
+    let _ = OutputMode::Append;
+}
