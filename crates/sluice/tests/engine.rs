@@ -1622,6 +1622,84 @@ mod join_state {
     }
 
     #[test]
+    fn equal_windows_as_join_keys_bound_the_state_and_a_count_can_follow_the_join() {
+        let d = dirs();
+        let (imp, clk) = (d.input.join("imp"), d.input.join("clk"));
+        let s = session();
+        for (name, dir, schema, col) in [
+            ("i", &imp, "ad STRING, it TIMESTAMP", "it"),
+            ("c", &clk, "ad STRING, ct TIMESTAMP", "ct"),
+        ] {
+            std::fs::create_dir_all(dir).unwrap();
+            s.read_stream()
+                .format("json")
+                .schema(schema)
+                .unwrap()
+                .load(dir.display().to_string())
+                .unwrap()
+                .with_watermark(col, "5 minutes")
+                .unwrap()
+                .create_or_replace_temp_view(name)
+                .unwrap();
+        }
+        // A left outer join needs a bound: equal 10-minute windows give one.
+        let q = s
+            .sql("SELECT i.ad, i.it FROM i LEFT JOIN c ON i.ad = c.ad AND window(i.it, '10 minutes') = window(c.ct, '10 minutes')")
+            .unwrap()
+            .write_stream()
+            .format("noop")
+            .option("checkpointLocation", d.checkpoint.display())
+            .start()
+            .unwrap();
+        for k in 0..5i64 {
+            let t = |m: i64| format!("2026-11-03T{:02}:{:02}:00Z", 12 + m / 60, m % 60);
+            add_file(
+                &imp,
+                &format!("{k}.json"),
+                &format!("{{\"ad\": \"a{k}\", \"it\": \"{}\"}}\n", t(k * 20 + 1)),
+                2 * k as u64,
+            );
+            add_file(
+                &clk,
+                &format!("{k}.json"),
+                &format!("{{\"ad\": \"a{k}\", \"ct\": \"{}\"}}\n", t(k * 20 + 3)),
+                2 * k as u64 + 1,
+            );
+            q.process_all_available().unwrap();
+        }
+        q.stop();
+        let totals: Vec<i64> = q
+            .recent_progress()
+            .iter()
+            .map(|p| p.state_operators[0].num_rows_total)
+            .collect();
+        assert!(
+            totals.windows(2).any(|w| w[1] < w[0]) && *totals.last().unwrap() <= 4,
+            "{totals:?}"
+        );
+
+        // An aggregation after a join, in append mode: chained stateful operators.
+        let d2 = dirs();
+        let q = s
+            .sql("SELECT window.start AS ws, count(*) AS n FROM (SELECT i.it AS it FROM i JOIN c ON i.ad = c.ad AND c.ct >= i.it AND c.ct <= i.it + INTERVAL 10 MINUTES) GROUP BY window(it, '1 hour')")
+            .unwrap()
+            .write_stream()
+            .format("noop")
+            .option("checkpointLocation", d2.checkpoint.display())
+            .trigger(Trigger::AvailableNow)
+            .start()
+            .unwrap();
+        q.await_termination().unwrap();
+        let last = q.last_progress().unwrap();
+        let names: Vec<&str> = last
+            .state_operators
+            .iter()
+            .map(|o| o.operator_name.as_str())
+            .collect();
+        assert_eq!(names, vec!["symmetricHashJoin", "stateStoreSave"]);
+    }
+
+    #[test]
     fn an_inner_join_without_watermarks_keeps_every_row_and_outer_joins_are_refused() {
         let totals = join_state("INNER", false);
         assert_eq!(

@@ -349,3 +349,111 @@ fn kafka_seed_example_parses_json_values_and_writes_enriched_records() {
     let _ = StringArray::from(vec!["unused"]).len();
     let _ = OutputMode::Append;
 }
+
+#[test]
+fn kafka_headers_are_read_with_include_headers_and_written_by_the_sink() {
+    use rdkafka::message::{Header, Headers, OwnedHeaders};
+    let (src, dst) = (topic("hdr-in", 1), topic("hdr-out", 1));
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    for i in 0..3 {
+        let v = format!("v{i}");
+        let h = OwnedHeaders::new().insert(Header {
+            key: "trace",
+            value: Some(format!("t{i}").as_bytes()),
+        });
+        p.send(
+            BaseRecord::<'_, String, String>::to(&src)
+                .payload(&v)
+                .headers(h),
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let q = session()
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribe", &src)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .load_source()
+        .unwrap()
+        .select_sql(["value", "headers"])
+        .unwrap()
+        .write_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("topic", &dst)
+        .option("checkpointLocation", dir.path().display())
+        .trigger(Trigger::AvailableNow)
+        .start()
+        .unwrap();
+    q.await_termination().unwrap();
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", format!("reader-{}", uuid::Uuid::new_v4()))
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(&dst, 0, rdkafka::Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let mut traces = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while traces.len() < 3 && std::time::Instant::now() < deadline {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            let h = m.headers().expect("headers were written");
+            let first = h.iter().next().unwrap();
+            traces.push((
+                first.key.to_string(),
+                String::from_utf8_lossy(first.value.unwrap()).into_owned(),
+            ));
+        }
+    }
+    traces.sort();
+    assert_eq!(
+        traces,
+        vec![
+            ("trace".into(), "t0".into()),
+            ("trace".into(), "t1".into()),
+            ("trace".into(), "t2".into())
+        ]
+    );
+}
+
+#[test]
+fn kafka_subscribe_pattern_reads_every_matching_topic() {
+    let tag = &uuid::Uuid::new_v4().to_string()[..8];
+    let a = topic(&format!("pat{tag}-a"), 1);
+    let b = topic(&format!("pat{tag}-b"), 2);
+    let other = topic(&format!("other{tag}"), 1);
+    produce(&a, &records(5, 1));
+    produce(&b, &records(7, 2));
+    produce(&other, &records(3, 1));
+    let dir = tempfile::tempdir().unwrap();
+    let q = session()
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribePattern", format!("pat{tag}-.*"))
+        .option("startingOffsets", "earliest")
+        .load_source()
+        .unwrap()
+        .write_stream()
+        .format("noop")
+        .option("checkpointLocation", dir.path().display())
+        .trigger(Trigger::AvailableNow)
+        .start()
+        .unwrap();
+    q.await_termination().unwrap();
+    let rows: i64 = q.recent_progress().iter().map(|p| p.num_input_rows).sum();
+    assert_eq!(
+        rows, 12,
+        "5 + 7 records of the matching topics, none of {other}"
+    );
+}

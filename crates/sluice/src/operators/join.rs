@@ -102,6 +102,27 @@ fn event_time_column(schema: &DFSchema) -> Option<usize> {
         .position(|f| f.metadata().contains_key(WATERMARK_DELAY_KEY))
 }
 
+/// `window(time, size)` (tumbling) -> (time expr, size µs).
+fn window_of(e: &Expr) -> Option<(Expr, i64)> {
+    match super::window::WindowSpec::of(e).ok()?? {
+        super::window::WindowSpec::Time {
+            time, size, slide, ..
+        } if size == slide => Some((time, size)),
+        _ => None,
+    }
+}
+
+fn interval(us: i64) -> Expr {
+    Expr::Literal(
+        ScalarValue::IntervalMonthDayNano(Some(arrow::datatypes::IntervalMonthDayNano::new(
+            0,
+            0,
+            us * 1000,
+        ))),
+        None,
+    )
+}
+
 /// `col`, `col + interval`, `col - interval` -> (column expr, µs offset).
 fn column_plus(e: &Expr) -> Option<(&datafusion::common::Column, i64)> {
     match e {
@@ -176,6 +197,31 @@ fn constraints(e: &Expr, left: &DFSchema, right: &DFSchema, out: &mut Vec<Constr
                 right,
                 out,
             );
+        }
+        // Equal windows over the two event times: both times fall in one window, so they are
+        // less than its size apart (Spark's key-based state eviction for window join keys).
+        Expr::BinaryExpr(BinaryExpr {
+            left: a,
+            op: Operator::Eq,
+            right: b,
+        }) if window_of(a).is_some() && window_of(b).is_some() => {
+            if let (Some((ta, sa)), Some((tb, sb))) = (window_of(a), window_of(b)) {
+                if sa == sb {
+                    let size = sa;
+                    let lt = Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(ta.clone()),
+                        Operator::Lt,
+                        Box::new(tb.clone() + interval(size)),
+                    ));
+                    let gt = Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(ta),
+                        Operator::Gt,
+                        Box::new(tb - interval(size)),
+                    ));
+                    constraints(&lt, left, right, out);
+                    constraints(&gt, left, right, out);
+                }
+            }
         }
         Expr::BinaryExpr(BinaryExpr {
             left: a,

@@ -161,6 +161,41 @@ fn bytes_at(a: &ArrayRef, i: usize) -> Option<Vec<u8>> {
         .map(|b| b.value(i).to_vec())
 }
 
+/// The `headers` cell (`array<struct<key: string, value: binary>>`) as Kafka headers.
+fn headers_at(a: &ArrayRef, i: usize) -> Result<Option<rdkafka::message::OwnedHeaders>> {
+    let Some(list) = a.as_any().downcast_ref::<arrow::array::ListArray>() else {
+        return Err(SluiceError::query(
+            "KAFKA_INVALID_COLUMN",
+            "headers must be array<struct<key: string, value: binary>>",
+        ));
+    };
+    if list.is_null(i) {
+        return Ok(None);
+    }
+    let entries = list.value(i);
+    let s = entries
+        .as_any()
+        .downcast_ref::<arrow::array::StructArray>()
+        .ok_or_else(|| {
+            SluiceError::query(
+                "KAFKA_INVALID_COLUMN",
+                "headers must be array<struct<key, value>>",
+            )
+        })?;
+    let mut out = rdkafka::message::OwnedHeaders::new();
+    for j in 0..s.len() {
+        let key = bytes_at(s.column(0), j)
+            .map(|k| String::from_utf8_lossy(&k).into_owned())
+            .unwrap_or_default();
+        let value = bytes_at(s.column(1), j);
+        out = out.insert(rdkafka::message::Header {
+            key: &key,
+            value: value.as_deref(),
+        });
+    }
+    Ok(Some(out))
+}
+
 fn check_type(name: &str, a: &ArrayRef) -> Result<()> {
     match a.data_type() {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Binary | DataType::LargeBinary => Ok(()),
@@ -203,6 +238,7 @@ impl Sink for KafkaSink {
         let key_idx = schema.index_of("key").ok();
         let topic_idx = schema.index_of("topic").ok();
         let part_idx = schema.index_of("partition").ok();
+        let headers_idx = schema.index_of("headers").ok();
         if self.topic.is_none() && topic_idx.is_none() {
             return Err(SluiceError::query(
                 "KAFKA_INVALID_COLUMN",
@@ -258,6 +294,11 @@ impl Sink for KafkaSink {
                 }
                 if let Some(p) = parts.as_ref().filter(|p| p.is_valid(i)) {
                     rec = rec.partition(p.value(i));
+                }
+                if let Some(h) = headers_idx {
+                    if let Some(hs) = headers_at(b.column(h), i)? {
+                        rec = rec.headers(hs);
+                    }
                 }
                 let mut rec = rec;
                 loop {

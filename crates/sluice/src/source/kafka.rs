@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{
-    BinaryBuilder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
-    TimestampMicrosecondBuilder,
+    BinaryBuilder, Int32Builder, Int64Builder, ListBuilder, RecordBatch, StringBuilder,
+    StructBuilder, TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use rdkafka::config::ClientConfig;
@@ -30,6 +30,35 @@ use super::{Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvide
 use crate::error::{Result, SluiceError};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `headers` column type: `array<struct<key: string, value: binary>>` (Spark's).
+pub fn headers_type() -> DataType {
+    DataType::List(Arc::new(Field::new(
+        "element",
+        DataType::Struct(header_fields()),
+        true,
+    )))
+}
+
+fn header_fields() -> arrow::datatypes::Fields {
+    arrow::datatypes::Fields::from(vec![
+        Field::new("key", DataType::Utf8, true),
+        Field::new("value", DataType::Binary, true),
+    ])
+}
+
+/// The schema of Kafka records (Spark's), with `headers` when `include_headers`.
+pub fn kafka_schema_with(include_headers: bool) -> SchemaRef {
+    let mut fields: Vec<Field> = kafka_schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    if include_headers {
+        fields.push(Field::new("headers", headers_type(), true));
+    }
+    Arc::new(Schema::new(fields))
+}
 
 /// The schema of Kafka records (Spark's).
 pub fn kafka_schema() -> SchemaRef {
@@ -72,6 +101,7 @@ pub struct KafkaSourceProvider {
     min_offsets: Option<u64>,
     max_trigger_delay: Duration,
     fail_on_data_loss: bool,
+    include_headers: bool,
 }
 
 fn opt<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
@@ -212,11 +242,12 @@ impl KafkaSourceProvider {
             })?,
             None => true,
         };
-        if opt(options, "includeHeaders").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
-            return Err(SluiceError::not_supported_yet(
-                "the Kafka source's includeHeaders option",
-            ));
-        }
+        let include_headers = match opt(options, "includeHeaders") {
+            Some(v) => v.trim().parse::<bool>().map_err(|_| {
+                bad_option(format!("includeHeaders must be true or false, got {v:?}"))
+            })?,
+            None => false,
+        };
         Ok(Self {
             subscription,
             client,
@@ -225,6 +256,7 @@ impl KafkaSourceProvider {
             min_offsets: num("minOffsetsPerTrigger")?,
             max_trigger_delay,
             fail_on_data_loss,
+            include_headers,
         })
     }
 
@@ -292,7 +324,7 @@ fn pattern_matches(pattern: &str, text: &str) -> bool {
 
 impl SourceProvider for KafkaSourceProvider {
     fn schema(&self) -> SchemaRef {
-        kafka_schema()
+        kafka_schema_with(self.include_headers)
     }
     fn description(&self) -> String {
         match &self.subscription {
@@ -531,7 +563,11 @@ impl Source for KafkaSource {
     fn get_batch(&mut self, start: Option<&Offset>, end: &Offset) -> Result<SourceBatch> {
         let start = start.map(parse_offsets).transpose()?.unwrap_or_default();
         let end = parse_offsets(end)?;
-        let schema = kafka_schema();
+        let schema = kafka_schema_with(self.p.include_headers);
+        let mut headers =
+            ListBuilder::new(StructBuilder::from_fields(header_fields(), 0)).with_field(Arc::new(
+                Field::new("element", DataType::Struct(header_fields()), true),
+            ));
         let (mut key, mut value, mut topic, mut part, mut off, mut ts, mut tst) = (
             BinaryBuilder::new(),
             BinaryBuilder::new(),
@@ -612,22 +648,41 @@ impl Source for KafkaSource {
                     };
                     ts.append_option(ms.map(|m| m * 1000));
                     tst.append_value(kind);
+                    if self.p.include_headers {
+                        use rdkafka::message::Headers;
+                        let entries = headers.values();
+                        if let Some(hs) = msg.headers() {
+                            for h in hs.iter() {
+                                entries
+                                    .field_builder::<StringBuilder>(0)
+                                    .ok_or_else(|| SluiceError::internal("header key builder"))?
+                                    .append_value(h.key);
+                                entries
+                                    .field_builder::<BinaryBuilder>(1)
+                                    .ok_or_else(|| SluiceError::internal("header value builder"))?
+                                    .append_option(h.value);
+                                entries.append(true);
+                            }
+                        }
+                        headers.append(true);
+                    }
                     next = msg.offset() + 1;
                 }
             }
         }
-        let batch = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(key.finish()),
-                Arc::new(value.finish()),
-                Arc::new(topic.finish()),
-                Arc::new(part.finish()),
-                Arc::new(off.finish()),
-                Arc::new(ts.finish()),
-                Arc::new(tst.finish()),
-            ],
-        )?;
+        let mut columns: Vec<arrow::array::ArrayRef> = vec![
+            Arc::new(key.finish()),
+            Arc::new(value.finish()),
+            Arc::new(topic.finish()),
+            Arc::new(part.finish()),
+            Arc::new(off.finish()),
+            Arc::new(ts.finish()),
+            Arc::new(tst.finish()),
+        ];
+        if self.p.include_headers {
+            columns.push(Arc::new(headers.finish()));
+        }
+        let batch = RecordBatch::try_new(schema, columns)?;
         let mut metrics = BTreeMap::new();
         let behind: Vec<i64> = self
             .latest
