@@ -457,3 +457,103 @@ fn kafka_subscribe_pattern_reads_every_matching_topic() {
         "5 + 7 records of the matching topics, none of {other}"
     );
 }
+
+#[test]
+fn kafka_min_offsets_per_trigger_waits_up_to_max_trigger_delay() {
+    let t = topic("minoff", 1);
+    produce(&t, &records(5, 1));
+    let dir = tempfile::tempdir().unwrap();
+    let q = session()
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribe", &t)
+        .option("startingOffsets", "earliest")
+        .option("minOffsetsPerTrigger", "10")
+        .option("maxTriggerDelay", "3 seconds")
+        .load_source()
+        .unwrap()
+        .write_stream()
+        .format("noop")
+        .option("checkpointLocation", dir.path().display())
+        .trigger(Trigger::ProcessingTime(Duration::from_millis(100)))
+        .start()
+        .unwrap();
+    let batches = |q: &sluice::StreamingQuery| q.recent_progress().len();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while batches(&q) < 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(batches(&q), 1, "the first batch runs at once");
+    produce(&t, &records(3, 1));
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(batches(&q), 1, "3 < minOffsetsPerTrigger: wait");
+    while batches(&q) < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    q.stop();
+    let p = q.recent_progress();
+    assert_eq!(p.len(), 2, "after maxTriggerDelay the 3 records run anyway");
+    assert_eq!(p[1].num_input_rows, 3);
+}
+
+#[test]
+fn kafka_partitions_added_later_start_at_earliest() {
+    use rdkafka::admin::NewPartitions;
+    let t = topic("grow", 1);
+    produce(&t, &records(4, 1));
+    let dir = tempfile::tempdir().unwrap();
+    let run = || {
+        let q = session()
+            .read_stream()
+            .format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap())
+            .option("subscribe", &t)
+            .option("startingOffsets", "latest")
+            .load_source()
+            .unwrap()
+            .write_stream()
+            .format("noop")
+            .option("checkpointLocation", dir.path().display())
+            .trigger(Trigger::AvailableNow)
+            .start()
+            .unwrap();
+        q.await_termination().unwrap();
+        q.recent_progress()
+            .iter()
+            .map(|p| p.num_input_rows)
+            .sum::<i64>()
+    };
+    produce(&t, &records(2, 1));
+    // A first run starting at latest: the query's position is logged once records arrive.
+    let _ = run();
+    produce(&t, &records(2, 1));
+    assert_eq!(run(), 2, "only what arrived after the start position");
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for r in rt
+        .block_on(admin.create_partitions(&[NewPartitions::new(&t, 2)], &AdminOptions::new()))
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    produce(
+        &t,
+        &[
+            (None, "p1-a".into(), 1),
+            (None, "p1-b".into(), 1),
+            (None, "p0".into(), 0),
+        ],
+    );
+    assert_eq!(
+        run(),
+        3,
+        "the new partition is read from its earliest offset"
+    );
+}

@@ -339,8 +339,31 @@ impl SourceProvider for KafkaSourceProvider {
     fn kind(&self) -> &'static str {
         "kafka"
     }
-    fn create_source(&self, _ctx: &SourceContext) -> Result<Box<dyn Source>> {
+    fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>> {
+        // The starting offsets are resolved once, at the query's first start, and kept in
+        // `sources/<i>/0` (as Spark does), so `latest` means the same after a restart.
+        let initial_file = ctx.metadata_dir.join("0");
+        let initial = match std::fs::read_to_string(&initial_file) {
+            Ok(text) => {
+                let json = text.lines().nth(1).ok_or_else(|| {
+                    SluiceError::checkpoint(
+                        "CHECKPOINT_CORRUPT_LOG",
+                        format!("{} should hold v1 and the Kafka source's initial offsets; restore it or start with a new checkpoint location", initial_file.display()),
+                    )
+                })?;
+                let v: Offset = serde_json::from_str(json).map_err(|e| {
+                    SluiceError::checkpoint(
+                        "CHECKPOINT_CORRUPT_LOG",
+                        format!("{}: {e}", initial_file.display()),
+                    )
+                })?;
+                Some(parse_offsets(&v)?)
+            }
+            Err(_) => None,
+        };
         Ok(Box::new(KafkaSource {
+            initial,
+            initial_file,
             consumer: self.consumer()?,
             p: self.clone(),
             available_now: None,
@@ -351,6 +374,9 @@ impl SourceProvider for KafkaSourceProvider {
 }
 
 struct KafkaSource {
+    /// Where a new query starts, per partition (resolved once, see `create_source`).
+    initial: Option<PartitionOffsets>,
+    initial_file: std::path::PathBuf,
     p: KafkaSourceProvider,
     consumer: BaseConsumer,
     /// Available-now: the latest offsets when the query started.
@@ -443,13 +469,10 @@ impl Source for KafkaSource {
     ) -> Result<Option<Offset>> {
         let ranges = self.ranges()?;
         let start_map = start.map(parse_offsets).transpose()?;
-        // Where each partition starts: the logged offset, else the starting offsets (new query),
-        // else earliest (a partition added later).
-        let mut from = PartitionOffsets::new();
-        for ((t, p), (low, high)) in &ranges {
-            let s = match &start_map {
-                Some(m) => get(m, t, *p).unwrap_or(*low),
-                None => match &self.p.starting {
+        if start_map.is_none() && self.initial.is_none() {
+            let mut init = PartitionOffsets::new();
+            for ((t, p), (low, high)) in &ranges {
+                let s = match &self.p.starting {
                     Starting::Earliest => *low,
                     Starting::Latest => *high,
                     Starting::Specific(m) => match get(m, t, *p) {
@@ -457,7 +480,26 @@ impl Source for KafkaSource {
                         Some(-1) => *high,
                         Some(o) => o,
                     },
-                },
+                };
+                init.entry(t.clone()).or_default().insert(*p, s);
+            }
+            if let Some(dir) = self.initial_file.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    SluiceError::io(crate::error::Fault::Checkpoint, dir.display(), e)
+                })?;
+            }
+            let text = format!("v1\n{}", offsets_json(&init));
+            crate::checkpoint::write_atomic_new(&self.initial_file, text.as_bytes())?;
+            self.initial = Some(init);
+        }
+        // Where each partition starts: the logged offset, else the starting offsets (new query),
+        // else earliest (a partition added later).
+        let mut from = PartitionOffsets::new();
+        for ((t, p), (low, high)) in &ranges {
+            let s = match (&start_map, &self.initial) {
+                (Some(m), _) => get(m, t, *p).unwrap_or(*low),
+                (None, Some(init)) => get(init, t, *p).unwrap_or(*low),
+                (None, None) => *high,
             };
             from.entry(t.clone()).or_default().insert(*p, s);
         }
@@ -561,7 +603,11 @@ impl Source for KafkaSource {
     }
 
     fn get_batch(&mut self, start: Option<&Offset>, end: &Offset) -> Result<SourceBatch> {
-        let start = start.map(parse_offsets).transpose()?.unwrap_or_default();
+        // A new query's first range starts at the initial offsets resolved at its first start.
+        let start = match start {
+            Some(s) => parse_offsets(s)?,
+            None => self.initial.clone().unwrap_or_default(),
+        };
         let end = parse_offsets(end)?;
         let schema = kafka_schema_with(self.p.include_headers);
         let mut headers =
