@@ -161,6 +161,21 @@ fn kafka_to_file_with_a_crash_between_sink_and_commit_keeps_each_record_once() {
         progress.iter().all(|p| p.num_input_rows <= 30),
         "maxOffsetsPerTrigger holds"
     );
+    let m = &progress[0].sources[0].metrics;
+    assert!(
+        [
+            "avgOffsetsBehindLatest",
+            "maxOffsetsBehindLatest",
+            "minOffsetsBehindLatest"
+        ]
+        .iter()
+        .all(|k| m.contains_key(*k)),
+        "progress reports offsets behind latest: {m:?}"
+    );
+    assert!(
+        m["maxOffsetsBehindLatest"].parse::<i64>().unwrap() > 0,
+        "the replayed batch 1 of 4 leaves records behind: {m:?}"
+    );
     let offsets = std::fs::read_to_string(ckpt.join("offsets/1")).unwrap();
     assert!(
         offsets

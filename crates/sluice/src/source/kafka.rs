@@ -730,6 +730,14 @@ impl Source for KafkaSource {
         }
         let batch = RecordBatch::try_new(schema, columns)?;
         let mut metrics = BTreeMap::new();
+        if self.latest.is_empty() {
+            // A replayed batch runs before any latest_offset call of this run.
+            if let Ok(ranges) = self.ranges() {
+                for ((t, p), (_, high)) in ranges {
+                    self.latest.entry(t).or_default().insert(p, high);
+                }
+            }
+        }
         let behind: Vec<i64> = self
             .latest
             .iter()
