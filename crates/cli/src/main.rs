@@ -13,7 +13,9 @@ use sluice::{col, lit, OutputMode, Session, Trigger};
 const USAGE: &str = "\
 usage:
   sluice demo [--dir DIR]                        run the file-stream example (local files, no servers)
-  sluice conformance [--json REPORT] PATH...     run conformance scenarios (files or directories)
+  sluice conformance [--matrix] [--json REPORT] PATH...
+                                                 run conformance scenarios (files or directories);
+                                                 --matrix also runs each with restarts and crashes
 ";
 
 fn main() -> ExitCode {
@@ -135,10 +137,12 @@ fn demo(args: &[String]) -> Result<ExitCode, String> {
 
 fn conformance(args: &[String]) -> Result<ExitCode, String> {
     let mut json_out: Option<PathBuf> = None;
+    let mut matrix = false;
     let mut paths = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
+            "--matrix" => matrix = true,
             "--json" => {
                 json_out = Some(PathBuf::from(it.next().ok_or("--json needs a file name")?));
             }
@@ -148,7 +152,11 @@ fn conformance(args: &[String]) -> Result<ExitCode, String> {
     if paths.is_empty() {
         return Err(format!("conformance needs at least one PATH\n{USAGE}"));
     }
-    let outcomes = sluice_conformance::run_paths(&paths, true)?;
+    let outcomes = if matrix {
+        sluice_conformance::run_paths_matrix(&paths, true)?
+    } else {
+        sluice_conformance::run_paths(&paths, true)?
+    };
     let summary = sluice_conformance::summary_line(&outcomes);
     if let Some(out) = json_out {
         let report = serde_json::json!({ "summary": summary, "scenarios": outcomes });

@@ -8,7 +8,10 @@ pub mod values;
 
 use std::path::PathBuf;
 
-pub use runner::{collect_scenarios, error_kind, run_scenario_file, ScenarioOutcome};
+pub use runner::{
+    collect_scenarios, error_kind, run_scenario_file, run_scenario_file_with, ScenarioOutcome,
+    Variant,
+};
 
 /// Runs every scenario under `paths`, printing `PASS name` / `FAIL name: difference` as it
 /// goes (when `print`), and returns the outcomes.
@@ -24,6 +27,26 @@ pub fn run_paths(paths: &[PathBuf], print: bool) -> Result<Vec<ScenarioOutcome>,
             }
         }
         out.push(o);
+    }
+    Ok(out)
+}
+
+/// Runs every scenario under `paths` in every variant of the crash matrix
+/// (`Variant::MATRIX`), printing as `run_paths` does.
+pub fn run_paths_matrix(paths: &[PathBuf], print: bool) -> Result<Vec<ScenarioOutcome>, String> {
+    let files = collect_scenarios(paths)?;
+    let mut out = Vec::new();
+    for f in files {
+        for v in Variant::MATRIX {
+            let o = run_scenario_file_with(&f, v);
+            if print {
+                match &o.message {
+                    None => println!("PASS {}", o.name),
+                    Some(m) => println!("FAIL {}: {m}", o.name),
+                }
+            }
+            out.push(o);
+        }
     }
     Ok(out)
 }

@@ -35,8 +35,69 @@ pub struct ScenarioOutcome {
     pub message: Option<String>,
 }
 
+/// How a scenario is run: plainly, or in one of the crash-matrix variants. Every variant must
+/// give the sink output the plain run gives (the sink is exactly-once by batch id: a batch seen
+/// twice counts once) and the same figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    Plain,
+    /// (a) a new query after every batch.
+    RestartEveryBatch,
+    /// (b) crash after `offsets/N` is written, before the sink, at every batch.
+    CrashAfterOffsets,
+    /// (c) crash after the sink wrote batch N, before `commits/N`, at every batch.
+    CrashAfterSink,
+    /// (d) crash in the middle of a state store commit (after one partition), at every batch.
+    CrashInStateCommit,
+    /// (e) one file per trigger (`maxFilesPerTrigger=1` on every file source).
+    OneFilePerTrigger,
+}
+
+impl Variant {
+    /// The crash matrix, plain run first.
+    pub const MATRIX: [Variant; 6] = [
+        Variant::Plain,
+        Variant::RestartEveryBatch,
+        Variant::CrashAfterOffsets,
+        Variant::CrashAfterSink,
+        Variant::CrashInStateCommit,
+        Variant::OneFilePerTrigger,
+    ];
+    pub fn name(&self) -> &'static str {
+        match self {
+            Variant::Plain => "plain",
+            Variant::RestartEveryBatch => "restart-every-batch",
+            Variant::CrashAfterOffsets => "crash-after-offsets",
+            Variant::CrashAfterSink => "crash-after-sink",
+            Variant::CrashInStateCommit => "crash-in-state-commit",
+            Variant::OneFilePerTrigger => "one-file-per-trigger",
+        }
+    }
+    fn crash_point(&self) -> Option<&'static str> {
+        match self {
+            Variant::CrashAfterOffsets => Some("afterOffsets"),
+            Variant::CrashAfterSink => Some("afterSink"),
+            Variant::CrashInStateCommit => Some("inStateCommit"),
+            _ => None,
+        }
+    }
+}
+
 /// Runs the scenario in `path` in a fresh temporary directory.
 pub fn run_scenario_file(path: &Path) -> ScenarioOutcome {
+    run_scenario_file_with(path, Variant::Plain)
+}
+
+/// Runs the scenario in `path` in one variant; the outcome's name carries the variant.
+pub fn run_scenario_file_with(path: &Path, variant: Variant) -> ScenarioOutcome {
+    let mut o = run_scenario_file_plain(path, variant);
+    if variant != Variant::Plain {
+        o.name = format!("{} [{}]", o.name, variant.name());
+    }
+    o
+}
+
+fn run_scenario_file_plain(path: &Path, variant: Variant) -> ScenarioOutcome {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => return fail(path, "?", format!("cannot read {}: {e}", path.display())),
@@ -52,7 +113,7 @@ pub fn run_scenario_file(path: &Path) -> ScenarioOutcome {
         }
     };
     let name = scenario.name.clone();
-    match run_scenario(&scenario) {
+    match run_scenario_with(&scenario, variant) {
         Ok(()) => ScenarioOutcome {
             name,
             path: path.display().to_string(),
@@ -131,18 +192,29 @@ struct SeenBatch {
 
 /// Runs all runs of a scenario; `Err` is the first difference.
 pub fn run_scenario(s: &Scenario) -> Result<(), String> {
+    run_scenario_with(s, Variant::Plain)
+}
+
+/// Runs all runs of a scenario in a variant of the crash matrix.
+pub fn run_scenario_with(s: &Scenario, variant: Variant) -> Result<(), String> {
     let mut ws = Workspace::new()?;
     let mode: OutputMode = s
         .output_mode
         .parse()
         .map_err(|e: SluiceError| e.to_string())?;
     for (i, run) in s.runs.iter().enumerate() {
-        run_one(s, run, mode, &mut ws).map_err(|e| format!("run {}: {e}", i + 1))?;
+        run_one(s, run, mode, &mut ws, variant).map_err(|e| format!("run {}: {e}", i + 1))?;
     }
     Ok(())
 }
 
-fn run_one(s: &Scenario, run: &Run, mode: OutputMode, ws: &mut Workspace) -> Result<(), String> {
+fn run_one(
+    s: &Scenario,
+    run: &Run,
+    mode: OutputMode,
+    ws: &mut Workspace,
+    variant: Variant,
+) -> Result<(), String> {
     for (source, files) in &run.add_files {
         for f in files {
             ws.add_file(source, &f.name, &f.lines)?;
@@ -153,7 +225,7 @@ fn run_one(s: &Scenario, run: &Run, mode: OutputMode, ws: &mut Workspace) -> Res
         Some(intended) => (intended.expect.as_ref(), intended.expect_error.as_ref()),
         None => (run.expect.as_ref(), run.expect_error.as_ref()),
     };
-    let result = execute(s, run, mode, ws);
+    let result = execute_variant(s, run, mode, ws, variant);
     match (result, expect_error) {
         (Err(e), Some(want)) => {
             let kind = error_kind(&e);
@@ -171,6 +243,33 @@ fn run_one(s: &Scenario, run: &Run, mode: OutputMode, ws: &mut Workspace) -> Res
         )),
         (Ok((seen, progress)), None) => {
             let expect = expect.ok_or("the run has neither expect nor expect_error")?;
+            // Once a run takes several files, one file per trigger changes the batch ids of
+            // every later run too.
+            let several_files = s
+                .runs
+                .iter()
+                .any(|r| r.add_files.values().any(|f| f.len() > 1));
+            if variant == Variant::OneFilePerTrigger && several_files {
+                // Other batches, same result: every row once (append) and every input row read.
+                let want: Vec<Row> = expect.batches.iter().flat_map(|b| b.rows.clone()).collect();
+                let got: Vec<Row> = seen.iter().flat_map(|b| b.rows.clone()).collect();
+                compare_rows(&want, &got, false)
+                    .map_err(|e| format!("all batches together: {e}"))?;
+                let read: i64 = progress.iter().map(|p| p.num_input_rows).sum();
+                let want_read: i64 = expect
+                    .batches
+                    .iter()
+                    .map(|b| {
+                        b.num_input_rows_without_pushdown
+                            .or(b.num_input_rows)
+                            .unwrap_or(0)
+                    })
+                    .sum();
+                if read != want_read && mode != OutputMode::Append {
+                    return Err(format!("read {read} input rows, expected {want_read}"));
+                }
+                return Ok(());
+            }
             compare_batches(s, expect, &seen, &progress)
         }
     }
@@ -178,12 +277,132 @@ fn run_one(s: &Scenario, run: &Run, mode: OutputMode, ws: &mut Workspace) -> Res
 
 type RunResult = Result<(Vec<SeenBatch>, Vec<StreamingQueryProgress>), SluiceError>;
 
-fn execute(s: &Scenario, run: &Run, mode: OutputMode, ws: &Workspace) -> RunResult {
+/// The id of the next batch to commit: one past the newest `commits/N`.
+fn next_batch_id(ws: &Workspace) -> u64 {
+    std::fs::read_dir(ws.checkpoint().join("commits"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+                .max()
+                .map_or(0, |m| m + 1)
+        })
+        .unwrap_or(0)
+}
+
+/// Runs one run in a variant: as many attempts (restarts) as the variant needs, merging what
+/// the sink saw by batch id (a replayed batch replaces the crashed attempt's copy).
+fn execute_variant(
+    s: &Scenario,
+    run: &Run,
+    mode: OutputMode,
+    ws: &Workspace,
+    variant: Variant,
+) -> RunResult {
+    let conf_none: Vec<(String, String)> = Vec::new();
+    match variant {
+        Variant::Plain => execute(s, run, mode, ws, &conf_none, false),
+        Variant::OneFilePerTrigger => execute(s, run, mode, ws, &conf_none, true),
+        _ => {
+            let mut seen: std::collections::BTreeMap<u64, SeenBatch> = Default::default();
+            let mut progress: std::collections::BTreeMap<i64, StreamingQueryProgress> =
+                Default::default();
+            let mut crashed: std::collections::BTreeSet<u64> = Default::default();
+            for _attempt in 0..200 {
+                let mut conf = Vec::new();
+                if variant == Variant::RestartEveryBatch {
+                    conf.push((
+                        sluice::query::MAX_BATCHES_PER_RUN.to_string(),
+                        "1".to_string(),
+                    ));
+                }
+                if let Some(point) = variant.crash_point() {
+                    // Crash once at every batch: at the first id not crashed at yet.
+                    let mut n = next_batch_id(ws);
+                    while crashed.contains(&n) {
+                        n += 1;
+                    }
+                    crashed.insert(n);
+                    conf.push((
+                        sluice::query::CRASH_POINT.to_string(),
+                        format!("{point}:{n}"),
+                    ));
+                }
+                let before = seen.len();
+                match execute(s, run, mode, ws, &conf, false) {
+                    Ok((got, prog)) => {
+                        let ran = !got.is_empty();
+                        for b in got {
+                            seen.insert(b.batch_id, b);
+                        }
+                        for p in prog {
+                            progress.insert(p.batch_id, p);
+                        }
+                        let done = match variant {
+                            Variant::RestartEveryBatch => !ran,
+                            // No crash happened: everything available ran.
+                            _ => true,
+                        };
+                        if done {
+                            return Ok((
+                                seen.into_values().collect(),
+                                progress.into_values().collect(),
+                            ));
+                        }
+                    }
+                    Err(e) if e.class() == sluice::query::INJECTED_CRASH_CLASS => {
+                        let _ = before;
+                        // What the sink got before the crash stays (an exactly-once consumer
+                        // dedupes by batch id); the replay replaces it.
+                        let (got, prog) = take_partial(ws);
+                        for b in got {
+                            seen.insert(b.batch_id, b);
+                        }
+                        // Progress of the batches this attempt committed before it crashed.
+                        for p in prog {
+                            progress.insert(p.batch_id, p);
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(SluiceError::internal(
+                "the crash matrix did not finish in 200 attempts",
+            ))
+        }
+    }
+}
+
+thread_local! {
+    /// Batches the sink saw in an attempt that then crashed.
+    static PARTIAL: std::cell::RefCell<(Vec<SeenBatch>, Vec<StreamingQueryProgress>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+fn take_partial(_ws: &Workspace) -> (Vec<SeenBatch>, Vec<StreamingQueryProgress>) {
+    PARTIAL.with(|p| std::mem::take(&mut *p.borrow_mut()))
+}
+
+fn execute(
+    s: &Scenario,
+    run: &Run,
+    mode: OutputMode,
+    ws: &Workspace,
+    conf: &[(String, String)],
+    one_file_per_trigger: bool,
+) -> RunResult {
     let session = Session::builder()
         .shuffle_partitions(s.shuffle_partitions)
         .build()?;
+    for (k, v) in conf {
+        session.set_conf(k, v);
+    }
     for (name, def) in &s.sources {
-        let frame = source_frame(&session, name, def, ws)?;
+        let mut def = def.clone();
+        if one_file_per_trigger && def.format != "static" {
+            def.options
+                .entry("maxFilesPerTrigger".to_string())
+                .or_insert_with(|| "1".to_string());
+        }
+        let frame = source_frame(&session, name, &def, ws)?;
         frame.create_or_replace_temp_view(name)?;
     }
     let query_text = run.query.as_deref().unwrap_or(&s.query);
@@ -203,9 +422,13 @@ fn execute(s: &Scenario, run: &Run, mode: OutputMode, ws: &Workspace) -> RunResu
             Ok(())
         })
         .start()?;
-    query.await_termination()?;
+    let result = query.await_termination();
     let progress = query.recent_progress();
     let seen = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Err(e) = result {
+        PARTIAL.with(|p| *p.borrow_mut() = (seen, progress));
+        return Err(e);
+    }
     Ok((seen, progress))
 }
 

@@ -84,3 +84,20 @@ fn every_stateless_scenario_passes() {
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+/// The crash matrix (restart after every batch, crash after offsets, after the sink, in the
+/// middle of a state commit, one file per trigger) over every public scenario: every variant
+/// gives the plain run's output.
+#[test]
+fn crash_matrix_over_every_public_scenario() {
+    let outcomes = sluice_conformance::run_paths_matrix(&[scenarios_dir()], false).unwrap();
+    assert!(outcomes.len() >= 6 * 29, "{} outcomes", outcomes.len());
+    let expected = expected_failures();
+    let failed: Vec<String> = outcomes
+        .iter()
+        .filter(|o| !o.passed && !expected.keys().any(|x| o.name.starts_with(x.as_str())))
+        .map(|o| format!("{}: {}", o.name, o.message.as_deref().unwrap_or("")))
+        .collect();
+    println!("{}", sluice_conformance::summary_line(&outcomes));
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

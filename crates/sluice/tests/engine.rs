@@ -218,6 +218,68 @@ mod recovery {
     }
 
     #[test]
+    fn a_crash_in_the_middle_of_a_state_commit_is_replayed_from_the_last_version() {
+        let d = dirs();
+        add_file(
+            &d.input,
+            "1.json",
+            "{\"user\": \"a\"}\n{\"user\": \"b\"}\n{\"user\": \"c\"}\n{\"user\": \"a\"}\n",
+            1,
+        );
+        let seen: Arc<Mutex<Vec<(u64, usize)>>> = Arc::default();
+        for crash in [true, false] {
+            let s = session();
+            if crash {
+                s.set_conf("sluice.testing.crashPoint", "inStateCommit:0");
+            }
+            let sink = seen.clone();
+            let q = s
+                .read_stream()
+                .format("json")
+                .schema("user STRING")
+                .unwrap()
+                .load(d.input.display().to_string())
+                .unwrap()
+                .group_by([col("user")])
+                .count()
+                .unwrap()
+                .write_stream()
+                .output_mode(OutputMode::Update)
+                .option("checkpointLocation", d.checkpoint.display())
+                .trigger(Trigger::AvailableNow)
+                .foreach_batch(move |data, id| {
+                    sink.lock().unwrap().push((id, data.num_rows()));
+                    Ok(())
+                })
+                .start()
+                .unwrap();
+            let r = q.await_termination();
+            if crash {
+                assert_eq!(r.unwrap_err().class(), "SLUICE_INJECTED_CRASH");
+                assert!(
+                    d.checkpoint.join("state/0/0/1.delta").is_file(),
+                    "partition 0 committed"
+                );
+                assert!(
+                    !d.checkpoint.join("state/0/1/1.delta").exists(),
+                    "partition 1 did not"
+                );
+            } else {
+                r.unwrap();
+                assert_eq!(
+                    q.last_progress().unwrap().state_operators[0].num_rows_total,
+                    3
+                );
+            }
+        }
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(0, 3)],
+            "the sink sees batch 0 once, after the replay"
+        );
+    }
+
+    #[test]
     fn crash_after_offsets_replays_the_planned_files() {
         let d = dirs();
         add_file(&d.input, "batch1.json", BATCH1, 1);

@@ -1027,14 +1027,7 @@ impl StreamingAggregate {
     ) -> Result<AggregateOutput> {
         let (updated, removed, dropped) = counts;
         let t = Instant::now();
-        let mut total = 0u64;
-        let mut memory = 0u64;
-        for store in stores.iter_mut() {
-            store.commit()?;
-            let m = store.metrics();
-            total += m.num_keys;
-            memory += m.memory_used_bytes;
-        }
+        let (total, memory) = super::stateful::commit_stores(stores)?;
         let commit_ms = t.elapsed().as_millis() as i64;
         Ok(AggregateOutput {
             rows,

@@ -325,13 +325,7 @@ impl StreamingDeduplicate {
         let out = take_record_batch(batch, &UInt32Array::from(kept))?;
         let removed = self.evict(stores, evict_us)?;
         let t = std::time::Instant::now();
-        let (mut total, mut memory) = (0u64, 0u64);
-        for s in stores.iter_mut() {
-            s.commit()?;
-            let m = s.metrics();
-            total += m.num_keys;
-            memory += m.memory_used_bytes;
-        }
+        let (total, memory) = super::stateful::commit_stores(stores)?;
         let mut custom = std::collections::BTreeMap::new();
         custom.insert("numDroppedDuplicateRows".to_string(), duplicates);
         let progress = StateOperatorProgress {

@@ -582,13 +582,7 @@ impl FlatMapGroupsWithStateExec {
         }
         self.min_timeout_ms = min_timeout;
         let t = std::time::Instant::now();
-        let (mut total, mut memory) = (0u64, 0u64);
-        for s in stores.iter_mut() {
-            s.commit()?;
-            let m = s.metrics();
-            total += m.num_keys;
-            memory += m.memory_used_bytes;
-        }
+        let (total, memory) = super::stateful::commit_stores(stores)?;
         let out = if outputs.is_empty() {
             RecordBatch::new_empty(self.output_schema.clone())
         } else {

@@ -42,6 +42,42 @@ pub trait StatefulOperator: Send {
     fn set_batch_timestamp(&mut self, _ms: i64) {}
 }
 
+thread_local! {
+    /// Test-only fault injection (`sluice.testing.crashPoint=inStateCommit:N`): the next
+    /// `commit_stores` on this thread fails after the first partition committed, as a crash in
+    /// the middle of a state commit would.
+    static CRASH_IN_STATE_COMMIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Arms (or disarms) the injected crash of [`commit_stores`] for the current thread.
+pub fn inject_crash_in_state_commit(on: bool) {
+    CRASH_IN_STATE_COMMIT.with(|c| c.set(on));
+}
+
+/// Commits every partition's store; returns (keys in state, memory bytes).
+pub fn commit_stores(stores: &mut [&mut dyn crate::state::StateStore]) -> Result<(u64, u64)> {
+    let (mut total, mut memory) = (0u64, 0u64);
+    for (i, s) in stores.iter_mut().enumerate() {
+        s.commit()?;
+        if i == 0 && stores_len_gt_one_and_armed() {
+            CRASH_IN_STATE_COMMIT.with(|c| c.set(false));
+            return Err(SluiceError::new(
+                crate::error::Fault::Internal,
+                crate::query::INJECTED_CRASH_CLASS,
+                "injected crash in the middle of a state store commit (sluice.testing.crashPoint)",
+            ));
+        }
+        let m = s.metrics();
+        total += m.num_keys;
+        memory += m.memory_used_bytes;
+    }
+    Ok((total, memory))
+}
+
+fn stores_len_gt_one_and_armed() -> bool {
+    CRASH_IN_STATE_COMMIT.with(|c| c.get())
+}
+
 /// Opens one store per partition under `<checkpoint>/state/<operator_id>/<p>/`.
 pub fn open_stores(
     checkpoint_root: &Path,

@@ -51,6 +51,9 @@ pub const MIN_BATCHES_TO_RETAIN: &str = "spark.sql.streaming.minBatchesToRetain"
 pub const WATERMARK_POLICY: &str = "spark.sql.streaming.multipleWatermarkPolicy";
 /// Test-only fault injection: see below.
 pub const CRASH_POINT: &str = "sluice.testing.crashPoint";
+/// Test-only: stop the query (as a clean stop) after this many batches in one run; the
+/// conformance crash matrix restarts after every batch with it.
+pub const MAX_BATCHES_PER_RUN: &str = "sluice.testing.maxBatchesPerRun";
 /// Class of the error raised by [`CRASH_POINT`].
 pub const INJECTED_CRASH_CLASS: &str = "SLUICE_INJECTED_CRASH";
 
@@ -83,6 +86,8 @@ pub struct MicroBatchExecution {
     conf: BTreeMap<String, String>,
     min_batches_to_retain: u64,
     crash_point: Option<(String, u64)>,
+    max_batches_per_run: Option<u64>,
+    batches_this_run: u64,
     /// Id of the next batch to run.
     batch_id: u64,
     /// End offsets of the last committed batch = start offsets of the next.
@@ -210,6 +215,9 @@ impl MicroBatchExecution {
             Some((point.to_string(), n.trim().parse().ok()?))
         });
 
+        let max_batches_per_run = session
+            .conf(MAX_BATCHES_PER_RUN)
+            .and_then(|v| v.parse().ok());
         let shared = Arc::new(QueryShared::new(
             metadata.id.clone(),
             uuid::Uuid::new_v4().to_string(),
@@ -234,6 +242,8 @@ impl MicroBatchExecution {
             conf,
             min_batches_to_retain,
             crash_point,
+            max_batches_per_run,
+            batches_this_run: 0,
             batch_id: 0,
             committed: vec![None; n_sources],
             tracker: WatermarkTracker::new(policy, 0),
@@ -374,7 +384,7 @@ impl MicroBatchExecution {
             );
             let start = Instant::now();
             self.run_batch(offsets, start, BTreeMap::new())?;
-            if self.trigger == Trigger::Once {
+            if self.trigger == Trigger::Once || self.run_budget_spent() {
                 return Ok(());
             }
         }
@@ -384,6 +394,9 @@ impl MicroBatchExecution {
             }
             let trigger_start = Instant::now();
             let ran = self.run_trigger(trigger_start)?;
+            if ran && self.run_budget_spent() {
+                return Ok(());
+            }
             match self.trigger {
                 Trigger::Once => return Ok(()),
                 Trigger::AvailableNow if !ran => return Ok(()),
@@ -501,6 +514,13 @@ impl MicroBatchExecution {
         Ok(true)
     }
 
+    /// Counts a batch against `sluice.testing.maxBatchesPerRun`; true when the budget is spent.
+    fn run_budget_spent(&mut self) -> bool {
+        self.batches_this_run += 1;
+        self.max_batches_per_run
+            .is_some_and(|max| self.batches_this_run >= max)
+    }
+
     fn check_crash(&self, point: &str) -> Result<()> {
         match &self.crash_point {
             Some((p, n)) if p == point && *n == self.batch_id => Err(SluiceError::new(
@@ -567,6 +587,9 @@ impl MicroBatchExecution {
         let t = Instant::now();
         let ts = offsets.metadata.batch_timestamp_ms;
         let batch_watermark_ms = offsets.metadata.batch_watermark_ms;
+        let crash_in_commit =
+            matches!(&self.crash_point, Some((p, n)) if p == "inStateCommit" && *n == batch_id);
+        crate::operators::stateful::inject_crash_in_state_commit(crash_in_commit);
         let out = self
             .pipeline
             .run(

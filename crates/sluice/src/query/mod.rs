@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use microbatch::MicroBatchExecution;
+pub use microbatch::{MicroBatchExecution, CRASH_POINT, INJECTED_CRASH_CLASS, MAX_BATCHES_PER_RUN};
 pub use writer::DataStreamWriter;
 
 use crate::error::{Result, SluiceError};
