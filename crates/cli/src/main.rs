@@ -13,6 +13,8 @@ use sluice::{col, lit, OutputMode, Session, Trigger};
 const USAGE: &str = "\
 usage:
   sluice demo [--dir DIR]                        run the file-stream example (local files, no servers)
+  sluice run --pipeline file-to-parquet|windowed-count --input DIR --output DIR --checkpoint DIR [--available-now]
+                                                 run a built-in pipeline until stopped (or until caught up)
   sluice conformance [--matrix] [--json REPORT] PATH...
                                                  run conformance scenarios (files or directories);
                                                  --matrix also runs each with restarts and crashes
@@ -22,6 +24,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("demo") => demo(&args[1..]),
+        Some("run") => run_pipeline(&args[1..]),
         Some("conformance") => conformance(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{USAGE}");
@@ -169,4 +172,70 @@ fn conformance(args: &[String]) -> Result<ExitCode, String> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `sluice run`: a built-in pipeline over JSON files `{"id": N, "ts": "...", "user": "..."}`,
+/// running until killed (or, with `--available-now`, until it has caught up). Used by the
+/// process-level chaos test, which kills it with SIGKILL at random moments.
+fn run_pipeline(args: &[String]) -> Result<ExitCode, String> {
+    let mut pipeline = None;
+    let (mut input, mut output, mut checkpoint) = (None, None, None);
+    let mut available_now = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--pipeline" => pipeline = Some(val()?),
+            "--input" => input = Some(val()?),
+            "--output" => output = Some(val()?),
+            "--checkpoint" => checkpoint = Some(val()?),
+            "--available-now" => available_now = true,
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    let (Some(pipeline), Some(input), Some(output), Some(checkpoint)) =
+        (pipeline, input, output, checkpoint)
+    else {
+        return Err(format!(
+            "run needs --pipeline, --input, --output and --checkpoint\n{USAGE}"
+        ));
+    };
+    let run = || -> sluice::Result<()> {
+        let session = Session::builder().shuffle_partitions(2).build()?;
+        let events = session
+            .read_stream()
+            .format("json")
+            .schema("id BIGINT, ts TIMESTAMP, user STRING")?
+            .option("maxFilesPerTrigger", "2")
+            .load(&input)?;
+        let frame = match pipeline.as_str() {
+            "file-to-parquet" => events.select(["id", "ts", "user"])?,
+            "windowed-count" => events
+                .with_watermark("ts", "1 minute")?
+                .group_by([sluice::window(col("ts"), "1 minute"), col("user")])
+                .count()?
+                .select_sql(["window.start AS window_start", "user", "count"])?,
+            other => {
+                return Err(sluice::SluiceError::query(
+                    "UNKNOWN_PIPELINE",
+                    format!("unknown pipeline {other:?}: use file-to-parquet or windowed-count"),
+                ))
+            }
+        };
+        let q = frame
+            .write_stream()
+            .output_mode(OutputMode::Append)
+            .format("parquet")
+            .option("path", &output)
+            .option("checkpointLocation", &checkpoint)
+            .trigger(if available_now {
+                Trigger::AvailableNow
+            } else {
+                Trigger::default()
+            })
+            .start()?;
+        q.await_termination()
+    };
+    run().map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
 }
