@@ -1809,6 +1809,213 @@ mod join_state {
     }
 }
 
+mod bad_checkpoints {
+    use super::*;
+
+    fn two_batches() -> Dirs {
+        let d = dirs();
+        add_file(&d.input, "batch1.json", BATCH1, 1);
+        add_file(&d.input, "batch2.json", BATCH2, 2);
+        run_file_to_parquet(&session(), &d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_torn_last_offsets_file_is_set_aside_and_its_batch_planned_again() {
+        let d = two_batches();
+        // A crash while writing offsets/2 left half a file (and no commits/2).
+        std::fs::write(
+            d.checkpoint.join("offsets/2"),
+            "v1\n{\"batchWatermarkMs\":0,\"batchTi",
+        )
+        .unwrap();
+        add_file(&d.input, "batch3.json", BATCH3, 3);
+        let q = run_file_to_parquet(&session(), &d).unwrap();
+        assert_eq!(q.recent_progress()[0].batch_id, 2);
+        assert_eq!(committed_rows(&d).len(), 4, "nothing lost, nothing twice");
+        let aside = std::fs::read_dir(d.checkpoint.join("offsets"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().starts_with(".2.torn-"));
+        assert!(aside, "the torn file is kept for inspection");
+    }
+
+    #[test]
+    fn damaged_logs_fail_with_the_file_named_and_the_way_out() {
+        // A garbled committed offsets file is not a torn tail: it is an error naming the file.
+        let d = two_batches();
+        std::fs::write(d.checkpoint.join("offsets/1"), "v1\nnot json\n{}").unwrap();
+        let err = run_file_to_parquet(&session(), &d).unwrap_err();
+        assert_eq!(err.class(), "CHECKPOINT_CORRUPT_LOG", "{err}");
+        assert!(
+            err.message().contains("offsets/1") || err.message().contains("offsets\\1"),
+            "{err}"
+        );
+
+        // A gap: commits/1 lost while offsets/2 exists.
+        let d = two_batches();
+        std::fs::copy(
+            d.checkpoint.join("offsets/1"),
+            d.checkpoint.join("offsets/2"),
+        )
+        .unwrap();
+        std::fs::remove_file(d.checkpoint.join("commits/1")).unwrap();
+        let err = run_file_to_parquet(&session(), &d).unwrap_err();
+        assert_eq!(err.class(), "CHECKPOINT_INCONSISTENT", "{err}");
+
+        // A log written by a newer version.
+        let d = two_batches();
+        let text = std::fs::read_to_string(d.checkpoint.join("offsets/1"))
+            .unwrap()
+            .replacen("v1", "v9", 1);
+        std::fs::write(d.checkpoint.join("offsets/1"), text).unwrap();
+        let err = run_file_to_parquet(&session(), &d).unwrap_err();
+        assert_eq!(err.class(), "CHECKPOINT_UNSUPPORTED_VERSION", "{err}");
+
+        // The metadata file lost while the logs remain.
+        let d = two_batches();
+        std::fs::remove_file(d.checkpoint.join("metadata")).unwrap();
+        let err = run_file_to_parquet(&session(), &d).unwrap_err();
+        assert_eq!(
+            err.class(),
+            "STREAMING_CHECKPOINT_MISSING_METADATA_FILE",
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_state_delta_names_the_version_and_directory() {
+        let d = dirs();
+        let run = || {
+            let q = session()
+                .read_stream()
+                .format("json")
+                .schema("user STRING")
+                .unwrap()
+                .load(d.input.display().to_string())
+                .unwrap()
+                .group_by([col("user")])
+                .count()
+                .unwrap()
+                .write_stream()
+                .output_mode(OutputMode::Update)
+                .format("noop")
+                .option("checkpointLocation", d.checkpoint.display())
+                .trigger(Trigger::AvailableNow)
+                .start()
+                .unwrap();
+            q.await_termination()
+        };
+        add_file(&d.input, "1.json", "{\"user\": \"a\"}\n", 1);
+        run().unwrap();
+        std::fs::remove_file(d.checkpoint.join("state/0/0/1.delta")).unwrap();
+        add_file(
+            &d.input,
+            "2.json",
+            "{\"user\": \"a\"}\n{\"user\": \"b\"}\n",
+            2,
+        );
+        let err = run().unwrap_err();
+        assert_eq!(err.class(), "STATE_STORE_VERSION_MISSING", "{err}");
+        assert!(err.message().contains("state"), "{err}");
+    }
+
+    #[test]
+    fn changing_the_source_type_or_the_file_sink_path_is_refused_at_start() {
+        let d = two_batches();
+        let err = session()
+            .read_stream()
+            .format("rate-micro-batch")
+            .option("rowsPerBatch", "1")
+            .load_source()
+            .unwrap()
+            .write_stream()
+            .format("parquet")
+            .option("path", d.output.display())
+            .option("checkpointLocation", d.checkpoint.display())
+            .start()
+            .unwrap_err();
+        assert_eq!(err.class(), "STREAMING_QUERY_SOURCES_CHANGED", "{err}");
+        let err = session()
+            .read_stream()
+            .format("json")
+            .schema(SCHEMA)
+            .unwrap()
+            .load(d.input.display().to_string())
+            .unwrap()
+            .write_stream()
+            .format("parquet")
+            .option("path", d.output.join("elsewhere").display())
+            .option("checkpointLocation", d.checkpoint.display())
+            .start()
+            .unwrap_err();
+        assert_eq!(err.class(), "STREAMING_QUERY_SINK_CHANGED", "{err}");
+    }
+}
+
+mod bad_input {
+    use super::*;
+
+    #[test]
+    fn invalid_utf8_and_empty_files_are_read_and_counted() {
+        let d = dirs();
+        add_file(&d.input, "0-empty.json", "", 1);
+        std::fs::write(
+            d.input.join("1-bad.json.tmp"),
+            b"{\"user\": \"\xff\xfe\", \"amount\": 20.0}\n\xc3\x28\n",
+        )
+        .unwrap();
+        std::fs::rename(d.input.join("1-bad.json.tmp"), d.input.join("1-bad.json")).unwrap();
+        let q = run_file_to_parquet(&session(), &d).unwrap();
+        let p = q.recent_progress();
+        let rows: i64 = p.iter().map(|p| p.num_input_rows).sum();
+        assert_eq!(
+            rows, 2,
+            "the empty file gives nothing; the invalid UTF-8 lines are read (one is malformed)"
+        );
+        let malformed: i64 = p
+            .iter()
+            .filter_map(|p| p.sources[0].metrics.get("numMalformedRecords"))
+            .map(|v| v.parse::<i64>().unwrap())
+            .sum();
+        assert_eq!(malformed, 1, "counted, not lost");
+    }
+
+    #[test]
+    fn a_source_directory_that_disappears_while_running_is_waited_for() {
+        let d = dirs();
+        add_file(&d.input, "1.json", BATCH1, 1);
+        let q = session()
+            .read_stream()
+            .format("json")
+            .schema(SCHEMA)
+            .unwrap()
+            .load(d.input.display().to_string())
+            .unwrap()
+            .write_stream()
+            .format("noop")
+            .option("checkpointLocation", d.checkpoint.display())
+            .start()
+            .unwrap();
+        q.process_all_available().unwrap();
+        std::fs::remove_dir_all(&d.input).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            q.is_active() && q.exception().is_none(),
+            "{:?}",
+            q.exception()
+        );
+        add_file(&d.input, "2.json", BATCH2, 2);
+        q.process_all_available().unwrap();
+        q.stop();
+        let rows: i64 = q.recent_progress().iter().map(|p| p.num_input_rows).sum();
+        assert_eq!(
+            rows, 5,
+            "the files before and after the directory came back"
+        );
+    }
+}
+
 mod chained {
     use super::*;
 

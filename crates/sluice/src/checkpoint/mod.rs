@@ -24,6 +24,7 @@ mod log;
 mod metadata;
 mod offsets;
 mod recovery;
+pub mod shape;
 
 use std::path::{Path, PathBuf};
 
@@ -161,6 +162,45 @@ impl CheckpointDir {
         }
         Ok(())
     }
+}
+
+/// A crash while a log file was being written cannot leave a partial file behind (writes are
+/// atomic), but a disk that filled up or a copy that was cut short can. If the newest
+/// `offsets/N` or `commits/N` does not parse and nothing was built on it (no later entry, and for
+/// `offsets/N` no `commits/N`), it is treated as the crash it was: the file is moved aside to
+/// `.N.torn-<time>` (kept for inspection) with a warning, and batch N is planned or re-run
+/// again. Returns the files moved aside.
+pub fn recover_torn_tail(dir: &CheckpointDir) -> Result<Vec<PathBuf>> {
+    let mut moved = Vec::new();
+    let commits = dir.commit_log();
+    let offsets = dir.offset_log();
+    // Only an unreadable file is torn; one from a newer Sluice (a version from the future) is not.
+    let torn = |r: Result<()>| matches!(r, Err(e) if e.class() == "CHECKPOINT_CORRUPT_LOG");
+    if let Some(n) = commits.latest_id()? {
+        if torn(commits.get(n).map(|_| ())) {
+            moved.push(set_aside(&commits.path_of(n))?);
+        }
+    }
+    if let Some(n) = offsets.latest_id()? {
+        if torn(offsets.get(n).map(|_| ())) && !commits.path_of(n).exists() {
+            moved.push(set_aside(&offsets.path_of(n))?);
+        }
+    }
+    Ok(moved)
+}
+
+fn set_aside(file: &Path) -> Result<PathBuf> {
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("log");
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
+    let to = file.with_file_name(format!(".{name}.torn-{stamp}"));
+    std::fs::rename(file, &to)
+        .map_err(|e| SluiceError::io(Fault::Checkpoint, file.display(), e))?;
+    ::log::warn!(
+        "{} was incomplete (a write cut short); it is set aside as {} and its batch runs again",
+        file.display(),
+        to.display()
+    );
+    Ok(to)
 }
 
 #[cfg(test)]

@@ -127,6 +127,7 @@ impl MicroBatchExecution {
             )
         })?;
         let lock = CheckpointLock::acquire(checkpoint.root())?;
+        crate::checkpoint::recover_torn_tail(&checkpoint)?;
         let metadata = StreamMetadata::read_or_create(checkpoint.root())?;
         let offset_log = OffsetSeqLog::new(checkpoint.offsets_dir());
         let commit_log = CommitLog::new(checkpoint.commits_dir());
@@ -173,6 +174,17 @@ impl MicroBatchExecution {
                 ));
             }
         }
+        crate::checkpoint::shape::check_or_record(
+            checkpoint.root(),
+            &crate::checkpoint::shape::QueryShape {
+                sources: relations
+                    .iter()
+                    .map(|(_, p)| (p.kind().to_string(), p.description()))
+                    .collect(),
+                sink_kind: sink_provider.kind().to_string(),
+                sink_description: sink_provider.description(),
+            },
+        )?;
         let mut sources = Vec::with_capacity(relations.len());
         for (i, (relation_id, provider)) in relations.into_iter().enumerate() {
             let ctx = SourceContext {

@@ -266,6 +266,9 @@ impl FileSinkProvider {
 }
 
 impl SinkProvider for FileSinkProvider {
+    fn kind(&self) -> &'static str {
+        "file"
+    }
     fn description(&self) -> String {
         format!("FileSink[{}]", self.path.display())
     }

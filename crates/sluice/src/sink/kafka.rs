@@ -85,6 +85,9 @@ impl KafkaSinkProvider {
 }
 
 impl SinkProvider for KafkaSinkProvider {
+    fn kind(&self) -> &'static str {
+        "kafka"
+    }
     fn description(&self) -> String {
         format!(
             "KafkaSink[{}]",

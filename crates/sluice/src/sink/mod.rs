@@ -58,6 +58,10 @@ pub struct SinkContext {
 pub trait SinkProvider: Debug + Send + Sync {
     /// A short description for progress (`sink.description`), e.g. `FileSink[/data/out]`.
     fn description(&self) -> String;
+    /// The kind of sink for restart checks: `file`, `kafka`, or `other`.
+    fn kind(&self) -> &'static str {
+        "other"
+    }
     /// Output modes this sink accepts (Spark: the file sink is append-only).
     fn supports_output_mode(&self, _mode: OutputMode) -> bool {
         true
