@@ -207,6 +207,18 @@ impl MicroBatchExecution {
         if let Some(p) = session.conf(WATERMARK_POLICY) {
             if latest.is_none() {
                 conf.insert(WATERMARK_POLICY.into(), p);
+            } else if conf
+                .get(WATERMARK_POLICY)
+                .is_some_and(|pinned| !pinned.eq_ignore_ascii_case(&p))
+            {
+                log::warn!(
+                    "{WATERMARK_POLICY} is {} in the checkpoint {} and {p} in the session; the \
+                     checkpoint's value is kept",
+                    conf.get(WATERMARK_POLICY)
+                        .map(String::as_str)
+                        .unwrap_or("min"),
+                    checkpoint_root.display()
+                );
             }
         }
         let policy = WatermarkPolicy::parse(
