@@ -27,6 +27,8 @@
 pub mod checkpoint;
 pub mod error;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod operators;
 pub mod plan;
 pub mod progress;

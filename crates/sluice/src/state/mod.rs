@@ -229,3 +229,25 @@ pub trait StateStoreProvider: Send {
     /// then purges files no longer needed; done when it returns.
     fn do_maintenance(&mut self) -> Result<()>;
 }
+
+/// Reads `bytes` as a delta and as a snapshot file to the end (fuzzing entry point).
+#[doc(hidden)]
+pub fn fuzz_read(bytes: &[u8]) {
+    for kind in [format::FileKind::Delta, format::FileKind::Snapshot] {
+        let version = bytes
+            .get(12..20)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+            .unwrap_or(1);
+        if let Ok(mut r) =
+            format::StateFileReader::open(bytes, std::path::Path::new("fuzz"), kind, version)
+        {
+            for _ in 0..1_000_000 {
+                match r.next_record() {
+                    Ok(Some(_)) => {}
+                    _ => break,
+                }
+            }
+        }
+    }
+}

@@ -530,3 +530,21 @@ pub fn read_files(
 
 #[cfg(test)]
 mod tests;
+
+/// Parses `bytes` as JSON lines, as CSV (with a header) and as one `from_json` document, with
+/// a schema of every supported type (fuzzing entry point).
+#[doc(hidden)]
+pub fn fuzz_parse(bytes: &[u8]) {
+    let Ok(schema) = crate::schema::parse_ddl_schema(
+        "i INT, l BIGINT, d DOUBLE, f FLOAT, b BOOLEAN, s STRING, t TIMESTAMP, dt DATE, m DECIMAL(10,2), _corrupt_record STRING",
+    ) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(bytes);
+    let _ = parse_json_documents(&[Some(&text)], &schema);
+    let _ = format::fuzz_text("json", &text, &schema);
+    let _ = format::fuzz_text("csv", &text, &schema);
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        let _ = crate::schema::parse_ddl_schema(s);
+    }
+}

@@ -1250,3 +1250,21 @@ pub fn parse_json_documents(docs: &[Option<&str>], schema: &SchemaRef) -> Result
     let rows = asm.finish()?;
     Ok(arrow::compute::concat_batches(&opts.schema, &rows.batches)?)
 }
+
+/// Parses `text` as one file of `format` (`json` lines or `csv` with a header) in PERMISSIVE
+/// mode (fuzzing entry point).
+pub(crate) fn fuzz_text(format: &str, text: &str, schema: &SchemaRef) -> Result<RecordBatch> {
+    let mut o = std::collections::HashMap::new();
+    if format == "csv" {
+        o.insert("header".to_string(), "true".to_string());
+    }
+    let opts = ParseOptions::new(format, schema, &super::options::Options::new(&o))?;
+    let mut asm = Assembler::new(&opts)?;
+    match &opts.kind {
+        FormatKind::Json(j) => json::read(text, "fuzz", &j.clone(), &mut asm)?,
+        FormatKind::Csv(c) => csv::read(text, "fuzz", &c.clone(), &mut asm)?,
+        _ => {}
+    }
+    let rows = asm.finish()?;
+    Ok(arrow::compute::concat_batches(&opts.schema, &rows.batches)?)
+}

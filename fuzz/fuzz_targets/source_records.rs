@@ -1,0 +1,7 @@
+#![no_main]
+//! Fuzzes sluice::fuzzing::source_records: arbitrary bytes must give an error or a value, never a panic.
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    sluice::fuzzing::source_records(data);
+});
