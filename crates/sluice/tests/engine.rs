@@ -1762,6 +1762,63 @@ mod join_state {
     }
 
     #[test]
+    fn changing_the_join_type_on_restart_is_refused() {
+        let d = dirs();
+        let (imp, clk) = (d.input.join("imp"), d.input.join("clk"));
+        let run = |kind: &str| {
+            let s = session();
+            for (name, dir, schema, col) in [
+                ("i", &imp, "ad STRING, it TIMESTAMP", "it"),
+                ("c", &clk, "ad STRING, ct TIMESTAMP", "ct"),
+            ] {
+                std::fs::create_dir_all(dir).unwrap();
+                s.read_stream()
+                    .format("json")
+                    .schema(schema)
+                    .unwrap()
+                    .load(dir.display().to_string())
+                    .unwrap()
+                    .with_watermark(col, "5 minutes")
+                    .unwrap()
+                    .create_or_replace_temp_view(name)
+                    .unwrap();
+            }
+            let q = s
+                .sql(&format!("SELECT i.ad, i.it, c.ct FROM i {kind} JOIN c ON i.ad = c.ad AND c.ct >= i.it AND c.ct <= i.it + INTERVAL 10 MINUTES"))
+                .unwrap()
+                .write_stream()
+                .format("noop")
+                .option("checkpointLocation", d.checkpoint.display())
+                .trigger(Trigger::AvailableNow)
+                .start()
+                .unwrap();
+            q.await_termination()
+        };
+        add_file(
+            &imp,
+            "1.json",
+            "{\"ad\": \"a\", \"it\": \"2026-11-03T12:00:00Z\"}\n",
+            1,
+        );
+        add_file(
+            &clk,
+            "1.json",
+            "{\"ad\": \"a\", \"ct\": \"2026-11-03T12:03:00Z\"}\n",
+            2,
+        );
+        run("INNER").unwrap();
+        add_file(
+            &imp,
+            "2.json",
+            "{\"ad\": \"b\", \"it\": \"2026-11-03T12:10:00Z\"}\n",
+            3,
+        );
+        let err = run("LEFT OUTER").unwrap_err();
+        assert_eq!(err.class(), "STATE_SCHEMA_INCOMPATIBLE", "{err}");
+        assert!(err.message().contains("symmetricHashJoin"), "{err}");
+    }
+
+    #[test]
     fn an_inner_join_without_watermarks_keeps_every_row_and_outer_joins_are_refused() {
         let totals = join_state("INNER", false);
         assert_eq!(

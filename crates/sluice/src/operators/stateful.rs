@@ -159,6 +159,19 @@ pub fn check_state_schema(dir: &Path, schema: &StateSchema, allow_rename: bool) 
             })?;
             let types =
                 |v: &[StateField]| v.iter().map(|f| f.data_type.clone()).collect::<Vec<_>>();
+            if old.operator != schema.operator {
+                return Err(SluiceError::checkpoint(
+                    STATE_SCHEMA_INCOMPATIBLE,
+                    format!(
+                        "The stateful operator whose state is in {} was {} and is now {}: a different \
+                         operator (or join type) cannot reuse this state. Start with a new \
+                         checkpointLocation, or restore the previous query.",
+                        dir.display(),
+                        old.operator,
+                        schema.operator
+                    ),
+                ));
+            }
             if types(&old.key_schema) != types(&schema.key_schema)
                 || types(&old.value_schema) != types(&schema.value_schema)
             {
