@@ -5,6 +5,8 @@
 //!   console, writes them to parquet and reads the result back.
 //! - `sluice conformance [--json REPORT] PATH...`: runs conformance scenarios.
 
+mod bench;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -15,6 +17,8 @@ usage:
   sluice demo [--dir DIR]                        run the file-stream example (local files, no servers)
   sluice run --pipeline file-to-parquet|windowed-count --input DIR --output DIR --checkpoint DIR [--available-now]
                                                  run a built-in pipeline until stopped (or until caught up)
+  sluice bench --workload windowed|stateless|overhead --input DIR [--workdir DIR] [--batches N]
+                                                 the Sluice side of shared/bench/bench_spark.py
   sluice conformance [--matrix] [--json REPORT] PATH...
                                                  run conformance scenarios (files or directories);
                                                  --matrix also runs each with restarts and crashes
@@ -25,6 +29,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("demo") => demo(&args[1..]),
         Some("run") => run_pipeline(&args[1..]),
+        Some("bench") => bench::bench(&args[1..]).map(|_| ExitCode::SUCCESS),
         Some("conformance") => conformance(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{USAGE}");

@@ -1,0 +1,158 @@
+//! `sluice bench --workload windowed|stateless|overhead --input DIR [--workdir DIR] [--batches N]`:
+//! the Sluice side of `shared/bench/bench_spark.py`, the same three queries over the same files.
+//! The last line printed is one JSON object with `rows_per_second`, `median_batch_ms`,
+//! `wall_seconds` and `peak_rss_bytes` (the keys the Spark script prints).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use sluice::{col, lit, OutputMode, Session, Trigger};
+
+const SCHEMA: &str = "ts TIMESTAMP, user STRING, action STRING, amount DOUBLE";
+
+/// Peak resident set size of this process (Linux `VmHWM`), in bytes.
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+pub fn bench(args: &[String]) -> Result<(), String> {
+    let (mut workload, mut input, mut workdir, mut batches) = (None, None, None, 10usize);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--workload" => workload = Some(val()?),
+            "--input" => input = Some(PathBuf::from(val()?)),
+            "--workdir" => workdir = Some(PathBuf::from(val()?)),
+            "--batches" => batches = val()?.parse().map_err(|_| "--batches needs a number")?,
+            other => return Err(format!("unknown bench argument {other:?}")),
+        }
+    }
+    let workload = workload.ok_or("bench needs --workload windowed|stateless|overhead")?;
+    let input = input.ok_or("bench needs --input DIR (files from shared/bench/gen_events.py)")?;
+    let workdir = workdir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()))
+    });
+    let _ = std::fs::remove_dir_all(&workdir);
+    std::fs::create_dir_all(&workdir).map_err(|e| format!("{}: {e}", workdir.display()))?;
+
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&input)
+        .map_err(|e| format!("{}: {e}", input.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(['.', '_']))
+        })
+        .collect();
+    files.sort();
+    let mut source_rows = 0usize;
+    for f in &files {
+        source_rows += std::fs::read(f)
+            .map_err(|e| format!("{}: {e}", f.display()))?
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count();
+    }
+    let max_files = if workload == "overhead" {
+        1
+    } else {
+        files.len().div_ceil(batches.max(1)).max(1)
+    };
+
+    let run = || -> sluice::Result<(f64, Vec<sluice::StreamingQueryProgress>)> {
+        let session = Session::builder().shuffle_partitions(2).build()?;
+        let events = session
+            .read_stream()
+            .format("json")
+            .schema(SCHEMA)?
+            .option("maxFilesPerTrigger", max_files)
+            .load(input.display().to_string())?;
+        let ckpt = workdir.join("checkpoint");
+        let writer = match workload.as_str() {
+            "windowed" => events
+                .with_watermark("ts", "10 minutes")?
+                .group_by([sluice::window(col("ts"), "1 minute"), col("user")])
+                .agg([
+                    datafusion::functions_aggregate::expr_fn::sum(col("amount")).alias("total"),
+                    datafusion::functions_aggregate::expr_fn::count(lit(1)).alias("n"),
+                ])?
+                .write_stream()
+                .output_mode(OutputMode::Update)
+                .foreach_batch(|data, _| {
+                    std::hint::black_box(data.num_rows());
+                    Ok(())
+                }),
+            "stateless" => events
+                .filter_sql("action IN ('buy', 'cart') OR amount > 90")?
+                .select_sql([
+                    "ts",
+                    "user",
+                    "action",
+                    "round(amount * 1.2, 2) AS amount_eur",
+                    "to_date(ts) AS day",
+                ])?
+                .write_stream()
+                .format("parquet")
+                .option("path", workdir.join("out-parquet").display()),
+            "overhead" => events
+                .select_sql(["ts", "user", "amount * 1.2 AS amount_eur"])?
+                .write_stream()
+                .format("noop"),
+            other => {
+                return Err(sluice::SluiceError::query(
+                    "UNKNOWN_WORKLOAD",
+                    format!("unknown workload {other:?}: use windowed, stateless or overhead"),
+                ))
+            }
+        };
+        let start = Instant::now();
+        let q = writer
+            .option("checkpointLocation", ckpt.display())
+            .trigger(Trigger::AvailableNow)
+            .start()?;
+        q.await_termination()?;
+        Ok((start.elapsed().as_secs_f64(), q.recent_progress()))
+    };
+    let (wall, progress) = run().map_err(|e| e.to_string())?;
+    let mut data_ms: Vec<i64> = progress
+        .iter()
+        .filter(|p| p.num_input_rows > 0)
+        .map(|p| p.duration_ms.get("triggerExecution").copied().unwrap_or(0))
+        .collect();
+    data_ms.sort();
+    let median = match data_ms.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => data_ms[n / 2] as f64,
+        n => (data_ms[n / 2 - 1] + data_ms[n / 2]) as f64 / 2.0,
+    };
+    eprintln!(
+        "sluice bench {workload}: {} files, {source_rows} rows, {} batches ({} with data), wall {wall:.3}s",
+        files.len(),
+        progress.len(),
+        data_ms.len()
+    );
+    println!(
+        "{}",
+        serde_json::json!({
+            "engine": "sluice",
+            "workload": workload,
+            "rows_per_second": ((source_rows as f64 / wall) * 10.0).round() / 10.0,
+            "median_batch_ms": median,
+            "wall_seconds": (wall * 1000.0).round() / 1000.0,
+            "peak_rss_bytes": peak_rss_bytes(),
+            "batches": progress.len(),
+        })
+    );
+    let _ = std::fs::remove_dir_all(&workdir);
+    Ok(())
+}
