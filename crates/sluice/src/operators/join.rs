@@ -307,28 +307,27 @@ fn state_bounds(
     (lb, rb)
 }
 
-/// Whether a stream-stream join of this kind can bound the state it must keep (Spark's rules).
-pub fn check_stream_stream_join(join: &Join) -> Result<()> {
-    let left: &DFSchema = join.left.schema();
-    let right: &DFSchema = join.right.schema();
-    let (le, re) = (event_time_column(left), event_time_column(right));
+/// The state bounds of both sides, from the equi-join keys and the join condition.
+fn join_state_bounds(join: &Join) -> (Option<StateBound>, Option<StateBound>) {
+    let (left, right): (&DFSchema, &DFSchema) = (join.left.schema(), join.right.schema());
     let mut cs = Vec::new();
     for (l, r) in &join.on {
-        constraints(
-            &Expr::BinaryExpr(BinaryExpr::new(
-                Box::new(l.clone()),
-                Operator::Eq,
-                Box::new(r.clone()),
-            )),
-            left,
-            right,
-            &mut cs,
-        );
+        let eq = Expr::BinaryExpr(BinaryExpr::new(
+            Box::new(l.clone()),
+            Operator::Eq,
+            Box::new(r.clone()),
+        ));
+        constraints(&eq, left, right, &mut cs);
     }
     if let Some(f) = &join.filter {
         constraints(f, left, right, &mut cs);
     }
-    let (lb, rb) = state_bounds(&cs, le, re);
+    state_bounds(&cs, event_time_column(left), event_time_column(right))
+}
+
+/// Whether a stream-stream join of this kind can bound the state it must keep (Spark's rules).
+pub fn check_stream_stream_join(join: &Join) -> Result<()> {
+    let (lb, rb) = join_state_bounds(join);
     let kind = match join.join_type {
         JoinType::Inner => return Ok(()),
         JoinType::Left => ("LeftOuter", lb.is_some()),
@@ -443,23 +442,7 @@ impl StreamingJoin {
             None => None,
         };
         let (le, re) = (event_time_column(left), event_time_column(right));
-        let mut cs = Vec::new();
-        for (l, r) in &join.on {
-            constraints(
-                &Expr::BinaryExpr(BinaryExpr::new(
-                    Box::new(l.clone()),
-                    Operator::Eq,
-                    Box::new(r.clone()),
-                )),
-                left,
-                right,
-                &mut cs,
-            );
-        }
-        if let Some(f) = &join.filter {
-            constraints(f, left, right, &mut cs);
-        }
-        let (left_bound, right_bound) = state_bounds(&cs, le, re);
+        let (left_bound, right_bound) = join_state_bounds(join);
         let dir = checkpoint_root.join("state").join(operator_id.to_string());
         let fields = |s: &SchemaRef| s.fields().iter().cloned().collect::<Vec<_>>();
         let mut value = fields(&ls);
