@@ -39,7 +39,7 @@ use super::watermark::WATERMARK_DELAY_KEY;
 use super::window::{last_window_start, window_array, WindowSpec};
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
-use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf, StateStoreProvider};
+use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf};
 use crate::OutputMode;
 
 pub use super::stateful::ALLOW_KEY_RENAME_CONF;
@@ -329,25 +329,15 @@ impl StreamingAggregate {
     ) -> Result<AggregateOutput> {
         // Open every partition's store at version `batch_id` once for the whole batch.
         let mut providers = std::mem::take(&mut self.stores);
-        let result = (|| {
-            let mut stores: Vec<&mut dyn StateStore> = providers
-                .iter_mut()
-                .map(|p| p.get_store(batch_id))
-                .collect::<Result<_>>()?;
+        let result = super::stateful::with_stores(&mut providers, batch_id, |stores| {
             self.process_with(
-                &mut stores,
+                stores,
                 input,
                 input_schema,
                 late_watermark_ms,
                 eviction_watermark_ms,
             )
-        })();
-        if result.is_ok() {
-            // Snapshots and purges run off the query thread; commits never wait for them.
-            for p in &mut providers {
-                p.maintain_in_background();
-            }
-        }
+        });
         self.stores = providers;
         result
     }
@@ -504,47 +494,14 @@ impl StreamingAggregate {
         };
 
         // 5. Merge stored states and update with this batch's rows, per aggregate.
-        let mut new_states: Vec<ArrayRef> = Vec::new();
-        let mut finals: Vec<ArrayRef> = Vec::new();
-        let mut offset = 0;
-        for a in &self.aggs {
-            let mut acc = a.accumulator()?;
-            if !old_groups.is_empty() {
-                acc.merge_batch(
-                    &old_states[offset..offset + a.n_state],
-                    &old_groups,
-                    n_groups,
-                )?;
-            }
-            let args: Vec<ArrayRef> = a
-                .expr
-                .expressions()
-                .iter()
-                .map(|e| -> Result<ArrayRef> {
-                    Ok(take(&e.evaluate(&batch)?.into_array(n)?, &take_idx, None)?)
-                })
-                .collect::<Result<_>>()?;
-            let filter: Option<BooleanArray> = match &a.filter {
-                Some(f) => {
-                    let v = take(&f.evaluate(&batch)?.into_array(n)?, &take_idx, None)?;
-                    Some(
-                        v.as_any()
-                            .downcast_ref::<BooleanArray>()
-                            .cloned()
-                            .ok_or_else(|| SluiceError::internal("filter"))?,
-                    )
-                }
-                None => None,
-            };
-            acc.update_batch(&args, &group_indices, filter.as_ref(), n_groups)?;
-            let st = acc.state(EmitTo::All)?;
-            let mut fin_acc = a.accumulator()?;
-            let ident: Vec<usize> = (0..n_groups).collect();
-            fin_acc.merge_batch(&st, &ident, n_groups)?;
-            finals.push(fin_acc.evaluate(EmitTo::All)?);
-            new_states.extend(st);
-            offset += a.n_state;
-        }
+        let instances = arrow::compute::take_record_batch(&batch, &take_idx)?;
+        let (new_states, finals) = self.accumulate(
+            &old_states,
+            &old_groups,
+            &instances,
+            &group_indices,
+            n_groups,
+        )?;
 
         // 6. Write the new states.
         let state_rows = self.state_converter.convert_columns(&new_states)?;
@@ -601,6 +558,59 @@ impl StreamingAggregate {
             (updates_ms, removals_ms),
             rows,
         )
+    }
+
+    /// For each aggregate: merges the stored states of `old_groups` and updates with the `rows`
+    /// (row `i` belongs to group `group_of_row[i]`). Returns the new intermediate states (all
+    /// aggregates' state fields, in order) and the final values, one per group.
+    fn accumulate(
+        &self,
+        old_states: &[ArrayRef],
+        old_groups: &[usize],
+        rows: &RecordBatch,
+        group_of_row: &[usize],
+        n_groups: usize,
+    ) -> Result<(Vec<ArrayRef>, Vec<ArrayRef>)> {
+        let n = rows.num_rows();
+        let ident: Vec<usize> = (0..n_groups).collect();
+        let mut new_states: Vec<ArrayRef> = Vec::new();
+        let mut finals: Vec<ArrayRef> = Vec::new();
+        let mut offset = 0;
+        for a in &self.aggs {
+            let mut acc = a.accumulator()?;
+            if !old_groups.is_empty() {
+                acc.merge_batch(
+                    &old_states[offset..offset + a.n_state],
+                    old_groups,
+                    n_groups,
+                )?;
+            }
+            let args: Vec<ArrayRef> = a
+                .expr
+                .expressions()
+                .iter()
+                .map(|e| -> Result<ArrayRef> { Ok(e.evaluate(rows)?.into_array(n)?) })
+                .collect::<Result<_>>()?;
+            let filter: Option<BooleanArray> = match &a.filter {
+                Some(f) => Some(
+                    f.evaluate(rows)?
+                        .into_array(n)?
+                        .as_any()
+                        .downcast_ref::<BooleanArray>()
+                        .cloned()
+                        .ok_or_else(|| SluiceError::internal("filter"))?,
+                ),
+                None => None,
+            };
+            acc.update_batch(&args, group_of_row, filter.as_ref(), n_groups)?;
+            let st = acc.state(EmitTo::All)?;
+            let mut fin = a.accumulator()?;
+            fin.merge_batch(&st, &ident, n_groups)?;
+            finals.push(fin.evaluate(EmitTo::All)?);
+            new_states.extend(st);
+            offset += a.n_state;
+        }
+        Ok((new_states, finals))
     }
 
     /// Event time (µs) of each key row.
@@ -937,43 +947,13 @@ impl StreamingAggregate {
                 .convert_rows(old_states.iter().map(|(_, b)| parser.parse(b)))?
         };
         let kept_batch = arrow::compute::take_record_batch(batch, &keep)?;
-        let mut new_states: Vec<ArrayRef> = Vec::new();
-        let mut finals: Vec<ArrayRef> = Vec::new();
-        let mut offset = 0;
-        for a in &self.aggs {
-            let mut acc = a.accumulator()?;
-            if !old_groups.is_empty() {
-                acc.merge_batch(
-                    &old_arrays[offset..offset + a.n_state],
-                    &old_groups,
-                    n_groups,
-                )?;
-            }
-            let args: Vec<ArrayRef> = a
-                .expr
-                .expressions()
-                .iter()
-                .map(|e| -> Result<ArrayRef> { Ok(e.evaluate(&kept_batch)?.into_array(m)?) })
-                .collect::<Result<_>>()?;
-            let filter: Option<BooleanArray> = match &a.filter {
-                Some(f) => Some(
-                    f.evaluate(&kept_batch)?
-                        .into_array(m)?
-                        .as_any()
-                        .downcast_ref::<BooleanArray>()
-                        .cloned()
-                        .ok_or_else(|| SluiceError::internal("filter"))?,
-                ),
-                None => None,
-            };
-            acc.update_batch(&args, &group_of_row, filter.as_ref(), n_groups)?;
-            let st = acc.state(EmitTo::All)?;
-            let mut fin = a.accumulator()?;
-            fin.merge_batch(&st, &(0..n_groups).collect::<Vec<_>>(), n_groups)?;
-            finals.push(fin.evaluate(EmitTo::All)?);
-            new_states.extend(st);
-            offset += a.n_state;
-        }
+        let (new_states, finals) = self.accumulate(
+            &old_arrays,
+            &old_groups,
+            &kept_batch,
+            &group_of_row,
+            n_groups,
+        )?;
         // Replace the merged sessions in state.
         let conv = self
             .key_converter

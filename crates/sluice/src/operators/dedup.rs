@@ -33,7 +33,7 @@ use super::stateful::{
 use super::watermark::WATERMARK_DELAY_KEY;
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
-use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf, StateStoreProvider};
+use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf};
 
 /// The logical node of `drop_duplicates` / `drop_duplicates_within_watermark`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -421,18 +421,9 @@ impl StatefulOperator for StreamingDeduplicate {
         };
         let evict_us = eviction_watermark_ms.saturating_mul(1000);
         let mut providers = std::mem::take(&mut self.stores);
-        let result = (|| {
-            let mut stores: Vec<&mut dyn StateStore> = providers
-                .iter_mut()
-                .map(|p| p.get_store(batch_id))
-                .collect::<Result<_>>()?;
-            self.run(&mut stores, &batch, late_us, evict_us)
-        })();
-        if result.is_ok() {
-            for p in &mut providers {
-                p.maintain_in_background();
-            }
-        }
+        let result = super::stateful::with_stores(&mut providers, batch_id, |stores| {
+            self.run(stores, &batch, late_us, evict_us)
+        });
         self.stores = providers;
         result
     }

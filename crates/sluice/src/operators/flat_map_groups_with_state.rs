@@ -33,7 +33,7 @@ use super::stateful::{
 use super::watermark::WATERMARK_DELAY_KEY;
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
-use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf, StateStoreProvider};
+use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf};
 use crate::OutputMode;
 
 /// Which timeouts a stateful function uses (Spark's `GroupStateTimeout`).
@@ -616,18 +616,9 @@ impl StatefulOperator for FlatMapGroupsWithStateExec {
         let input = inputs.pop().unwrap_or_default();
         let batch = concat_batches(&self.input_schema, &input)?;
         let mut providers = std::mem::take(&mut self.stores);
-        let result = (|| {
-            let mut stores: Vec<&mut dyn StateStore> = providers
-                .iter_mut()
-                .map(|p| p.get_store(batch_id))
-                .collect::<Result<_>>()?;
-            self.run(&mut stores, batch, eviction_watermark_ms)
-        })();
-        if result.is_ok() {
-            for p in &mut providers {
-                p.maintain_in_background();
-            }
-        }
+        let result = super::stateful::with_stores(&mut providers, batch_id, |stores| {
+            self.run(stores, batch, eviction_watermark_ms)
+        });
         self.stores = providers;
         result
     }

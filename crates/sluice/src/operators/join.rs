@@ -36,7 +36,7 @@ use super::stateful::{
 use super::watermark::WATERMARK_DELAY_KEY;
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
-use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf, StateStoreProvider};
+use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf};
 
 const LEFT: u8 = 0;
 const RIGHT: u8 = 1;
@@ -886,24 +886,16 @@ impl StatefulOperator for StreamingJoin {
         let left = concat_batches(&self.left_schema, &left)?;
         let right = concat_batches(&self.right_schema, &right)?;
         let mut providers = std::mem::take(&mut self.stores);
-        let result = (|| {
-            let mut stores: Vec<&mut dyn StateStore> = providers
-                .iter_mut()
-                .map(|p| p.get_store(batch_id))
-                .collect::<Result<_>>()?;
+        let result = super::stateful::with_stores(&mut providers, batch_id, |stores| {
             self.run(
-                &mut stores,
+                stores,
                 left,
                 right,
                 late_watermark_ms.saturating_mul(1000),
                 eviction_watermark_ms.saturating_mul(1000),
             )
-        })();
-        if result.is_ok() {
-            for p in &mut providers {
-                p.maintain_in_background();
-            }
-        } else {
+        });
+        if result.is_err() {
             // The in-memory index may hold this failed batch's rows: rebuild it from the store.
             self.index = None;
         }

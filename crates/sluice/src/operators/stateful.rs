@@ -78,6 +78,30 @@ fn stores_len_gt_one_and_armed() -> bool {
     CRASH_IN_STATE_COMMIT.with(|c| c.get())
 }
 
+/// Runs `f` with every partition's store open at `version` (each opened once for the whole
+/// batch); after a successful batch, starts background maintenance (snapshots, purge) so commits
+/// never wait for it.
+pub fn with_stores<T>(
+    providers: &mut [DefaultStateStoreProvider],
+    version: u64,
+    f: impl FnOnce(&mut [&mut dyn crate::state::StateStore]) -> Result<T>,
+) -> Result<T> {
+    use crate::state::StateStoreProvider;
+    let result = {
+        let mut stores: Vec<&mut dyn crate::state::StateStore> = providers
+            .iter_mut()
+            .map(|p| p.get_store(version))
+            .collect::<Result<_>>()?;
+        f(&mut stores)
+    };
+    if result.is_ok() {
+        for p in providers.iter_mut() {
+            p.maintain_in_background();
+        }
+    }
+    result
+}
+
 /// Opens one store per partition under `<checkpoint>/state/<operator_id>/<p>/`.
 pub fn open_stores(
     checkpoint_root: &Path,
