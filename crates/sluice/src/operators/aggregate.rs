@@ -15,7 +15,7 @@
 //! complete mode. Append mode emits a key once the eviction watermark passes its window end and
 //! evicts it; update mode emits changed keys and evicts expired ones; complete mode emits all.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -107,10 +107,22 @@ pub struct StreamingAggregate {
     mode: OutputMode,
     partitions: usize,
     stores: Vec<DefaultStateStoreProvider>,
-    /// A lower bound of the event times of keys in state (skips eviction scans).
+    /// A lower bound of the event times of keys in state (skips eviction scans of sessions).
     min_event_time_us: i64,
+    /// Keys in state by event time (window end or the event-time column), so eviction touches
+    /// only expired keys instead of scanning the state. Not used for session windows.
+    time_index: TimeIndex,
     /// Session windows: the sessions in state per value of the other grouping keys.
     sessions: Option<SessionIndex>,
+}
+
+/// The keys in state ordered by their event time. It describes one state version
+/// (`version`); a batch that finds it describing another version (the first batch of a run, or
+/// after a failed batch) rebuilds it with one scan of the state.
+#[derive(Default)]
+struct TimeIndex {
+    version: Option<u64>,
+    by_time: BTreeMap<i64, Vec<Vec<u8>>>,
 }
 
 /// Sessions of one value of the other keys: (start µs, end µs, full state key).
@@ -266,6 +278,7 @@ impl StreamingAggregate {
             partitions,
             stores,
             min_event_time_us: i64::MIN,
+            time_index: TimeIndex::default(),
             sessions: None,
         }
         .with_session_index()
@@ -329,7 +342,11 @@ impl StreamingAggregate {
     ) -> Result<AggregateOutput> {
         // Open every partition's store at version `batch_id` once for the whole batch.
         let mut providers = std::mem::take(&mut self.stores);
+        let indexed = self.time_index.version.take() == Some(batch_id);
         let result = super::stateful::with_stores(&mut providers, batch_id, |stores| {
+            if !indexed {
+                self.rebuild_time_index(stores)?;
+            }
             self.process_with(
                 stores,
                 input,
@@ -339,6 +356,9 @@ impl StreamingAggregate {
             )
         });
         self.stores = providers;
+        if result.is_ok() {
+            self.time_index.version = Some(batch_id + 1);
+        }
         result
     }
 
@@ -503,24 +523,31 @@ impl StreamingAggregate {
             n_groups,
         )?;
 
-        // 6. Write the new states.
+        // 6. Write the new states; index the new keys by event time.
         let state_rows = self.state_converter.convert_columns(&new_states)?;
         for (g, k) in group_keys.iter().enumerate() {
             let p = partition_of(k, self.partitions);
             stores[p].put(k, state_rows.row(g).as_ref());
         }
-        let updated = n_groups as u64;
-        let updates_ms = t_updates.elapsed().as_millis() as i64;
-
-        // Event times of the touched keys (lower bound for eviction scans).
-        if let Some(et) = self.event_time_key {
+        if let (Some(et), false) = (self.event_time_key, self.mode == OutputMode::Complete) {
             let times = self.key_event_times(&key_arrays, et)?;
-            for r in &first_row {
-                if times.is_valid(*r as usize) {
-                    self.min_event_time_us = self.min_event_time_us.min(times.value(*r as usize));
+            let mut is_old = vec![false; n_groups];
+            for g in &old_groups {
+                is_old[*g] = true;
+            }
+            for (g, key) in group_keys.into_iter().enumerate() {
+                let r = first_row[g] as usize;
+                if !is_old[g] && times.is_valid(r) {
+                    self.time_index
+                        .by_time
+                        .entry(times.value(r))
+                        .or_default()
+                        .push(key);
                 }
             }
         }
+        let updated = n_groups as u64;
+        let updates_ms = t_updates.elapsed().as_millis() as i64;
 
         // 7. Output and eviction, by output mode.
         let t_removals = Instant::now();
@@ -631,6 +658,39 @@ impl StreamingAggregate {
         }
     }
 
+    /// Rebuilds the event-time index from the state (one scan; the first batch of a run).
+    fn rebuild_time_index(&mut self, stores: &[&mut dyn StateStore]) -> Result<()> {
+        self.time_index.by_time.clear();
+        let (Some(et), Some(conv), None) =
+            (self.event_time_key, &self.key_converter, &self.sessions)
+        else {
+            return Ok(());
+        };
+        if self.mode == OutputMode::Complete {
+            return Ok(());
+        }
+        let keys: Vec<Vec<u8>> = stores
+            .iter()
+            .flat_map(|s| s.iter().map(|(k, _)| k.to_vec()))
+            .collect();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let kparser = conv.parser();
+        let key_arrays = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
+        let times = self.key_event_times(&key_arrays, et)?;
+        for (i, key) in keys.into_iter().enumerate() {
+            if times.is_valid(i) {
+                self.time_index
+                    .by_time
+                    .entry(times.value(i))
+                    .or_default()
+                    .push(key);
+            }
+        }
+        Ok(())
+    }
+
     /// Removes keys whose event time is at or before `evict_us`; with `emit`, returns them as rows.
     fn evict(
         &mut self,
@@ -641,6 +701,9 @@ impl StreamingAggregate {
         let Some(et) = self.event_time_key else {
             return Ok((None, 0));
         };
+        if self.sessions.is_none() {
+            return self.evict_indexed(stores, evict_us, emit);
+        }
         if evict_us < self.min_event_time_us {
             return Ok((None, 0));
         }
@@ -711,6 +774,48 @@ impl StreamingAggregate {
             .state_converter
             .convert_rows(chosen.iter().map(|b| sparser.parse(b)))?;
         let finals = self.evaluate_states(&states, chosen.len())?;
+        Ok((Some(self.output_batch(keys_out, finals)?), n))
+    }
+
+    /// [`Self::evict`] through the event-time index: only the expired keys are touched.
+    fn evict_indexed(
+        &mut self,
+        stores: &mut [&mut dyn StateStore],
+        evict_us: i64,
+        emit: bool,
+    ) -> Result<(Option<RecordBatch>, u64)> {
+        let Some(conv) = &self.key_converter else {
+            return Ok((None, 0));
+        };
+        let kept = match evict_us.checked_add(1) {
+            Some(next) => self.time_index.by_time.split_off(&next),
+            None => BTreeMap::new(),
+        };
+        let expired_map = std::mem::replace(&mut self.time_index.by_time, kept);
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut values: Vec<Vec<u8>> = Vec::new();
+        for key in expired_map.into_values().flatten() {
+            let p = partition_of(&key, self.partitions);
+            if emit {
+                match stores[p].get(&key) {
+                    Some(v) => values.push(v.to_vec()),
+                    None => continue,
+                }
+            }
+            stores[p].remove(&key);
+            keys.push(key);
+        }
+        let n = keys.len() as u64;
+        if !emit || keys.is_empty() {
+            return Ok((None, n));
+        }
+        let kparser = conv.parser();
+        let keys_out = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
+        let sparser = self.state_converter.parser();
+        let states = self
+            .state_converter
+            .convert_rows(values.iter().map(|b| sparser.parse(b)))?;
+        let finals = self.evaluate_states(&states, values.len())?;
         Ok((Some(self.output_batch(keys_out, finals)?), n))
     }
 

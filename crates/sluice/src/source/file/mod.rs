@@ -465,12 +465,8 @@ impl Source for FileSource {
         for id in start_id + 1..=end_id {
             files.extend(self.entries_of(id)?);
         }
-        let mut asm = Assembler::new(&self.parse)?;
-        for f in &files {
-            let path = uri_to_path(&f.path);
-            format::read_file(&path, &f.path, &range, &mut asm)?;
-        }
-        let out = asm.finish()?;
+        let uris: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        let out = format::read_files_parallel(&self.parse, &uris, &range, uri_to_path)?;
         Ok(source_batch(out))
     }
 

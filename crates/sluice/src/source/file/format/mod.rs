@@ -789,6 +789,65 @@ pub(crate) fn file_not_found(uri: &str, context: &str) -> SluiceError {
     )
 }
 
+/// Reads `files` (URIs, in order) into rows, decoding on up to `available_parallelism` threads:
+/// each thread takes a contiguous run of files with its own [`Assembler`], and the results are
+/// put back together in file order, so the rows (and the first error, for FAILFAST) are the
+/// same as reading the files one after another.
+pub(crate) fn read_files_parallel(
+    opts: &ParseOptions,
+    files: &[&str],
+    context: &str,
+    to_path: impl Fn(&str) -> std::path::PathBuf + Sync,
+) -> Result<AssembledRows> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(files.len())
+        .max(1);
+    let read_run = |run: &[&str]| -> Result<AssembledRows> {
+        let mut asm = Assembler::new(opts)?;
+        for uri in run {
+            read_file(&to_path(uri), uri, context, &mut asm)?;
+        }
+        asm.finish()
+    };
+    if threads == 1 {
+        return read_run(files);
+    }
+    // Contiguous runs of about equal size.
+    let per = files.len().div_ceil(threads);
+    let results: Vec<Result<AssembledRows>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = files
+            .chunks(per)
+            .map(|run| scope.spawn(move || read_run(run)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(SluiceError::internal(format!(
+                        "a file decoding thread panicked while reading {context}"
+                    )))
+                })
+            })
+            .collect()
+    });
+    let mut all = AssembledRows {
+        batches: Vec::new(),
+        malformed: 0,
+        dropped: 0,
+        files_read: 0,
+    };
+    for r in results {
+        let r = r?;
+        all.batches.extend(r.batches);
+        all.malformed += r.malformed;
+        all.dropped += r.dropped;
+        all.files_read += r.files_read;
+    }
+    Ok(all)
+}
+
 /// Reads one file into `asm`. `uri` names the file in messages; `context` says what the file
 /// is part of (e.g. "batch range (2, 3] of FileStreamSource[file:/in]").
 pub(crate) fn read_file(
