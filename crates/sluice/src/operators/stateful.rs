@@ -57,6 +57,32 @@ pub fn inject_crash_in_state_commit(on: bool) {
 /// Commits every partition's store; returns (keys in state, memory bytes).
 pub fn commit_stores(stores: &mut [&mut dyn crate::state::StateStore]) -> Result<(u64, u64)> {
     let (mut total, mut memory) = (0u64, 0u64);
+    if stores.len() > 1 && !stores_len_gt_one_and_armed() {
+        // Each partition writes and syncs its own delta file: in parallel.
+        let results: Vec<Result<()>> = std::thread::scope(|scope| {
+            let (first, rest) = stores.split_at_mut(1);
+            let handles: Vec<_> = rest
+                .iter_mut()
+                .map(|s| scope.spawn(move || s.commit().map(|_| ())))
+                .collect();
+            let mut results = vec![first[0].commit().map(|_| ())];
+            results.extend(handles.into_iter().map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(SluiceError::internal("a state store commit thread panicked"))
+                })
+            }));
+            results
+        });
+        for r in results {
+            r?;
+        }
+        for s in stores.iter() {
+            let m = s.metrics();
+            total += m.num_keys;
+            memory += m.memory_used_bytes;
+        }
+        return Ok((total, memory));
+    }
     for (i, s) in stores.iter_mut().enumerate() {
         s.commit()?;
         if i == 0 && stores_len_gt_one_and_armed() {

@@ -194,7 +194,7 @@ pub struct StateStoreMetrics {
 /// Reads see this batch's own puts and removes. Nothing reaches disk before
 /// [`commit`](StateStore::commit). Keys and values are opaque bytes; keys are ordered
 /// bytewise and [`iter`](StateStore::iter) yields them in that order.
-pub trait StateStore {
+pub trait StateStore: Send {
     /// The version this store holds: the version it was loaded at, and after a successful
     /// [`commit`](StateStore::commit) the version it committed.
     fn version(&self) -> u64;

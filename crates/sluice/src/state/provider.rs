@@ -1,10 +1,8 @@
 //! [`DefaultStateStoreProvider`]: the in-memory store, loading, commits and maintenance.
 
-use std::collections::btree_map;
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, ErrorKind};
-use std::iter::Peekable;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,9 +20,13 @@ use crate::error::{Result, SluiceError};
 /// headers, allocator rounding.
 pub(super) const ENTRY_OVERHEAD: u64 = 64;
 
-type Map = BTreeMap<Box<[u8]>, Box<[u8]>>;
+/// Hash maps: a batch touches tens of thousands of keys, and ordered maps spent most of their
+/// time comparing keys. Order is made where it is needed: sorted deltas on commit, sorted
+/// [`StateStore::iter`].
+type Hasher = foldhash::fast::RandomState;
+type Map = HashMap<Box<[u8]>, Box<[u8]>, Hasher>;
 /// Staged changes: `Some(value)` = put, `None` = removal of a committed key.
-type Staged = BTreeMap<Box<[u8]>, Option<Box<[u8]>>>;
+type Staged = HashMap<Box<[u8]>, Option<Box<[u8]>>, Hasher>;
 type Reader = StateFileReader<BufReader<File>>;
 
 fn entry_size(key_len: usize, value_len: usize) -> u64 {
@@ -413,7 +415,7 @@ impl StateStoreProvider for DefaultStateStoreProvider {
     fn get_store(&mut self, version: u64) -> Result<&mut dyn StateStore> {
         if version != self.store.version {
             let (map, bytes) = if version == 0 {
-                (Map::new(), 0)
+                (Map::default(), 0)
             } else {
                 self.inner.load(version)?
             };
@@ -458,9 +460,9 @@ impl MemStore {
         Self {
             inner,
             version: 0,
-            committed: Map::new(),
+            committed: Map::default(),
             committed_bytes: 0,
-            staged: Staged::new(),
+            staged: Staged::default(),
             staged_bytes: 0,
             staged_key_delta: 0,
             num_updated: 0,
@@ -533,10 +535,21 @@ impl StateStore for MemStore {
     }
 
     fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
-        Box::new(MergedIter {
-            committed: self.committed.iter().peekable(),
-            staged: self.staged.iter().peekable(),
-        })
+        let mut pairs: Vec<(&[u8], &[u8])> =
+            Vec::with_capacity(self.committed.len() + self.staged.len());
+        pairs.extend(
+            self.committed
+                .iter()
+                .filter(|(k, _)| !self.staged.contains_key(*k))
+                .map(|(k, v)| (&**k, &**v)),
+        );
+        pairs.extend(
+            self.staged
+                .iter()
+                .filter_map(|(k, slot)| slot.as_ref().map(|v| (&**k, &**v))),
+        );
+        pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        Box::new(pairs.into_iter())
     }
 
     fn num_keys(&self) -> u64 {
@@ -549,7 +562,8 @@ impl StateStore for MemStore {
             SluiceError::internal(format!("state version overflow at {}", self.version))
         })?;
         let path = file_path(&self.inner.dir, FileKind::Delta, new_version);
-        let staged = &self.staged;
+        let mut staged: Vec<(&Box<[u8]>, &Option<Box<[u8]>>)> = self.staged.iter().collect();
+        staged.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let pending = write_pending(&path, FileKind::Delta, new_version, |w| {
             for (k, slot) in staged {
                 match slot {
@@ -608,40 +622,6 @@ impl StateStore for MemStore {
             num_updated: self.num_updated,
             num_removed: self.num_removed,
             commit_time_ms: self.commit_time_ms,
-        }
-    }
-}
-
-type MapIter<'a, V> = btree_map::Iter<'a, Box<[u8]>, V>;
-
-/// Committed pairs overlaid with staged changes, in key order.
-struct MergedIter<'a> {
-    committed: Peekable<MapIter<'a, Box<[u8]>>>,
-    staged: Peekable<MapIter<'a, Option<Box<[u8]>>>>,
-}
-
-impl<'a> Iterator for MergedIter<'a> {
-    type Item = (&'a [u8], &'a [u8]);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let order = match (self.committed.peek(), self.staged.peek()) {
-                (None, None) => return None,
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (Some((ck, _)), Some((sk, _))) => ck.cmp(sk),
-            };
-            if order == std::cmp::Ordering::Less {
-                let (k, v) = self.committed.next()?;
-                return Some((&**k, &**v));
-            }
-            if order == std::cmp::Ordering::Equal {
-                self.committed.next();
-            }
-            let (k, slot) = self.staged.next()?;
-            if let Some(v) = slot {
-                return Some((&**k, &**v));
-            }
         }
     }
 }
