@@ -309,12 +309,15 @@ impl DataStreamReader {
                 &self.options,
             )?),
             "rate-micro-batch" => Arc::new(RatePerMicroBatchProvider::try_new(&self.options)?),
+            "nexmark" => Arc::new(crate::source::nexmark::NexmarkSourceProvider::try_new(
+                &self.options,
+            )?),
             other => {
                 return Err(SluiceError::query(
                     "UNSUPPORTED_DATA_SOURCE",
                     format!(
                         "Data source {other} is not a streaming source. Use json, csv, parquet, \
-                         text, rate or rate-micro-batch (Kafka arrives with issue 5)."
+                         text, rate, rate-micro-batch or nexmark (Kafka arrives with issue 5)."
                     ),
                 ))
             }

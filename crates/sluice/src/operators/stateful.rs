@@ -68,7 +68,9 @@ pub fn commit_stores(stores: &mut [&mut dyn crate::state::StateStore]) -> Result
             let mut results = vec![first[0].commit().map(|_| ())];
             results.extend(handles.into_iter().map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    Err(SluiceError::internal("a state store commit thread panicked"))
+                    Err(SluiceError::internal(
+                        "a state store commit thread panicked",
+                    ))
                 })
             }));
             results

@@ -9,6 +9,7 @@ pub mod file;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod memory;
+pub mod nexmark;
 pub mod rate;
 
 use std::collections::BTreeMap;

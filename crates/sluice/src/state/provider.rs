@@ -562,7 +562,7 @@ impl StateStore for MemStore {
             SluiceError::internal(format!("state version overflow at {}", self.version))
         })?;
         let path = file_path(&self.inner.dir, FileKind::Delta, new_version);
-        let mut staged: Vec<(&Box<[u8]>, &Option<Box<[u8]>>)> = self.staged.iter().collect();
+        let mut staged: Vec<_> = self.staged.iter().collect();
         staged.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let pending = write_pending(&path, FileKind::Delta, new_version, |w| {
             for (k, slot) in staged {
