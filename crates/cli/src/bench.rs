@@ -11,7 +11,7 @@ use sluice::{col, lit, OutputMode, Session, Trigger};
 const SCHEMA: &str = "ts TIMESTAMP, user STRING, action STRING, amount DOUBLE";
 
 /// Peak resident set size of this process (Linux `VmHWM`), in bytes.
-fn peak_rss_bytes() -> u64 {
+pub fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -26,6 +26,7 @@ fn peak_rss_bytes() -> u64 {
 
 pub fn bench(args: &[String]) -> Result<(), String> {
     let (mut workload, mut input, mut workdir, mut batches) = (None, None, None, 10usize);
+    let (mut query, mut events, mut events_per_batch) = (None, 10_000_000u64, 1_000_000u64);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
@@ -34,14 +35,40 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             "--input" => input = Some(PathBuf::from(val()?)),
             "--workdir" => workdir = Some(PathBuf::from(val()?)),
             "--batches" => batches = val()?.parse().map_err(|_| "--batches needs a number")?,
+            "--query" => query = Some(val()?),
+            "--events" => events = val()?.parse().map_err(|_| "--events needs a number")?,
+            "--events-per-batch" => {
+                events_per_batch = val()?
+                    .parse()
+                    .map_err(|_| "--events-per-batch needs a number")?
+            }
             other => return Err(format!("unknown bench argument {other:?}")),
         }
     }
-    let workload = workload.ok_or("bench needs --workload windowed|stateless|overhead")?;
-    let input = input.ok_or("bench needs --input DIR (files from shared/bench/gen_events.py)")?;
+    let workload =
+        workload.ok_or("bench needs --workload windowed|stateless|overhead|decode|nexmark")?;
     let workdir = workdir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()))
     });
+    if workload == "nexmark" {
+        let _ = std::fs::remove_dir_all(&workdir);
+        let run = crate::nexmark::NexmarkRun {
+            query: query.ok_or("--workload nexmark needs --query q0|q1|q2|q5|q7|q8")?,
+            events,
+            events_per_batch,
+            events_per_second: 10_000,
+            shuffle_partitions: 2,
+        };
+        eprintln!(
+            "sluice bench nexmark {}: {} events, {} per batch",
+            run.query, run.events, run.events_per_batch
+        );
+        let out = crate::nexmark::run(&run, &workdir).map_err(|e| e.to_string())?;
+        println!("{out}");
+        let _ = std::fs::remove_dir_all(&workdir);
+        return Ok(());
+    }
+    let input = input.ok_or("bench needs --input DIR (files from shared/bench/gen_events.py)")?;
     let _ = std::fs::remove_dir_all(&workdir);
     std::fs::create_dir_all(&workdir).map_err(|e| format!("{}: {e}", workdir.display()))?;
 

@@ -6,6 +6,7 @@
 //! - `sluice conformance [--json REPORT] PATH...`: runs conformance scenarios.
 
 mod bench;
+mod nexmark;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,8 +18,11 @@ usage:
   sluice demo [--dir DIR]                        run the file-stream example (local files, no servers)
   sluice run --pipeline file-to-parquet|windowed-count --input DIR --output DIR --checkpoint DIR [--available-now]
                                                  run a built-in pipeline until stopped (or until caught up)
-  sluice bench --workload windowed|stateless|overhead --input DIR [--workdir DIR] [--batches N]
+  sluice bench --workload windowed|stateless|overhead|decode --input DIR [--workdir DIR] [--batches N]
                                                  the Sluice side of shared/bench/bench_spark.py
+                                                 (decode: the same files to Arrow, nothing else)
+  sluice bench --workload nexmark --query q0|q1|q2|q5|q7|q8 [--events N] [--events-per-batch N]
+                                                 a Nexmark query over N generated events (10,000,000)
   sluice conformance [--matrix] [--json REPORT] PATH...
                                                  run conformance scenarios (files or directories);
                                                  --matrix also runs each with restarts and crashes

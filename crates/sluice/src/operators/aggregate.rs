@@ -220,7 +220,14 @@ impl StreamingAggregate {
             #[allow(deprecated)]
             let (expr, filter, ordering) =
                 create_aggregate_expr_and_maybe_filter(e, input_schema, &physical_input, &props)?;
-            if !ordering.is_empty() {
+            // `first_value(x ORDER BY y)` and kin (and Spark's `max_by` / `min_by`, rewritten to
+            // them) keep the ordering values in their state and compare them themselves; an
+            // aggregate that needs its input sorted (`array_agg(x ORDER BY y)`) cannot run on
+            // increments.
+            if !ordering.is_empty()
+                && expr.order_sensitivity()
+                    != datafusion::logical_expr::utils::AggregateOrderSensitivity::Beneficial
+            {
                 return Err(SluiceError::not_supported_yet(
                     "ordered aggregates (WITHIN GROUP / ORDER BY in an aggregate) in a stream",
                 ));
@@ -599,6 +606,18 @@ impl StreamingAggregate {
         n_groups: usize,
     ) -> Result<(Vec<ArrayRef>, Vec<ArrayRef>)> {
         let n = rows.num_rows();
+        if n_groups == 0 {
+            // Nothing touched (some accumulators cannot emit zero groups).
+            let mut states = Vec::new();
+            let mut finals = Vec::new();
+            for a in &self.aggs {
+                for f in a.expr.state_fields()? {
+                    states.push(arrow::array::new_empty_array(f.data_type()));
+                }
+                finals.push(arrow::array::new_empty_array(a.expr.field().data_type()));
+            }
+            return Ok((states, finals));
+        }
         let ident: Vec<usize> = (0..n_groups).collect();
         let mut new_states: Vec<ArrayRef> = Vec::new();
         let mut finals: Vec<ArrayRef> = Vec::new();
@@ -612,10 +631,13 @@ impl StreamingAggregate {
                     n_groups,
                 )?;
             }
-            let args: Vec<ArrayRef> = a
-                .expr
-                .expressions()
+            // Arguments, then the ORDER BY expressions of an ordered aggregate (what DataFusion's
+            // aggregate execution passes to `update_batch`).
+            let exprs = a.expr.all_expressions();
+            let args: Vec<ArrayRef> = exprs
+                .args
                 .iter()
+                .chain(exprs.order_by_exprs.iter())
                 .map(|e| -> Result<ArrayRef> { Ok(e.evaluate(rows)?.into_array(n)?) })
                 .collect::<Result<_>>()?;
             let filter: Option<BooleanArray> = match &a.filter {

@@ -293,7 +293,15 @@ pub fn partition_of(key: &[u8], partitions: usize) -> usize {
     (h % partitions as u64) as usize
 }
 
+/// Event times (µs) of a time column. A window struct (`window(..)`, `session_window(..)`)
+/// stands for its `end`, as Spark compares a window event-time column with the watermark.
 pub fn to_micros(a: &ArrayRef) -> Result<TimestampMicrosecondArray> {
+    if let Some(s) = a.as_any().downcast_ref::<arrow::array::StructArray>() {
+        let end = s
+            .column_by_name("end")
+            .ok_or_else(|| SluiceError::internal("an event-time struct without an end field"))?;
+        return to_micros(end);
+    }
     let c = cast(a, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
     c.as_any()
         .downcast_ref::<TimestampMicrosecondArray>()

@@ -11,11 +11,12 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, StructArray, TimestampMicrosecondArray};
 use arrow::buffer::NullBuffer;
-use arrow::datatypes::{DataType, Field, Fields, TimeUnit};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, TimeUnit};
 use datafusion::common::{exec_err, plan_err, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
 use datafusion::prelude::{lit, Expr};
 
@@ -257,6 +258,27 @@ fn scalar_duration(name: &str, v: &ColumnarValue) -> DfResult<i64> {
     }
 }
 
+/// The window column keeps its time column's watermark marker, as Spark's does: a window over
+/// the event time is itself an event-time column (its `end` is compared with the watermark),
+/// which is what lets a second aggregation or a join group by it.
+fn window_field(args: &ReturnFieldArgs) -> FieldRef {
+    let mut field = Field::new("window", window_type(), true);
+    if let Some(delay) = args
+        .arg_fields
+        .first()
+        .and_then(|f| f.metadata().get(super::watermark::WATERMARK_DELAY_KEY))
+    {
+        field = field.with_metadata(
+            [(
+                super::watermark::WATERMARK_DELAY_KEY.to_string(),
+                delay.clone(),
+            )]
+            .into(),
+        );
+    }
+    Arc::new(field)
+}
+
 fn time_array(v: &ColumnarValue, rows: usize) -> DfResult<TimestampMicrosecondArray> {
     let a = v.to_array(rows)?;
     let a = arrow::compute::cast(&a, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
@@ -281,6 +303,9 @@ impl ScalarUDFImpl for WindowUdf {
     }
     fn schema_name(&self, _args: &[Expr]) -> DfResult<String> {
         Ok("window".into())
+    }
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        Ok(window_field(&args))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let size = scalar_duration("window", &args.args[1])?;
@@ -341,6 +366,9 @@ impl ScalarUDFImpl for SessionWindowUdf {
     }
     fn schema_name(&self, _args: &[Expr]) -> DfResult<String> {
         Ok("session_window".into())
+    }
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        Ok(window_field(&args))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let gap = scalar_duration("session_window", &args.args[1])?;
