@@ -96,6 +96,38 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         files.len().div_ceil(batches.max(1)).max(1)
     };
 
+    if workload == "decode" {
+        // The ceiling: the same files decoded to Arrow by the file source's reader, in the same
+        // groups as the windowed workload's batches, and nothing else.
+        let schema = sluice::schema::parse_ddl_schema(SCHEMA).map_err(|e| e.to_string())?;
+        let start = Instant::now();
+        let mut rows = 0usize;
+        let mut batch_ms = Vec::new();
+        for group in files.chunks(max_files) {
+            let t = Instant::now();
+            let out = sluice::source::file::read_files("json", group, &schema, &Default::default())
+                .map_err(|e| e.to_string())?;
+            rows += out.num_rows();
+            batch_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        let wall = start.elapsed().as_secs_f64();
+        batch_ms.sort_by(|a, b| a.total_cmp(b));
+        eprintln!("sluice bench decode: {} files, {rows} rows, wall {wall:.3}s", files.len());
+        println!(
+            "{}",
+            serde_json::json!({
+                "engine": "sluice",
+                "workload": "decode",
+                "rows_per_second": ((rows as f64 / wall) * 10.0).round() / 10.0,
+                "median_batch_ms": (batch_ms[batch_ms.len() / 2] * 10.0).round() / 10.0,
+                "wall_seconds": (wall * 1000.0).round() / 1000.0,
+                "peak_rss_bytes": peak_rss_bytes(),
+                "batches": batch_ms.len(),
+            })
+        );
+        return Ok(());
+    }
+
     let run = || -> sluice::Result<(f64, Vec<sluice::StreamingQueryProgress>)> {
         let session = Session::builder().shuffle_partitions(2).build()?;
         let events = session

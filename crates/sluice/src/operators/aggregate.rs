@@ -122,7 +122,28 @@ pub struct StreamingAggregate {
 #[derive(Default)]
 struct TimeIndex {
     version: Option<u64>,
-    by_time: BTreeMap<i64, Vec<Vec<u8>>>,
+    /// One map per state partition: event time µs -> keys.
+    parts: Vec<BTreeMap<i64, Vec<Vec<u8>>>>,
+}
+
+/// What every partition of a batch reads: the row instances (a row per window it falls in),
+/// their key columns and encoded keys, and their event times (for the index).
+struct BatchInstances<'a> {
+    rows: &'a RecordBatch,
+    key_arrays: &'a [ArrayRef],
+    key_rows: Option<&'a Rows>,
+    times: Option<&'a TimestampMicrosecondArray>,
+    evict_us: i64,
+}
+
+/// What one partition's share of a batch produced.
+#[derive(Default)]
+struct PartitionOutput {
+    rows: Option<RecordBatch>,
+    updated: u64,
+    removed: u64,
+    updates_ms: i64,
+    removals_ms: i64,
 }
 
 /// Sessions of one value of the other keys: (start µs, end µs, full state key).
@@ -470,128 +491,213 @@ impl StreamingAggregate {
             }
         }
 
-        // 3. Group the row instances by key.
+        // 3. Each row instance goes to its key's partition (Spark's shuffle); the partitions
+        //    run at the same time, one thread each, as Spark's tasks do.
         let key_rows: Option<Rows> = match &self.key_converter {
             Some(c) => Some(c.convert_columns(&key_arrays)?),
             None => None,
         };
-        let mut group_of: HashMap<&[u8], usize> = HashMap::new();
-        let mut group_indices: Vec<usize> = Vec::with_capacity(rows_in);
-        let mut first_row: Vec<u32> = Vec::new();
-        let mut group_keys: Vec<Vec<u8>> = Vec::new();
+        let mut part_rows: Vec<Vec<u32>> = vec![Vec::new(); self.partitions];
         match &key_rows {
             Some(rows) => {
                 for r in 0..rows_in {
-                    let k = rows.row(r);
-                    let bytes: &[u8] = k.data();
-                    let next = group_keys.len();
-                    let g = *group_of.entry(bytes).or_insert_with(|| {
-                        first_row.push(r as u32);
-                        group_keys.push(bytes.to_vec());
-                        next
-                    });
-                    group_indices.push(g);
+                    part_rows[partition_of(rows.row(r).data(), self.partitions)].push(r as u32);
                 }
             }
-            None => {
-                // Global aggregation: one key, present every batch (Spark emits it every batch).
-                group_keys.push(Vec::new());
-                group_indices.resize(rows_in, 0);
-            }
+            None => part_rows[partition_of(&[], self.partitions)] = (0..rows_in as u32).collect(),
         }
-        let n_groups = group_keys.len();
-
-        // 4. Stored states of the touched keys.
-        let t_updates = Instant::now();
-        let mut old_groups: Vec<usize> = Vec::new();
-        let mut old_bytes: Vec<Vec<u8>> = Vec::new();
-        for (g, k) in group_keys.iter().enumerate() {
-            let p = partition_of(k, self.partitions);
-            if let Some(v) = stores[p].get(k) {
-                old_groups.push(g);
-                old_bytes.push(v.to_vec());
-            }
-        }
-        let parser = self.state_converter.parser();
-        let old_states: Vec<ArrayRef> = if old_bytes.is_empty() {
-            Vec::new()
-        } else {
-            self.state_converter
-                .convert_rows(old_bytes.iter().map(|b| parser.parse(b)))?
-        };
-
-        // 5. Merge stored states and update with this batch's rows, per aggregate.
         let instances = arrow::compute::take_record_batch(&batch, &take_idx)?;
-        let (new_states, finals) = self.accumulate(
-            &old_states,
-            &old_groups,
-            &instances,
-            &group_indices,
-            n_groups,
-        )?;
-
-        // 6. Write the new states; index the new keys by event time.
-        let state_rows = self.state_converter.convert_columns(&new_states)?;
-        for (g, k) in group_keys.iter().enumerate() {
-            let p = partition_of(k, self.partitions);
-            stores[p].put(k, state_rows.row(g).as_ref());
-        }
-        if let (Some(et), false) = (self.event_time_key, self.mode == OutputMode::Complete) {
-            let times = self.key_event_times(&key_arrays, et)?;
-            let mut is_old = vec![false; n_groups];
-            for g in &old_groups {
-                is_old[*g] = true;
+        let times = match (self.event_time_key, self.mode) {
+            (Some(et), OutputMode::Update | OutputMode::Append) => {
+                Some(self.key_event_times(&key_arrays, et)?)
             }
-            for (g, key) in group_keys.into_iter().enumerate() {
-                let r = first_row[g] as usize;
-                if !is_old[g] && times.is_valid(r) {
-                    self.time_index
-                        .by_time
-                        .entry(times.value(r))
-                        .or_default()
-                        .push(key);
-                }
-            }
-        }
-        let updated = n_groups as u64;
-        let updates_ms = t_updates.elapsed().as_millis() as i64;
-
-        // 7. Output and eviction, by output mode.
-        let t_removals = Instant::now();
+            _ => None,
+        };
         let evict_us = eviction_watermark_ms.saturating_mul(1000);
-        let first = UInt32Array::from(first_row);
-        let mut removed = 0u64;
-        let rows = match self.mode {
-            OutputMode::Update => {
-                let keys: Vec<ArrayRef> = match &key_rows {
-                    Some(_) => key_arrays
-                        .iter()
-                        .map(|a| take(a, &first, None))
-                        .collect::<Result<_, _>>()?,
-                    None => vec![],
-                };
-                let out = self.output_batch(keys, finals)?;
-                if self.event_time_key.is_some() {
-                    removed = self.evict(stores, evict_us, false)?.1;
+        let mut index = std::mem::take(&mut self.time_index.parts);
+        index.resize_with(self.partitions, BTreeMap::new);
+        let shared = BatchInstances {
+            rows: &instances,
+            key_arrays: &key_arrays,
+            key_rows: key_rows.as_ref(),
+            times: times.as_ref(),
+            evict_us,
+        };
+        let this = &*self;
+        let results: Vec<Result<PartitionOutput>> = if self.partitions == 1 {
+            vec![this.process_partition(0, &mut *stores[0], &mut index[0], &shared, &part_rows[0])]
+        } else {
+            std::thread::scope(|scope| {
+                let mut jobs = stores
+                    .iter_mut()
+                    .zip(index.iter_mut())
+                    .zip(part_rows.iter())
+                    .enumerate();
+                let first = jobs.next();
+                let shared = &shared;
+                let handles: Vec<_> = jobs
+                    .map(|(p, ((store, ix), rows))| {
+                        scope.spawn(move || this.process_partition(p, &mut **store, ix, shared, rows))
+                    })
+                    .collect();
+                let mut out = Vec::with_capacity(self.partitions);
+                if let Some((p, ((store, ix), rows))) = first {
+                    out.push(this.process_partition(p, &mut **store, ix, shared, rows));
                 }
+                out.extend(handles.into_iter().map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(SluiceError::internal("an aggregation partition thread panicked"))
+                    })
+                }));
                 out
-            }
-            OutputMode::Append => {
-                let (out, n) = self.evict(stores, evict_us, true)?;
-                removed = n;
-                out.unwrap_or_else(|| RecordBatch::new_empty(self.output_schema.clone()))
-            }
+            })
+        };
+        self.time_index.parts = index;
+        let (mut updated, mut removed, mut updates_ms, mut removals_ms) = (0, 0, 0, 0);
+        let mut outputs = Vec::new();
+        for r in results {
+            let r = r?;
+            updated += r.updated;
+            removed += r.removed;
+            updates_ms += r.updates_ms;
+            removals_ms += r.removals_ms;
+            outputs.extend(r.rows);
+        }
+        let rows = match self.mode {
             OutputMode::Complete => self.all_rows(stores)?,
+            _ => concat_batches(&self.output_schema, &outputs)?,
         };
 
-        // 8. Commit every partition's store (a delta per partition per batch).
-        let removals_ms = t_removals.elapsed().as_millis() as i64;
+        // 4. Commit every partition's store (a delta per partition per batch).
         self.commit_all(
             stores,
             (updated, removed, dropped),
             (updates_ms, removals_ms),
             rows,
         )
+    }
+
+    /// One partition's share of a batch: reads the stored states of its touched keys, merges
+    /// and updates them with its rows, writes them back, then emits and evicts by output mode.
+    fn process_partition(
+        &self,
+        p: usize,
+        store: &mut dyn StateStore,
+        index: &mut BTreeMap<i64, Vec<Vec<u8>>>,
+        batch: &BatchInstances<'_>,
+        rows: &[u32],
+    ) -> Result<PartitionOutput> {
+        let t_updates = Instant::now();
+        // Group this partition's row instances by key.
+        let mut group_of: HashMap<&[u8], usize, foldhash::fast::RandomState> =
+            HashMap::default();
+        let mut group_indices: Vec<usize> = Vec::with_capacity(rows.len());
+        let mut first_row: Vec<u32> = Vec::new();
+        let mut group_keys: Vec<&[u8]> = Vec::new();
+        match batch.key_rows {
+            Some(key_rows) => {
+                for r in rows {
+                    let bytes: &[u8] = key_rows.row(*r as usize).data();
+                    let next = group_keys.len();
+                    let g = *group_of.entry(bytes).or_insert_with(|| {
+                        first_row.push(*r);
+                        group_keys.push(bytes);
+                        next
+                    });
+                    group_indices.push(g);
+                }
+            }
+            // Global aggregation: one key, present every batch (Spark emits it every batch).
+            None if p == partition_of(&[], self.partitions) => {
+                group_keys.push(&[]);
+                group_indices.resize(rows.len(), 0);
+            }
+            None => {}
+        }
+        let n_groups = group_keys.len();
+        let mut out = PartitionOutput {
+            updated: n_groups as u64,
+            ..Default::default()
+        };
+        let mut finals = Vec::new();
+        if n_groups > 0 {
+            // Stored states of the touched keys.
+            let mut old_groups: Vec<usize> = Vec::new();
+            let old_states: Vec<ArrayRef> = {
+                let mut old: Vec<&[u8]> = Vec::new();
+                for (g, k) in group_keys.iter().enumerate() {
+                    if let Some(v) = store.get(k) {
+                        old_groups.push(g);
+                        old.push(v);
+                    }
+                }
+                if old.is_empty() {
+                    Vec::new()
+                } else {
+                    let parser = self.state_converter.parser();
+                    self.state_converter
+                        .convert_rows(old.iter().map(|b| parser.parse(b)))?
+                }
+            };
+            // Merge stored states and update with this partition's rows.
+            let sub = arrow::compute::take_record_batch(
+                batch.rows,
+                &UInt32Array::from(rows.to_vec()),
+            )?;
+            let (new_states, f) =
+                self.accumulate(&old_states, &old_groups, &sub, &group_indices, n_groups)?;
+            finals = f;
+            // Write the new states; index the new keys by event time.
+            let state_rows = self.state_converter.convert_columns(&new_states)?;
+            for (g, k) in group_keys.iter().enumerate() {
+                store.put(k, state_rows.row(g).as_ref());
+            }
+            if let Some(times) = batch.times {
+                let mut is_old = vec![false; n_groups];
+                for g in &old_groups {
+                    is_old[*g] = true;
+                }
+                for (g, key) in group_keys.iter().enumerate() {
+                    let r = first_row[g] as usize;
+                    if !is_old[g] && times.is_valid(r) {
+                        index.entry(times.value(r)).or_default().push(key.to_vec());
+                    }
+                }
+            }
+        }
+        out.updates_ms = t_updates.elapsed().as_millis() as i64;
+
+        // Output and eviction, by output mode.
+        let t_removals = Instant::now();
+        match self.mode {
+            OutputMode::Update => {
+                if n_groups > 0 {
+                    let keys: Vec<ArrayRef> = match batch.key_rows {
+                        Some(_) => {
+                            let first = UInt32Array::from(first_row);
+                            batch
+                                .key_arrays
+                                .iter()
+                                .map(|a| take(a, &first, None))
+                                .collect::<Result<_, _>>()?
+                        }
+                        None => vec![],
+                    };
+                    out.rows = Some(self.output_batch(keys, finals)?);
+                }
+                if self.event_time_key.is_some() {
+                    out.removed = self.evict_partition(store, index, batch.evict_us, false)?.1;
+                }
+            }
+            OutputMode::Append => {
+                let (rows, n) = self.evict_partition(store, index, batch.evict_us, true)?;
+                out.rows = rows;
+                out.removed = n;
+            }
+            OutputMode::Complete => {}
+        }
+        out.removals_ms = t_removals.elapsed().as_millis() as i64;
+        Ok(out)
     }
 
     /// For each aggregate: merges the stored states of `old_groups` and updates with the `rows`
@@ -682,7 +788,7 @@ impl StreamingAggregate {
 
     /// Rebuilds the event-time index from the state (one scan; the first batch of a run).
     fn rebuild_time_index(&mut self, stores: &[&mut dyn StateStore]) -> Result<()> {
-        self.time_index.by_time.clear();
+        self.time_index.parts = vec![BTreeMap::new(); stores.len()];
         let (Some(et), Some(conv), None) =
             (self.event_time_key, &self.key_converter, &self.sessions)
         else {
@@ -691,23 +797,21 @@ impl StreamingAggregate {
         if self.mode == OutputMode::Complete {
             return Ok(());
         }
-        let keys: Vec<Vec<u8>> = stores
-            .iter()
-            .flat_map(|s| s.iter().map(|(k, _)| k.to_vec()))
-            .collect();
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let kparser = conv.parser();
-        let key_arrays = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
-        let times = self.key_event_times(&key_arrays, et)?;
-        for (i, key) in keys.into_iter().enumerate() {
-            if times.is_valid(i) {
-                self.time_index
-                    .by_time
-                    .entry(times.value(i))
-                    .or_default()
-                    .push(key);
+        for (p, store) in stores.iter().enumerate() {
+            let keys: Vec<Vec<u8>> = store.iter().map(|(k, _)| k.to_vec()).collect();
+            if keys.is_empty() {
+                continue;
+            }
+            let kparser = conv.parser();
+            let key_arrays = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
+            let times = self.key_event_times(&key_arrays, et)?;
+            for (i, key) in keys.into_iter().enumerate() {
+                if times.is_valid(i) {
+                    self.time_index.parts[p]
+                        .entry(times.value(i))
+                        .or_default()
+                        .push(key);
+                }
             }
         }
         Ok(())
@@ -723,9 +827,7 @@ impl StreamingAggregate {
         let Some(et) = self.event_time_key else {
             return Ok((None, 0));
         };
-        if self.sessions.is_none() {
-            return self.evict_indexed(stores, evict_us, emit);
-        }
+
         if evict_us < self.min_event_time_us {
             return Ok((None, 0));
         }
@@ -799,32 +901,33 @@ impl StreamingAggregate {
         Ok((Some(self.output_batch(keys_out, finals)?), n))
     }
 
-    /// [`Self::evict`] through the event-time index: only the expired keys are touched.
-    fn evict_indexed(
-        &mut self,
-        stores: &mut [&mut dyn StateStore],
+    /// Evicts one partition's keys with event time at or before `evict_us` through its
+    /// event-time index (only the expired keys are touched); with `emit`, returns them as rows.
+    fn evict_partition(
+        &self,
+        store: &mut dyn StateStore,
+        index: &mut BTreeMap<i64, Vec<Vec<u8>>>,
         evict_us: i64,
         emit: bool,
     ) -> Result<(Option<RecordBatch>, u64)> {
-        let Some(conv) = &self.key_converter else {
+        let (Some(conv), Some(_)) = (&self.key_converter, self.event_time_key) else {
             return Ok((None, 0));
         };
         let kept = match evict_us.checked_add(1) {
-            Some(next) => self.time_index.by_time.split_off(&next),
+            Some(next) => index.split_off(&next),
             None => BTreeMap::new(),
         };
-        let expired_map = std::mem::replace(&mut self.time_index.by_time, kept);
+        let expired_map = std::mem::replace(index, kept);
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut values: Vec<Vec<u8>> = Vec::new();
         for key in expired_map.into_values().flatten() {
-            let p = partition_of(&key, self.partitions);
             if emit {
-                match stores[p].get(&key) {
+                match store.get(&key) {
                     Some(v) => values.push(v.to_vec()),
                     None => continue,
                 }
             }
-            stores[p].remove(&key);
+            store.remove(&key);
             keys.push(key);
         }
         let n = keys.len() as u64;

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use arrow::datatypes::SchemaRef;
 use serde_json::json;
 
-use self::format::{Assembler, ParseOptions};
+use self::format::ParseOptions;
 use self::listing::{uri_file_name, uri_to_path, Glob, ListedFile, Location};
 use self::options::Options;
 use self::source_log::{FileEntry, SourceLog};
@@ -515,12 +515,9 @@ pub fn read_files(
             files.push(abs);
         }
     }
-    let mut asm = Assembler::new(&parse)?;
-    for path in &files {
-        let uri = listing::path_to_uri(path);
-        format::read_file(path, &uri, "a batch read", &mut asm)?;
-    }
-    let out = asm.finish()?;
+    let uris: Vec<String> = files.iter().map(|p| listing::path_to_uri(p)).collect();
+    let refs: Vec<&str> = uris.iter().map(String::as_str).collect();
+    let out = format::read_files_parallel(&parse, &refs, "a batch read", uri_to_path)?;
     Ok(source_batch(out))
 }
 
