@@ -10,19 +10,7 @@ use sluice::{col, lit, OutputMode, Session, Trigger};
 
 const SCHEMA: &str = "ts TIMESTAMP, user STRING, action STRING, amount DOUBLE";
 
-/// Peak resident set size of this process (Linux `VmHWM`), in bytes.
-pub fn peak_rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
-}
+use crate::nexmark::peak_rss_bytes;
 
 pub fn bench(args: &[String]) -> Result<(), String> {
     let (mut workload, mut input, mut workdir, mut batches) = (None, None, None, 10usize);
@@ -183,6 +171,11 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         Ok((start.elapsed().as_secs_f64(), q.recent_progress()))
     };
     let (wall, progress) = run().map_err(|e| e.to_string())?;
+    if std::env::var_os("SLUICE_BENCH_PROGRESS").is_some() {
+        for p in &progress {
+            eprintln!("{}", p.json());
+        }
+    }
     let mut data_ms: Vec<i64> = progress
         .iter()
         .filter(|p| p.num_input_rows > 0)

@@ -31,6 +31,20 @@ pub struct NexmarkRun {
     pub shuffle_partitions: usize,
 }
 
+/// Peak resident set size of this process (Linux `VmHWM`), in bytes.
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
 /// CPU seconds (user + system) this process has used.
 fn cpu_seconds() -> f64 {
     // /proc/self/stat fields 14 and 15: utime, stime in clock ticks (100 per second on Linux).
@@ -180,7 +194,7 @@ pub fn run(run: &NexmarkRun, workdir: &std::path::Path) -> sluice::Result<serde_
         "median_batch_ms": median,
         "state_rows_max": state_rows.iter().copied().max().unwrap_or(0),
         "state_rows_last": state_rows.last().copied().unwrap_or(0),
-        "peak_rss_bytes": crate::bench::peak_rss_bytes(),
+        "peak_rss_bytes": peak_rss_bytes(),
     }))
 }
 
