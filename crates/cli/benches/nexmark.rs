@@ -4,7 +4,7 @@
 //! `sluice bench --workload nexmark` (see `src/nexmark.rs` for the queries).
 
 #[path = "../src/nexmark.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod nexmark;
 
 fn main() {
