@@ -45,7 +45,10 @@ fn main() {
     for v in rows {
         println!(
             "{:<6} {:>12} {:>12} {:>14} {:>14} {:>10} {:>10.0}",
-            v["workload"].as_str().unwrap_or("?").trim_start_matches("nexmark-"),
+            v["workload"]
+                .as_str()
+                .unwrap_or("?")
+                .trim_start_matches("nexmark-"),
             v["events"],
             v["wall_seconds"],
             v["events_per_second"],

@@ -100,7 +100,10 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         }
         let wall = start.elapsed().as_secs_f64();
         batch_ms.sort_by(|a, b| a.total_cmp(b));
-        eprintln!("sluice bench decode: {} files, {rows} rows, wall {wall:.3}s", files.len());
+        eprintln!(
+            "sluice bench decode: {} files, {rows} rows, wall {wall:.3}s",
+            files.len()
+        );
         println!(
             "{}",
             serde_json::json!({

@@ -76,8 +76,9 @@ fn table(session: &Session, name: &str, run: &NexmarkRun) -> sluice::Result<Stre
 pub fn query(session: &Session, run: &NexmarkRun) -> sluice::Result<(StreamFrame, OutputMode)> {
     let q = run.query.as_str();
     match q {
-        "q0" | "q1" | "q2" | "q5" | "q7" => table(session, "bid", run)?
-            .create_or_replace_temp_view("bid")?,
+        "q0" | "q1" | "q2" | "q5" | "q7" => {
+            table(session, "bid", run)?.create_or_replace_temp_view("bid")?
+        }
         "q8" => {
             table(session, "person", run)?.create_or_replace_temp_view("person")?;
             table(session, "auction", run)?.create_or_replace_temp_view("auction")?;
@@ -328,7 +329,10 @@ mod tests {
             let per = &counts[w];
             let max = *per.values().max().unwrap();
             assert_eq!(*num, max, "max count of window {w:?}");
-            assert_eq!(per[auction], max, "auction {auction} is a hottest one of {w:?}");
+            assert_eq!(
+                per[auction], max,
+                "auction {auction} is a hottest one of {w:?}"
+            );
         }
     }
 

@@ -537,7 +537,9 @@ impl StreamingAggregate {
                 let shared = &shared;
                 let handles: Vec<_> = jobs
                     .map(|(p, ((store, ix), rows))| {
-                        scope.spawn(move || this.process_partition(p, &mut **store, ix, shared, rows))
+                        scope.spawn(move || {
+                            this.process_partition(p, &mut **store, ix, shared, rows)
+                        })
                     })
                     .collect();
                 let mut out = Vec::with_capacity(self.partitions);
@@ -546,7 +548,9 @@ impl StreamingAggregate {
                 }
                 out.extend(handles.into_iter().map(|h| {
                     h.join().unwrap_or_else(|_| {
-                        Err(SluiceError::internal("an aggregation partition thread panicked"))
+                        Err(SluiceError::internal(
+                            "an aggregation partition thread panicked",
+                        ))
                     })
                 }));
                 out
@@ -589,8 +593,7 @@ impl StreamingAggregate {
     ) -> Result<PartitionOutput> {
         let t_updates = Instant::now();
         // Group this partition's row instances by key.
-        let mut group_of: HashMap<&[u8], usize, foldhash::fast::RandomState> =
-            HashMap::default();
+        let mut group_of: HashMap<&[u8], usize, foldhash::fast::RandomState> = HashMap::default();
         let mut group_indices: Vec<usize> = Vec::with_capacity(rows.len());
         let mut first_row: Vec<u32> = Vec::new();
         let mut group_keys: Vec<&[u8]> = Vec::new();
@@ -640,10 +643,8 @@ impl StreamingAggregate {
                 }
             };
             // Merge stored states and update with this partition's rows.
-            let sub = arrow::compute::take_record_batch(
-                batch.rows,
-                &UInt32Array::from(rows.to_vec()),
-            )?;
+            let sub =
+                arrow::compute::take_record_batch(batch.rows, &UInt32Array::from(rows.to_vec()))?;
             let (new_states, f) =
                 self.accumulate(&old_states, &old_groups, &sub, &group_indices, n_groups)?;
             finals = f;

@@ -8,21 +8,32 @@
 //! State is bounded by the watermark through the join condition (Spark's state watermarks): a
 //! conjunct `L + a (>=|>|<=|<) R + b` between a left and a right column, where the column of the
 //! *other* side is that side's event-time column, bounds how old a stored row can be and still
-//! match a future row of the other side (future rows are at or after the watermark). Rows behind
+//! match a future row of the other side (future rows are after the watermark). Rows behind
 //! that bound are evicted; in an outer join, evicted rows that never matched are emitted with
 //! nulls for the other side — so they appear only once the watermark guarantees no match can
-//! come. An equality of the two event-time columns bounds both sides the same way. A side without
-//! such a bound keeps its rows forever (allowed for inner joins, as in Spark).
+//! come. An equality with a watermarked column of the other side (Spark's watermark in the join
+//! keys) bounds a side too: `L.ts = R.ts` evicts rows with `ts <= watermark`, and equal windows
+//! (`p.w = a.w` of window columns, or `window(b.ts, ..) = m.w` computed in the condition) evict
+//! rows whose window `end <= watermark`, as a future row's window ends after its event time. A
+//! side without such a bound keeps its rows forever (allowed for inner joins, as in Spark).
+//!
+//! The state is read into memory once per run (`JoinIndex`: rows by join key, and by the time
+//! their bound is judged on); each batch then writes only what it changed to the state stores:
+//! the rows it added, the rows whose `matched` flag it set, and the rows it evicted.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{new_null_array, Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
+use arrow::array::{
+    new_null_array, Array, ArrayRef, BooleanArray, RecordBatch, StructArray,
+    TimestampMicrosecondArray, UInt32Array,
+};
+use arrow::buffer::NullBuffer;
 use arrow::compute::concat_batches;
-use arrow::datatypes::{Field, SchemaRef};
-use arrow::row::{RowConverter, SortField};
-use datafusion::common::{DFSchema, ScalarValue};
+use arrow::datatypes::{DataType, Field, SchemaRef};
+use arrow::row::{RowConverter, Rows, SortField};
+use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::{BinaryExpr, Join, JoinType, Operator};
@@ -34,6 +45,7 @@ use super::stateful::{
     StatefulOperator,
 };
 use super::watermark::WATERMARK_DELAY_KEY;
+use super::window::{last_window_start, WindowSpec};
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
 use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf};
@@ -41,34 +53,185 @@ use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf};
 const LEFT: u8 = 0;
 const RIGHT: u8 = 1;
 
-/// `L - R op c` between a left column and a right column (µs).
+/// How a row's time (µs) is read from one column of its side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TimeOf {
+    /// The column's value: a timestamp, or the `end` of a window struct.
+    Value,
+    /// The `end` of the window the `window(column, size, slide, start)` function gives (the
+    /// window that starts last before the column's time).
+    WindowEnd { size: i64, slide: i64, start: i64 },
+}
+
+/// A time of one side's rows: one of its columns, read as [`TimeOf`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Term {
+    column: usize,
+    of: TimeOf,
+}
+
+impl Term {
+    fn value(column: usize) -> Self {
+        Term {
+            column,
+            of: TimeOf::Value,
+        }
+    }
+}
+
+/// `L - R op c` between a time of the left rows and a time of the right rows (µs).
 #[derive(Debug, Clone, Copy)]
 struct Constraint {
-    left_col: usize,
-    right_col: usize,
+    left: Term,
+    right: Term,
     op: Operator,
     c: i64,
 }
 
-/// How old a stored row of one side may be: rows with `column < watermark + offset` (or `<=`
-/// when `inclusive`) can never match again.
+/// How old a stored row of one side may be: rows whose `term` is `< watermark + offset` (or
+/// `<=` when `inclusive`) can never match again.
 #[derive(Debug, Clone, Copy)]
 struct StateBound {
-    column: usize,
+    term: Term,
     offset: i64,
     inclusive: bool,
 }
 
-/// A stored row: its sequence number (state key suffix), the encoded row, whether it matched.
-#[derive(Debug, Clone)]
-struct Stored {
+/// One stored row of either side.
+#[derive(Debug)]
+struct Slot {
+    side: u8,
+    /// The encoded join key (empty for a null key: such rows never match).
+    key: Arc<[u8]>,
+    /// The state key suffix; rows of a key are kept in sequence order.
     seq: u64,
-    row: Vec<u8>,
+    /// The row, encoded by the side's row converter.
+    row: Box<[u8]>,
     matched: bool,
+    /// Whether the state store holds this row (false for rows added by the running batch).
+    persisted: bool,
 }
 
-/// Both sides' stored rows by (side, encoded join key).
-type JoinIndex = HashMap<(u8, Vec<u8>), Vec<Stored>>;
+/// One side's rows.
+#[derive(Debug, Default)]
+struct SideIndex {
+    /// Slots of each join key, in sequence order. All live rows of a key share its `Arc`.
+    by_key: HashMap<Arc<[u8]>, Vec<usize>, foldhash::fast::RandomState>,
+    /// Slots by (the time the side's state bound judges (µs), sequence number); rows without
+    /// one (no bound, or a null time) are never evicted and are not here.
+    by_time: BTreeMap<(i64, u64), usize>,
+}
+
+/// Both sides' state in memory: the store's rows, read once per run and then kept in step with
+/// it batch by batch.
+#[derive(Debug, Default)]
+struct JoinIndex {
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    sides: [SideIndex; 2],
+}
+
+impl JoinIndex {
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        side: u8,
+        key: &[u8],
+        seq: u64,
+        row: Box<[u8]>,
+        matched: bool,
+        persisted: bool,
+        time: Option<i64>,
+    ) -> usize {
+        let s = &mut self.sides[side as usize];
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        };
+        let key: Arc<[u8]> = match s.by_key.get_mut(key) {
+            Some(list) => {
+                let shared = list
+                    .first()
+                    .and_then(|first| self.slots[*first].as_ref())
+                    .map(|first| first.key.clone());
+                list.push(id);
+                shared.unwrap_or_else(|| Arc::from(key))
+            }
+            None => {
+                let k: Arc<[u8]> = Arc::from(key);
+                s.by_key.insert(k.clone(), vec![id]);
+                k
+            }
+        };
+        self.slots[id] = Some(Slot {
+            side,
+            key,
+            seq,
+            row,
+            matched,
+            persisted,
+        });
+        if let Some(t) = time {
+            s.by_time.insert((t, seq), id);
+        }
+        id
+    }
+
+    fn slot(&self, id: usize) -> Result<&Slot> {
+        self.slots
+            .get(id)
+            .and_then(|s| s.as_ref())
+            .ok_or_else(|| SluiceError::internal("join state slot"))
+    }
+
+    fn slot_mut(&mut self, id: usize) -> Result<&mut Slot> {
+        self.slots
+            .get_mut(id)
+            .and_then(|s| s.as_mut())
+            .ok_or_else(|| SluiceError::internal("join state slot"))
+    }
+
+    /// Takes out a side's rows whose time is before `threshold` (or at it, when `inclusive`),
+    /// in time order. Only the expired range of the time index is touched.
+    fn evict(&mut self, side: u8, threshold: i64, inclusive: bool) -> Vec<Slot> {
+        let s = &mut self.sides[side as usize];
+        let expired = match if inclusive {
+            threshold.checked_add(1)
+        } else {
+            Some(threshold)
+        } {
+            Some(at) => {
+                let keep = s.by_time.split_off(&(at, 0));
+                std::mem::replace(&mut s.by_time, keep)
+            }
+            None => std::mem::take(&mut s.by_time),
+        };
+        let mut out = Vec::with_capacity(expired.len());
+        for id in expired.into_values() {
+            if let Some(slot) = self.slots.get_mut(id).and_then(|s| s.take()) {
+                self.free.push(id);
+                out.push(slot);
+            }
+        }
+        // Drop the taken slots from their keys' lists, once per key (a key's rows share its
+        // `Arc`, so the pointer identifies the key).
+        let mut keys: Vec<&Arc<[u8]>> = out.iter().map(|s| &s.key).collect();
+        keys.sort_unstable_by_key(|k| Arc::as_ptr(k) as *const u8 as usize);
+        keys.dedup_by_key(|k| Arc::as_ptr(k) as *const u8 as usize);
+        for key in keys {
+            if let Some(list) = s.by_key.get_mut(&**key) {
+                list.retain(|id| self.slots[*id].is_some());
+                if list.is_empty() {
+                    s.by_key.remove(&**key);
+                }
+            }
+        }
+        out
+    }
+}
 
 /// The stream-stream join operator.
 pub struct StreamingJoin {
@@ -90,8 +253,11 @@ pub struct StreamingJoin {
     right_bound: Option<StateBound>,
     partitions: usize,
     stores: Vec<DefaultStateStoreProvider>,
-    /// In-memory index of both sides' state: (side, key bytes) -> rows. Built on the first batch.
+    /// Both sides' state in memory; read from the stores by the first batch of a run (and
+    /// again after a failed batch).
     index: Option<JoinIndex>,
+    /// The state version `index` holds: the version the next batch must open.
+    index_version: u64,
     next_seq: u64,
 }
 
@@ -102,29 +268,50 @@ fn event_time_column(schema: &DFSchema) -> Option<usize> {
         .position(|f| f.metadata().contains_key(WATERMARK_DELAY_KEY))
 }
 
-/// `window(time, size)` (tumbling) -> (time expr, size µs).
-fn window_of(e: &Expr) -> Option<(Expr, i64)> {
-    match super::window::WindowSpec::of(e).ok()?? {
-        super::window::WindowSpec::Time {
-            time, size, slide, ..
-        } if size == slide => Some((time, size)),
-        _ => None,
-    }
+/// `{start, end}` of `window(..)` / `session_window(..)`.
+fn is_window_struct(t: &DataType) -> bool {
+    matches!(t, DataType::Struct(f) if f.len() == 2
+        && f[0].name() == "start"
+        && f[1].name() == "end"
+        && matches!(f[1].data_type(), DataType::Timestamp(_, _)))
 }
 
-fn interval(us: i64) -> Expr {
-    Expr::Literal(
-        ScalarValue::IntervalMonthDayNano(Some(arrow::datatypes::IntervalMonthDayNano::new(
-            0,
-            0,
-            us * 1000,
-        ))),
-        None,
-    )
+/// Times (µs) of a time column: a timestamp (or what casts to one), or a window struct's
+/// `end`; null where the value is null.
+fn time_values(a: &ArrayRef) -> Result<TimestampMicrosecondArray> {
+    if let Some(s) = a.as_any().downcast_ref::<StructArray>() {
+        if s.num_columns() != 2 {
+            return Err(SluiceError::internal(
+                "an event-time struct is not a {start, end} window",
+            ));
+        }
+        let end = to_micros(s.column(1))?;
+        let nulls = NullBuffer::union(s.nulls(), end.nulls());
+        return Ok(TimestampMicrosecondArray::new(end.values().clone(), nulls));
+    }
+    to_micros(a)
+}
+
+/// The times a term gives a column's rows.
+fn term_times(term: Term, a: &ArrayRef) -> Result<Vec<Option<i64>>> {
+    let ts = time_values(a)?;
+    Ok((0..ts.len())
+        .map(|i| {
+            ts.is_valid(i).then(|| {
+                let t = ts.value(i);
+                match term.of {
+                    TimeOf::Value => t,
+                    TimeOf::WindowEnd { size, slide, start } => {
+                        last_window_start(t, slide, start).saturating_add(size)
+                    }
+                }
+            })
+        })
+        .collect())
 }
 
 /// `col`, `col + interval`, `col - interval` -> (column expr, µs offset).
-fn column_plus(e: &Expr) -> Option<(&datafusion::common::Column, i64)> {
+fn column_plus(e: &Expr) -> Option<(&Column, i64)> {
     match e {
         Expr::Column(c) => Some((c, 0)),
         Expr::Cast(c) => column_plus(&c.expr),
@@ -165,7 +352,61 @@ fn flip(op: Operator) -> Operator {
     }
 }
 
-/// Splits a condition into `L - R op c` constraints between left and right columns.
+/// Which side a column is of, its index there and its type.
+fn locate<'a>(
+    c: &Column,
+    left: &'a DFSchema,
+    right: &'a DFSchema,
+) -> Option<(u8, usize, &'a DataType)> {
+    if let Ok(i) = left.index_of_column(c) {
+        return Some((LEFT, i, left.field(i).data_type()));
+    }
+    let i = right.index_of_column(c).ok()?;
+    Some((RIGHT, i, right.field(i).data_type()))
+}
+
+/// A window of one side's rows, as a time (its `end`): a window struct column, or `window(..)`
+/// / `session_window(..)` over one of the side's columns.
+fn window_term(e: &Expr, left: &DFSchema, right: &DFSchema) -> Option<(u8, Term)> {
+    let e = match e {
+        Expr::Alias(a) => a.expr.as_ref(),
+        e => e,
+    };
+    if let Expr::Column(c) = e {
+        let (side, i, t) = locate(c, left, right)?;
+        return is_window_struct(t).then_some((side, Term::value(i)));
+    }
+    let (time, of) = match WindowSpec::of(e).ok()?? {
+        WindowSpec::Time {
+            time,
+            size,
+            slide,
+            start,
+        } => (time, TimeOf::WindowEnd { size, slide, start }),
+        // `session_window(ts, gap)` evaluated per row is `[ts, ts + gap)`.
+        WindowSpec::Session { time, gap } => (
+            time,
+            TimeOf::WindowEnd {
+                size: gap,
+                slide: 1,
+                start: 0,
+            },
+        ),
+    };
+    let mut time = &time;
+    while let Expr::Cast(c) = time {
+        time = &c.expr;
+    }
+    let Expr::Column(c) = time else { return None };
+    let (side, i, t) = locate(c, left, right)?;
+    matches!(
+        t,
+        DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64
+    )
+    .then_some((side, Term { column: i, of }))
+}
+
+/// Splits a condition into `L - R op c` constraints between left and right times.
 fn constraints(e: &Expr, left: &DFSchema, right: &DFSchema, out: &mut Vec<Constraint>) {
     match e {
         Expr::BinaryExpr(BinaryExpr {
@@ -198,29 +439,27 @@ fn constraints(e: &Expr, left: &DFSchema, right: &DFSchema, out: &mut Vec<Constr
                 out,
             );
         }
-        // Equal windows over the two event times: both times fall in one window, so they are
-        // less than its size apart (Spark's key-based state eviction for window join keys).
+        // Equal windows (window columns, or windows computed here): equal ends (Spark's
+        // key-based state eviction for window join keys).
         Expr::BinaryExpr(BinaryExpr {
             left: a,
             op: Operator::Eq,
             right: b,
-        }) if window_of(a).is_some() && window_of(b).is_some() => {
-            if let (Some((ta, sa)), Some((tb, sb))) = (window_of(a), window_of(b)) {
-                if sa == sb {
-                    let size = sa;
-                    let lt = Expr::BinaryExpr(BinaryExpr::new(
-                        Box::new(ta.clone()),
-                        Operator::Lt,
-                        Box::new(tb.clone() + interval(size)),
-                    ));
-                    let gt = Expr::BinaryExpr(BinaryExpr::new(
-                        Box::new(ta),
-                        Operator::Gt,
-                        Box::new(tb - interval(size)),
-                    ));
-                    constraints(&lt, left, right, out);
-                    constraints(&gt, left, right, out);
-                }
+        }) if window_term(a, left, right).is_some() || window_term(b, left, right).is_some() => {
+            if let (Some((sa, ta)), Some((sb, tb))) =
+                (window_term(a, left, right), window_term(b, left, right))
+            {
+                let (l, r) = match (sa, sb) {
+                    (LEFT, RIGHT) => (ta, tb),
+                    (RIGHT, LEFT) => (tb, ta),
+                    _ => return,
+                };
+                out.push(Constraint {
+                    left: l,
+                    right: r,
+                    op: Operator::Eq,
+                    c: 0,
+                });
             }
         }
         Expr::BinaryExpr(BinaryExpr {
@@ -235,73 +474,125 @@ fn constraints(e: &Expr, left: &DFSchema, right: &DFSchema, out: &mut Vec<Constr
             let (Some((ca, ka)), Some((cb, kb))) = (column_plus(a), column_plus(b)) else {
                 return;
             };
-            let side = |c: &datafusion::common::Column| {
-                (left.index_of_column(c).ok(), right.index_of_column(c).ok())
+            let (Some((sa, ia, ta)), Some((sb, ib, tb))) =
+                (locate(ca, left, right), locate(cb, left, right))
+            else {
+                return;
             };
-            let (ops, pairs) = match (side(ca), side(cb)) {
-                ((Some(l), _), (None, Some(r))) => (*op, (l, ka, r, kb)),
-                ((None, Some(r)), (Some(l), _)) => (flip(*op), (l, kb, r, ka)),
+            // Structs (windows) are only compared for equality, above.
+            if matches!(ta, DataType::Struct(_)) || matches!(tb, DataType::Struct(_)) {
+                return;
+            }
+            // L + ka op R + kb  <=>  L - R op kb - ka
+            let (op, l, ka, r, kb) = match (sa, sb) {
+                (LEFT, RIGHT) => (*op, ia, ka, ib, kb),
+                (RIGHT, LEFT) => (flip(*op), ib, kb, ia, ka),
                 _ => return,
             };
-            // L + ka op R + kb  <=>  L - R op kb - ka
-            let (l, ka, r, kb) = pairs;
-            let c = kb - ka;
-            if ops == Operator::Eq {
-                out.push(Constraint {
-                    left_col: l,
-                    right_col: r,
-                    op: Operator::GtEq,
-                    c,
-                });
-                out.push(Constraint {
-                    left_col: l,
-                    right_col: r,
-                    op: Operator::LtEq,
-                    c,
-                });
-            } else {
-                out.push(Constraint {
-                    left_col: l,
-                    right_col: r,
-                    op: ops,
-                    c,
-                });
-            }
+            out.push(Constraint {
+                left: Term::value(l),
+                right: Term::value(r),
+                op,
+                c: kb - ka,
+            });
         }
         _ => {}
     }
 }
 
-/// State bounds from the constraints, given each side's event-time column.
+/// Keeps the bound that evicts more: a later offset on the same kind of time (the first found
+/// otherwise, as bounds on different times do not compare).
+fn keep_better(slot: &mut Option<StateBound>, b: StateBound) {
+    let better = match slot {
+        None => true,
+        Some(x) => {
+            let comparable =
+                x.term == b.term || (x.term.of == TimeOf::Value && b.term.of == TimeOf::Value);
+            comparable
+                && (b.offset > x.offset || (b.offset == x.offset && b.inclusive && !x.inclusive))
+        }
+    };
+    if better {
+        *slot = Some(b);
+    }
+}
+
+/// State bounds from the constraints, given both sides' schemas.
 fn state_bounds(
     cs: &[Constraint],
-    left_et: Option<usize>,
-    right_et: Option<usize>,
+    left: &DFSchema,
+    right: &DFSchema,
 ) -> (Option<StateBound>, Option<StateBound>) {
+    let (left_et, right_et) = (event_time_column(left), event_time_column(right));
+    let watermarked =
+        |s: &DFSchema, i: usize| s.field(i).metadata().contains_key(WATERMARK_DELAY_KEY);
+    // Only times can bound a side: timestamps, dates and windows.
+    let is_time = |s: &DFSchema, t: Term| match t.of {
+        TimeOf::WindowEnd { .. } => true,
+        TimeOf::Value => {
+            let dt = s.field(t.column).data_type();
+            is_window_struct(dt)
+                || matches!(
+                    dt,
+                    DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64
+                )
+        }
+    };
     let mut lb: Option<StateBound> = None;
     let mut rb: Option<StateBound> = None;
     for c in cs {
-        // Left rows: L - R >= c with future R >= W  =>  L >= W + c.
-        if Some(c.right_col) == right_et && matches!(c.op, Operator::GtEq | Operator::Gt) {
-            let b = StateBound {
-                column: c.left_col,
-                offset: c.c,
-                inclusive: c.op == Operator::Gt,
-            };
-            if lb.is_none_or(|x| b.offset > x.offset) {
-                lb = Some(b);
+        if !is_time(left, c.left) || !is_time(right, c.right) {
+            continue;
+        }
+        if c.op == Operator::Eq {
+            // L = R + c with a watermarked R: a future R row is after the watermark W (its event
+            // time is, and so is its window's end), so L > W + c; rows with L <= W + c are done.
+            if watermarked(right, c.right.column) {
+                keep_better(
+                    &mut lb,
+                    StateBound {
+                        term: c.left,
+                        offset: c.c,
+                        inclusive: true,
+                    },
+                );
             }
+            if watermarked(left, c.left.column) {
+                keep_better(
+                    &mut rb,
+                    StateBound {
+                        term: c.right,
+                        offset: -c.c,
+                        inclusive: true,
+                    },
+                );
+            }
+            continue;
+        }
+        // Left rows: L - R >= c with future R >= W  =>  L >= W + c.
+        if Some(c.right) == right_et.map(Term::value)
+            && matches!(c.op, Operator::GtEq | Operator::Gt)
+        {
+            keep_better(
+                &mut lb,
+                StateBound {
+                    term: c.left,
+                    offset: c.c,
+                    inclusive: c.op == Operator::Gt,
+                },
+            );
         }
         // Right rows: L - R <= c with future L >= W  =>  R >= W - c.
-        if Some(c.left_col) == left_et && matches!(c.op, Operator::LtEq | Operator::Lt) {
-            let b = StateBound {
-                column: c.right_col,
-                offset: -c.c,
-                inclusive: c.op == Operator::Lt,
-            };
-            if rb.is_none_or(|x| b.offset > x.offset) {
-                rb = Some(b);
-            }
+        if Some(c.left) == left_et.map(Term::value) && matches!(c.op, Operator::LtEq | Operator::Lt)
+        {
+            keep_better(
+                &mut rb,
+                StateBound {
+                    term: c.right,
+                    offset: -c.c,
+                    inclusive: c.op == Operator::Lt,
+                },
+            );
         }
     }
     (lb, rb)
@@ -322,7 +613,7 @@ fn join_state_bounds(join: &Join) -> (Option<StateBound>, Option<StateBound>) {
     if let Some(f) = &join.filter {
         constraints(f, left, right, &mut cs);
     }
-    state_bounds(&cs, event_time_column(left), event_time_column(right))
+    state_bounds(&cs, left, right)
 }
 
 /// Whether a stream-stream join of this kind can bound the state it must keep (Spark's rules).
@@ -493,17 +784,23 @@ impl StreamingJoin {
             partitions,
             stores: open_stores(checkpoint_root, operator_id, partitions, &store_conf)?,
             index: None,
+            index_version: 0,
             next_seq: 0,
         })
     }
 
     fn state_key(side: u8, key: &[u8], seq: u64) -> Vec<u8> {
         let mut k = Vec::with_capacity(key.len() + 13);
+        Self::write_state_key(&mut k, side, key, seq);
+        k
+    }
+
+    fn write_state_key(k: &mut Vec<u8>, side: u8, key: &[u8], seq: u64) {
+        k.clear();
         k.push(side);
         k.extend_from_slice(&(key.len() as u32).to_le_bytes());
         k.extend_from_slice(key);
         k.extend_from_slice(&seq.to_be_bytes());
-        k
     }
 
     fn parse_state_key(k: &[u8]) -> Option<(u8, Vec<u8>, u64)> {
@@ -514,38 +811,96 @@ impl StreamingJoin {
         Some((side, key, seq))
     }
 
+    fn bound(&self, side: u8) -> Option<StateBound> {
+        if side == LEFT {
+            self.left_bound
+        } else {
+            self.right_bound
+        }
+    }
+
+    fn converter(&self, side: u8) -> &RowConverter {
+        if side == LEFT {
+            &self.left_rows
+        } else {
+            &self.right_rows
+        }
+    }
+
+    /// Reads both sides' state from the stores into memory, unless the index already holds the
+    /// version the stores were opened at.
     fn build_index(&mut self, stores: &[&mut dyn StateStore]) -> Result<()> {
-        if self.index.is_some() {
+        let version = stores.first().map(|s| s.version()).unwrap_or(0);
+        if self.index.is_some() && self.index_version == version {
             return Ok(());
         }
-        let mut index: JoinIndex = HashMap::new();
+        self.index = None;
+        let corrupt = |what: &str| {
+            SluiceError::checkpoint(
+                "STATE_STORE_CORRUPT",
+                format!("{what}; use a new checkpoint location"),
+            )
+        };
+        // (seq, side, key, matched, row)
+        type Entry<'a> = (u64, u8, Vec<u8>, bool, &'a [u8]);
+        let mut entries: Vec<Entry> = Vec::new();
         for store in stores {
             for (k, v) in store.iter() {
                 let (side, key, seq) = Self::parse_state_key(k)
-                    .ok_or_else(|| SluiceError::checkpoint("STATE_STORE_CORRUPT", "a stream-stream join state key is malformed; use a new checkpoint location"))?;
-                let (matched, row) = v.split_first().ok_or_else(|| {
-                    SluiceError::checkpoint("STATE_STORE_CORRUPT", "empty join state value")
-                })?;
-                self.next_seq = self.next_seq.max(seq + 1);
-                index.entry((side, key)).or_default().push(Stored {
-                    seq,
-                    row: row.to_vec(),
-                    matched: *matched == 1,
-                });
+                    .filter(|(side, _, _)| *side <= RIGHT)
+                    .ok_or_else(|| corrupt("a stream-stream join state key is malformed"))?;
+                let (matched, row) = v
+                    .split_first()
+                    .ok_or_else(|| corrupt("a stream-stream join state value is empty"))?;
+                entries.push((seq, side, key, *matched == 1, row));
             }
         }
-        for rows in index.values_mut() {
-            rows.sort_by_key(|r| r.seq);
+        entries.sort_unstable_by_key(|e| e.0);
+        // Each side's bound times, decoding its rows once.
+        let mut times: [Vec<Option<i64>>; 2] = [Vec::new(), Vec::new()];
+        for side in [LEFT, RIGHT] {
+            let Some(b) = self.bound(side) else { continue };
+            let conv = self.converter(side);
+            let parser = conv.parser();
+            let rows: Vec<&[u8]> = entries
+                .iter()
+                .filter(|e| e.1 == side)
+                .map(|e| e.4)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let cols = conv.convert_rows(rows.iter().map(|r| parser.parse(r)))?;
+            times[side as usize] = term_times(b.term, &cols[b.term.column])?;
         }
+        let mut index = JoinIndex::default();
+        let mut nth = [0usize; 2];
+        let mut next_seq = 0u64;
+        for (seq, side, key, matched, row) in entries {
+            let n = &mut nth[side as usize];
+            let time = times[side as usize].get(*n).copied().flatten();
+            *n += 1;
+            index.insert(side, &key, seq, row.into(), matched, true, time);
+            next_seq = next_seq.max(seq + 1);
+        }
+        self.next_seq = next_seq;
         self.index = Some(index);
+        self.index_version = version;
         Ok(())
     }
 
-    fn encode_value(matched: bool, row: &[u8]) -> Vec<u8> {
-        let mut v = Vec::with_capacity(row.len() + 1);
+    fn write_value(v: &mut Vec<u8>, matched: bool, row: &[u8]) {
+        v.clear();
         v.push(matched as u8);
         v.extend_from_slice(row);
-        v
+    }
+
+    /// The times a side's state bound judges, per row of its batch (empty without a bound).
+    fn bound_times(&self, side: u8, batch: &RecordBatch) -> Result<Vec<Option<i64>>> {
+        match self.bound(side) {
+            Some(b) => term_times(b.term, batch.column(b.term.column)),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn run(
@@ -560,117 +915,117 @@ impl StreamingJoin {
         let mut dropped = 0i64;
         let left = self.drop_late(left, self.left_event_time, late_us, &mut dropped)?;
         let right = self.drop_late(right, self.right_event_time, late_us, &mut dropped)?;
-        let lkeys = self.keys(&left, &self.left_keys.clone())?;
-        let rkeys = self.keys(&right, &self.right_keys.clone())?;
+        let (lkeys, lvalid) = self.keys(&left, &self.left_keys)?;
+        let (rkeys, rvalid) = self.keys(&right, &self.right_keys)?;
         let lrows = self.left_rows.convert_columns(left.columns())?;
         let rrows = self.right_rows.convert_columns(right.columns())?;
+        let ltimes = self.bound_times(LEFT, &left)?;
+        let rtimes = self.bound_times(RIGHT, &right)?;
 
-        // Candidate pairs as (left row bytes, right row bytes, left ref, right ref), where a ref
-        // is (side, key, seq) of the stored row, to mark it matched.
-        type Ref = (Vec<u8>, u64);
-        let mut pairs_l: Vec<Vec<u8>> = Vec::new();
-        let mut pairs_r: Vec<Vec<u8>> = Vec::new();
-        let mut refs: Vec<(Ref, Ref)> = Vec::new();
-        let mut added = 0i64;
         let index = self
             .index
             .as_mut()
             .ok_or_else(|| SluiceError::internal("join index"))?;
-        // New left rows join the right state, then join the store.
-        for (i, lkey) in lkeys.iter().enumerate() {
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            if let Some(k) = lkey {
-                if let Some(others) = index.get(&(RIGHT, k.clone())) {
-                    for o in others {
-                        pairs_l.push(lrows.row(i).data().to_vec());
-                        pairs_r.push(o.row.clone());
-                        refs.push(((k.clone(), seq), (k.clone(), o.seq)));
-                    }
+        // Rows this batch adds (to put), candidate pairs as (left slot, right slot).
+        let mut added: Vec<usize> = Vec::with_capacity(left.num_rows() + right.num_rows());
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        let mut next_seq = self.next_seq;
+        // New left rows join the right state, then join the state.
+        for (i, &valid) in lvalid.iter().enumerate() {
+            let key = if valid { lkeys.row(i).data() } else { &[] };
+            let id = index.insert(
+                LEFT,
+                key,
+                next_seq,
+                lrows.row(i).data().into(),
+                false,
+                false,
+                ltimes.get(i).copied().flatten(),
+            );
+            next_seq += 1;
+            added.push(id);
+            if valid {
+                if let Some(others) = index.sides[RIGHT as usize].by_key.get(key) {
+                    pairs.extend(others.iter().map(|&o| (id, o)));
                 }
             }
-            let key = lkey.clone().unwrap_or_default();
-            index.entry((LEFT, key)).or_default().push(Stored {
-                seq,
-                row: lrows.row(i).data().to_vec(),
-                matched: false,
-            });
-            added += 1;
         }
-        // New right rows join the left state (new left rows included), then join the store.
-        for (i, rkey) in rkeys.iter().enumerate() {
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            if let Some(k) = rkey {
-                if let Some(others) = index.get(&(LEFT, k.clone())) {
-                    for o in others {
-                        pairs_l.push(o.row.clone());
-                        pairs_r.push(rrows.row(i).data().to_vec());
-                        refs.push(((k.clone(), o.seq), (k.clone(), seq)));
-                    }
+        // New right rows join the left state (new left rows included), then join the state.
+        for (i, &valid) in rvalid.iter().enumerate() {
+            let key = if valid { rkeys.row(i).data() } else { &[] };
+            let id = index.insert(
+                RIGHT,
+                key,
+                next_seq,
+                rrows.row(i).data().into(),
+                false,
+                false,
+                rtimes.get(i).copied().flatten(),
+            );
+            next_seq += 1;
+            added.push(id);
+            if valid {
+                if let Some(others) = index.sides[LEFT as usize].by_key.get(key) {
+                    pairs.extend(others.iter().map(|&o| (o, id)));
                 }
             }
-            let key = rkey.clone().unwrap_or_default();
-            index.entry((RIGHT, key)).or_default().push(Stored {
-                seq,
-                row: rrows.row(i).data().to_vec(),
-                matched: false,
-            });
-            added += 1;
         }
+        self.next_seq = next_seq;
+
         // Keep the pairs the condition accepts; mark both rows matched.
-        let lparser = self.left_rows.parser();
-        let rparser = self.right_rows.parser();
-        let lcols = if pairs_l.is_empty() {
-            vec![]
-        } else {
-            self.left_rows
-                .convert_rows(pairs_l.iter().map(|b| lparser.parse(b)))?
-        };
-        let rcols = if pairs_r.is_empty() {
-            vec![]
-        } else {
-            self.right_rows
-                .convert_rows(pairs_r.iter().map(|b| rparser.parse(b)))?
-        };
         let mut outputs: Vec<RecordBatch> = Vec::new();
-        if !refs.is_empty() {
-            let mut cols = lcols.clone();
-            cols.extend(rcols.clone());
-            let joined = RecordBatch::try_new(self.pair_schema.clone(), cols)?;
-            let keep: Vec<bool> = match &self.filter {
+        // Stored rows whose matched flag this batch set (to put again).
+        let mut changed: Vec<usize> = Vec::new();
+        if !pairs.is_empty() {
+            let joined = {
+                let view: &JoinIndex = index;
+                let lbytes: Vec<&[u8]> = pairs
+                    .iter()
+                    .map(|(l, _)| view.slot(*l).map(|s| &*s.row))
+                    .collect::<Result<_>>()?;
+                let rbytes: Vec<&[u8]> = pairs
+                    .iter()
+                    .map(|(_, r)| view.slot(*r).map(|s| &*s.row))
+                    .collect::<Result<_>>()?;
+                let lparser = self.left_rows.parser();
+                let rparser = self.right_rows.parser();
+                let mut cols = self
+                    .left_rows
+                    .convert_rows(lbytes.iter().map(|b| lparser.parse(b)))?;
+                cols.extend(
+                    self.right_rows
+                        .convert_rows(rbytes.iter().map(|b| rparser.parse(b)))?,
+                );
+                RecordBatch::try_new(self.pair_schema.clone(), cols)?
+            };
+            let idx: Vec<u32> = match &self.filter {
                 Some(f) => {
                     let v = f.evaluate(&joined)?.into_array(joined.num_rows())?;
                     let b = v
                         .as_any()
                         .downcast_ref::<BooleanArray>()
                         .ok_or_else(|| SluiceError::internal("join filter"))?;
-                    (0..b.len()).map(|i| b.is_valid(i) && b.value(i)).collect()
+                    (0..b.len())
+                        .filter(|i| b.is_valid(*i) && b.value(*i))
+                        .map(|i| i as u32)
+                        .collect()
                 }
-                None => vec![true; joined.num_rows()],
+                None => (0..joined.num_rows() as u32).collect(),
             };
-            let idx: Vec<u32> = keep
-                .iter()
-                .enumerate()
-                .filter(|(_, k)| **k)
-                .map(|(i, _)| i as u32)
-                .collect();
             let semi = self.join_type == JoinType::LeftSemi;
             let mut first_matches: Vec<u32> = Vec::new();
-            let index = self
-                .index
-                .as_mut()
-                .ok_or_else(|| SluiceError::internal("join index"))?;
             for i in &idx {
-                let ((lk, ls), (rk, rs)) = &refs[*i as usize];
-                for (side, k, s) in [(LEFT, lk, ls), (RIGHT, rk, rs)] {
-                    if let Some(rows) = index.get_mut(&(side, k.clone())) {
-                        if let Some(r) = rows.iter_mut().find(|r| r.seq == *s) {
-                            // Left semi: a left row is emitted once, on its first match.
-                            if semi && side == LEFT && !r.matched {
-                                first_matches.push(*i);
-                            }
-                            r.matched = true;
+                let (l, r) = pairs[*i as usize];
+                for (side, id) in [(LEFT, l), (RIGHT, r)] {
+                    let slot = index.slot_mut(id)?;
+                    if !slot.matched {
+                        // Left semi: a left row is emitted once, on its first match.
+                        if semi && side == LEFT {
+                            first_matches.push(*i);
+                        }
+                        slot.matched = true;
+                        if slot.persisted {
+                            changed.push(id);
                         }
                     }
                 }
@@ -682,6 +1037,8 @@ impl StreamingJoin {
                     &left_only,
                     &UInt32Array::from(first_matches),
                 )?);
+            } else if idx.len() == joined.num_rows() {
+                outputs.push(joined);
             } else {
                 outputs.push(arrow::compute::take_record_batch(
                     &joined,
@@ -690,56 +1047,59 @@ impl StreamingJoin {
             }
         }
 
-        // Evict behind the state bounds; unmatched rows of an outer side are emitted now.
+        // Evict behind the state bounds (only the expired range of each side's time index);
+        // unmatched rows of an outer side are emitted now.
         let emit_left = matches!(self.join_type, JoinType::Left | JoinType::Full);
         let emit_right = matches!(self.join_type, JoinType::Right | JoinType::Full);
         let mut removed = 0i64;
+        // State keys (with their partition) of evicted rows the store holds.
+        let mut removals: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut unmatched: [Vec<Box<[u8]>>; 2] = [Vec::new(), Vec::new()];
         for (side, bound, emit) in [
             (LEFT, self.left_bound, emit_left),
             (RIGHT, self.right_bound, emit_right),
         ] {
             let Some(b) = bound else { continue };
             let threshold = evict_us.saturating_add(b.offset);
-            let (evicted, n) = self.evict_side(side, b.column, threshold, b.inclusive)?;
-            removed += n;
-            if emit && !evicted.is_empty() {
-                outputs.push(self.with_nulls(side, &evicted)?);
+            for slot in index.evict(side, threshold, b.inclusive) {
+                removed += 1;
+                if slot.persisted {
+                    removals.push((
+                        partition_of(&slot.key, self.partitions),
+                        Self::state_key(side, &slot.key, slot.seq),
+                    ));
+                }
+                if emit && !slot.matched {
+                    unmatched[side as usize].push(slot.row);
+                }
             }
         }
 
-        // Persist: rewrite every stored row of the touched keys (matched flags change) and
-        // remove the evicted ones. The index is the truth; the store mirrors it per key.
-        for store in stores.iter_mut() {
-            let existing: Vec<Vec<u8>> = store.iter().map(|(k, _)| k.to_vec()).collect();
-            for k in existing {
-                if let Some((side, key, seq)) = Self::parse_state_key(&k) {
-                    let alive = self
-                        .index
-                        .as_ref()
-                        .and_then(|ix| ix.get(&(side, key)))
-                        .is_some_and(|rows| rows.iter().any(|r| r.seq == seq));
-                    if !alive {
-                        store.remove(&k);
-                    }
-                }
-            }
+        // Persist this batch's changes only: evicted rows go, added rows and rows that matched
+        // for the first time are (re)written.
+        for (p, k) in &removals {
+            stores[*p].remove(k);
         }
-        let index = self
-            .index
-            .as_ref()
-            .ok_or_else(|| SluiceError::internal("join index"))?;
-        for ((side, key), rows) in index {
-            let p = partition_of(key, self.partitions);
-            for r in rows {
-                let k = Self::state_key(*side, key, r.seq);
-                let v = Self::encode_value(r.matched, &r.row);
-                if stores[p].get(&k) != Some(v.as_slice()) {
-                    stores[p].put(&k, &v);
-                }
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        for &id in added.iter().chain(&changed) {
+            // Rows added and evicted in this batch are gone already: nothing to write.
+            let Some(slot) = index.slots.get_mut(id).and_then(|s| s.as_mut()) else {
+                continue;
+            };
+            Self::write_state_key(&mut k, slot.side, &slot.key, slot.seq);
+            Self::write_value(&mut v, slot.matched, &slot.row);
+            stores[partition_of(&slot.key, self.partitions)].put(&k, &v);
+            slot.persisted = true;
+        }
+        for side in [LEFT, RIGHT] {
+            let rows = &unmatched[side as usize];
+            if !rows.is_empty() {
+                outputs.push(self.with_nulls(side, rows)?);
             }
         }
         let t = std::time::Instant::now();
         let (total, memory) = super::stateful::commit_stores(stores)?;
+        self.index_version = stores.first().map(|s| s.version()).unwrap_or(0);
         let rows = if outputs.is_empty() {
             RecordBatch::new_empty(self.output_schema.clone())
         } else {
@@ -750,7 +1110,7 @@ impl StreamingJoin {
             StateOperatorProgress {
                 operator_name: "symmetricHashJoin".into(),
                 num_rows_total: total as i64,
-                num_rows_updated: added,
+                num_rows_updated: added.len() as i64,
                 num_rows_removed: removed,
                 commit_time_ms: t.elapsed().as_millis() as i64,
                 num_rows_dropped_by_watermark: dropped,
@@ -770,11 +1130,15 @@ impl StreamingJoin {
         dropped: &mut i64,
     ) -> Result<RecordBatch> {
         let Some(c) = et else { return Ok(batch) };
-        let ts = to_micros(batch.column(c))?;
+        // A window event-time column is late when its end is.
+        let ts = time_values(batch.column(c))?;
         let keep: Vec<u32> = (0..batch.num_rows())
             .filter(|i| !(ts.is_valid(*i) && ts.value(*i) <= late_us))
             .map(|i| i as u32)
             .collect();
+        if keep.len() == batch.num_rows() {
+            return Ok(batch);
+        }
         *dropped += (batch.num_rows() - keep.len()) as i64;
         Ok(arrow::compute::take_record_batch(
             &batch,
@@ -782,76 +1146,26 @@ impl StreamingJoin {
         )?)
     }
 
-    /// Encoded join keys per row; None where a key is null (it never matches).
+    /// Encoded join keys per row, and whether each is valid (a null key never matches).
     fn keys(
         &self,
         batch: &RecordBatch,
         exprs: &[Arc<dyn PhysicalExpr>],
-    ) -> Result<Vec<Option<Vec<u8>>>> {
+    ) -> Result<(Rows, Vec<bool>)> {
         let n = batch.num_rows();
         let arrays: Vec<ArrayRef> = exprs
             .iter()
             .map(|e| e.evaluate(batch)?.into_array(n))
             .collect::<Result<_, _>>()?;
         let rows = self.key_converter.convert_columns(&arrays)?;
-        Ok((0..n)
-            .map(|i| {
-                if arrays.iter().any(|a| a.is_null(i)) {
-                    None
-                } else {
-                    Some(rows.row(i).data().to_vec())
-                }
-            })
-            .collect())
-    }
-
-    /// Removes a side's rows whose `column` is before `threshold` (µs); returns the unmatched ones.
-    fn evict_side(
-        &mut self,
-        side: u8,
-        column: usize,
-        threshold: i64,
-        inclusive: bool,
-    ) -> Result<(Vec<Vec<u8>>, i64)> {
-        let conv = if side == LEFT {
-            &self.left_rows
-        } else {
-            &self.right_rows
-        };
-        let parser = conv.parser();
-        let index = self
-            .index
-            .as_mut()
-            .ok_or_else(|| SluiceError::internal("join index"))?;
-        let mut unmatched = Vec::new();
-        let mut removed = 0i64;
-        for ((s, _), rows) in index.iter_mut() {
-            if *s != side || rows.is_empty() {
-                continue;
-            }
-            let cols = conv.convert_rows(rows.iter().map(|r| parser.parse(&r.row)))?;
-            let ts = to_micros(&cols[column])?;
-            let mut i = 0;
-            rows.retain(|r| {
-                let t = ts.value(i);
-                let valid = ts.is_valid(i);
-                i += 1;
-                let gone = valid && (t < threshold || (inclusive && t == threshold));
-                if gone {
-                    removed += 1;
-                    if !r.matched {
-                        unmatched.push(r.row.clone());
-                    }
-                }
-                !gone
-            });
-        }
-        index.retain(|_, rows| !rows.is_empty());
-        Ok((unmatched, removed))
+        let valid = (0..n)
+            .map(|i| arrays.iter().all(|a| !a.is_null(i)))
+            .collect();
+        Ok((rows, valid))
     }
 
     /// Rows of one side with nulls for the other side, in the output schema.
-    fn with_nulls(&self, side: u8, rows: &[Vec<u8>]) -> Result<RecordBatch> {
+    fn with_nulls(&self, side: u8, rows: &[Box<[u8]>]) -> Result<RecordBatch> {
         let (conv, other) = if side == LEFT {
             (&self.left_rows, &self.right_schema)
         } else {
@@ -896,7 +1210,8 @@ impl StatefulOperator for StreamingJoin {
             )
         });
         if result.is_err() {
-            // The in-memory index may hold this failed batch's rows: rebuild it from the store.
+            // The in-memory index may hold this failed batch's rows: rebuild it from the store
+            // (`build_index` also rebuilds it when the stores open at another version).
             self.index = None;
         }
         self.stores = providers;

@@ -76,7 +76,10 @@ fn rewrite_max_min_by(st: &mut Statement) -> Result<bool> {
         if args.len() != 2 || f.filter.is_some() || f.over.is_some() {
             error = Some(SluiceError::query(
                 "WRONG_NUM_ARGS",
-                format!("{}(x, y) takes two arguments, without FILTER or OVER: {e}", id.value),
+                format!(
+                    "{}(x, y) takes two arguments, without FILTER or OVER: {e}",
+                    id.value
+                ),
             ));
             return ControlFlow::Break(());
         }
