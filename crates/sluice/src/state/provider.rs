@@ -505,6 +505,9 @@ impl StateStore for MemStore {
     }
 
     fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        if self.staged.is_empty() {
+            return self.committed.get(key).map(|v| &**v);
+        }
         match self.staged.get(key) {
             Some(slot) => slot.as_deref(),
             None => self.committed.get(key).map(|v| &**v),

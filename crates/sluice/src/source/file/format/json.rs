@@ -32,13 +32,20 @@ const MAX_DEPTH: usize = 1000;
 pub(crate) fn read(text: &str, uri: &str, j: &JsonOptions, asm: &mut Assembler<'_>) -> Result<()> {
     let opts = asm.opts;
     let mut fields: HashMap<&str, usize> = HashMap::new();
+    let mut names: Vec<&str> = Vec::with_capacity(opts.data_fields.len());
     let mut types: Vec<&DataType> = Vec::with_capacity(opts.data_fields.len());
     for (k, &col) in opts.data_fields.iter().enumerate() {
         let f = opts.schema.field(col);
         fields.insert(f.name().as_str(), k);
+        names.push(f.name().as_str());
         types.push(f.data_type());
     }
-    let reader = JsonReader { j, fields, types };
+    let reader = JsonReader {
+        j,
+        fields,
+        names,
+        types,
+    };
     if j.multi_line {
         reader.record(text, 1, uri, asm)
     } else {
@@ -52,6 +59,9 @@ struct JsonReader<'o> {
     j: &'o JsonOptions,
     /// Field name -> position among the data columns.
     fields: HashMap<&'o str, usize>,
+    /// Position -> field name: records usually list their fields in schema order, so the field
+    /// after the previous one is tried before the map.
+    names: Vec<&'o str>,
     types: Vec<&'o DataType>,
 }
 
@@ -154,14 +164,20 @@ impl<'o> JsonReader<'o> {
         if cur.eat(b'}') {
             return Ok(None);
         }
+        let mut next = 0usize;
         loop {
             cur.skip_ws()?;
             let key = cur.key()?;
             cur.skip_ws()?;
             cur.expect(b':')?;
             cur.skip_ws()?;
-            match self.fields.get(key.as_ref()) {
-                Some(&k) => {
+            let found = match self.names.get(next) {
+                Some(n) if *n == key.as_ref() => Some(next),
+                _ => self.fields.get(key.as_ref()).copied(),
+            };
+            match found {
+                Some(k) => {
+                    next = k + 1;
                     let dt = self.types[k];
                     match self.typed(cur, dt)? {
                         Ok(cell) => {
