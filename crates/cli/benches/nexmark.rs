@@ -21,7 +21,7 @@ fn main() {
         let run = nexmark::NexmarkRun {
             query: q.to_string(),
             events,
-            events_per_batch: 1_000_000.min(events.max(1)),
+            events_per_batch: 250_000.min(events.max(1)),
             events_per_second: 10_000,
             shuffle_partitions: 2,
         };

@@ -14,7 +14,7 @@ use crate::nexmark::peak_rss_bytes;
 
 pub fn bench(args: &[String]) -> Result<(), String> {
     let (mut workload, mut input, mut workdir, mut batches) = (None, None, None, 10usize);
-    let (mut query, mut events, mut events_per_batch) = (None, 10_000_000u64, 1_000_000u64);
+    let (mut query, mut events, mut events_per_batch) = (None, 10_000_000u64, 250_000u64);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));

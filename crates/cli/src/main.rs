@@ -8,6 +8,9 @@
 mod bench;
 mod nexmark;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -22,7 +25,7 @@ usage:
                                                  the Sluice side of shared/bench/bench_spark.py
                                                  (decode: the same files to Arrow, nothing else)
   sluice bench --workload nexmark --query q0|q1|q2|q5|q7|q8 [--events N] [--events-per-batch N]
-                                                 a Nexmark query over N generated events (10,000,000)
+                                                 a Nexmark query over N generated events (10,000,000; 250,000 per batch)
   sluice conformance [--matrix] [--json REPORT] PATH...
                                                  run conformance scenarios (files or directories);
                                                  --matrix also runs each with restarts and crashes

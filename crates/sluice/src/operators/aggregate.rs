@@ -93,6 +93,40 @@ impl AggFn {
     }
 }
 
+/// See [`StreamingAggregate::slim_schema`].
+fn slim_schema(input: &SchemaRef, aggs: &[AggFn]) -> SchemaRef {
+    let mut used = vec![false; input.fields().len()];
+    for a in aggs {
+        let exprs = a.expr.all_expressions();
+        for e in exprs
+            .args
+            .iter()
+            .chain(exprs.order_by_exprs.iter())
+            .chain(a.filter.iter())
+        {
+            for c in datafusion::physical_expr::utils::collect_columns(e) {
+                if let Some(u) = used.get_mut(c.index()) {
+                    *u = true;
+                }
+            }
+        }
+    }
+    Arc::new(Schema::new(
+        input
+            .fields()
+            .iter()
+            .zip(used)
+            .map(|(f, u)| {
+                if u {
+                    f.clone()
+                } else {
+                    Arc::new(Field::new(f.name(), arrow::datatypes::DataType::Null, true))
+                }
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
 /// One streaming aggregation operator.
 pub struct StreamingAggregate {
     operator_id: u32,
@@ -103,6 +137,9 @@ pub struct StreamingAggregate {
     state_converter: RowConverter,
     output_schema: SchemaRef,
     input_schema: SchemaRef,
+    /// The input schema with the columns no aggregate reads turned into `Null` columns: row
+    /// instances (a row per window it falls in) copy only what the aggregates need.
+    slim_schema: SchemaRef,
     event_time_key: Option<EventTimeKey>,
     mode: OutputMode,
     partitions: usize,
@@ -292,6 +329,7 @@ impl StreamingAggregate {
         };
         check_state_schema(&dir, &schema, allow_key_rename)?;
         let stores = open_stores(checkpoint_root, operator_id, partitions, &store_conf)?;
+        let slim_schema = slim_schema(&physical_input, &aggs);
         Self {
             operator_id,
             keys,
@@ -300,6 +338,7 @@ impl StreamingAggregate {
             key_converter,
             state_converter,
             output_schema: Arc::new(out_schema),
+            slim_schema,
             input_schema: physical_input.clone(),
             event_time_key,
             mode,
@@ -506,7 +545,7 @@ impl StreamingAggregate {
             }
             None => part_rows[partition_of(&[], self.partitions)] = (0..rows_in as u32).collect(),
         }
-        let instances = arrow::compute::take_record_batch(&batch, &take_idx)?;
+        let instances = arrow::compute::take_record_batch(&self.slim(&batch)?, &take_idx)?;
         let times = match (self.event_time_key, self.mode) {
             (Some(et), OutputMode::Update | OutputMode::Append) => {
                 Some(self.key_event_times(&key_arrays, et)?)
@@ -581,6 +620,28 @@ impl StreamingAggregate {
         )
     }
 
+    /// `batch` with the columns no aggregate reads replaced by `Null` columns (no copying).
+    fn slim(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let n = batch.num_rows();
+        let columns: Vec<ArrayRef> = batch
+            .columns()
+            .iter()
+            .zip(self.slim_schema.fields())
+            .map(|(c, f)| {
+                if f.data_type() == &arrow::datatypes::DataType::Null {
+                    Arc::new(arrow::array::NullArray::new(n)) as ArrayRef
+                } else {
+                    c.clone()
+                }
+            })
+            .collect();
+        Ok(RecordBatch::try_new_with_options(
+            self.slim_schema.clone(),
+            columns,
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(n)),
+        )?)
+    }
+
     /// One partition's share of a batch: reads the stored states of its touched keys, merges
     /// and updates them with its rows, writes them back, then emits and evicts by output mode.
     fn process_partition(
@@ -623,6 +684,7 @@ impl StreamingAggregate {
             ..Default::default()
         };
         let mut finals = Vec::new();
+        let mut direct: Vec<u32> = Vec::new();
         if n_groups > 0 {
             // Stored states of the touched keys.
             let mut old_groups: Vec<usize> = Vec::new();
@@ -648,19 +710,36 @@ impl StreamingAggregate {
             let (new_states, f) =
                 self.accumulate(&old_states, &old_groups, &sub, &group_indices, n_groups)?;
             finals = f;
+            // A new key whose event time is already behind the eviction watermark would be
+            // written and removed again in this batch: it is emitted straight away instead
+            // (and counted as removed), never touching the store.
+            let mut is_old = vec![false; n_groups];
+            for g in &old_groups {
+                is_old[*g] = true;
+            }
+            if let Some(times) = batch.times {
+                for g in 0..n_groups {
+                    let r = first_row[g] as usize;
+                    if !is_old[g] && times.is_valid(r) && times.value(r) <= batch.evict_us {
+                        direct.push(g as u32);
+                    }
+                }
+            }
+            let mut is_direct = vec![false; n_groups];
+            for g in &direct {
+                is_direct[*g as usize] = true;
+            }
             // Write the new states; index the new keys by event time.
             let state_rows = self.state_converter.convert_columns(&new_states)?;
             for (g, k) in group_keys.iter().enumerate() {
-                store.put(k, state_rows.row(g).as_ref());
+                if !is_direct[g] {
+                    store.put(k, state_rows.row(g).as_ref());
+                }
             }
             if let Some(times) = batch.times {
-                let mut is_old = vec![false; n_groups];
-                for g in &old_groups {
-                    is_old[*g] = true;
-                }
                 for (g, key) in group_keys.iter().enumerate() {
                     let r = first_row[g] as usize;
-                    if !is_old[g] && times.is_valid(r) {
+                    if !is_old[g] && !is_direct[g] && times.is_valid(r) {
                         index.entry(times.value(r)).or_default().push(key.to_vec());
                     }
                 }
@@ -687,13 +766,32 @@ impl StreamingAggregate {
                     out.rows = Some(self.output_batch(keys, finals)?);
                 }
                 if self.event_time_key.is_some() {
-                    out.removed = self.evict_partition(store, index, batch.evict_us, false)?.1;
+                    out.removed = self.evict_partition(store, index, batch.evict_us, false)?.1
+                        + direct.len() as u64;
                 }
             }
             OutputMode::Append => {
                 let (rows, n) = self.evict_partition(store, index, batch.evict_us, true)?;
+                out.removed = n + direct.len() as u64;
                 out.rows = rows;
-                out.removed = n;
+                if !direct.is_empty() {
+                    let idx = UInt32Array::from(direct);
+                    let first = take(&UInt32Array::from(first_row), &idx, None)?;
+                    let keys: Vec<ArrayRef> = batch
+                        .key_arrays
+                        .iter()
+                        .map(|a| take(a, &first, None))
+                        .collect::<Result<_, _>>()?;
+                    let fin: Vec<ArrayRef> = finals
+                        .iter()
+                        .map(|a| take(a, &idx, None))
+                        .collect::<Result<_, _>>()?;
+                    let now = self.output_batch(keys, fin)?;
+                    out.rows = Some(match out.rows.take() {
+                        Some(evicted) => concat_batches(&self.output_schema, &[evicted, now])?,
+                        None => now,
+                    });
+                }
             }
             OutputMode::Complete => {}
         }
