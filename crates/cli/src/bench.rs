@@ -10,7 +10,7 @@ use sluice::{col, lit, OutputMode, Session, Trigger};
 
 const SCHEMA: &str = "ts TIMESTAMP, user STRING, action STRING, amount DOUBLE";
 
-use crate::nexmark::peak_rss_bytes;
+use crate::nexmark::{peak_rss_bytes, rss_bytes, rss_samples_mb};
 
 pub fn bench(args: &[String]) -> Result<(), String> {
     let (mut workload, mut input, mut workdir, mut batches) = (None, None, None, 10usize);
@@ -119,7 +119,9 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         return Ok(());
     }
 
+    let rss = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let run = || -> sluice::Result<(f64, Vec<sluice::StreamingQueryProgress>)> {
+        let rss_in = rss.clone();
         let session = Session::builder().shuffle_partitions(2).build()?;
         let events = session
             .read_stream()
@@ -138,8 +140,11 @@ pub fn bench(args: &[String]) -> Result<(), String> {
                 ])?
                 .write_stream()
                 .output_mode(OutputMode::Update)
-                .foreach_batch(|data, _| {
+                .foreach_batch(move |data, _| {
                     std::hint::black_box(data.num_rows());
+                    if let Ok(mut v) = rss_in.lock() {
+                        v.push(rss_bytes());
+                    }
                     Ok(())
                 }),
             "stateless" => events
@@ -206,6 +211,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             "wall_seconds": (wall * 1000.0).round() / 1000.0,
             "peak_rss_bytes": peak_rss_bytes(),
             "batches": progress.len(),
+            "rss_mb_by_batch": rss_samples_mb(&rss.lock().map(|v| v.clone()).unwrap_or_default()),
         })
     );
     let _ = std::fs::remove_dir_all(&workdir);

@@ -45,6 +45,32 @@ pub fn peak_rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
+/// Resident set size of this process now (Linux `VmRSS`), in bytes.
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// Resident memory after each batch, in MB, thinned to at most 12 evenly spaced samples
+/// (first and last kept): flat when eviction keeps the state bounded.
+pub fn rss_samples_mb(samples: &[u64]) -> Vec<u64> {
+    let n = samples.len();
+    if n <= 12 {
+        return samples.iter().map(|b| b / 1_048_576).collect();
+    }
+    (0..12)
+        .map(|i| samples[i * (n - 1) / 11] / 1_048_576)
+        .collect()
+}
+
 /// CPU seconds (user + system) this process has used.
 fn cpu_seconds() -> f64 {
     // /proc/self/stat fields 14 and 15: utime, stime in clock ticks (100 per second on Linux).
@@ -150,6 +176,8 @@ pub fn run(run: &NexmarkRun, workdir: &std::path::Path) -> sluice::Result<serde_
     let (frame, mode) = query(&session, run)?;
     let out_rows = Arc::new(AtomicU64::new(0));
     let counter = out_rows.clone();
+    let rss = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let rss_in = rss.clone();
     let cpu0 = cpu_seconds();
     let start = Instant::now();
     let q = frame
@@ -157,6 +185,9 @@ pub fn run(run: &NexmarkRun, workdir: &std::path::Path) -> sluice::Result<serde_
         .output_mode(mode)
         .foreach_batch(move |data, _| {
             counter.fetch_add(data.num_rows() as u64, Ordering::Relaxed);
+            if let Ok(mut v) = rss_in.lock() {
+                v.push(rss_bytes());
+            }
             Ok(())
         })
         .option("checkpointLocation", workdir.join("checkpoint").display())
@@ -196,6 +227,7 @@ pub fn run(run: &NexmarkRun, workdir: &std::path::Path) -> sluice::Result<serde_
         "state_rows_max": state_rows.iter().copied().max().unwrap_or(0),
         "state_rows_last": state_rows.last().copied().unwrap_or(0),
         "peak_rss_bytes": peak_rss_bytes(),
+        "rss_mb_by_batch": rss_samples_mb(&rss.lock().map(|v| v.clone()).unwrap_or_default()),
     }))
 }
 

@@ -515,10 +515,26 @@ impl StateStore for MemStore {
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) {
-        if self.get(key).is_none() {
-            self.staged_key_delta += 1;
+        let size = entry_size(key.len(), value.len());
+        match self.staged.get_mut(key) {
+            Some(existing) => {
+                if existing.is_none() {
+                    // Removed earlier in this version: live again.
+                    self.staged_key_delta += 1;
+                }
+                self.staged_bytes = self
+                    .staged_bytes
+                    .saturating_sub(Self::slot_size(key, existing));
+                *existing = Some(value.into());
+            }
+            None => {
+                if !self.committed.contains_key(key) {
+                    self.staged_key_delta += 1;
+                }
+                self.staged.insert(key.into(), Some(value.into()));
+            }
         }
-        self.stage(key, Some(value.into()));
+        self.staged_bytes += size;
         self.num_updated += 1;
     }
 
@@ -581,7 +597,8 @@ impl StateStore for MemStore {
             .publish_delta(new_version, pending)
             .map_err(|e| e.context(format!("committing state version {new_version}")))?;
 
-        for (k, slot) in std::mem::take(&mut self.staged) {
+        // Drained, not replaced: the map keeps its capacity for the next version.
+        for (k, slot) in self.staged.drain() {
             match slot {
                 Some(v) => {
                     let (klen, vlen) = (k.len(), v.len());
