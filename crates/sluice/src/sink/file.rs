@@ -357,19 +357,42 @@ impl FileSink {
         let mut entries = Vec::new();
         let mut rows = 0usize;
         let result = (|| -> Result<()> {
-            for (i, part) in data.partitions.iter().enumerate() {
-                let n: usize = part.iter().map(|b| b.num_rows()).sum();
-                if n == 0 {
-                    continue;
-                }
-                let file = self.path.join(format!(
-                    "part-{i:05}-{job}-c000.{}",
-                    self.options.extension()
-                ));
-                written.push(file.clone());
-                write_data_file(&file, &self.options, &data.schema, part)
-                    .map_err(|e| e.context(format!("file sink batch {batch_id}")))?;
-                entries.push(file_status(&file)?);
+            // One data file per non-empty partition, written at the same time (Spark's tasks).
+            let parts: Vec<(PathBuf, &Vec<RecordBatch>, usize)> = data
+                .partitions
+                .iter()
+                .enumerate()
+                .map(|(i, part)| (i, part, part.iter().map(|b| b.num_rows()).sum::<usize>()))
+                .filter(|(_, _, n)| *n > 0)
+                .map(|(i, part, n)| {
+                    let file = self.path.join(format!(
+                        "part-{i:05}-{job}-c000.{}",
+                        self.options.extension()
+                    ));
+                    (file, part, n)
+                })
+                .collect();
+            written.extend(parts.iter().map(|(f, _, _)| f.clone()));
+            let (options, schema) = (&self.options, &data.schema);
+            let results: Vec<Result<()>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = parts
+                    .iter()
+                    .map(|(file, part, _)| {
+                        scope.spawn(move || write_data_file(file, options, schema, part))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(SluiceError::internal("a file sink writer thread panicked"))
+                        })
+                    })
+                    .collect()
+            });
+            for ((file, _, n), r) in parts.iter().zip(results) {
+                r.map_err(|e| e.context(format!("file sink batch {batch_id}")))?;
+                entries.push(file_status(file)?);
                 rows += n;
             }
             if !self.log.add(batch_id, entries.clone())? {
