@@ -31,7 +31,16 @@ usage:
                                                  --matrix also runs each with restarts and crashes
 ";
 
+/// mimalloc's `mi_option_purge_delay` (the 16th entry of `mi_option_e` in mimalloc.h, v2 and
+/// v3; the Rust bindings do not name it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
 fn main() -> ExitCode {
+    // Keep freed memory committed instead of returning it to the OS 10 ms later: each batch
+    // reuses the previous batch's buffers rather than faulting fresh zeroed pages in (windowed
+    // benchmark: 0.38 s -> 0.12 s of system time, same peak RSS; BENCHMARKS.md).
+    // SAFETY: sets a process-wide allocator option; no allocation invariants are involved.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("demo") => demo(&args[1..]),
