@@ -7,7 +7,13 @@
 #[allow(dead_code, unused_imports)]
 mod nexmark;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
+    // As the sluice binary does (see its main.rs): freed memory stays committed for reuse.
+    // SAFETY: sets a process-wide allocator option (mi_option_purge_delay = 15).
+    unsafe { libmimalloc_sys::mi_option_set(15, -1) };
     // `cargo bench` passes `--bench`; nothing else is expected.
     let events: u64 = std::env::var("NEXMARK_EVENTS")
         .ok()

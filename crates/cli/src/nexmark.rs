@@ -173,6 +173,8 @@ pub fn run(run: &NexmarkRun, workdir: &std::path::Path) -> sluice::Result<serde_
     let session = Session::builder()
         .shuffle_partitions(run.shuffle_partitions)
         .build()?;
+    // Peak RSS of this query alone: reset the process's high-water mark (Linux clear_refs 5).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
     let (frame, mode) = query(&session, run)?;
     let out_rows = Arc::new(AtomicU64::new(0));
     let counter = out_rows.clone();
