@@ -28,8 +28,10 @@ for run in $(seq "$RUNS"); do
   for w in decode windowed stateless overhead; do
     input="$DIR/events-$ROWS"; [ "$w" = overhead ] && input="$DIR/tiny"
     echo "== run $run/$RUNS: $w" >&2
+    sleep 3  # let the previous engine's processes (a JVM) finish exiting
     "$SLUICE" bench --workload "$w" --input "$input" --workdir "$DIR/sluice-work" | tail -n 1 | tee -a "$results"
     [ "$w" = decode ] && continue
+    sleep 3
     python3 "$SHARED/bench_spark.py" --workload "$w" --input "$input" --workdir "$DIR/spark-work" 2>/dev/null | tail -n 1 | tee -a "$results"
   done
 done
