@@ -30,6 +30,7 @@ fn main() {
             events_per_batch: 250_000.min(events.max(1)),
             events_per_second: 10_000,
             shuffle_partitions: 2,
+            bids_from: None,
         };
         eprintln!("nexmark {q}: {events} events ...");
         match nexmark::run(&run, &dir) {

@@ -15,6 +15,7 @@ use crate::nexmark::{peak_rss_bytes, rss_bytes, rss_samples_mb};
 pub fn bench(args: &[String]) -> Result<(), String> {
     let (mut workload, mut input, mut workdir, mut batches) = (None, None, None, 10usize);
     let (mut query, mut events, mut events_per_batch) = (None, 10_000_000u64, 250_000u64);
+    let (mut export, mut bids_from) = (None, None);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
@@ -24,6 +25,8 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             "--workdir" => workdir = Some(PathBuf::from(val()?)),
             "--batches" => batches = val()?.parse().map_err(|_| "--batches needs a number")?,
             "--query" => query = Some(val()?),
+            "--export" => export = Some(PathBuf::from(val()?)),
+            "--bids-from" => bids_from = Some(PathBuf::from(val()?)),
             "--events" => events = val()?.parse().map_err(|_| "--events needs a number")?,
             "--events-per-batch" => {
                 events_per_batch = val()?
@@ -40,13 +43,29 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     });
     if workload == "nexmark" {
         let _ = std::fs::remove_dir_all(&workdir);
-        let run = crate::nexmark::NexmarkRun {
-            query: query.ok_or("--workload nexmark needs --query q0|q1|q2|q5|q7|q8")?,
+        let mut run = crate::nexmark::NexmarkRun {
+            query: query.unwrap_or_default(),
             events,
             events_per_batch,
             events_per_second: 10_000,
             shuffle_partitions: 2,
+            bids_from,
         };
+        if let Some(out) = export {
+            let _ = std::fs::remove_dir_all(&out);
+            run.bids_from = None;
+            let n = crate::nexmark::export_bids(&run, &out).map_err(|e| e.to_string())?;
+            eprintln!(
+                "wrote {n} bids of {events} events to {}",
+                out.join("bid").display()
+            );
+            return Ok(());
+        }
+        if run.query.is_empty() {
+            return Err(
+                "--workload nexmark needs --query q0|q1|q2|q5|q7|q8 (or --export DIR)".into(),
+            );
+        }
         eprintln!(
             "sluice bench nexmark {}: {} events, {} per batch",
             run.query, run.events, run.events_per_batch

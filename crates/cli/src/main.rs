@@ -26,6 +26,8 @@ usage:
                                                  (decode: the same files to Arrow, nothing else)
   sluice bench --workload nexmark --query q0|q1|q2|q5|q7|q8 [--events N] [--events-per-batch N]
                                                  a Nexmark query over N generated events (10,000,000; 250,000 per batch)
+                                                 [--export DIR: write the bids to DIR/bid as parquet instead;
+                                                  --bids-from DIR/bid: read them from there, 2 files per batch]
   sluice conformance [--matrix] [--json REPORT] PATH...
                                                  run conformance scenarios (files or directories);
                                                  --matrix also runs each with restarts and crashes

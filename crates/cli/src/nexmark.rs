@@ -29,6 +29,9 @@ pub struct NexmarkRun {
     /// Events per second of event time (Nexmark's default: 10,000).
     pub events_per_second: u64,
     pub shuffle_partitions: usize,
+    /// Read the `bid` table from parquet files written by [`export_bids`] (files of one
+    /// export batch per trigger) instead of generating it: the input Spark reads too.
+    pub bids_from: Option<std::path::PathBuf>,
 }
 
 /// Peak resident set size of this process (Linux `VmHWM`), in bytes.
@@ -87,6 +90,17 @@ fn cpu_seconds() -> f64 {
 }
 
 fn table(session: &Session, name: &str, run: &NexmarkRun) -> sluice::Result<StreamFrame> {
+    if let (Some(dir), "bid") = (&run.bids_from, name) {
+        let ddl = "auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, \
+                   date_time TIMESTAMP, extra STRING";
+        return session
+            .read_stream()
+            .format("parquet")
+            .schema(ddl)?
+            .option("maxFilesPerTrigger", run.shuffle_partitions)
+            .load(dir.display().to_string())?
+            .with_watermark("date_time", "1 second");
+    }
     session
         .read_stream()
         .format("nexmark")
@@ -166,6 +180,26 @@ pub fn query(session: &Session, run: &NexmarkRun) -> sluice::Result<(StreamFrame
         ),
     };
     Ok((session.sql(sql)?, mode))
+}
+
+/// Writes the generated `bid` table to parquet files under `out` (one file per partition per
+/// batch of `events_per_batch` events), for running the same input through Spark.
+pub fn export_bids(run: &NexmarkRun, out: &std::path::Path) -> sluice::Result<u64> {
+    let session = Session::builder()
+        .shuffle_partitions(run.shuffle_partitions)
+        .build()?;
+    let q = table(&session, "bid", run)?
+        .write_stream()
+        .format("parquet")
+        .option("path", out.join("bid").display())
+        .option("checkpointLocation", out.join("checkpoint").display())
+        .trigger(Trigger::AvailableNow)
+        .start()?;
+    q.await_termination()?;
+    Ok(q.recent_progress()
+        .iter()
+        .map(|p| p.num_input_rows as u64)
+        .sum())
 }
 
 /// Runs one query over the whole stream; returns the JSON figures.
@@ -260,6 +294,7 @@ mod tests {
             events_per_batch: PER_BATCH,
             events_per_second: RATE,
             shuffle_partitions: 2,
+            bids_from: None,
         };
         let (frame, mode) = query(&session, &run).unwrap();
         let out = Arc::new(Mutex::new(Vec::new()));
