@@ -151,6 +151,8 @@ pub struct StreamingAggregate {
     time_index: TimeIndex,
     /// Session windows: the sessions in state per value of the other grouping keys.
     sessions: Option<SessionIndex>,
+    /// The late-row side output is on: this batch's input rows dropped as late.
+    late_rows: Option<Vec<RecordBatch>>,
 }
 
 /// The keys in state ordered by their event time. It describes one state version
@@ -347,6 +349,7 @@ impl StreamingAggregate {
             min_event_time_us: i64::MIN,
             time_index: TimeIndex::default(),
             sessions: None,
+            late_rows: None,
         }
         .with_session_index()
     }
@@ -449,6 +452,8 @@ impl StreamingAggregate {
         let mut take_idx: Vec<u32> = Vec::with_capacity(n);
         let mut win: Option<(usize, Vec<i64>, Vec<i64>)> = None;
         let mut dropped = 0u64;
+        // Input rows that reach no window at all (every instance late): the late-row output.
+        let mut late_idx: Vec<u32> = Vec::new();
         let window_pos = self
             .keys
             .iter()
@@ -472,6 +477,7 @@ impl StreamingAggregate {
                 }
                 let t = ts.value(i);
                 let last = last_window_start(t, *slide, *start);
+                let (mut kept, mut late) = (false, false);
                 for k in 0..per_row {
                     let s = last - k * slide;
                     let e = s + size;
@@ -480,11 +486,16 @@ impl StreamingAggregate {
                     }
                     if drop_late && e <= late_us {
                         dropped += 1;
+                        late = true;
                         continue;
                     }
+                    kept = true;
                     take_idx.push(i as u32);
                     starts.push(s);
                     ends.push(e);
+                }
+                if late && !kept {
+                    late_idx.push(i as u32);
                 }
             }
             win = Some((pos, starts, ends));
@@ -500,12 +511,14 @@ impl StreamingAggregate {
                 if let Some(ts) = &late_col {
                     if ts.is_valid(i) && ts.value(i) <= late_us {
                         dropped += 1;
+                        late_idx.push(i as u32);
                         continue;
                     }
                 }
                 take_idx.push(i as u32);
             }
         }
+        self.keep_late(&batch, late_idx)?;
         let take_idx = UInt32Array::from(take_idx);
         let rows_in = take_idx.len();
 
@@ -618,6 +631,17 @@ impl StreamingAggregate {
             (updates_ms, removals_ms),
             rows,
         )
+    }
+
+    /// Keeps `batch`'s rows `idx` for the late-row side output, when it is on.
+    fn keep_late(&mut self, batch: &RecordBatch, idx: Vec<u32>) -> Result<()> {
+        if let (Some(kept), false) = (&mut self.late_rows, idx.is_empty()) {
+            kept.push(arrow::compute::take_record_batch(
+                batch,
+                &UInt32Array::from(idx),
+            )?);
+        }
+        Ok(())
     }
 
     /// `batch` with the columns no aggregate reads replaced by `Null` columns (no copying).
@@ -1095,16 +1119,19 @@ impl StreamingAggregate {
         let late_us = late_watermark_ms.saturating_mul(1000);
         let mut keep: Vec<u32> = Vec::with_capacity(n);
         let mut dropped = 0u64;
+        let mut late_idx: Vec<u32> = Vec::new();
         for i in 0..n {
             if ts.is_null(i) {
                 continue;
             }
             if drop_late && ts.value(i) + gap <= late_us {
                 dropped += 1;
+                late_idx.push(i as u32);
                 continue;
             }
             keep.push(i as u32);
         }
+        self.keep_late(batch, late_idx)?;
         let keep = UInt32Array::from(keep);
         let m = keep.len();
         let row_ts: Vec<i64> = keep
@@ -1470,6 +1497,18 @@ fn is_watermarked(expr: &Expr, schema: &DFSchema) -> bool {
 }
 
 impl StatefulOperator for StreamingAggregate {
+    fn keep_late_rows(&mut self) -> Result<SchemaRef> {
+        self.late_rows = Some(Vec::new());
+        Ok(self.input_schema.clone())
+    }
+
+    fn take_late_rows(&mut self) -> Vec<RecordBatch> {
+        self.late_rows
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
     fn process(
         &mut self,
         mut inputs: Vec<Vec<RecordBatch>>,
@@ -1479,6 +1518,9 @@ impl StatefulOperator for StreamingAggregate {
     ) -> Result<(RecordBatch, StateOperatorProgress)> {
         let input = inputs.pop().unwrap_or_default();
         let schema = self.input_schema.clone();
+        if let Some(kept) = &mut self.late_rows {
+            kept.clear();
+        }
         let out = StreamingAggregate::process(
             self,
             &input,

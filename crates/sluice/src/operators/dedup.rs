@@ -168,6 +168,8 @@ pub struct StreamingDeduplicate {
     stores: Vec<DefaultStateStoreProvider>,
     min_expiry_us: i64,
     within: bool,
+    /// The late-row side output is on: this batch's input rows dropped as late.
+    late_rows: Option<Vec<RecordBatch>>,
 }
 
 impl StreamingDeduplicate {
@@ -261,6 +263,7 @@ impl StreamingDeduplicate {
             stores: open_stores(checkpoint_root, operator_id, partitions, &store_conf)?,
             min_expiry_us: i64::MIN,
             within: node.within_watermark,
+            late_rows: None,
         })
     }
 
@@ -286,10 +289,12 @@ impl StreamingDeduplicate {
         let mut kept: Vec<u32> = Vec::new();
         let mut seen: HashSet<&[u8]> = HashSet::new();
         let (mut late, mut duplicates, mut updated) = (0i64, 0i64, 0i64);
+        let mut late_idx: Vec<u32> = Vec::new();
         for i in 0..n {
             if let Some(ts) = &event_time {
                 if ts.is_valid(i) && ts.value(i) <= late_us {
                     late += 1;
+                    late_idx.push(i as u32);
                     continue;
                 }
             }
@@ -321,6 +326,9 @@ impl StreamingDeduplicate {
             stores[p].put(key, &value);
             updated += 1;
             kept.push(i as u32);
+        }
+        if let (Some(rows), false) = (&mut self.late_rows, late_idx.is_empty()) {
+            rows.push(take_record_batch(batch, &UInt32Array::from(late_idx))?);
         }
         let out = take_record_batch(batch, &UInt32Array::from(kept))?;
         let removed = self.evict(stores, evict_us)?;
@@ -421,11 +429,26 @@ impl StatefulOperator for StreamingDeduplicate {
         };
         let evict_us = eviction_watermark_ms.saturating_mul(1000);
         let mut providers = std::mem::take(&mut self.stores);
+        if let Some(kept) = &mut self.late_rows {
+            kept.clear();
+        }
         let result = super::stateful::with_stores(&mut providers, batch_id, |stores| {
             self.run(stores, &batch, late_us, evict_us)
         });
         self.stores = providers;
         result
+    }
+
+    fn keep_late_rows(&mut self) -> Result<SchemaRef> {
+        self.late_rows = Some(Vec::new());
+        Ok(self.input_schema.clone())
+    }
+
+    fn take_late_rows(&mut self) -> Vec<RecordBatch> {
+        self.late_rows
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     fn should_run_another_batch(&self, batch_watermark_ms: i64, next_watermark_ms: i64) -> bool {

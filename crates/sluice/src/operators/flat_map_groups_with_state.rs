@@ -418,6 +418,7 @@ impl FlatMapGroupsWithStateExec {
                     name: "groupState".into(),
                     data_type: node.state_type.clone(),
                     nullable: true,
+                    arrow_type: None,
                 }],
             },
             allow_rename,

@@ -40,6 +40,18 @@ pub trait StatefulOperator: Send {
     fn should_run_another_batch(&self, batch_watermark_ms: i64, next_watermark_ms: i64) -> bool;
     /// The processing time of the batch about to run (`batchTimestampMs`); for timeouts.
     fn set_batch_timestamp(&mut self, _ms: i64) {}
+    /// Opt-in late-row side output: from now on, keep each batch's input rows that are dropped
+    /// as late (they reach no state) for [`Self::take_late_rows`]. Returns their schema.
+    fn keep_late_rows(&mut self) -> Result<SchemaRef> {
+        Err(SluiceError::not_supported_yet(
+            "a late-row side output for this stateful operator (it is supported for streaming \
+             aggregations and deduplication)",
+        ))
+    }
+    /// The input rows the last `process` dropped as late, when kept (see `keep_late_rows`).
+    fn take_late_rows(&mut self) -> Vec<RecordBatch> {
+        Vec::new()
+    }
 }
 
 thread_local! {
@@ -174,9 +186,16 @@ pub struct StateSchema {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StateField {
     pub name: String,
+    /// The Spark SQL type name: what the restart check compares.
     #[serde(rename = "type")]
     pub data_type: String,
     pub nullable: bool,
+    /// The exact Arrow type (`DataType`'s `Display` form, read back with its `FromStr`), so
+    /// that state can be decoded without the query (`crate::state::reader`). Absent in schema
+    /// files written before it was recorded, and for values that are not Arrow data; never
+    /// compared on restart.
+    #[serde(rename = "arrowType", default, skip_serializing_if = "Option::is_none")]
+    pub arrow_type: Option<String>,
 }
 
 pub fn state_fields(fields: &[Arc<Field>]) -> Vec<StateField> {
@@ -186,6 +205,7 @@ pub fn state_fields(fields: &[Arc<Field>]) -> Vec<StateField> {
             name: f.name().clone(),
             data_type: crate::schema::spark_type_name(f.data_type()),
             nullable: f.is_nullable(),
+            arrow_type: Some(f.data_type().to_string()),
         })
         .collect()
 }

@@ -34,7 +34,7 @@ use crate::progress::{
     SourceProgress, StreamingQueryListener, StreamingQueryProgress,
 };
 use crate::session::Session;
-use crate::sink::{Sink, SinkContext, SinkProvider};
+use crate::sink::{BatchData, Sink, SinkContext, SinkProvider};
 use crate::source::{Offset, ReadLimit, Source, SourceContext, SourceProvider};
 
 use super::pipeline::Pipeline;
@@ -100,6 +100,14 @@ pub struct MicroBatchExecution {
     late_watermark_ms: i64,
     last_trigger_start: Option<Instant>,
     last_idle_event: Option<Instant>,
+    late_sink: Option<LateSink>,
+}
+
+/// The late-row side output of a query.
+struct LateSink {
+    sink: Box<dyn Sink>,
+    schema: arrow::datatypes::SchemaRef,
+    description: String,
 }
 
 impl MicroBatchExecution {
@@ -114,6 +122,7 @@ impl MicroBatchExecution {
         checkpoint_root: PathBuf,
         temporary_checkpoint: bool,
         name: Option<String>,
+        late_rows: Option<super::writer::LateRowsSpec>,
     ) -> Result<StreamingQuery> {
         let checkpoint = CheckpointDir::new(checkpoint_root.clone());
         std::fs::create_dir_all(checkpoint.root()).map_err(|e| {
@@ -226,8 +235,33 @@ impl MicroBatchExecution {
                 .map(String::as_str)
                 .unwrap_or("min"),
         )?;
-        let pipeline =
+        let mut pipeline =
             Pipeline::try_new(&session, plan, output_mode, &checkpoint_root, partitions)?;
+        // The late-row side output: a sink of its own, fed the stateful operator's late input
+        // rows of each batch before `commits/N` (a replayed batch drops the same rows again).
+        let late_sink = match late_rows {
+            None => None,
+            Some(spec) => {
+                let schema = pipeline.keep_late_rows()?;
+                let (provider, _) = super::writer::sink_provider(
+                    &session,
+                    &spec.format,
+                    &spec.options,
+                    schema.clone(),
+                    None,
+                )?;
+                let sink = provider.create_sink(&SinkContext {
+                    checkpoint_dir: checkpoint_root.join("lateRows"),
+                    output_mode: OutputMode::Append,
+                    query_name: None,
+                })?;
+                Some(LateSink {
+                    sink,
+                    schema,
+                    description: provider.description(),
+                })
+            }
+        };
         let explain = session.block_on(pipeline.explain())?;
         let min_batches_to_retain = session
             .conf(MIN_BATCHES_TO_RETAIN)
@@ -275,6 +309,7 @@ impl MicroBatchExecution {
             late_watermark_ms: 0,
             last_trigger_start: None,
             last_idle_event: None,
+            late_sink,
         };
         let thread_name = format!("sluice-query-{}", &shared.id[..8.min(shared.id.len())]);
         let thread = std::thread::Builder::new()
@@ -631,6 +666,20 @@ impl MicroBatchExecution {
         self.sink
             .add_batch(batch_id, &data)
             .map_err(|e| e.context(format!("batch {batch_id}: sink {}", self.sink_description)))?;
+        let mut late_rows_written = None;
+        if let Some(late) = &mut self.late_sink {
+            let rows = BatchData {
+                schema: late.schema.clone(),
+                partitions: vec![out.late_rows],
+            };
+            late.sink.add_batch(batch_id, &rows).map_err(|e| {
+                e.context(format!(
+                    "batch {batch_id}: late-row sink {}",
+                    late.description
+                ))
+            })?;
+            late_rows_written = Some(rows.num_rows());
+        }
         durations.insert(
             "addBatch".into(),
             (t.elapsed().as_millis() as i64 - out.planning_ms).max(0),
@@ -715,7 +764,14 @@ impl MicroBatchExecution {
             sink: SinkProgress {
                 description: self.sink_description.clone(),
                 num_output_rows: num_output_rows as i64,
-                metrics: self.sink.metrics(),
+                metrics: {
+                    let mut m = self.sink.metrics();
+                    if let (Some(n), Some(late)) = (late_rows_written, &self.late_sink) {
+                        m.insert("numLateRowsWritten".into(), n.to_string());
+                        m.insert("lateRowsSink".into(), late.description.clone());
+                    }
+                    m
+                },
             },
         };
         for l in &self.listeners {

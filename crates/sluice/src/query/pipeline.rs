@@ -37,6 +37,8 @@ pub(crate) struct PipelineOutput {
     pub watermarks: Vec<(i64, EventTimeStats)>,
     pub state_operators: Vec<StateOperatorProgress>,
     pub planning_ms: i64,
+    /// Input rows the stateful operator dropped as late (with the late-row side output on).
+    pub late_rows: Vec<RecordBatch>,
 }
 
 /// The query's plan as a chain: stateful stages bottom-up, then DataFusion over the last
@@ -321,6 +323,22 @@ impl Pipeline {
         Ok(out)
     }
 
+    /// Turns on the late-row side output: the query's stateful operator keeps the input rows it
+    /// drops as late. Returns their schema (the operator's input).
+    pub fn keep_late_rows(&mut self) -> Result<SchemaRef> {
+        match self.stages.as_mut_slice() {
+            [] => Err(SluiceError::query(
+                "LATE_ROWS_WITHOUT_STATE",
+                "lateRows.* options need a stateful query: only streaming aggregations and \
+                 deduplication with a watermark drop late rows. Remove the lateRows options.",
+            )),
+            [stage] => stage.operator.keep_late_rows(),
+            _ => Err(SluiceError::not_supported_yet(
+                "a late-row side output for a query with several stateful operators",
+            )),
+        }
+    }
+
     /// Runs one batch over `inputs`.
     pub fn run(
         &mut self,
@@ -338,6 +356,7 @@ impl Pipeline {
         let mut planning_ms = 0i64;
         let mut watermarks = Vec::new();
         let mut state_operators = Vec::new();
+        let mut late_rows = Vec::new();
         for stage in &mut self.stages {
             let mut operator_inputs = Vec::with_capacity(stage.inputs.len());
             for exec in &stage.inputs {
@@ -359,6 +378,7 @@ impl Pipeline {
                 RecordBatch::try_new(stage.placeholder_schema.clone(), rows.columns().to_vec())?;
             bound.insert(stage.placeholder, vec![rows]);
             state_operators.push(progress);
+            late_rows.extend(stage.operator.take_late_rows());
         }
         let t = std::time::Instant::now();
         let planned = session.block_on(self.last.physical_plan(&bound, batch_timestamp_ms))?;
@@ -370,6 +390,7 @@ impl Pipeline {
             watermarks,
             state_operators,
             planning_ms,
+            late_rows,
         })
     }
 }

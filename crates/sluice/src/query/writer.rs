@@ -128,57 +128,15 @@ impl DataStreamWriter {
         check_streaming_plan(&plan, self.output_mode, check_correctness)?;
         let schema = Arc::new(plan.schema().as_arrow().clone());
 
-        let mut temp_checkpoint_ok = false;
-        let sink: Arc<dyn SinkProvider> = match (&self.sink, self.format.as_str()) {
-            (Some(s), _) => s.clone(),
-            (None, "parquet" | "json" | "csv") => {
-                let path = self.opt("path").ok_or_else(|| {
-                    SluiceError::query(
-                        "PATH_NOT_SPECIFIED",
-                        format!("'path' is not specified for the {} file sink: add .option(\"path\", DIR)", self.format),
-                    )
-                })?;
-                Arc::new(FileSinkProvider::try_new(
-                    &self.format,
-                    path,
-                    &self.options,
-                )?)
-            }
-            (None, "console") => {
-                temp_checkpoint_ok = true;
-                Arc::new(ConsoleSinkProvider::from_options(&self.options)?)
-            }
-            (None, "memory") => {
-                temp_checkpoint_ok = true;
-                let name = self.query_name.clone().ok_or_else(|| {
-                    SluiceError::query(
-                        "QUERY_NAME_NOT_SPECIFIED",
-                        "queryName must be specified for memory sink: add .query_name(\"table\")",
-                    )
-                })?;
-                Arc::new(MemorySinkProvider::new(
-                    session.clone(),
-                    name,
-                    schema.clone(),
-                )?)
-            }
-            #[cfg(feature = "kafka")]
-            (None, "kafka") => Arc::new(crate::sink::kafka::KafkaSinkProvider::try_new(
+        let (sink, temp_checkpoint_ok) = match &self.sink {
+            Some(s) => (s.clone(), false),
+            None => sink_provider(
+                &session,
+                &self.format,
                 &self.options,
-            )?),
-            (None, "noop") => {
-                temp_checkpoint_ok = true;
-                Arc::new(NoopSinkProvider)
-            }
-            (None, other) => {
-                return Err(SluiceError::query(
-                    "UNSUPPORTED_DATA_SOURCE",
-                    format!(
-                    "Data source {other} does not exist as a streaming sink. Use parquet, json, \
-                         csv, console, memory, noop, foreach or foreach_batch."
-                ),
-                ))
-            }
+                schema.clone(),
+                self.query_name.as_deref(),
+            )?,
         };
         if !sink.supports_output_mode(self.output_mode) {
             return Err(SluiceError::query(
@@ -217,6 +175,7 @@ impl DataStreamWriter {
             },
         };
 
+        let late_rows = self.late_rows_spec()?;
         MicroBatchExecution::start(
             session,
             plan,
@@ -226,6 +185,137 @@ impl DataStreamWriter {
             checkpoint,
             temporary,
             self.query_name,
+            late_rows,
         )
     }
+
+    /// The late-row side output from the `lateRows.*` options: `lateRows.format` (parquet,
+    /// json, csv, console or kafka) and that sink's options with the prefix (e.g.
+    /// `lateRows.path`, `lateRows.topic`, `lateRows.kafka.bootstrap.servers`).
+    fn late_rows_spec(&self) -> Result<Option<LateRowsSpec>> {
+        const PREFIX: &str = "laterows.";
+        let options: HashMap<String, String> = self
+            .options
+            .iter()
+            .filter(|(k, _)| k.to_ascii_lowercase().starts_with(PREFIX))
+            .map(|(k, v)| (k[PREFIX.len()..].to_string(), v.clone()))
+            .collect();
+        if options.is_empty() {
+            return Ok(None);
+        }
+        let format = options
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("format"))
+            .map(|(_, v)| v.to_ascii_lowercase())
+            .ok_or_else(|| {
+                SluiceError::query(
+                    "LATE_ROWS_FORMAT_MISSING",
+                    "lateRows.* options are set but lateRows.format is not: set it to parquet, \
+                     json, csv, console or kafka",
+                )
+            })?;
+        if !matches!(
+            format.as_str(),
+            "parquet" | "json" | "csv" | "console" | "kafka"
+        ) {
+            return Err(SluiceError::query(
+                "LATE_ROWS_FORMAT_UNSUPPORTED",
+                format!(
+                    "lateRows.format {format:?} is not a late-row sink: use parquet, json, csv, \
+                     console or kafka"
+                ),
+            ));
+        }
+        if let (Some(main), Some(late)) = (
+            self.opt("path"),
+            options
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("path"))
+                .map(|(_, v)| v),
+        ) {
+            if std::path::Path::new(main) == std::path::Path::new(late) {
+                return Err(SluiceError::query(
+                    "LATE_ROWS_PATH_CLASH",
+                    format!(
+                        "lateRows.path is the query's own output path {main}: late rows need a \
+                         directory of their own"
+                    ),
+                ));
+            }
+        }
+        Ok(Some(LateRowsSpec { format, options }))
+    }
+}
+
+/// Where a query's late rows go (see `DataStreamWriter::late_rows_spec`).
+pub(crate) struct LateRowsSpec {
+    pub format: String,
+    pub options: HashMap<String, String>,
+}
+
+fn opt<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
+    options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v.as_str())
+}
+
+/// The sink of `format` with `options` for rows of `schema`; also whether the sink may run on a
+/// temporary checkpoint (console, memory, noop), as in Spark.
+pub(crate) fn sink_provider(
+    session: &crate::session::Session,
+    format: &str,
+    options: &HashMap<String, String>,
+    schema: arrow::datatypes::SchemaRef,
+    query_name: Option<&str>,
+) -> Result<(Arc<dyn SinkProvider>, bool)> {
+    Ok(match format {
+        "parquet" | "json" | "csv" => {
+            let path = opt(options, "path").ok_or_else(|| {
+                SluiceError::query(
+                    "PATH_NOT_SPECIFIED",
+                    format!(
+                        "'path' is not specified for the {format} file sink: add \
+                         .option(\"path\", DIR)"
+                    ),
+                )
+            })?;
+            (
+                Arc::new(FileSinkProvider::try_new(format, path, options)?),
+                false,
+            )
+        }
+        "console" => (Arc::new(ConsoleSinkProvider::from_options(options)?), true),
+        "memory" => {
+            let name = query_name.ok_or_else(|| {
+                SluiceError::query(
+                    "QUERY_NAME_NOT_SPECIFIED",
+                    "queryName must be specified for memory sink: add .query_name(\"table\")",
+                )
+            })?;
+            (
+                Arc::new(MemorySinkProvider::new(
+                    session.clone(),
+                    name.to_string(),
+                    schema,
+                )?),
+                true,
+            )
+        }
+        #[cfg(feature = "kafka")]
+        "kafka" => (
+            Arc::new(crate::sink::kafka::KafkaSinkProvider::try_new(options)?),
+            false,
+        ),
+        "noop" => (Arc::new(NoopSinkProvider), true),
+        other => {
+            return Err(SluiceError::query(
+                "UNSUPPORTED_DATA_SOURCE",
+                format!(
+                    "Data source {other} does not exist as a streaming sink. Use parquet, json, \
+                     csv, console, memory, noop, foreach or foreach_batch."
+                ),
+            ))
+        }
+    })
 }

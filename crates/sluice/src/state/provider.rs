@@ -64,9 +64,25 @@ struct Inner {
     sched: Mutex<Sched>,
     /// Set on drop: a running merge stops.
     stop: AtomicBool,
+    /// Opened by [`DefaultStateStoreProvider::open_read_only`]: commits and maintenance are
+    /// refused, nothing under the directory is created, changed or deleted.
+    read_only: bool,
 }
 
 impl Inner {
+    fn read_only_error(&self, what: &str) -> SluiceError {
+        SluiceError::new(
+            crate::error::Fault::Internal,
+            "STATE_STORE_READ_ONLY",
+            format!(
+                "{what} was asked of the state store of {} in {}, which was opened read-only \
+                 (for inspection); open it with DefaultStateStoreProvider::new to write",
+                self.describe(),
+                self.dir.display()
+            ),
+        )
+    }
+
     fn describe(&self) -> String {
         format!(
             "operator {}, partition {}",
@@ -287,6 +303,9 @@ impl Inner {
     /// Starts one background run when a snapshot is due and none is running; after a commit
     /// (`respect_interval`) also only when `maintenance_interval` has passed since the last run.
     fn maybe_start_background(self: &Arc<Self>, respect_interval: bool) {
+        if self.read_only {
+            return;
+        }
         let due = self.snapshot_due(&lock(&self.files).index).is_some();
         if !due || self.stop.load(Ordering::Relaxed) {
             return;
@@ -361,6 +380,25 @@ impl DefaultStateStoreProvider {
     pub fn new(id: StateStoreId, conf: StateStoreConf) -> Result<Self> {
         let dir = id.dir();
         remove_stale_temp_files(&dir)?;
+        Self::with_mode(id, dir, conf, false)
+    }
+
+    /// A provider that only reads (`sluice state read`, inspection of a checkpoint a query may
+    /// be using): it lists the directory but leaves temporary files alone, and its store's
+    /// [`commit`](StateStore::commit) and [`StateStoreProvider::do_maintenance`] fail with
+    /// `STATE_STORE_READ_ONLY`; no background maintenance ever starts. Nothing under the
+    /// checkpoint is created, changed or deleted. Staged puts and removes stay in memory.
+    pub fn open_read_only(id: StateStoreId, conf: StateStoreConf) -> Result<Self> {
+        let dir = id.dir();
+        Self::with_mode(id, dir, conf, true)
+    }
+
+    fn with_mode(
+        id: StateStoreId,
+        dir: PathBuf,
+        conf: StateStoreConf,
+        read_only: bool,
+    ) -> Result<Self> {
         let index = FileIndex::list(&dir)?;
         let inner = Arc::new(Inner {
             id,
@@ -373,9 +411,15 @@ impl DefaultStateStoreProvider {
                 worker: None,
             }),
             stop: AtomicBool::new(false),
+            read_only,
         });
         let store = MemStore::new(Arc::clone(&inner));
         Ok(Self { inner, store })
+    }
+
+    /// True for a provider made by [`open_read_only`](Self::open_read_only).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     pub fn id(&self) -> &StateStoreId {
@@ -428,6 +472,9 @@ impl StateStoreProvider for DefaultStateStoreProvider {
     }
 
     fn do_maintenance(&mut self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(self.inner.read_only_error("maintenance"));
+        }
         lock(&self.inner.sched).last_run = Instant::now();
         self.inner.run_maintenance()
     }
@@ -576,6 +623,9 @@ impl StateStore for MemStore {
     }
 
     fn commit(&mut self) -> Result<u64> {
+        if self.inner.read_only {
+            return Err(self.inner.read_only_error("a commit"));
+        }
         let start = Instant::now();
         let new_version = self.version.checked_add(1).ok_or_else(|| {
             SluiceError::internal(format!("state version overflow at {}", self.version))
