@@ -7,6 +7,8 @@
 
 mod bench;
 mod nexmark;
+#[allow(dead_code)] // wired into `sluice run PIPELINE.sql` (issue 8)
+mod status;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

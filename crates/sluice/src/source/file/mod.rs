@@ -253,6 +253,7 @@ impl SourceProvider for FileSourceProvider {
             seen,
             current,
             available_now: None,
+            outstanding: (0, 0),
             cache: BTreeMap::new(),
         }))
     }
@@ -320,6 +321,9 @@ struct FileSource {
     available_now: Option<Vec<ListedFile>>,
     /// Entries of log offsets written by this run, until committed.
     cache: BTreeMap<i64, Vec<FileEntry>>,
+    /// Files (and bytes) listed but not admitted by the last `latest_offset`: Spark's
+    /// `numFilesOutstanding` / `numBytesOutstanding` source metrics.
+    outstanding: (usize, u64),
 }
 
 fn parse_offset(o: &Offset, what: &str) -> Result<i64> {
@@ -398,6 +402,7 @@ impl Source for FileSource {
             ));
         }
         let files = self.list_candidates()?;
+        let (all_files, all_bytes) = (files.len(), files.iter().map(|f| f.size).sum::<u64>());
         let selected: Vec<ListedFile> = match limit {
             ReadLimit::MaxFiles(n) => files.into_iter().take(n.max(1)).collect(),
             ReadLimit::MaxBytes(max) => {
@@ -416,6 +421,10 @@ impl Source for FileSource {
             }
             ReadLimit::AllAvailable | ReadLimit::MaxRows(_) => files,
         };
+        self.outstanding = (
+            all_files - selected.len(),
+            all_bytes.saturating_sub(selected.iter().map(|f| f.size).sum::<u64>()),
+        );
         if !selected.is_empty() {
             let id = self.current + 1;
             let entries: Vec<FileEntry> = selected
@@ -467,7 +476,14 @@ impl Source for FileSource {
         }
         let uris: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
         let out = format::read_files_parallel(&self.parse, &uris, &range, uri_to_path)?;
-        Ok(source_batch(out))
+        let mut batch = source_batch(out);
+        batch
+            .metrics
+            .insert("numFilesOutstanding".into(), self.outstanding.0.to_string());
+        batch
+            .metrics
+            .insert("numBytesOutstanding".into(), self.outstanding.1.to_string());
+        Ok(batch)
     }
 
     fn commit(&mut self, end: &Offset) -> Result<()> {

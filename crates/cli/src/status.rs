@@ -1,0 +1,376 @@
+//! What `sluice run` shows while queries run: a live status line per query (batch, input and
+//! processing rates, watermark, state rows, rows dropped as late, and for available-now runs a
+//! progress bar of the files or offsets done), warnings in words when a query falls behind or
+//! drops late rows, or `--progress json`: each `StreamingQueryProgress` as one JSON line.
+//!
+//! It is a `StreamingQueryListener` registered on the session; the board redraws its lines in
+//! place on a terminal and prints them one after another otherwise (logs, CI).
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice::progress::{QueryTerminatedEvent, StreamingQueryListener};
+use sluice::StreamingQueryProgress;
+
+/// `--progress human|json|none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    Human,
+    Json,
+    None,
+}
+
+impl ProgressMode {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "human" | "text" => Ok(Self::Human),
+            "json" => Ok(Self::Json),
+            "none" | "off" => Ok(Self::None),
+            other => Err(format!(
+                "--progress {other:?}: use human (a status line per query), json (a \
+                 StreamingQueryProgress per line on stdout) or none"
+            )),
+        }
+    }
+}
+
+/// Per query: what the status line shows and what the warnings remember.
+#[derive(Default)]
+struct QueryLine {
+    name: String,
+    line: String,
+    files_done: u64,
+    behind_batches: u32,
+    warned_behind: bool,
+}
+
+/// The listener: one status line per query (in order of first progress).
+pub struct StatusBoard {
+    mode: ProgressMode,
+    /// Trigger interval of the queries (warnings when a batch takes longer).
+    trigger_interval: Option<Duration>,
+    tty: bool,
+    state: Mutex<BoardState>,
+}
+
+#[derive(Default)]
+struct BoardState {
+    queries: BTreeMap<String, QueryLine>,
+    order: Vec<String>,
+    /// Lines drawn last time (to move the cursor back over them on a terminal).
+    drawn: usize,
+}
+
+impl StatusBoard {
+    pub fn new(mode: ProgressMode, trigger_interval: Option<Duration>) -> Arc<Self> {
+        Arc::new(Self {
+            mode,
+            trigger_interval,
+            tty: std::io::stderr().is_terminal(),
+            state: Mutex::new(BoardState::default()),
+        })
+    }
+
+    fn redraw(&self, st: &mut BoardState, warnings: &[String]) {
+        let mut err = std::io::stderr().lock();
+        if self.tty {
+            // Back over the board, print warnings above it, then the board again.
+            if st.drawn > 0 {
+                let _ = write!(err, "\x1b[{}A", st.drawn);
+            }
+            for w in warnings {
+                let _ = writeln!(err, "\x1b[2Kwarning: {w}");
+            }
+            for id in &st.order {
+                let _ = writeln!(err, "\x1b[2K{}", st.queries[id].line);
+            }
+            st.drawn = st.order.len();
+        } else {
+            for w in warnings {
+                let _ = writeln!(err, "warning: {w}");
+            }
+        }
+        let _ = err.flush();
+    }
+}
+
+/// Thousands separators for rates and counts.
+fn grouped(n: f64) -> String {
+    let s = format!("{:.0}", n.max(0.0));
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn bar(done: u64, total: u64) -> String {
+    const WIDTH: u64 = 20;
+    let filled = (done * WIDTH)
+        .checked_div(total)
+        .unwrap_or(WIDTH)
+        .min(WIDTH);
+    format!(
+        "[{}{}] {done}/{total} files ({}%)",
+        "#".repeat(filled as usize),
+        ".".repeat((WIDTH - filled) as usize),
+        (done * 100).checked_div(total).unwrap_or(100)
+    )
+}
+
+/// The status line of one progress, and the warnings it raises.
+fn describe(
+    q: &mut QueryLine,
+    p: &StreamingQueryProgress,
+    trigger_interval: Option<Duration>,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let mut parts = vec![
+        format!("[{}] batch {}", q.name, p.batch_id),
+        format!("in {} rows/s", grouped(p.input_rows_per_second)),
+        format!("processed {} rows/s", grouped(p.processed_rows_per_second)),
+    ];
+    if let Some(w) = p.event_time.get("watermark") {
+        parts.push(format!("watermark {w}"));
+    }
+    let state_rows: i64 = p.state_operators.iter().map(|s| s.num_rows_total).sum();
+    let late: i64 = p
+        .state_operators
+        .iter()
+        .map(|s| s.num_rows_dropped_by_watermark)
+        .sum();
+    if !p.state_operators.is_empty() {
+        let mem: i64 = p.state_operators.iter().map(|s| s.memory_used_bytes).sum();
+        parts.push(format!(
+            "state {} rows ({:.1} MB)",
+            grouped(state_rows as f64),
+            mem as f64 / 1e6
+        ));
+        parts.push(format!("late {late}"));
+    }
+    // Progress of the run: files done of the files known (file sources), offsets behind
+    // (Kafka).
+    let mut outstanding: Option<u64> = None;
+    for s in &p.sources {
+        if let Some(n) = s
+            .metrics
+            .get("numFilesRead")
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            q.files_done += n;
+        }
+        if let Some(n) = s
+            .metrics
+            .get("numFilesOutstanding")
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            *outstanding.get_or_insert(0) += n;
+        }
+        if let Some(n) = s.metrics.get("maxOffsetsBehindLatest") {
+            parts.push(format!("up to {n} offsets behind"));
+        }
+    }
+    if let Some(left) = outstanding {
+        parts.push(bar(q.files_done, q.files_done + left));
+    }
+    q.line = parts.join(" | ");
+
+    // Warnings, in words.
+    if p.num_input_rows > 0 && p.processed_rows_per_second < p.input_rows_per_second {
+        q.behind_batches += 1;
+    } else if p.num_input_rows > 0 {
+        q.behind_batches = 0;
+        q.warned_behind = false;
+    }
+    if q.behind_batches >= 3 && !q.warned_behind {
+        q.warned_behind = true;
+        warnings.push(format!(
+            "query {} is falling behind: for {} batches it processed fewer rows per second ({}) \
+             than arrived ({}); its backlog grows. Give it more cores, a larger \
+             maxFilesPerTrigger / maxOffsetsPerTrigger, or less work per row",
+            q.name,
+            q.behind_batches,
+            grouped(p.processed_rows_per_second),
+            grouped(p.input_rows_per_second)
+        ));
+    }
+    if let (Some(interval), Some(ms)) = (
+        trigger_interval,
+        p.duration_ms.get("triggerExecution").copied(),
+    ) {
+        if interval.as_millis() > 0 && ms as u128 > interval.as_millis() {
+            warnings.push(format!(
+                "query {}: batch {} took {} ms, longer than the trigger interval of {} ms; the \
+                 next batch starts late",
+                q.name,
+                p.batch_id,
+                ms,
+                interval.as_millis()
+            ));
+        }
+    }
+    if late > 0 {
+        warnings.push(format!(
+            "query {}: batch {} dropped {late} row(s) that arrived behind the watermark{}; they \
+             are counted in numRowsDroppedByWatermark{}",
+            q.name,
+            p.batch_id,
+            p.event_time
+                .get("watermark")
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default(),
+            if p.sink.metrics.contains_key("numLateRowsWritten") {
+                " and written to the late-row sink"
+            } else {
+                ". Set the lateRows.format / lateRows.path sink options to keep them"
+            }
+        ));
+    }
+    warnings
+}
+
+impl StreamingQueryListener for StatusBoard {
+    fn on_query_progress(&self, p: &StreamingQueryProgress) {
+        match self.mode {
+            ProgressMode::None => {}
+            ProgressMode::Json => {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{}", p.compact_json());
+                let _ = out.flush();
+            }
+            ProgressMode::Human => {
+                let Ok(mut st) = self.state.lock() else {
+                    return;
+                };
+                if !st.queries.contains_key(&p.id) {
+                    st.order.push(p.id.clone());
+                    st.queries.insert(
+                        p.id.clone(),
+                        QueryLine {
+                            name: p.name.clone().unwrap_or_else(|| p.id[..8].to_string()),
+                            ..Default::default()
+                        },
+                    );
+                }
+                let warnings = match st.queries.get_mut(&p.id) {
+                    Some(q) => describe(q, p, self.trigger_interval),
+                    None => Vec::new(),
+                };
+                if !self.tty {
+                    let line = st.queries[&p.id].line.clone();
+                    let mut err = std::io::stderr().lock();
+                    let _ = writeln!(err, "{line}");
+                }
+                self.redraw(&mut st, &warnings);
+            }
+        }
+    }
+
+    fn on_query_terminated(&self, e: &QueryTerminatedEvent) {
+        if self.mode == ProgressMode::Human {
+            if let Some(ex) = &e.exception {
+                eprintln!("query {} failed: {ex}", e.id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(batch: i64, rows: i64, input: f64, processed: f64) -> StreamingQueryProgress {
+        let mut p: StreamingQueryProgress = serde_json::from_value(serde_json::json!({
+            "id": "0123456789abcdef", "runId": "r", "name": "q1", "timestamp": "t",
+            "batchId": batch, "batchDuration": 10, "numInputRows": rows,
+            "inputRowsPerSecond": input, "processedRowsPerSecond": processed,
+            "durationMs": {"triggerExecution": 1500},
+            "eventTime": {"watermark": "2026-09-15T12:10:00.000Z"},
+            "stateOperators": [], "sources": [],
+            "sink": {"description": "noop", "numOutputRows": 0, "metrics": {}}
+        }))
+        .expect("a progress document");
+        p.batch_id = batch;
+        p
+    }
+
+    #[test]
+    fn the_line_shows_rates_watermark_and_the_files_done() {
+        let mut q = QueryLine {
+            name: "q1".into(),
+            ..Default::default()
+        };
+        let mut p = progress(3, 1000, 12_345.0, 20_000.0);
+        let mut metrics = BTreeMap::new();
+        metrics.insert("numFilesRead".to_string(), "2".to_string());
+        metrics.insert("numFilesOutstanding".to_string(), "6".to_string());
+        p.sources = vec![serde_json::from_value(serde_json::json!({
+            "description": "FileStreamSource[file:/in]", "startOffset": null,
+            "endOffset": null, "latestOffset": null, "numInputRows": 1000,
+            "inputRowsPerSecond": 0.0, "processedRowsPerSecond": 0.0, "metrics": metrics
+        }))
+        .expect("a source progress")];
+        let w = describe(&mut q, &p, None);
+        assert!(w.is_empty(), "{w:?}");
+        assert!(q.line.contains("[q1] batch 3"), "{}", q.line);
+        assert!(q.line.contains("in 12,345 rows/s"), "{}", q.line);
+        assert!(q.line.contains("watermark 2026-09-15T12:10:00.000Z"));
+        assert!(q.line.contains("2/8 files (25%)"), "{}", q.line);
+    }
+
+    #[test]
+    fn falling_behind_slow_batches_and_late_rows_are_warned_in_words() {
+        let mut q = QueryLine {
+            name: "q1".into(),
+            ..Default::default()
+        };
+        let mut warnings = Vec::new();
+        for b in 0..3 {
+            warnings = describe(&mut q, &progress(b, 100, 1000.0, 500.0), None);
+        }
+        assert!(
+            warnings.iter().any(|w| w.contains("falling behind")),
+            "{warnings:?}"
+        );
+        // Said once, not every batch.
+        let again = describe(&mut q, &progress(3, 100, 1000.0, 500.0), None);
+        assert!(!again.iter().any(|w| w.contains("falling behind")));
+        let slow = describe(
+            &mut q,
+            &progress(4, 100, 10.0, 500.0),
+            Some(Duration::from_secs(1)),
+        );
+        assert!(
+            slow.iter()
+                .any(|w| w.contains("took 1500 ms, longer than the trigger interval of 1000 ms")),
+            "{slow:?}"
+        );
+        let mut p = progress(5, 100, 10.0, 500.0);
+        p.state_operators = vec![serde_json::from_value(serde_json::json!({
+            "operatorName": "stateStoreSave", "numRowsTotal": 10, "numRowsUpdated": 1,
+            "numRowsRemoved": 0, "allUpdatesTimeMs": 0, "allRemovalsTimeMs": 0,
+            "commitTimeMs": 0, "numRowsDroppedByWatermark": 2, "memoryUsedBytes": 100,
+            "numShufflePartitions": 2, "numStateStoreInstances": 2, "customMetrics": {}
+        }))
+        .expect("a state operator progress")];
+        let late = describe(&mut q, &p, None);
+        assert!(
+            late.iter()
+                .any(|w| w.contains("dropped 2 row(s)") && w.contains("lateRows.format")),
+            "{late:?}"
+        );
+        assert!(q.line.contains("late 2"));
+    }
+
+    #[test]
+    fn progress_modes_parse() {
+        assert_eq!(ProgressMode::parse("json"), Ok(ProgressMode::Json));
+        assert_eq!(ProgressMode::parse("human"), Ok(ProgressMode::Human));
+        assert!(ProgressMode::parse("xml").is_err());
+    }
+}
