@@ -3,12 +3,15 @@
 //! - `sluice demo [--dir DIR]`: the seed documents' file example on embedded defaults: writes a
 //!   few JSON files, streams them one file per trigger through a filter, prints each batch to the
 //!   console, writes them to parquet and reads the result back.
+//! - `sluice run PIPELINE.sql [--set name=value]...`: runs a pipeline file (`sql_pipeline.rs`).
 //! - `sluice conformance [--json REPORT] PATH...`: runs conformance scenarios.
 
 mod bench;
+mod inspect;
 mod nexmark;
-#[allow(dead_code)] // wired into `sluice run PIPELINE.sql` (issue 8)
+mod sql_pipeline;
 mod status;
+mod ui;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -21,6 +24,10 @@ use sluice::{col, lit, OutputMode, Session, Trigger};
 const USAGE: &str = "\
 usage:
   sluice demo [--dir DIR]                        run the file-stream example (local files, no servers)
+  sluice run PIPELINE.sql [--set NAME=VALUE]... [--progress human|json|none] [--ui ADDR]
+                                                 run a pipeline file (CREATE TABLE sources, CREATE SINK ... AS SELECT
+                                                 queries) until stopped (Ctrl-C: after the current batch) or done;
+                                                 --set gives ${NAME} in its options (else the environment)
   sluice run --pipeline file-to-parquet|windowed-count --input DIR --output DIR --checkpoint DIR [--available-now]
                                                  run a built-in pipeline until stopped (or until caught up)
   sluice bench --workload windowed|stateless|overhead|decode --input DIR [--workdir DIR] [--batches N]
@@ -33,6 +40,11 @@ usage:
   sluice conformance [--matrix] [--json REPORT] PATH...
                                                  run conformance scenarios (files or directories);
                                                  --matrix also runs each with restarts and crashes
+  sluice checkpoint describe DIR [--json]        a query checkpoint: id, batches, offsets, watermark,
+                                                 pinned conf, state operators (schema, versions)
+  sluice state read DIR [--operator N] [--batch N] [--json]
+                                                 the state of operator N (0) as of committed batch N
+                                                 (the last one): a table, or JSON lines
 ";
 
 /// mimalloc's `mi_option_purge_delay` (the 16th entry of `mi_option_e` in mimalloc.h, v2 and
@@ -51,6 +63,8 @@ fn main() -> ExitCode {
         Some("run") => run_pipeline(&args[1..]),
         Some("bench") => bench::bench(&args[1..]).map(|_| ExitCode::SUCCESS),
         Some("conformance") => conformance(&args[1..]),
+        Some("checkpoint") => inspect::checkpoint(&args[1..]),
+        Some("state") => inspect::state(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -199,10 +213,14 @@ fn conformance(args: &[String]) -> Result<ExitCode, String> {
     })
 }
 
-/// `sluice run`: a built-in pipeline over JSON files `{"id": N, "ts": "...", "user": "..."}`,
+/// `sluice run FILE.sql [--set k=v]...`: a pipeline file (`sql_pipeline.rs`). Otherwise
+/// `sluice run --pipeline ...`: a built-in pipeline over JSON files `{"id": N, "ts": "...", "user": "..."}`,
 /// running until killed (or, with `--available-now`, until it has caught up). Used by the
 /// process-level chaos test, which kills it with SIGKILL at random moments.
 fn run_pipeline(args: &[String]) -> Result<ExitCode, String> {
+    if let Some(file) = args.first().filter(|a| a.ends_with(".sql")) {
+        return sql_pipeline::run(file, &args[1..]);
+    }
     let mut pipeline = None;
     let (mut input, mut output, mut checkpoint) = (None, None, None);
     let mut available_now = false;

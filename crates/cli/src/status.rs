@@ -49,8 +49,8 @@ struct QueryLine {
 /// The listener: one status line per query (in order of first progress).
 pub struct StatusBoard {
     mode: ProgressMode,
-    /// Trigger interval of the queries (warnings when a batch takes longer).
-    trigger_interval: Option<Duration>,
+    /// Trigger interval per query id (warnings when a batch takes longer).
+    trigger_intervals: Mutex<BTreeMap<String, Duration>>,
     tty: bool,
     state: Mutex<BoardState>,
 }
@@ -64,13 +64,21 @@ struct BoardState {
 }
 
 impl StatusBoard {
-    pub fn new(mode: ProgressMode, trigger_interval: Option<Duration>) -> Arc<Self> {
+    pub fn new(mode: ProgressMode) -> Arc<Self> {
         Arc::new(Self {
             mode,
-            trigger_interval,
+            trigger_intervals: Mutex::new(BTreeMap::new()),
             tty: std::io::stderr().is_terminal(),
             state: Mutex::new(BoardState::default()),
         })
+    }
+
+    /// The trigger interval of query `id` (a processing-time trigger), for the warning when a
+    /// batch takes longer.
+    pub fn set_trigger_interval(&self, id: &str, interval: Duration) {
+        if let Ok(mut m) = self.trigger_intervals.lock() {
+            m.insert(id.to_string(), interval);
+        }
     }
 
     fn redraw(&self, st: &mut BoardState, warnings: &[String]) {
@@ -257,8 +265,13 @@ impl StreamingQueryListener for StatusBoard {
                         },
                     );
                 }
+                let interval = self
+                    .trigger_intervals
+                    .lock()
+                    .ok()
+                    .and_then(|m| m.get(&p.id).copied());
                 let warnings = match st.queries.get_mut(&p.id) {
-                    Some(q) => describe(q, p, self.trigger_interval),
+                    Some(q) => describe(q, p, interval),
                     None => Vec::new(),
                 };
                 if !self.tty {

@@ -19,6 +19,7 @@
 //! | [`state`] | the versioned state store under `state/<op>/<partition>/` |
 //! | [`progress`] | `StreamingQueryProgress` with Spark's JSON keys, the listener |
 //! | [`error`] | `SluiceError`: fault, stable class, message with the fix |
+//! | [`pipeline`] | pipelines in SQL (`sluice run FILE.sql`): Flink-style `CREATE TABLE` sources, `CREATE SINK .. AS SELECT` queries |
 //!
 //! The life of one micro-batch (see `ARCHITECTURE.md`): construct (latest offsets) -> write
 //! `offsets/N` -> plan on DataFusion over exactly this batch's rows -> `sink.add_batch(N)` ->
@@ -30,6 +31,7 @@ pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod operators;
+pub mod pipeline;
 pub mod plan;
 pub mod progress;
 pub mod query;
@@ -44,6 +46,7 @@ pub use error::{Fault, Result, SluiceError};
 pub use frame::{GroupedFrame, KeyedFrame, StreamFrame};
 pub use operators::flat_map_groups_with_state::{GroupState, GroupStateTimeout};
 pub use operators::window::{session_window, sliding_window, window};
+pub use pipeline::Pipeline;
 pub use plan::json::{from_json, to_json};
 pub use progress::{StreamingQueryListener, StreamingQueryProgress};
 pub use query::{OutputMode, StreamingQuery, Trigger};

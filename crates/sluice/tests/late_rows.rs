@@ -210,8 +210,7 @@ fn late_row_options_are_checked_at_start() {
         .format("console")
         .option("lateRows.format", "console")
         .start()
-        .err()
-        .expect("a stateless query with lateRows options is refused");
+        .expect_err("a stateless query with lateRows options is refused");
     assert!(err.to_string().contains("LATE_ROWS_WITHOUT_STATE"), "{err}");
     // lateRows.format is required and must be a late-row sink.
     let agg = || {
@@ -228,8 +227,7 @@ fn late_row_options_are_checked_at_start() {
         .output_mode(OutputMode::Update)
         .option("lateRows.path", dir.path().join("late").display())
         .start()
-        .err()
-        .expect("lateRows.* without lateRows.format is refused");
+        .expect_err("lateRows.* without lateRows.format is refused");
     assert!(
         err.to_string().contains("LATE_ROWS_FORMAT_MISSING"),
         "{err}"
@@ -240,8 +238,7 @@ fn late_row_options_are_checked_at_start() {
         .output_mode(OutputMode::Update)
         .option("lateRows.format", "memory")
         .start()
-        .err()
-        .expect("memory is not a late-row sink");
+        .expect_err("memory is not a late-row sink");
     assert!(
         err.to_string().contains("LATE_ROWS_FORMAT_UNSUPPORTED"),
         "{err}"

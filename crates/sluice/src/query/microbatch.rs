@@ -280,6 +280,7 @@ impl MicroBatchExecution {
             metadata.id.clone(),
             uuid::Uuid::new_v4().to_string(),
             name,
+            trigger,
         ));
         let n_sources = sources.len();
         let listeners = session.listeners();

@@ -91,17 +91,19 @@ pub(crate) struct QueryShared {
     pub id: String,
     pub run_id: String,
     pub name: Option<String>,
+    pub trigger: Trigger,
     pub stop_requested: AtomicBool,
     pub state: Mutex<SharedState>,
     pub changed: Condvar,
 }
 
 impl QueryShared {
-    pub fn new(id: String, run_id: String, name: Option<String>) -> Self {
+    pub fn new(id: String, run_id: String, name: Option<String>, trigger: Trigger) -> Self {
         Self {
             id,
             run_id,
             name,
+            trigger,
             stop_requested: AtomicBool::new(false),
             state: Mutex::new(SharedState {
                 active: true,
@@ -165,6 +167,10 @@ impl std::fmt::Debug for StreamingQuery {
 }
 
 impl StreamingQuery {
+    /// The query's trigger.
+    pub fn trigger(&self) -> Trigger {
+        self.shared.trigger
+    }
     pub(crate) fn new(shared: Arc<QueryShared>, thread: JoinHandle<()>, explain: String) -> Self {
         Self {
             shared,

@@ -102,10 +102,17 @@
 //! Only the rename of a finished snapshot and the purge's deletions hold the directory lock
 //! that commits and loads also take, so a commit never waits for a snapshot to be written.
 //! Runs are serialized; dropping the provider stops a running merge and joins the thread.
+//!
+//! # Reading from outside the query
+//!
+//! [`reader`] reads a checkpoint's state without the query (`sluice state read`): stores opened
+//! with [`DefaultStateStoreProvider::open_read_only`] (no temp-file cleanup, commits and
+//! maintenance refused), pairs decoded into Arrow from the operator's recorded schema.
 
 mod files;
 mod format;
 mod provider;
+pub mod reader;
 
 #[cfg(test)]
 mod tests;
