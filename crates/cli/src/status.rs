@@ -42,6 +42,8 @@ struct QueryLine {
     name: String,
     line: String,
     files_done: u64,
+    /// Kafka-style sources: the sum of all partition offsets when this run started.
+    first_offsets: Option<i64>,
     behind_batches: u32,
     warned_behind: bool,
 }
@@ -117,14 +119,29 @@ fn grouped(n: f64) -> String {
     out
 }
 
-fn bar(done: u64, total: u64) -> String {
+/// The sum of the partition offsets of a Kafka offset (`{"topic":{"0":12,"1":7}}`); None for
+/// other sources' offsets.
+fn offset_sum(o: Option<&serde_json::Value>) -> Option<i64> {
+    let topics = o?.as_object()?;
+    let mut sum = 0i64;
+    let mut any = false;
+    for parts in topics.values() {
+        for v in parts.as_object()?.values() {
+            sum += v.as_i64()?;
+            any = true;
+        }
+    }
+    any.then_some(sum)
+}
+
+fn bar(done: u64, total: u64, unit: &str) -> String {
     const WIDTH: u64 = 20;
     let filled = (done * WIDTH)
         .checked_div(total)
         .unwrap_or(WIDTH)
         .min(WIDTH);
     format!(
-        "[{}{}] {done}/{total} files ({}%)",
+        "[{}{}] {done}/{total} {unit} ({}%)",
         "#".repeat(filled as usize),
         ".".repeat((WIDTH - filled) as usize),
         (done * 100).checked_div(total).unwrap_or(100)
@@ -164,7 +181,17 @@ fn describe(
     // Progress of the run: files done of the files known (file sources), offsets behind
     // (Kafka).
     let mut outstanding: Option<u64> = None;
+    let (mut offsets_end, mut offsets_latest, mut offsets_start) = (None, None, None);
     for s in &p.sources {
+        if let (Some(start), Some(end), Some(latest)) = (
+            offset_sum(s.start_offset.as_ref()).or(offset_sum(s.end_offset.as_ref())),
+            offset_sum(s.end_offset.as_ref()),
+            offset_sum(s.latest_offset.as_ref()),
+        ) {
+            *offsets_start.get_or_insert(0) += start;
+            *offsets_end.get_or_insert(0) += end;
+            *offsets_latest.get_or_insert(0) += latest;
+        }
         if let Some(n) = s
             .metrics
             .get("numFilesRead")
@@ -184,7 +211,15 @@ fn describe(
         }
     }
     if let Some(left) = outstanding {
-        parts.push(bar(q.files_done, q.files_done + left));
+        parts.push(bar(q.files_done, q.files_done + left, "files"));
+    }
+    if let (Some(start), Some(end), Some(latest)) = (offsets_start, offsets_end, offsets_latest) {
+        let first = *q.first_offsets.get_or_insert(start);
+        parts.push(bar(
+            (end - first).max(0) as u64,
+            (latest.max(end) - first).max(0) as u64,
+            "offsets",
+        ));
     }
     q.line = parts.join(" | ");
 
@@ -378,6 +413,38 @@ mod tests {
             "{late:?}"
         );
         assert!(q.line.contains("late 2"));
+    }
+
+    #[test]
+    fn kafka_sources_show_the_offsets_done_of_what_was_there() {
+        let mut q = QueryLine {
+            name: "q1".into(),
+            ..Default::default()
+        };
+        let source = |start: i64, end: i64, latest: i64| {
+            serde_json::from_value(serde_json::json!({
+                "description": "KafkaV2[Subscribe[t]]",
+                "startOffset": {"t": {"0": start, "1": start}},
+                "endOffset": {"t": {"0": end, "1": end}},
+                "latestOffset": {"t": {"0": latest, "1": latest}},
+                "numInputRows": 10, "inputRowsPerSecond": 0.0, "processedRowsPerSecond": 0.0,
+                "metrics": {"maxOffsetsBehindLatest": (latest - end).to_string()}
+            }))
+            .expect("a source progress")
+        };
+        let mut p = progress(0, 10, 1.0, 1.0);
+        p.sources = vec![source(100, 125, 200)];
+        describe(&mut q, &p, None);
+        assert!(
+            q.line
+                .contains("[#####...............] 50/200 offsets (25%)"),
+            "{}",
+            q.line
+        );
+        assert!(q.line.contains("up to 75 offsets behind"), "{}", q.line);
+        p.sources = vec![source(125, 200, 200)];
+        describe(&mut q, &p, None);
+        assert!(q.line.contains("200/200 offsets (100%)"), "{}", q.line);
     }
 
     #[test]
