@@ -656,36 +656,260 @@ fn dedup_state_is_the_keys_kept_within_the_watermark() {
     );
 }
 
-#[test]
-fn a_stream_stream_join_is_described_and_its_state_not_supported_yet() {
-    let d = dirs();
+/// `2026-11-03T<hh:mm>:00Z`.
+fn nov3(hhmm: &str) -> String {
+    format!("2026-11-03T{hhmm}:00Z")
+}
+
+/// One available-now run of an inner stream-stream join with watermarks (5 minutes on both
+/// sides) and an event-time range, over impressions `i` (`ad, it, n`) and clicks `c`
+/// (`ad, ct, price`), after adding one file to each side (`(ad, hh:mm, value)` rows).
+/// Returns the join's numRowsTotal after the run's last batch.
+fn join_run(d: &Dirs, run: usize, imps: &[(&str, &str, i32)], clicks: &[(&str, &str, f64)]) -> i64 {
     let s = session();
-    for (name, sub, schema) in [("l", "l", "k STRING, a INT"), ("r", "r", "k STRING, b INT")] {
-        let dir = d.input.join(sub);
-        std::fs::create_dir_all(&dir).unwrap();
-        add_file(&dir, "0.json", "{\"k\": \"x\", \"a\": 1, \"b\": 2}\n", 0);
+    let (imp, clk) = (d.input.join("imp"), d.input.join("clk"));
+    let body = |rows: Vec<String>| rows.concat();
+    add_file(
+        &imp,
+        &format!("{run}.json"),
+        &body(
+            imps.iter()
+                .map(|(ad, t, n)| {
+                    format!(
+                        "{{\"ad\": \"{ad}\", \"it\": \"{}\", \"n\": {n}}}\n",
+                        nov3(t)
+                    )
+                })
+                .collect(),
+        ),
+        2 * run as u64,
+    );
+    add_file(
+        &clk,
+        &format!("{run}.json"),
+        &body(
+            clicks
+                .iter()
+                .map(|(ad, t, p)| {
+                    format!(
+                        "{{\"ad\": \"{ad}\", \"ct\": \"{}\", \"price\": {p}}}\n",
+                        nov3(t)
+                    )
+                })
+                .collect(),
+        ),
+        2 * run as u64 + 1,
+    );
+    for (name, dir, schema, col) in [
+        ("i", &imp, "ad STRING, it TIMESTAMP, n INT", "it"),
+        ("c", &clk, "ad STRING, ct TIMESTAMP, price DOUBLE", "ct"),
+    ] {
         s.read_stream()
             .format("json")
             .schema(schema)
             .unwrap()
             .load(dir.display().to_string())
             .unwrap()
+            .with_watermark(col, "5 minutes")
+            .unwrap()
             .create_or_replace_temp_view(name)
             .unwrap();
     }
-    s.sql("SELECT l.k, a, b FROM l JOIN r ON l.k = r.k")
+    let q = s
+        .sql(
+            "SELECT i.ad, i.it, i.n, c.ct, c.price FROM i JOIN c ON i.ad = c.ad \
+             AND c.ct >= i.it AND c.ct <= i.it + INTERVAL 10 MINUTES",
+        )
         .unwrap()
         .write_stream()
         .format("noop")
         .option("checkpointLocation", d.checkpoint.display())
         .trigger(Trigger::AvailableNow)
         .start()
-        .unwrap()
-        .await_termination()
         .unwrap();
-    let e = read_state(&d.checkpoint, 0, None).unwrap_err();
-    assert_eq!(e.class(), "SLUICE_NOT_SUPPORTED_YET");
-    assert!(e.message().contains("symmetricHashJoin"), "{e}");
+    q.await_termination().unwrap();
+    q.recent_progress()
+        .last()
+        .map_or(0, |p| p.state_operators[0].num_rows_total)
+}
+
+/// One stored join row as read back: (side, key, matched, the row's own values as text).
+type JoinRow = (String, String, bool, String);
+
+/// The join state's rows, sorted, checking the layout: the other side's columns are null.
+fn join_rows(d: &Dirs, batch: Option<u64>) -> Vec<JoinRow> {
+    let s = read_state(&d.checkpoint, 0, batch).unwrap();
+    assert_eq!(s.operator_name, "symmetricHashJoin Inner");
+    let b = &s.rows;
+    let names: Vec<String> = b
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "partition",
+            "side",
+            "i.ad",
+            "seq",
+            "matched",
+            "ad",
+            "it",
+            "n",
+            "ad#8",
+            "ct",
+            "price"
+        ]
+    );
+    // Exact types from the recorded arrowType.
+    let types: Vec<DataType> = b
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.data_type().clone())
+        .collect();
+    let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
+    assert_eq!(
+        types,
+        [
+            DataType::UInt32,
+            DataType::Utf8,
+            DataType::Utf8,
+            DataType::UInt64,
+            DataType::Boolean,
+            DataType::Utf8,
+            ts.clone(),
+            DataType::Int32,
+            DataType::Utf8,
+            ts,
+            DataType::Float64
+        ]
+    );
+    let cell = |c: usize, i: usize| sluice::sink::console::format_cell(b.column(c), i).unwrap();
+    let matched = b
+        .column(4)
+        .as_any()
+        .downcast_ref::<arrow::array::BooleanArray>()
+        .unwrap();
+    let mut seqs = BTreeMap::new();
+    let mut rows: Vec<JoinRow> = (0..b.num_rows())
+        .map(|i| {
+            let side = cell(1, i);
+            let (own, other) = if side == "left" {
+                (5..8, 8..11)
+            } else {
+                (8..11, 5..8)
+            };
+            for c in other {
+                assert!(
+                    b.column(c).is_null(i),
+                    "row {i}: column {c} of the other side"
+                );
+            }
+            for c in own.clone() {
+                assert!(!b.column(c).is_null(i), "row {i}: column {c} of its side");
+            }
+            // The row's own key column equals the join key.
+            assert_eq!(cell(own.start, i), cell(2, i));
+            *seqs.entry(cell(3, i)).or_insert(0) += 1;
+            let values = own.map(|c| cell(c, i)).collect::<Vec<_>>().join("|");
+            (side, cell(2, i), matched.value(i), values)
+        })
+        .collect();
+    assert!(
+        seqs.values().all(|n| *n == 1),
+        "sequence numbers are unique: {seqs:?}"
+    );
+    rows.sort();
+    rows
+}
+
+fn join_row(side: &str, key: &str, matched: bool, values: &str) -> JoinRow {
+    (side.into(), key.into(), matched, values.into())
+}
+
+#[test]
+fn stream_stream_join_state_is_the_rows_of_both_sides_not_yet_evicted() {
+    let d = dirs();
+    // Run 1: a matches a (12:03 is within 10 minutes after 12:00), b has no click. The
+    // watermark ends at min(12:01, 12:03) - 5 minutes = 11:56: nothing is evicted.
+    let total = join_run(
+        &d,
+        0,
+        &[("a", "12:00", 1), ("b", "12:01", 2)],
+        &[("a", "12:03", 0.5)],
+    );
+    let first = vec![
+        join_row("left", "a", true, "a|2026-11-03 12:00:00|1"),
+        join_row("left", "b", false, "b|2026-11-03 12:01:00|2"),
+        join_row("right", "a", true, "a|2026-11-03 12:03:00|0.5"),
+    ];
+    let after_first = describe_checkpoint(&d.checkpoint)
+        .unwrap()
+        .batches
+        .last_committed
+        .unwrap();
+    assert_eq!(join_rows(&d, None), first);
+    assert_eq!(total, 3, "numRowsTotal agrees");
+
+    // Run 2 moves the watermark to min(13:00, 13:04) - 5 minutes = 12:55, past everything of
+    // run 1 (an impression is kept until its time + 10 minutes, a click until its time).
+    join_run(
+        &d,
+        1,
+        &[("c", "13:00", 3)],
+        &[("c", "13:02", 1.25), ("z", "13:04", 2.0)],
+    );
+    // Run 3 reads with that watermark, so run 1's rows are gone; its rows stay (the watermark
+    // becomes min(13:01, 13:04) - 5 minutes = 12:56). The new impression of c matches the
+    // stored click of c.
+    let total = join_run(&d, 2, &[("c", "13:01", 4)], &[]);
+    let rows = join_rows(&d, None);
+    assert_eq!(
+        rows,
+        vec![
+            join_row("left", "c", true, "c|2026-11-03 13:00:00|3"),
+            join_row("left", "c", true, "c|2026-11-03 13:01:00|4"),
+            join_row("right", "c", true, "c|2026-11-03 13:02:00|1.25"),
+            join_row("right", "z", false, "z|2026-11-03 13:04:00|2.0"),
+        ]
+    );
+    assert_eq!(total, 4, "numRowsTotal agrees");
+    // An earlier committed batch still reads as it was.
+    assert_eq!(join_rows(&d, Some(after_first)), first);
+}
+
+#[test]
+fn a_join_schema_without_left_fields_is_not_supported_and_still_accepted_on_restart() {
+    let d = dirs();
+    join_run(&d, 0, &[("a", "12:00", 1)], &[("a", "12:03", 0.5)]);
+    let file = d.checkpoint.join("state/0/_metadata/schema");
+    let mut schema: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(schema["leftFields"], 3, "{schema}");
+    // As written before the split was recorded.
+    schema.as_object_mut().unwrap().remove("leftFields");
+    let old = serde_json::to_vec_pretty(&schema).unwrap();
+    std::fs::write(&file, &old).unwrap();
+    let check = || {
+        let e = read_state(&d.checkpoint, 0, None).unwrap_err();
+        assert_eq!(e.class(), "SLUICE_NOT_SUPPORTED_YET");
+        for part in [
+            "symmetricHashJoin",
+            "leftFields",
+            "new checkpoint location",
+            "does not rewrite",
+        ] {
+            assert!(e.message().contains(part), "{part}: {e}");
+        }
+    };
+    check();
+    // A restart accepts the old schema file and leaves it as it is.
+    join_run(&d, 1, &[("b", "12:10", 2)], &[("b", "12:12", 1.0)]);
+    assert_eq!(std::fs::read(&file).unwrap(), old);
+    check();
     let desc = describe_checkpoint(&d.checkpoint).unwrap();
     assert_eq!(desc.sources.len(), 2);
     assert_eq!(

@@ -328,6 +328,7 @@ impl StreamingAggregate {
             operator: format!("{operator_id} (stateStoreSave)"),
             key_schema: state_fields(&key_fields),
             value_schema: state_fields(&state_field_list),
+            left_fields: None,
         };
         check_state_schema(&dir, &schema, allow_key_rename)?;
         let stores = open_stores(checkpoint_root, operator_id, partitions, &store_conf)?;

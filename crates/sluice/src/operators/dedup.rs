@@ -251,6 +251,7 @@ impl StreamingDeduplicate {
                 operator: format!("{operator_id} ({op})"),
                 key_schema: state_fields(&fields),
                 value_schema: state_fields(&value_schema),
+                left_fields: None,
             },
             allow_rename,
         )?;

@@ -420,6 +420,7 @@ impl FlatMapGroupsWithStateExec {
                     nullable: true,
                     arrow_type: None,
                 }],
+                left_fields: None,
             },
             allow_rename,
         )?;

@@ -756,6 +756,7 @@ impl StreamingJoin {
                         .collect::<Result<Vec<_>>>()?,
                 ),
                 value_schema: state_fields(&value),
+                left_fields: Some(ls.fields().len()),
             },
             allow_rename,
         )?;

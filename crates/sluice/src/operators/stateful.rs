@@ -181,6 +181,16 @@ pub struct StateSchema {
     pub operator: String,
     pub key_schema: Vec<StateField>,
     pub value_schema: Vec<StateField>,
+    /// Stream-stream joins: how many of the value fields are the left side's (the value
+    /// schema is the left fields followed by the right fields), so that `crate::state::reader`
+    /// can decode each side's rows. Absent for other operators and in join schema files
+    /// written before it was recorded; never compared on restart.
+    #[serde(
+        rename = "leftFields",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub left_fields: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -229,6 +239,9 @@ pub fn check_state_schema(dir: &Path, schema: &StateSchema, allow_rename: bool) 
                     format!("{} is not a state schema ({e}); restore it or start with a new checkpoint location", file.display()),
                 )
             })?;
+            // Only the operator and the Spark type names are compared: `arrowType` and
+            // `leftFields` (recorded for inspection, absent in older files) never are, and the
+            // file is not rewritten, so an old file keeps its contents.
             let types =
                 |v: &[StateField]| v.iter().map(|f| f.data_type.clone()).collect::<Vec<_>>();
             if old.operator != schema.operator {
@@ -327,4 +340,62 @@ pub fn to_micros(a: &ArrayRef) -> Result<TimestampMicrosecondArray> {
         .downcast_ref::<TimestampMicrosecondArray>()
         .cloned()
         .ok_or_else(|| SluiceError::internal("timestamp cast"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn join_schema(left_fields: Option<usize>, arrow_types: bool) -> StateSchema {
+        let f = |n: &str| {
+            Arc::new(Field::new(
+                n,
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+                true,
+            ))
+        };
+        let strip = |mut v: Vec<StateField>| {
+            if !arrow_types {
+                v.iter_mut().for_each(|f| f.arrow_type = None);
+            }
+            v
+        };
+        StateSchema {
+            operator: "0 (symmetricHashJoin Inner)".into(),
+            key_schema: strip(state_fields(&[f("k")])),
+            value_schema: strip(state_fields(&[f("k"), f("a"), f("k"), f("b")])),
+            left_fields,
+        }
+    }
+
+    #[test]
+    fn left_fields_and_arrow_types_take_no_part_in_the_restart_check() {
+        for (old, new) in [
+            (join_schema(None, false), join_schema(Some(2), true)),
+            (join_schema(Some(2), true), join_schema(None, false)),
+            (join_schema(Some(1), true), join_schema(Some(3), true)),
+        ] {
+            let tmp = tempfile::tempdir().unwrap();
+            check_state_schema(tmp.path(), &old, false).unwrap();
+            let file = tmp.path().join("_metadata").join("schema");
+            let written = std::fs::read(&file).unwrap();
+            let text = String::from_utf8(written.clone()).unwrap();
+            assert_eq!(text.contains("leftFields"), old.left_fields.is_some());
+            check_state_schema(tmp.path(), &new, false).unwrap();
+            assert_eq!(std::fs::read(&file).unwrap(), written, "not rewritten");
+            let back: StateSchema = serde_json::from_slice(&written).unwrap();
+            assert_eq!(back, old);
+        }
+        // The types still are.
+        let tmp = tempfile::tempdir().unwrap();
+        check_state_schema(tmp.path(), &join_schema(Some(2), true), false).unwrap();
+        let mut other = join_schema(Some(2), true);
+        other.value_schema[1].data_type = "INT".into();
+        assert_eq!(
+            check_state_schema(tmp.path(), &other, false)
+                .unwrap_err()
+                .class(),
+            STATE_SCHEMA_INCOMPATIBLE
+        );
+    }
 }

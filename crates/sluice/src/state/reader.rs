@@ -29,7 +29,12 @@
 //! | `dedupe` | the deduplication columns | none |
 //! | `dedupeWithinWatermark` | the deduplication columns | `expiresAtMicros` |
 //! | `flatMapGroupsWithState` | the grouping columns | `timeoutTimestampMs`, `groupState` (the user's state as JSON) |
-//! | `symmetricHashJoin ..` | not decoded yet (`SLUICE_NOT_SUPPORTED_YET`) | |
+//! | `symmetricHashJoin ..` (stream-stream join) | `side` (`left`/`right`), the join-key columns (arrow row format), `seq` (the row's sequence number) | `matched`, then the left side's fields and the right side's fields (arrow row format of the row's own side; the other side's columns are null) |
+//!
+//! A join's value schema is the left fields followed by the right fields; where the left ones
+//! end is the schema's `leftFields`. Join schema files written before it was recorded are
+//! refused with `SLUICE_NOT_SUPPORTED_YET` (the file is written once, when the operator first
+//! runs, and is not rewritten on restart).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -37,7 +42,11 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int64Builder, RecordBatch, StringBuilder, UInt32Array};
+use arrow::array::{
+    new_null_array, ArrayRef, BooleanBuilder, Int64Builder, RecordBatch, StringBuilder,
+    UInt32Array, UInt64Builder,
+};
+use arrow::compute::interleave;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use serde::Serialize;
@@ -315,7 +324,8 @@ pub struct StateSnapshot {
     /// The number of partitions (state stores) read.
     pub partitions: usize,
     /// `partition`, the key columns, the value columns; one row per live key, by partition and
-    /// then in key order.
+    /// then in key order (a stream-stream join: one row per stored row of either side, see the
+    /// [module doc](self)).
     pub rows: RecordBatch,
 }
 
@@ -351,8 +361,9 @@ impl StateSnapshot {
 /// Errors (each names the path and what to do): `CHECKPOINT_NOT_FOUND` (not a checkpoint),
 /// `STATE_OPERATOR_NOT_FOUND` (lists the operators there), `STATE_BATCH_NOT_COMMITTED` and
 /// `STATE_VERSION_NOT_AVAILABLE` (list the batches whose state can be read),
-/// `SLUICE_NOT_SUPPORTED_YET` for operators whose state is not decoded yet (stream-stream
-/// joins), `STATE_DECODE_FAILED` when the pairs do not decode with the recorded schema.
+/// `SLUICE_NOT_SUPPORTED_YET` for operators whose state cannot be decoded (unknown operators,
+/// and stream-stream joins whose schema file has no `leftFields`), `STATE_DECODE_FAILED` when
+/// the pairs do not decode with the recorded schema.
 pub fn read_state(
     checkpoint: &Path,
     operator_id: u32,
@@ -488,6 +499,14 @@ enum ValueLayout {
     I64,
     /// Timeout (i64 LE, `i64::MIN` = none) + the user's state as JSON (flatMapGroupsWithState).
     GroupState,
+    /// Stream-stream join: keys are `side (u8) + u32 LE length + join-key row + u64 BE
+    /// sequence`, values `matched (u8) + that side's row` (arrow row format of its fields).
+    Join {
+        left: RowConverter,
+        right: RowConverter,
+        left_types: Vec<DataType>,
+        right_types: Vec<DataType>,
+    },
 }
 
 /// Decodes one operator's stored pairs into rows, from its recorded [`StateSchema`].
@@ -510,9 +529,10 @@ impl fmt::Debug for StateDecoder {
 }
 
 impl StateDecoder {
-    /// A decoder for the operator the schema describes. Stream-stream joins (whose rows of
-    /// both sides share one value schema) are `SLUICE_NOT_SUPPORTED_YET`, as are operators this
-    /// build does not know.
+    /// A decoder for the operator the schema describes. Stream-stream joins whose schema does
+    /// not record where the left side's fields end (`leftFields`, absent in files written
+    /// before it was recorded) are `SLUICE_NOT_SUPPORTED_YET`, as are operators this build does
+    /// not know.
     pub fn new(schema: &StateSchema) -> Result<Self> {
         let name = operator_name(schema);
         let base = name.split_whitespace().next().unwrap_or("");
@@ -558,12 +578,48 @@ impl StateDecoder {
                 ValueLayout::GroupState
             }
             "symmetricHashJoin" => {
-                return Err(SluiceError::not_supported_yet(format!(
-                    "reading the state of a stream-stream join (operator {:?}): its rows of both \
-                     sides share one recorded value schema, so they cannot be decoded yet; \
-                     `sluice checkpoint describe` shows its schema and versions",
-                    schema.operator
-                )))
+                let Some(left_len) = schema.left_fields else {
+                    return Err(SluiceError::not_supported_yet(format!(
+                        "reading the state of the stream-stream join operator {:?}: its schema \
+                         file predates Sluice recording where the left side's fields end in the \
+                         value schema (`leftFields`), so the rows of the two sides cannot be \
+                         decoded. The schema file is written once, when the operator first runs, \
+                         and restarting the query on this checkpoint does not rewrite it: run the \
+                         query with this build on a new checkpoint location to inspect its join \
+                         state; `sluice checkpoint describe` shows this one's schema and versions",
+                        schema.operator
+                    )));
+                };
+                if left_len > schema.value_schema.len() {
+                    return Err(SluiceError::checkpoint(
+                        STATE_DECODE_FAILED,
+                        format!(
+                            "the schema of the stream-stream join operator {:?} records {left_len} \
+                             left-side fields but only {} value fields: restore the checkpoint, \
+                             or start the query with a new checkpoint location",
+                            schema.operator,
+                            schema.value_schema.len()
+                        ),
+                    ));
+                }
+                let types = field_types(&schema.value_schema)?;
+                exact_types &= all_exact(&schema.value_schema);
+                // partition, side, the key columns, seq, matched, left fields, right fields.
+                fields.insert(1, Field::new("side", DataType::Utf8, false));
+                fields.push(Field::new("seq", DataType::UInt64, false));
+                fields.push(Field::new("matched", DataType::Boolean, false));
+                for (f, t) in schema.value_schema.iter().zip(&types) {
+                    fields.push(Field::new(&f.name, t.clone(), true));
+                }
+                let conv = |ts: &[DataType]| {
+                    RowConverter::new(ts.iter().map(|t| SortField::new(t.clone())).collect())
+                };
+                ValueLayout::Join {
+                    left: conv(&types[..left_len])?,
+                    right: conv(&types[left_len..])?,
+                    left_types: types[..left_len].to_vec(),
+                    right_types: types[left_len..].to_vec(),
+                }
             }
             _ => {
                 return Err(SluiceError::not_supported_yet(format!(
@@ -582,7 +638,8 @@ impl StateDecoder {
         })
     }
 
-    /// The schema of [`decode`](Self::decode)'s batches: `partition`, keys, values.
+    /// The schema of [`decode`](Self::decode)'s batches: `partition`, keys, values (for a
+    /// join: `partition`, `side`, keys, `seq`, `matched`, left fields, right fields).
     pub fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }
@@ -616,6 +673,20 @@ impl StateDecoder {
         if partitions.len() != keys.len() || keys.len() != values.len() {
             return Err(SluiceError::internal("decode: lengths differ"));
         }
+        if let ValueLayout::Join {
+            left,
+            right,
+            left_types,
+            right_types,
+        } = &self.values
+        {
+            return self.decode_join(
+                partitions,
+                keys,
+                values,
+                [(left, left_types), (right, right_types)],
+            );
+        }
         let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from(partitions.to_vec()))];
         if let Some(conv) = &self.keys {
             columns.extend(self.decode_rows(conv, keys, "key")?);
@@ -638,6 +709,7 @@ impl StateDecoder {
                 }
                 columns.push(Arc::new(b.finish()));
             }
+            ValueLayout::Join { .. } => return Err(SluiceError::internal("decode: join layout")),
             ValueLayout::GroupState => {
                 let mut timeouts = Int64Builder::with_capacity(values.len());
                 let mut states = StringBuilder::new();
@@ -662,6 +734,69 @@ impl StateDecoder {
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
     }
 
+    /// Decodes stream-stream join pairs: one row per stored row of either side, with the other
+    /// side's columns null.
+    fn decode_join(
+        &self,
+        partitions: &[u32],
+        keys: &[Box<[u8]>],
+        values: &[Box<[u8]>],
+        sides: [(&RowConverter, &Vec<DataType>); 2],
+    ) -> Result<RecordBatch> {
+        let n = keys.len();
+        let mut side_names = StringBuilder::new();
+        let mut seqs = UInt64Builder::with_capacity(n);
+        let mut matched = BooleanBuilder::with_capacity(n);
+        let mut join_keys: Vec<Box<[u8]>> = Vec::with_capacity(n);
+        let mut rows: [Vec<Box<[u8]>>; 2] = [Vec::new(), Vec::new()];
+        // Per stored row: (side, index among that side's rows).
+        let mut at: Vec<(usize, usize)> = Vec::with_capacity(n);
+        for (i, (k, v)) in keys.iter().zip(values).enumerate() {
+            let (side, key, seq) = parse_join_key(k).ok_or_else(|| {
+                self.failed(format!(
+                    "key {i} ({} bytes) is not side + length + join key + sequence",
+                    k.len()
+                ))
+            })?;
+            let (flag, row) = v
+                .split_first()
+                .ok_or_else(|| self.failed(format!("value {i} is empty")))?;
+            if *flag > 1 {
+                return Err(self.failed(format!("value {i} has matched flag {flag}, not 0 or 1")));
+            }
+            side_names.append_value(if side == 0 { "left" } else { "right" });
+            seqs.append_value(seq);
+            matched.append_value(*flag == 1);
+            join_keys.push(key.into());
+            at.push((side as usize, rows[side as usize].len()));
+            rows[side as usize].push(row.into());
+        }
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(UInt32Array::from(partitions.to_vec())),
+            Arc::new(side_names.finish()),
+        ];
+        match &self.keys {
+            Some(conv) => columns.extend(self.decode_rows(conv, &join_keys, "join key")?),
+            None => return Err(self.failed("the join's schema records no key fields")),
+        }
+        columns.push(Arc::new(seqs.finish()));
+        columns.push(Arc::new(matched.finish()));
+        for (s, (conv, types)) in sides.into_iter().enumerate() {
+            let what = if s == 0 { "left row" } else { "right row" };
+            let decoded = self.decode_rows(conv, &rows[s], what)?;
+            for (col, t) in decoded.iter().zip(types.iter()) {
+                // Source 0: this side's rows; source 1: one null for the other side's rows.
+                let null = new_null_array(t, 1);
+                let indices: Vec<(usize, usize)> = at
+                    .iter()
+                    .map(|(side, j)| if *side == s { (0, *j) } else { (1, 0) })
+                    .collect();
+                columns.push(interleave(&[col.as_ref(), null.as_ref()], &indices)?);
+            }
+        }
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+
     /// Decodes row-format bytes and checks that they encode back to the same bytes.
     fn decode_rows(
         &self,
@@ -679,6 +814,16 @@ impl StateDecoder {
         }))
         .map_err(|_| self.failed(format!("a {what} is not in the recorded types' row format")))?
         .map_err(|e| self.failed(format!("{what}: {e}")))?;
+        if decoded.is_empty() {
+            // No fields: every row must be empty.
+            return match rows.iter().position(|r| !r.is_empty()) {
+                Some(i) => Err(self.failed(format!(
+                    "{what} {i} has {} bytes but the recorded schema has no fields for it",
+                    rows[i].len()
+                ))),
+                None => Ok(decoded),
+            };
+        }
         let again = conv
             .convert_columns(&decoded)
             .map_err(|e| self.failed(format!("{what}: {e}")))?;
@@ -691,6 +836,19 @@ impl StateDecoder {
         }
         Ok(decoded)
     }
+}
+
+/// A stream-stream join state key (as `StreamingJoin` writes it): `side (u8: 0 left, 1 right)
+/// + u32 LE length + join-key row + u64 BE sequence`, nothing after.
+fn parse_join_key(k: &[u8]) -> Option<(u8, &[u8], u64)> {
+    let side = *k.first()?;
+    if side > 1 {
+        return None;
+    }
+    let len = u32::from_le_bytes(k.get(1..5)?.try_into().ok()?) as usize;
+    let key = k.get(5..5usize.checked_add(len)?)?;
+    let seq: [u8; 8] = k.get(5 + len..)?.try_into().ok()?;
+    Some((side, key, u64::from_be_bytes(seq)))
 }
 
 fn all_exact(fields: &[StateField]) -> bool {
@@ -1076,6 +1234,7 @@ mod tests {
             operator: format!("0 ({op})"),
             key_schema: keys,
             value_schema: values,
+            left_fields: None,
         }
     }
 
@@ -1171,5 +1330,108 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.class(), "SLUICE_NOT_SUPPORTED_YET");
         assert!(e.message().contains("symmetricHashJoin Inner"));
+        assert!(e.message().contains("leftFields"), "{e}");
+    }
+
+    /// A join state key and value as `StreamingJoin` writes them.
+    fn join_pair(
+        side: u8,
+        key: &[u8],
+        seq: u64,
+        matched: bool,
+        row: &[u8],
+    ) -> (Box<[u8]>, Box<[u8]>) {
+        let mut k = vec![side];
+        k.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        k.extend_from_slice(key);
+        k.extend_from_slice(&seq.to_be_bytes());
+        let mut v = vec![matched as u8];
+        v.extend_from_slice(row);
+        (k.into(), v.into())
+    }
+
+    #[test]
+    fn join_pairs_decode_by_side_and_a_wrong_split_is_an_error() {
+        use arrow::array::{Float64Array, Int64Array, StringArray};
+        let conv = |ts: Vec<DataType>| {
+            RowConverter::new(ts.into_iter().map(SortField::new).collect()).unwrap()
+        };
+        let k = conv(vec![DataType::Utf8])
+            .convert_columns(&[Arc::new(StringArray::from(vec!["x", "y"]))])
+            .unwrap();
+        let l = conv(vec![DataType::Utf8, DataType::Int64])
+            .convert_columns(&[
+                Arc::new(StringArray::from(vec!["x", "y"])),
+                Arc::new(Int64Array::from(vec![Some(1), None])),
+            ])
+            .unwrap();
+        let r = conv(vec![DataType::Utf8, DataType::Float64])
+            .convert_columns(&[
+                Arc::new(StringArray::from(vec!["x"])),
+                Arc::new(Float64Array::from(vec![2.5])),
+            ])
+            .unwrap();
+        let pairs = [
+            join_pair(0, k.row(0).data(), 0, true, l.row(0).data()),
+            join_pair(1, k.row(0).data(), 1, true, r.row(0).data()),
+            join_pair(0, k.row(1).data(), 7, false, l.row(1).data()),
+        ];
+        let keys: Vec<Box<[u8]>> = pairs.iter().map(|p| p.0.clone()).collect();
+        let values: Vec<Box<[u8]>> = pairs.iter().map(|p| p.1.clone()).collect();
+        let join = |left: Option<usize>, exact: bool| StateSchema {
+            left_fields: left,
+            ..schema(
+                "symmetricHashJoin Inner",
+                vec![field("l.k", DataType::Utf8, exact)],
+                vec![
+                    field("k", DataType::Utf8, exact),
+                    field("a", DataType::Int64, exact),
+                    field("k", DataType::Utf8, exact),
+                    field("b", DataType::Float64, exact),
+                ],
+            )
+        };
+        for exact in [true, false] {
+            let d = StateDecoder::new(&join(Some(2), exact)).unwrap();
+            let b = d.decode(&[0, 1, 1], &keys, &values).unwrap();
+            assert_eq!(
+                arrow::util::pretty::pretty_format_batches(&[b])
+                    .unwrap()
+                    .to_string(),
+                "+-----------+-------+-----+-----+---------+---+---+-----+-----+\n\
+                 | partition | side  | l.k | seq | matched | k | a | k#7 | b   |\n\
+                 +-----------+-------+-----+-----+---------+---+---+-----+-----+\n\
+                 | 0         | left  | x   | 0   | true    | x | 1 |     |     |\n\
+                 | 1         | right | x   | 1   | true    |   |   | x   | 2.5 |\n\
+                 | 1         | left  | y   | 7   | false   | y |   |     |     |\n\
+                 +-----------+-------+-----+-----+---------+---+---+-----+-----+"
+            );
+        }
+        // Every other split misreads the rows: refused, never wrong values.
+        for left in [0, 1, 3, 4] {
+            let d = StateDecoder::new(&join(Some(left), true)).unwrap();
+            let e = d.decode(&[0, 1, 1], &keys, &values).unwrap_err();
+            assert_eq!(e.class(), STATE_DECODE_FAILED, "leftFields {left}: {e}");
+        }
+        assert_eq!(
+            StateDecoder::new(&join(Some(5), true)).unwrap_err().class(),
+            STATE_DECODE_FAILED
+        );
+        // Malformed keys and values.
+        let d = StateDecoder::new(&join(Some(2), true)).unwrap();
+        let mut bad_side = keys.clone();
+        bad_side[0][0] = 2;
+        let mut short = keys.clone();
+        short[1] = short[1][..short[1].len() - 1].into();
+        let mut flag = values.clone();
+        flag[2][0] = 9;
+        for (k, v) in [(&bad_side, &values), (&short, &values), (&keys, &flag)] {
+            assert_eq!(
+                d.decode(&[0, 1, 1], k, v).unwrap_err().class(),
+                STATE_DECODE_FAILED
+            );
+        }
+        // No pairs: an empty batch of the decoder's schema.
+        assert_eq!(d.decode(&[], &[], &[]).unwrap().num_rows(), 0);
     }
 }
