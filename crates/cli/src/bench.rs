@@ -13,6 +13,12 @@ const SCHEMA: &str = "ts TIMESTAMP, user STRING, action STRING, amount DOUBLE";
 use crate::nexmark::{peak_rss_bytes, rss_bytes, rss_samples_mb};
 
 pub fn bench(args: &[String]) -> Result<(), String> {
+    if args
+        .windows(2)
+        .any(|w| w[0] == "--workload" && w[1] == "latency")
+    {
+        return crate::latency::run(args);
+    }
     let (mut workload, mut input, mut workdir, mut batches) = (None, None, None, 10usize);
     let (mut query, mut events, mut events_per_batch) = (None, 10_000_000u64, 250_000u64);
     let (mut export, mut bids_from) = (None, None);

@@ -8,6 +8,7 @@
 
 mod bench;
 mod inspect;
+mod latency;
 mod nexmark;
 mod sql_pipeline;
 mod status;
@@ -33,6 +34,8 @@ usage:
   sluice bench --workload windowed|stateless|overhead|decode --input DIR [--workdir DIR] [--batches N]
                                                  the Sluice side of shared/bench/bench_spark.py
                                                  (decode: the same files to Arrow, nothing else)
+  sluice bench --workload latency --mode continuous|microbatch [--source rate|kafka] [--seconds N] [--rows-per-second N]
+                                                 end-to-end latency p50/p99/max (ms), one JSON line
   sluice bench --workload nexmark --query q0|q1|q2|q5|q7|q8 [--events N] [--events-per-batch N]
                                                  a Nexmark query over N generated events (10,000,000; 250,000 per batch)
                                                  [--export DIR: write the bids to DIR/bid as parquet instead;

@@ -277,3 +277,97 @@ fn check_chained_stateful(plan: &LogicalPlan, mode: OutputMode) -> Result<()> {
     }
     Ok(())
 }
+
+/// Checks that `plan` can run under continuous processing (Spark's
+/// `UnsupportedOperationChecker.checkForContinuous`): only projections and selections over
+/// streams, no aggregate functions, no current-time functions. Runs before the micro-batch
+/// checks so an aggregation gets the continuous message.
+pub fn check_continuous_plan(plan: &LogicalPlan) -> Result<()> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let mut error: Option<SluiceError> = None;
+    let fail = |what: &str| {
+        SluiceError::query(
+            UNSUPPORTED_OPERATION_CLASS,
+            format!("Continuous processing does not support {what} operations."),
+        )
+    };
+    let _ = plan.apply(|node| {
+        let name: Option<String> = match node {
+            LogicalPlan::Projection(_)
+            | LogicalPlan::Filter(_)
+            | LogicalPlan::SubqueryAlias(_)
+            | LogicalPlan::TableScan(_) => None,
+            LogicalPlan::Aggregate(_) => Some("Aggregate".into()),
+            LogicalPlan::Join(_) => Some("Join".into()),
+            LogicalPlan::Distinct(_) => Some("Deduplicate".into()),
+            LogicalPlan::Window(_) => Some("Window".into()),
+            LogicalPlan::Sort(_) => Some("Sort".into()),
+            LogicalPlan::Limit(_) => Some("GlobalLimit".into()),
+            LogicalPlan::Union(_) => Some("Union".into()),
+            LogicalPlan::Extension(e) => {
+                let n = e.node.name().to_string();
+                Some(match n.as_str() {
+                    "Deduplicate" | "StreamingDeduplicate" => "Deduplicate".into(),
+                    other => other.to_string(),
+                })
+            }
+            other => Some(
+                other
+                    .display()
+                    .to_string()
+                    .split(':')
+                    .next()
+                    .unwrap_or("this")
+                    .trim()
+                    .to_string(),
+            ),
+        };
+        if let Some(name) = name {
+            error = Some(fail(&name));
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        for e in node.expressions() {
+            let mut bad: Option<SluiceError> = None;
+            let _ = e.apply(|x| {
+                match x {
+                    datafusion::prelude::Expr::AggregateFunction(_) => {
+                        bad = Some(fail("Aggregate"));
+                        return Ok(TreeNodeRecursion::Stop);
+                    }
+                    datafusion::prelude::Expr::WindowFunction(_) => {
+                        bad = Some(fail("Window"));
+                        return Ok(TreeNodeRecursion::Stop);
+                    }
+                    datafusion::prelude::Expr::ScalarFunction(f)
+                        if matches!(
+                            f.name(),
+                            "now"
+                                | "current_timestamp"
+                                | "current_date"
+                                | "localtimestamp"
+                                | "current_time"
+                                | "today"
+                        ) =>
+                    {
+                        bad = Some(SluiceError::query(
+                            UNSUPPORTED_OPERATION_CLASS,
+                            "Continuous processing does not support current time operations.",
+                        ));
+                        return Ok(TreeNodeRecursion::Stop);
+                    }
+                    _ => {}
+                }
+                Ok(TreeNodeRecursion::Continue)
+            });
+            if bad.is_some() {
+                error = bad;
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    match error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

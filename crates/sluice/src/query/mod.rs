@@ -2,6 +2,7 @@
 //! a query, and the micro-batch loop (`MicroBatchExecution`). This is the only code that knows
 //! the *order* of things in a batch.
 
+mod continuous;
 mod microbatch;
 mod pipeline;
 mod writer;
@@ -12,6 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use continuous::{ContinuousExecution, STOP_WITHOUT_COMMIT};
 pub use microbatch::{MicroBatchExecution, CRASH_POINT, INJECTED_CRASH_CLASS, MAX_BATCHES_PER_RUN};
 pub use writer::DataStreamWriter;
 
@@ -53,7 +55,9 @@ pub enum Trigger {
     Once,
     /// Everything available at start, in as many batches as the read limits need, then stop.
     AvailableNow,
-    /// Continuous processing with the given checkpoint interval (not supported yet).
+    /// Continuous processing (`query/continuous.rs`): rows are processed as they arrive; an
+    /// epoch is committed every checkpoint interval. At-least-once: after a restart, rows since
+    /// the last committed epoch are written again.
     Continuous(Duration),
 }
 

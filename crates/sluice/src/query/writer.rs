@@ -118,9 +118,8 @@ impl DataStreamWriter {
             ));
         }
         if let Trigger::Continuous(_) = self.trigger {
-            return Err(SluiceError::not_supported_yet(
-                "Trigger::Continuous is not supported yet (issue 9); use a processing-time trigger",
-            ));
+            // Spark's checkForContinuous runs first, so an aggregation gets its message.
+            crate::plan::analysis::check_continuous_plan(&plan)?;
         }
         let check_correctness = session
             .conf("spark.sql.streaming.statefulOperator.checkCorrectness.enabled")
@@ -146,6 +145,10 @@ impl DataStreamWriter {
                     self.format, self.output_mode
                 ),
             ));
+        }
+
+        if let Trigger::Continuous(_) = self.trigger {
+            super::continuous::check(&plan, self.output_mode, &self.format, sink.as_ref())?;
         }
 
         let (checkpoint, temporary) = match self.opt("checkpointLocation") {
@@ -176,6 +179,25 @@ impl DataStreamWriter {
         };
 
         let late_rows = self.late_rows_spec()?;
+        if let Trigger::Continuous(interval) = self.trigger {
+            if late_rows.is_some() {
+                return Err(SluiceError::query(
+                    crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+                    "lateRows.* options need a stateful operator; continuous processing runs \
+                     stateless queries only",
+                ));
+            }
+            return super::continuous::ContinuousExecution::start(
+                session,
+                plan,
+                sink,
+                self.output_mode,
+                interval,
+                checkpoint,
+                temporary,
+                self.query_name,
+            );
+        }
         MicroBatchExecution::start(
             session,
             plan,

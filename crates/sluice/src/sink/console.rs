@@ -79,7 +79,11 @@ impl SinkProvider for ConsoleSinkProvider {
             num_rows: self.num_rows,
             truncate: self.truncate,
             out: self.out.clone(),
+            pending: None,
         }))
+    }
+    fn supports_continuous(&self) -> bool {
+        true
     }
 }
 
@@ -87,6 +91,9 @@ struct ConsoleSink {
     num_rows: usize,
     truncate: bool,
     out: ConsoleOut,
+    /// Continuous processing: the current epoch's first rows (up to `numRows + 1`, enough for
+    /// the table and its "only showing" line), printed when the epoch commits, as Spark does.
+    pending: Option<BatchData>,
 }
 
 impl Sink for ConsoleSink {
@@ -99,6 +106,31 @@ impl Sink for ConsoleSink {
         out.write_all(text.as_bytes())
             .and_then(|_| out.flush())
             .map_err(|e| SluiceError::io(crate::Fault::Connector, "console sink", e))
+    }
+
+    fn write_continuous(&mut self, _epoch: u64, data: &BatchData) -> Result<()> {
+        let keep = self.num_rows + 1;
+        let pending = self.pending.get_or_insert_with(|| BatchData {
+            schema: data.schema.clone(),
+            partitions: vec![vec![]],
+        });
+        let mut have = pending.num_rows();
+        for b in data.batches() {
+            if have >= keep {
+                break;
+            }
+            let take = b.num_rows().min(keep - have);
+            pending.partitions[0].push(b.slice(0, take));
+            have += take;
+        }
+        Ok(())
+    }
+
+    fn commit_epoch(&mut self, epoch: u64) -> Result<()> {
+        match self.pending.take() {
+            Some(rows) if rows.num_rows() > 0 => self.add_batch(epoch, &rows),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -123,12 +123,19 @@ impl SinkProvider for ForeachSinkProvider {
     fn create_sink(&self, _ctx: &SinkContext) -> Result<Box<dyn Sink>> {
         Ok(Box::new(ForeachSink {
             factory: self.factory.clone(),
+            open: None,
         }))
+    }
+    fn supports_continuous(&self) -> bool {
+        true
     }
 }
 
 struct ForeachSink {
     factory: ForeachWriterFactory,
+    /// Continuous processing: the writer of the current epoch (partition 0), whether its `open`
+    /// accepted the epoch; closed when the epoch commits.
+    open: Option<(u64, Box<dyn ForeachWriter>, bool)>,
 }
 
 impl Sink for ForeachSink {
@@ -150,6 +157,41 @@ impl Sink for ForeachSink {
             }
             writer.close(result.as_ref().err());
             result?;
+        }
+        Ok(())
+    }
+
+    fn write_continuous(&mut self, epoch: u64, data: &BatchData) -> Result<()> {
+        if self.open.as_ref().is_some_and(|(e, _, _)| *e != epoch) {
+            self.commit_epoch(epoch.saturating_sub(1))?;
+        }
+        if self.open.is_none() {
+            let mut writer = (self.factory)();
+            let accepted = writer.open(0, epoch)?;
+            self.open = Some((epoch, writer, accepted));
+        }
+        let Some((_, writer, accepted)) = self.open.as_mut() else {
+            return Ok(());
+        };
+        if !*accepted {
+            return Ok(());
+        }
+        for b in data.batches() {
+            for i in 0..b.num_rows() {
+                if let Err(e) = writer.process(Row::new(b, i)) {
+                    if let Some((_, mut w, _)) = self.open.take() {
+                        w.close(Some(&e));
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn commit_epoch(&mut self, _epoch: u64) -> Result<()> {
+        if let Some((_, mut w, _)) = self.open.take() {
+            w.close(None);
         }
         Ok(())
     }

@@ -133,6 +133,10 @@ impl SinkProvider for KafkaSinkProvider {
             written: 0,
         }))
     }
+    fn supports_continuous(&self) -> bool {
+        // Transactions per epoch are not implemented: continuous is at-least-once.
+        !self.exactly_once
+    }
 }
 
 struct KafkaSink {
@@ -210,64 +214,16 @@ fn check_type(name: &str, a: &ArrayRef) -> Result<()> {
 }
 
 impl KafkaSink {
-    fn committed_batch(&self, topic: &str) -> Result<Option<i64>> {
-        let Some(c) = &self.marker else {
-            return Ok(None);
-        };
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition(topic, 0);
-        let got = c.committed_offsets(tpl, TIMEOUT).map_err(|e| {
-            SluiceError::connector(
-                "KAFKA_TRANSACTION",
-                format!("cannot read the sink's committed batches: {e}"),
-            )
-        })?;
-        Ok(got.elements().first().and_then(|e| match e.offset() {
-            KOffset::Offset(o) => Some(o - 1),
-            _ => None,
-        }))
-    }
-}
-
-impl Sink for KafkaSink {
-    fn add_batch(&mut self, batch_id: u64, data: &BatchData) -> Result<()> {
-        let schema = data.schema.clone();
-        let value_idx = schema.index_of("value").map_err(|_| {
-            SluiceError::query(
-                "KAFKA_INVALID_COLUMN",
-                "Required attribute 'value' not found: select a value column (string or binary)",
-            )
-        })?;
-        let key_idx = schema.index_of("key").ok();
-        let topic_idx = schema.index_of("topic").ok();
-        let part_idx = schema.index_of("partition").ok();
-        let headers_idx = schema.index_of("headers").ok();
-        if self.topic.is_none() && topic_idx.is_none() {
-            return Err(SluiceError::query(
-                "KAFKA_INVALID_COLUMN",
-                "topic option required when no 'topic' attribute is present. Use the topic option for setting a topic.",
-            ));
-        }
-        let first_topic: Option<String> = self.topic.clone().or_else(|| {
-            data.batches().find(|b| b.num_rows() > 0).and_then(|b| {
-                topic_idx
-                    .and_then(|t| bytes_at(b.column(t), 0))
-                    .map(|v| String::from_utf8_lossy(&v).into_owned())
-            })
-        });
-        if let (Some(_), Some(t)) = (&self.marker, &first_topic) {
-            if let Some(done) = self.committed_batch(t)? {
-                if done >= batch_id as i64 {
-                    log::info!("Kafka sink: batch {batch_id} was already committed (exactly-once); skipping");
-                    return Ok(());
-                }
-            }
-        }
-        if self.marker.is_some() {
-            self.producer.begin_transaction().map_err(|e| {
-                SluiceError::connector("KAFKA_TRANSACTION", format!("begin transaction: {e}"))
-            })?;
-        }
+    /// Sends every row of `data` (no flush); returns how many.
+    fn send_rows(
+        &mut self,
+        data: &BatchData,
+        value_idx: usize,
+        key_idx: Option<usize>,
+        topic_idx: Option<usize>,
+        part_idx: Option<usize>,
+        headers_idx: Option<usize>,
+    ) -> Result<u64> {
         let mut n = 0u64;
         for b in data.batches() {
             check_type("value", b.column(value_idx))?;
@@ -327,6 +283,103 @@ impl Sink for KafkaSink {
                 n += 1;
             }
         }
+        Ok(n)
+    }
+
+    /// The column positions of `value`, `key`, `topic`, `partition`, `headers`.
+    #[allow(clippy::type_complexity)]
+    fn columns(
+        &self,
+        data: &BatchData,
+    ) -> Result<(
+        usize,
+        Option<usize>,
+        Option<usize>,
+        Option<usize>,
+        Option<usize>,
+    )> {
+        let schema = data.schema.clone();
+        let value_idx = schema.index_of("value").map_err(|_| {
+            SluiceError::query(
+                "KAFKA_INVALID_COLUMN",
+                "Required attribute 'value' not found: select a value column (string or binary)",
+            )
+        })?;
+        let topic_idx = schema.index_of("topic").ok();
+        if self.topic.is_none() && topic_idx.is_none() {
+            return Err(SluiceError::query(
+                "KAFKA_INVALID_COLUMN",
+                "topic option required when no 'topic' attribute is present. Use the topic option for setting a topic.",
+            ));
+        }
+        Ok((
+            value_idx,
+            schema.index_of("key").ok(),
+            topic_idx,
+            schema.index_of("partition").ok(),
+            schema.index_of("headers").ok(),
+        ))
+    }
+
+    fn committed_batch(&self, topic: &str) -> Result<Option<i64>> {
+        let Some(c) = &self.marker else {
+            return Ok(None);
+        };
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, 0);
+        let got = c.committed_offsets(tpl, TIMEOUT).map_err(|e| {
+            SluiceError::connector(
+                "KAFKA_TRANSACTION",
+                format!("cannot read the sink's committed batches: {e}"),
+            )
+        })?;
+        Ok(got.elements().first().and_then(|e| match e.offset() {
+            KOffset::Offset(o) => Some(o - 1),
+            _ => None,
+        }))
+    }
+}
+
+impl Sink for KafkaSink {
+    fn add_batch(&mut self, batch_id: u64, data: &BatchData) -> Result<()> {
+        let schema = data.schema.clone();
+        let value_idx = schema.index_of("value").map_err(|_| {
+            SluiceError::query(
+                "KAFKA_INVALID_COLUMN",
+                "Required attribute 'value' not found: select a value column (string or binary)",
+            )
+        })?;
+        let key_idx = schema.index_of("key").ok();
+        let topic_idx = schema.index_of("topic").ok();
+        let part_idx = schema.index_of("partition").ok();
+        let headers_idx = schema.index_of("headers").ok();
+        if self.topic.is_none() && topic_idx.is_none() {
+            return Err(SluiceError::query(
+                "KAFKA_INVALID_COLUMN",
+                "topic option required when no 'topic' attribute is present. Use the topic option for setting a topic.",
+            ));
+        }
+        let first_topic: Option<String> = self.topic.clone().or_else(|| {
+            data.batches().find(|b| b.num_rows() > 0).and_then(|b| {
+                topic_idx
+                    .and_then(|t| bytes_at(b.column(t), 0))
+                    .map(|v| String::from_utf8_lossy(&v).into_owned())
+            })
+        });
+        if let (Some(_), Some(t)) = (&self.marker, &first_topic) {
+            if let Some(done) = self.committed_batch(t)? {
+                if done >= batch_id as i64 {
+                    log::info!("Kafka sink: batch {batch_id} was already committed (exactly-once); skipping");
+                    return Ok(());
+                }
+            }
+        }
+        if self.marker.is_some() {
+            self.producer.begin_transaction().map_err(|e| {
+                SluiceError::connector("KAFKA_TRANSACTION", format!("begin transaction: {e}"))
+            })?;
+        }
+        let n = self.send_rows(data, value_idx, key_idx, topic_idx, part_idx, headers_idx)?;
         match (&self.marker, &first_topic) {
             (Some(c), Some(t)) => {
                 let mut tpl = TopicPartitionList::new();
@@ -367,6 +420,22 @@ impl Sink for KafkaSink {
         }
         self.written = n;
         Ok(())
+    }
+
+    fn write_continuous(&mut self, _epoch: u64, data: &BatchData) -> Result<()> {
+        if data.num_rows() == 0 {
+            return Ok(());
+        }
+        let (v, k, t, p, h) = self.columns(data)?;
+        let n = self.send_rows(data, v, k, t, p, h)?;
+        self.written += n;
+        Ok(())
+    }
+
+    fn commit_epoch(&mut self, epoch: u64) -> Result<()> {
+        self.producer.flush(TIMEOUT).map_err(|e| {
+            SluiceError::connector("KAFKA_PRODUCE", format!("flush epoch {epoch}: {e}"))
+        })
     }
 
     fn metrics(&self) -> std::collections::BTreeMap<String, String> {

@@ -45,6 +45,9 @@ impl SinkProvider for MemorySinkProvider {
             seen: BTreeSet::new(),
         }))
     }
+    fn supports_continuous(&self) -> bool {
+        true
+    }
 }
 
 struct MemorySink {
@@ -63,6 +66,11 @@ impl Sink for MemorySink {
         if self.complete {
             rows.clear();
         }
+        rows.extend(data.batches().filter(|b| b.num_rows() > 0).cloned());
+        Ok(())
+    }
+    fn write_continuous(&mut self, _epoch: u64, data: &BatchData) -> Result<()> {
+        let mut rows = self.partition.blocking_write();
         rows.extend(data.batches().filter(|b| b.num_rows() > 0).cloned());
         Ok(())
     }

@@ -67,6 +67,10 @@ pub trait SinkProvider: Debug + Send + Sync {
         true
     }
     fn create_sink(&self, ctx: &SinkContext) -> Result<Box<dyn Sink>>;
+    /// Whether the sink can run under `Trigger::Continuous` (memory, console, foreach, kafka).
+    fn supports_continuous(&self) -> bool {
+        false
+    }
 }
 
 /// A running sink.
@@ -79,5 +83,17 @@ pub trait Sink: Send {
     /// Sink metrics for progress (`sink.metrics`).
     fn metrics(&self) -> std::collections::BTreeMap<String, String> {
         Default::default()
+    }
+    /// Continuous processing: writes rows of epoch `epoch` right away. Called many times per
+    /// epoch, once per slice of input; rows are never deduplicated (at-least-once).
+    fn write_continuous(&mut self, epoch: u64, _data: &BatchData) -> Result<()> {
+        Err(crate::error::SluiceError::not_supported_yet(format!(
+            "this sink cannot take continuous rows (epoch {epoch})"
+        )))
+    }
+    /// Continuous processing: epoch `epoch` ends; every row written for it must be durable
+    /// (flushed) when this returns, before `commits/E` is written.
+    fn commit_epoch(&mut self, _epoch: u64) -> Result<()> {
+        Ok(())
     }
 }

@@ -26,7 +26,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset as KOffset, TopicPartitionList};
 
-use super::{Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider};
+use super::{
+    ContinuousReader, Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider,
+};
 use crate::error::{Result, SluiceError};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -340,6 +342,54 @@ impl SourceProvider for KafkaSourceProvider {
         "kafka"
     }
     fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>> {
+        Ok(Box::new(self.make_source(ctx)?))
+    }
+    fn supports_continuous(&self) -> bool {
+        true
+    }
+    fn create_continuous_reader(
+        &self,
+        ctx: &SourceContext,
+        start: Option<&Offset>,
+    ) -> Result<Box<dyn ContinuousReader>> {
+        let mut src = self.make_source(ctx)?;
+        // Resolves (and on a new query records) the starting offsets exactly as micro-batch does.
+        let from = match start {
+            Some(o) => parse_offsets(o)?,
+            None => {
+                src.latest_offset(None, ReadLimit::AllAvailable)?;
+                src.initial.clone().unwrap_or_default()
+            }
+        };
+        let mut next = PartitionOffsets::new();
+        let mut tpl = TopicPartitionList::new();
+        for ((t, p), (low, high)) in src.ranges()? {
+            let mut s = get(&from, &t, p).unwrap_or(low);
+            if s > high || s < low {
+                let msg = format!(
+                    "Partition {t}-{p}: offset {s} is outside the available range {low}..{high}; \
+                     some data may have been missed. If you want your streaming query to \
+                     continue, set the source option failOnDataLoss to false."
+                );
+                if self.fail_on_data_loss {
+                    return Err(SluiceError::input("KAFKA_DATA_LOSS", msg));
+                }
+                log::warn!("{msg} Restarting {t}-{p} from offset {low} (failOnDataLoss=false).");
+                s = low;
+            }
+            tpl.add_partition_offset(&t, p, KOffset::Offset(s))
+                .map_err(|e| src.err("cannot assign", e))?;
+            next.entry(t).or_default().insert(p, s);
+        }
+        src.consumer
+            .assign(&tpl)
+            .map_err(|e| src.err("cannot assign", e))?;
+        Ok(Box::new(KafkaContinuousReader { src, next }))
+    }
+}
+
+impl KafkaSourceProvider {
+    fn make_source(&self, ctx: &SourceContext) -> Result<KafkaSource> {
         // The starting offsets are resolved once, at the query's first start, and kept in
         // `sources/<i>/0` (as Spark does), so `latest` means the same after a restart.
         let initial_file = ctx.metadata_dir.join("0");
@@ -361,7 +411,7 @@ impl SourceProvider for KafkaSourceProvider {
             }
             Err(_) => None,
         };
-        Ok(Box::new(KafkaSource {
+        Ok(KafkaSource {
             initial,
             initial_file,
             consumer: self.consumer()?,
@@ -369,7 +419,7 @@ impl SourceProvider for KafkaSourceProvider {
             available_now: None,
             last_batch: Instant::now(),
             latest: PartitionOffsets::new(),
-        }))
+        })
     }
 }
 
@@ -438,6 +488,163 @@ impl KafkaSource {
             out.insert((t, p), w);
         }
         Ok(out)
+    }
+}
+
+/// Kafka records as Arrow rows (Spark's Kafka schema).
+struct KafkaRows {
+    include_headers: bool,
+    key: BinaryBuilder,
+    value: BinaryBuilder,
+    topic: StringBuilder,
+    part: Int32Builder,
+    off: Int64Builder,
+    ts: TimestampMicrosecondBuilder,
+    tst: Int32Builder,
+    headers: ListBuilder<StructBuilder>,
+}
+
+impl KafkaRows {
+    fn new(include_headers: bool) -> Self {
+        Self {
+            include_headers,
+            key: BinaryBuilder::new(),
+            value: BinaryBuilder::new(),
+            topic: StringBuilder::new(),
+            part: Int32Builder::new(),
+            off: Int64Builder::new(),
+            ts: TimestampMicrosecondBuilder::new(),
+            tst: Int32Builder::new(),
+            headers: ListBuilder::new(StructBuilder::from_fields(header_fields(), 0)).with_field(
+                Arc::new(Field::new(
+                    "element",
+                    DataType::Struct(header_fields()),
+                    true,
+                )),
+            ),
+        }
+    }
+
+    fn len(&self) -> usize {
+        arrow::array::ArrayBuilder::len(&self.part)
+    }
+
+    fn push<M: Message>(&mut self, msg: &M) -> Result<()> {
+        self.key.append_option(msg.key());
+        self.value.append_option(msg.payload());
+        self.topic.append_value(msg.topic());
+        self.part.append_value(msg.partition());
+        self.off.append_value(msg.offset());
+        let (kind, ms) = match msg.timestamp() {
+            rdkafka::Timestamp::NotAvailable => (-1, None),
+            rdkafka::Timestamp::CreateTime(ms) => (0, Some(ms)),
+            rdkafka::Timestamp::LogAppendTime(ms) => (1, Some(ms)),
+        };
+        self.ts.append_option(ms.map(|m| m * 1000));
+        self.tst.append_value(kind);
+        if self.include_headers {
+            use rdkafka::message::Headers;
+            let entries = self.headers.values();
+            if let Some(hs) = msg.headers() {
+                for h in hs.iter() {
+                    entries
+                        .field_builder::<StringBuilder>(0)
+                        .ok_or_else(|| SluiceError::internal("header key builder"))?
+                        .append_value(h.key);
+                    entries
+                        .field_builder::<BinaryBuilder>(1)
+                        .ok_or_else(|| SluiceError::internal("header value builder"))?
+                        .append_option(h.value);
+                    entries.append(true);
+                }
+            }
+            self.headers.append(true);
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<RecordBatch> {
+        let mut columns: Vec<arrow::array::ArrayRef> = vec![
+            Arc::new(self.key.finish()),
+            Arc::new(self.value.finish()),
+            Arc::new(self.topic.finish()),
+            Arc::new(self.part.finish()),
+            Arc::new(self.off.finish()),
+            Arc::new(self.ts.finish()),
+            Arc::new(self.tst.finish()),
+        ];
+        if self.include_headers {
+            columns.push(Arc::new(self.headers.finish()));
+        }
+        Ok(RecordBatch::try_new(
+            kafka_schema_with(self.include_headers),
+            columns,
+        )?)
+    }
+}
+
+/// At most this many records per continuous slice.
+const MAX_RECORDS_PER_SLICE: usize = 8192;
+
+/// The Kafka source under continuous processing: one consumer assigned to every partition at
+/// the epoch's start offsets, polled with a short timeout. Partitions added while the query
+/// runs are picked up at the next restart (from their earliest offset).
+struct KafkaContinuousReader {
+    src: KafkaSource,
+    /// Next offset per partition.
+    next: PartitionOffsets,
+}
+
+impl ContinuousReader for KafkaContinuousReader {
+    fn poll(&mut self, max_wait: Duration) -> Result<Vec<RecordBatch>> {
+        let mut rows = KafkaRows::new(self.src.p.include_headers);
+        let mut wait = max_wait;
+        while rows.len() < MAX_RECORDS_PER_SLICE {
+            let Some(msg) = self.src.consumer.poll(wait) else {
+                break;
+            };
+            let msg = msg.map_err(|e| {
+                let msg = format!("cannot read from Kafka: {e}");
+                if matches!(
+                    e.rdkafka_error_code(),
+                    Some(rdkafka::types::RDKafkaErrorCode::OffsetOutOfRange)
+                ) {
+                    SluiceError::input("KAFKA_DATA_LOSS", format!("{msg}: some data may have been lost because they are not available in Kafka any more"))
+                } else {
+                    self.src.err("cannot read from Kafka", e)
+                }
+            })?;
+            let slot = self
+                .next
+                .entry(msg.topic().to_string())
+                .or_default()
+                .entry(msg.partition())
+                .or_insert(0);
+            if msg.offset() < *slot {
+                continue;
+            }
+            *slot = msg.offset() + 1;
+            rows.push(&msg)?;
+            wait = Duration::ZERO;
+        }
+        if rows.len() == 0 {
+            return Ok(vec![]);
+        }
+        Ok(vec![rows.finish()?])
+    }
+    fn offset(&self) -> Offset {
+        offsets_json(&self.next)
+    }
+    fn caught_up(&mut self) -> Result<bool> {
+        for (t, parts) in &self.next {
+            for (p, next) in parts {
+                let (_, high) = self.src.watermarks(t, *p)?;
+                if high > *next {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -609,20 +816,7 @@ impl Source for KafkaSource {
             None => self.initial.clone().unwrap_or_default(),
         };
         let end = parse_offsets(end)?;
-        let schema = kafka_schema_with(self.p.include_headers);
-        let mut headers =
-            ListBuilder::new(StructBuilder::from_fields(header_fields(), 0)).with_field(Arc::new(
-                Field::new("element", DataType::Struct(header_fields()), true),
-            ));
-        let (mut key, mut value, mut topic, mut part, mut off, mut ts, mut tst) = (
-            BinaryBuilder::new(),
-            BinaryBuilder::new(),
-            StringBuilder::new(),
-            Int32Builder::new(),
-            Int64Builder::new(),
-            TimestampMicrosecondBuilder::new(),
-            Int32Builder::new(),
-        );
+        let mut rows = KafkaRows::new(self.p.include_headers);
         let mut lost: u64 = 0;
         for (t, parts) in &end {
             for (p, e) in parts {
@@ -682,53 +876,12 @@ impl Source for KafkaSource {
                     if msg.offset() > next && self.p.fail_on_data_loss {
                         // Transaction markers and compaction leave gaps; they are not data loss.
                     }
-                    key.append_option(msg.key());
-                    value.append_option(msg.payload());
-                    topic.append_value(msg.topic());
-                    part.append_value(msg.partition());
-                    off.append_value(msg.offset());
-                    let (kind, ms) = match msg.timestamp() {
-                        rdkafka::Timestamp::NotAvailable => (-1, None),
-                        rdkafka::Timestamp::CreateTime(ms) => (0, Some(ms)),
-                        rdkafka::Timestamp::LogAppendTime(ms) => (1, Some(ms)),
-                    };
-                    ts.append_option(ms.map(|m| m * 1000));
-                    tst.append_value(kind);
-                    if self.p.include_headers {
-                        use rdkafka::message::Headers;
-                        let entries = headers.values();
-                        if let Some(hs) = msg.headers() {
-                            for h in hs.iter() {
-                                entries
-                                    .field_builder::<StringBuilder>(0)
-                                    .ok_or_else(|| SluiceError::internal("header key builder"))?
-                                    .append_value(h.key);
-                                entries
-                                    .field_builder::<BinaryBuilder>(1)
-                                    .ok_or_else(|| SluiceError::internal("header value builder"))?
-                                    .append_option(h.value);
-                                entries.append(true);
-                            }
-                        }
-                        headers.append(true);
-                    }
+                    rows.push(&msg)?;
                     next = msg.offset() + 1;
                 }
             }
         }
-        let mut columns: Vec<arrow::array::ArrayRef> = vec![
-            Arc::new(key.finish()),
-            Arc::new(value.finish()),
-            Arc::new(topic.finish()),
-            Arc::new(part.finish()),
-            Arc::new(off.finish()),
-            Arc::new(ts.finish()),
-            Arc::new(tst.finish()),
-        ];
-        if self.p.include_headers {
-            columns.push(Arc::new(headers.finish()));
-        }
-        let batch = RecordBatch::try_new(schema, columns)?;
+        let batch = rows.finish()?;
         let mut metrics = BTreeMap::new();
         if self.latest.is_empty() {
             // A replayed batch runs before any latest_offset call of this run.

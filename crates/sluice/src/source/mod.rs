@@ -71,6 +71,40 @@ pub trait SourceProvider: Debug + Send + Sync {
     fn kind(&self) -> &'static str;
     /// Creates the running source for one query run.
     fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>>;
+    /// The name used in "Data source X does not support continuous processing." (the format).
+    fn format_name(&self) -> String {
+        self.kind().to_string()
+    }
+    /// Whether the source can run under `Trigger::Continuous` (Spark: rate and kafka only).
+    fn supports_continuous(&self) -> bool {
+        false
+    }
+    /// Continuous processing: a reader positioned after `start` (the offset logged in the last
+    /// committed epoch's `offsets/E`; None for a new query).
+    fn create_continuous_reader(
+        &self,
+        _ctx: &SourceContext,
+        _start: Option<&Offset>,
+    ) -> Result<Box<dyn ContinuousReader>> {
+        Err(crate::error::SluiceError::query(
+            crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+            format!(
+                "Data source {} does not support continuous processing.",
+                self.format_name()
+            ),
+        ))
+    }
+}
+
+/// A running source under continuous processing (Spark's `ContinuousPartitionReader`): returns
+/// whatever rows are available right now, one small slice at a time, and knows its position.
+pub trait ContinuousReader: Send {
+    /// The rows available now, waiting at most `max_wait` for the first one (empty if none).
+    fn poll(&mut self, max_wait: std::time::Duration) -> Result<Vec<RecordBatch>>;
+    /// The position after every row returned so far (what `offsets/E` logs).
+    fn offset(&self) -> Offset;
+    /// Whether every row available in the source right now has been returned by `poll`.
+    fn caught_up(&mut self) -> Result<bool>;
 }
 
 /// A running source.

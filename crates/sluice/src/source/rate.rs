@@ -8,7 +8,9 @@ use std::sync::Arc;
 use arrow::array::{Int64Array, RecordBatch, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
-use super::{Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider};
+use super::{
+    ContinuousReader, Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider,
+};
 use crate::checkpoint::write_atomic_new;
 use crate::error::{Fault, Result, SluiceError};
 
@@ -97,6 +99,49 @@ impl SourceProvider for RateSourceProvider {
         "rate"
     }
     fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>> {
+        Ok(Box::new(RateSource {
+            rows_per_second: self.rows_per_second,
+            start_ms: self.start_ms(ctx)?,
+        }))
+    }
+    fn supports_continuous(&self) -> bool {
+        true
+    }
+    fn create_continuous_reader(
+        &self,
+        ctx: &SourceContext,
+        start: Option<&Offset>,
+    ) -> Result<Box<dyn ContinuousReader>> {
+        let start_ms = self.start_ms(ctx)?;
+        // Spark's continuous rate offset: per partition, the last value emitted and its time.
+        let last = match start {
+            None => -1,
+            Some(o) => o
+                .get("0")
+                .and_then(|p| p.get("value"))
+                .and_then(|v| v.as_i64())
+                .ok_or_else(|| {
+                    SluiceError::checkpoint(
+                        "CHECKPOINT_CORRUPT_LOG",
+                        format!(
+                            "a continuous rate offset must be {{\"0\":{{\"value\":N,\"runTimeMs\":T}}}}, \
+                             got {o}; was the checkpoint written by a micro-batch query? Use a new \
+                             checkpointLocation for continuous processing"
+                        ),
+                    )
+                })?,
+        };
+        Ok(Box::new(RateContinuousReader {
+            rows_per_second: self.rows_per_second,
+            start_ms,
+            next: last + 1,
+        }))
+    }
+}
+
+impl RateSourceProvider {
+    /// The query's first start time, kept in `sources/<i>/0`.
+    fn start_ms(&self, ctx: &SourceContext) -> Result<i64> {
         let file = ctx.metadata_dir.join("0");
         let start_ms = match std::fs::read_to_string(&file) {
             Ok(s) => s
@@ -122,10 +167,62 @@ impl SourceProvider for RateSourceProvider {
                 now
             }
         };
-        Ok(Box::new(RateSource {
-            rows_per_second: self.rows_per_second,
-            start_ms,
-        }))
+        Ok(start_ms)
+    }
+}
+
+/// At most this many rows per slice (a restart catching up emits several slices).
+const MAX_ROWS_PER_SLICE: i64 = 65_536;
+
+/// The rate source under continuous processing: value `v` is due at `start + v / rowsPerSecond`
+/// seconds and is returned as soon as it is due, stamped with its due time.
+struct RateContinuousReader {
+    rows_per_second: i64,
+    start_ms: i64,
+    /// The next value to emit.
+    next: i64,
+}
+
+impl RateContinuousReader {
+    fn due_us(&self, v: i64) -> i64 {
+        self.start_ms * 1000 + ((v as i128 * 1_000_000) / self.rows_per_second as i128) as i64
+    }
+    /// How many values are due at `now_us` (value 0 is due at the start).
+    fn due_count(&self, now_us: i64) -> i64 {
+        let elapsed = now_us - self.start_ms * 1000;
+        if elapsed < 0 {
+            return 0;
+        }
+        ((elapsed as i128 * self.rows_per_second as i128) / 1_000_000) as i64 + 1
+    }
+}
+
+fn now_us() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+impl ContinuousReader for RateContinuousReader {
+    fn poll(&mut self, max_wait: std::time::Duration) -> Result<Vec<RecordBatch>> {
+        let mut now = now_us();
+        if self.due_count(now) <= self.next {
+            let wait_us = (self.due_us(self.next) - now).clamp(0, max_wait.as_micros() as i64);
+            std::thread::sleep(std::time::Duration::from_micros(wait_us as u64));
+            now = now_us();
+        }
+        let end = self.due_count(now).min(self.next + MAX_ROWS_PER_SLICE);
+        if end <= self.next {
+            return Ok(vec![]);
+        }
+        let batch = rows(self.next..end, |v| self.due_us(v))?;
+        self.next = end;
+        Ok(vec![batch])
+    }
+    fn offset(&self) -> Offset {
+        let last = self.next - 1;
+        serde_json::json!({"0": {"value": last, "runTimeMs": self.due_us(last.max(0)) / 1000}})
+    }
+    fn caught_up(&mut self) -> Result<bool> {
+        Ok(self.due_count(now_us()) <= self.next)
     }
 }
 

@@ -206,6 +206,9 @@ impl SourceProvider for FileSourceProvider {
     fn kind(&self) -> &'static str {
         "file"
     }
+    fn format_name(&self) -> String {
+        self.format.clone()
+    }
 
     fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>> {
         let log = SourceLog::new(&ctx.metadata_dir);

@@ -1,0 +1,267 @@
+//! `sluice bench --workload latency --mode continuous|microbatch [--source rate|kafka]
+//! [--seconds N] [--rows-per-second N] [--bootstrap HOST:PORT]`: end-to-end latency of a
+//! stateless query, continuous processing against the default micro-batch trigger.
+//!
+//! - `rate`: rate source -> `foreach` writer. Latency = the time the writer sees a row minus the
+//!   row's `timestamp` (when the rate source made it due).
+//! - `kafka`: a producer thread writes records (payload = its send time in µs) to an input
+//!   topic, the query copies `key`, `value` to an output topic, a consumer thread measures
+//!   arrival time minus the payload's send time.
+//!
+//! Rows of the first second are warm-up and not counted. Prints one JSON line:
+//! `{"workload":"latency","mode",..,"source",..,"rows",..,"p50_ms","p99_ms","max_ms"}`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use sluice::sink::foreach::{ForeachWriter, Row};
+use sluice::{Session, SluiceError, Trigger};
+
+fn now_us() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+type Samples = Arc<Mutex<Vec<i64>>>;
+
+/// Records `now - timestamp` (µs) for every row whose timestamp is after `from_us`.
+struct LatencyWriter {
+    samples: Samples,
+    from_us: i64,
+}
+
+impl ForeachWriter for LatencyWriter {
+    fn open(&mut self, _partition: usize, _epoch: u64) -> sluice::Result<bool> {
+        Ok(true)
+    }
+    fn process(&mut self, row: Row<'_>) -> sluice::Result<()> {
+        let now = now_us();
+        if let datafusion::common::ScalarValue::TimestampMicrosecond(Some(ts), _) =
+            row.get_index(0)?
+        {
+            if ts >= self.from_us {
+                self.samples
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(now - ts);
+            }
+        }
+        Ok(())
+    }
+    fn close(&mut self, _error: Option<&SluiceError>) {}
+}
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let (mut mode, mut source, mut seconds, mut rps) = (None, "rate".to_string(), 10u64, 1000i64);
+    let mut bootstrap = "127.0.0.1:9092".to_string();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--workload" => {
+                val()?;
+            }
+            "--mode" => mode = Some(val()?),
+            "--source" => source = val()?,
+            "--seconds" => seconds = val()?.parse().map_err(|_| "--seconds needs a number")?,
+            "--rows-per-second" => {
+                rps = val()?
+                    .parse()
+                    .map_err(|_| "--rows-per-second needs a number")?
+            }
+            "--bootstrap" => bootstrap = val()?,
+            other => return Err(format!("unknown latency bench argument {other:?}")),
+        }
+    }
+    let mode = mode.ok_or("--workload latency needs --mode continuous|microbatch")?;
+    let trigger = match mode.as_str() {
+        "continuous" => Trigger::Continuous(Duration::from_secs(1)),
+        "microbatch" => Trigger::default(),
+        other => return Err(format!("--mode {other:?}: use continuous or microbatch")),
+    };
+    let workdir = std::env::temp_dir().join(format!("sluice-latency-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&workdir);
+    let session = Session::builder()
+        .shuffle_partitions(2)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let samples: Samples = Arc::default();
+    let warmup_until = now_us() + 1_000_000;
+    match source.as_str() {
+        "rate" => {
+            let s = samples.clone();
+            let q = session
+                .read_stream()
+                .format("rate")
+                .option("rowsPerSecond", rps)
+                .load_source()
+                .and_then(|f| f.select(["timestamp", "value"]))
+                .and_then(|f| {
+                    f.write_stream()
+                        .foreach(move || {
+                            Box::new(LatencyWriter {
+                                samples: s.clone(),
+                                from_us: warmup_until,
+                            })
+                        })
+                        .option("checkpointLocation", workdir.join("cp").display())
+                        .trigger(trigger)
+                        .start()
+                })
+                .map_err(|e| e.to_string())?;
+            std::thread::sleep(Duration::from_secs(seconds + 1));
+            q.stop();
+            if let Some(e) = q.exception() {
+                return Err(e.to_string());
+            }
+        }
+        "kafka" => kafka(
+            &session, &bootstrap, trigger, seconds, rps, &workdir, &samples,
+        )?,
+        other => return Err(format!("--source {other:?}: use rate or kafka")),
+    }
+    let _ = std::fs::remove_dir_all(&workdir);
+    let mut v = samples.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if v.is_empty() {
+        return Err("no rows reached the sink".into());
+    }
+    v.sort_unstable();
+    let pct = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0;
+    println!(
+        "{}",
+        serde_json::json!({
+            "workload": "latency",
+            "mode": mode,
+            "source": source,
+            "sink": if source == "rate" { "foreach" } else { "kafka" },
+            "rows_per_second": rps,
+            "seconds": seconds,
+            "rows": v.len(),
+            "p50_ms": pct(0.5),
+            "p99_ms": pct(0.99),
+            "max_ms": *v.last().unwrap_or(&0) as f64 / 1000.0,
+        })
+    );
+    Ok(())
+}
+
+fn kafka(
+    session: &Session,
+    bootstrap: &str,
+    trigger: Trigger,
+    seconds: u64,
+    rps: i64,
+    workdir: &std::path::Path,
+    samples: &Samples,
+) -> Result<(), String> {
+    let tag = &uuid_like()[..8];
+    let (src, dst) = (format!("latency-in-{tag}"), format!("latency-out-{tag}"));
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "0")
+        .create()
+        .map_err(|e| format!("Kafka producer: {e}"))?;
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .map_err(|e| format!("Kafka admin client: {e}"))?;
+    let created = session
+        .block_on(admin.create_topics(
+            &[
+                NewTopic::new(&src, 1, TopicReplication::Fixed(1)),
+                NewTopic::new(&dst, 1, TopicReplication::Fixed(1)),
+            ],
+            &AdminOptions::new(),
+        ))
+        .map_err(|e| format!("create topics: {e}"))?;
+    for r in created {
+        r.map_err(|(t, e)| format!("create topic {t}: {e}"))?;
+    }
+    let q = session
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", &src)
+        .option("startingOffsets", "latest")
+        .load_source()
+        .and_then(|f| f.select(["key", "value"]))
+        .and_then(|f| {
+            f.write_stream()
+                .format("kafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("kafka.linger.ms", "0")
+                .option("topic", &dst)
+                .option("checkpointLocation", workdir.join("cp").display())
+                .trigger(trigger)
+                .start()
+        })
+        .map_err(|e| e.to_string())?;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("sluice-latency-{tag}"))
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.wait.max.ms", "1")
+        .create()
+        .map_err(|e| format!("Kafka consumer: {e}"))?;
+    consumer
+        .subscribe(&[dst.as_str()])
+        .map_err(|e| format!("subscribe: {e}"))?;
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (done, samples) = (done.clone(), samples.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                if let Some(Ok(m)) = consumer.poll(Duration::from_millis(50)) {
+                    let now = now_us();
+                    let sent = m
+                        .payload()
+                        .and_then(|p| std::str::from_utf8(p).ok())
+                        .and_then(|s| s.parse::<i64>().ok());
+                    if let Some(sent) = sent {
+                        samples
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(now - sent);
+                    }
+                }
+            }
+        })
+    };
+    // Give the query and the consumer a second to start; those records are not sent.
+    std::thread::sleep(Duration::from_secs(1));
+    let interval_us = 1_000_000 / rps.max(1);
+    let start = now_us();
+    let total = rps * seconds as i64;
+    for i in 0..total {
+        let due = start + i * interval_us;
+        let wait = due - now_us();
+        if wait > 0 {
+            std::thread::sleep(Duration::from_micros(wait as u64));
+        }
+        let payload = now_us().to_string();
+        let key = i.to_string();
+        producer
+            .send(BaseRecord::to(&src).key(&key).payload(&payload))
+            .map_err(|(e, _)| format!("produce: {e}"))?;
+    }
+    let _ = producer.flush(Duration::from_secs(30));
+    std::thread::sleep(Duration::from_secs(2));
+    q.stop();
+    done.store(true, Ordering::SeqCst);
+    let _ = reader.join();
+    if let Some(e) = q.exception() {
+        return Err(e.to_string());
+    }
+    Ok(())
+}
+
+fn uuid_like() -> String {
+    format!("{:016x}", now_us() ^ ((std::process::id() as i64) << 32))
+}
