@@ -2,8 +2,11 @@
 //! [--seconds N] [--rows-per-second N] [--bootstrap HOST:PORT]`: end-to-end latency of a
 //! stateless query, continuous processing against the default micro-batch trigger.
 //!
-//! - `rate`: rate source -> `foreach` writer. Latency = the time the writer sees a row minus the
-//!   row's `timestamp` (when the rate source made it due).
+//! - `rate` (`--sink memory`, the default): rate source -> memory sink. A watcher thread holds
+//!   the memory table's buffer and spins on it; latency = the time a row's batch is visible in
+//!   the table minus the row's `timestamp` (when the rate source made it due).
+//! - `rate --sink foreach`: rate source -> `foreach` writer; latency = the time the writer sees
+//!   a row minus its `timestamp`.
 //! - `kafka`: a producer thread writes records (payload = its send time in µs) to an input
 //!   topic, the query copies `key`, `value` to an output topic, a consumer thread measures
 //!   arrival time minus the payload's send time.
@@ -60,6 +63,7 @@ impl ForeachWriter for LatencyWriter {
 pub fn run(args: &[String]) -> Result<(), String> {
     let (mut mode, mut source, mut seconds, mut rps) = (None, "rate".to_string(), 10u64, 1000i64);
     let mut bootstrap = "127.0.0.1:9092".to_string();
+    let mut sink = "memory".to_string();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
@@ -76,6 +80,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     .map_err(|_| "--rows-per-second needs a number")?
             }
             "--bootstrap" => bootstrap = val()?,
+            "--sink" => sink = val()?,
             other => return Err(format!("unknown latency bench argument {other:?}")),
         }
     }
@@ -94,6 +99,18 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let samples: Samples = Arc::default();
     let warmup_until = now_us() + 1_000_000;
     match source.as_str() {
+        "rate" if sink == "memory" => rate_to_memory(
+            &session,
+            trigger,
+            seconds,
+            rps,
+            &workdir,
+            &samples,
+            warmup_until,
+        )?,
+        "rate" if sink != "foreach" => {
+            return Err(format!("--sink {sink:?}: use memory or foreach"));
+        }
         "rate" => {
             let s = samples.clone();
             let q = session
@@ -139,7 +156,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "workload": "latency",
             "mode": mode,
             "source": source,
-            "sink": if source == "rate" { "foreach" } else { "kafka" },
+            "sink": if source == "rate" { sink.as_str() } else { "kafka" },
             "rows_per_second": rps,
             "seconds": seconds,
             "rows": v.len(),
@@ -148,6 +165,87 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "max_ms": *v.last().unwrap_or(&0) as f64 / 1000.0,
         })
     );
+    Ok(())
+}
+
+/// Rate source -> memory sink; a watcher spins on the memory table's buffer and stamps each
+/// newly visible batch's rows.
+fn rate_to_memory(
+    session: &Session,
+    trigger: Trigger,
+    seconds: u64,
+    rps: i64,
+    workdir: &std::path::Path,
+    samples: &Samples,
+    from_us: i64,
+) -> Result<(), String> {
+    use datafusion::arrow::array::{Array, TimestampMicrosecondArray};
+    let q = session
+        .read_stream()
+        .format("rate")
+        .option("rowsPerSecond", rps)
+        .load_source()
+        .and_then(|f| f.select(["timestamp", "value"]))
+        .and_then(|f| {
+            f.write_stream()
+                .format("memory")
+                .query_name("latency_out")
+                .option("checkpointLocation", workdir.join("cp").display())
+                .trigger(trigger)
+                .start()
+        })
+        .map_err(|e| e.to_string())?;
+    // The memory sink's table: its one partition is the buffer the sink appends to.
+    let provider = session
+        .block_on(session.context().table_provider("latency_out"))
+        .map_err(|e| e.to_string())?;
+    let table = provider
+        .downcast_ref::<datafusion::datasource::MemTable>()
+        .ok_or("the memory sink's table is not a MemTable")?;
+    let buffer = table.batches[0].clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (watch_stop, watch_samples) = (stop.clone(), samples.clone());
+    let watcher = std::thread::spawn(move || {
+        let mut seen = 0usize;
+        while !watch_stop.load(Ordering::Relaxed) {
+            let fresh: Vec<datafusion::arrow::array::RecordBatch> = {
+                let rows = buffer.blocking_read();
+                if rows.len() == seen {
+                    Vec::new()
+                } else {
+                    let f = rows[seen..].to_vec();
+                    seen = rows.len();
+                    f
+                }
+            };
+            if fresh.is_empty() {
+                std::hint::spin_loop();
+                continue;
+            }
+            let now = now_us();
+            let mut out = watch_samples.lock().unwrap_or_else(|p| p.into_inner());
+            for b in fresh {
+                if let Some(ts) = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<TimestampMicrosecondArray>()
+                {
+                    for i in 0..ts.len() {
+                        if ts.is_valid(i) && ts.value(i) >= from_us {
+                            out.push(now - ts.value(i));
+                        }
+                    }
+                }
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_secs(seconds + 1));
+    q.stop();
+    stop.store(true, Ordering::Relaxed);
+    let _ = watcher.join();
+    if let Some(e) = q.exception() {
+        return Err(e.to_string());
+    }
     Ok(())
 }
 
