@@ -38,3 +38,17 @@ pub fn state_file(bytes: &[u8]) {
 pub fn source_records(bytes: &[u8]) {
     crate::source::file::fuzz_parse(bytes);
 }
+
+/// Pipeline files (`sluice run FILE.sql`): tokenizing, the hand-written DDL parser (`CREATE
+/// TABLE ... WATERMARK FOR ... WITH (...)`, `CREATE SINK`, `INSERT INTO`, `SET`, variables) and
+/// the checks that point at `file:line:column`. Errors are fine; panics are not.
+pub fn pipeline_sql(bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    if let Ok(mut p) = crate::pipeline::Pipeline::parse(&text, "fuzz.sql") {
+        // Variables are resolved when the session is built from the file's SET statements.
+        p.set_variable("x", "1");
+        let _ = p.session_builder();
+        let _ = p.query_names();
+    }
+}
+
