@@ -51,4 +51,3 @@ pub fn pipeline_sql(bytes: &[u8]) {
         let _ = p.query_names();
     }
 }
-

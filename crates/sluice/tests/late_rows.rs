@@ -153,9 +153,9 @@ fn rows_dropped_as_late_reach_their_own_sink_once_and_are_counted() {
     assert_eq!(
         late,
         vec![
-            "2026-09-15T11:50:00 late2".to_string(),
-            "2026-09-15T12:04:00 late1".to_string(),
-            "2026-09-15T12:09:00 late3".to_string(),
+            "2026-09-15 11:50:00 late2".to_string(),
+            "2026-09-15 12:04:00 late1".to_string(),
+            "2026-09-15 12:09:00 late3".to_string(),
         ]
     );
     assert_eq!(
@@ -182,9 +182,9 @@ fn restarting_after_every_batch_writes_each_late_row_once() {
     assert_eq!(
         late,
         vec![
-            "2026-09-15T11:50:00 late2".to_string(),
-            "2026-09-15T12:04:00 late1".to_string(),
-            "2026-09-15T12:09:00 late3".to_string(),
+            "2026-09-15 11:50:00 late2".to_string(),
+            "2026-09-15 12:04:00 late1".to_string(),
+            "2026-09-15 12:09:00 late3".to_string(),
         ]
     );
     assert_eq!(dropped, vec![0, 0, 2, 1]);
@@ -306,6 +306,6 @@ fn a_crash_after_the_sinks_replays_the_batch_without_duplicating_late_rows() {
     assert!(ckpt.join("commits/2").exists());
     assert_eq!(
         committed_rows(&session, &late),
-        vec!["2026-09-15T12:04:00 late1".to_string()]
+        vec!["2026-09-15 12:04:00 late1".to_string()]
     );
 }

@@ -7,6 +7,9 @@
 //! - `round(double, s)`: Spark rounds the double's shortest decimal form HALF_UP
 //!   (`round(2.675, 2)` = 2.68; a binary-float round gives 2.67).
 //! - `CAST(timestamp AS BIGINT/INT)`: Spark gives epoch *seconds*; Arrow gives the raw unit.
+//! - `CAST(timestamp AS STRING)`: Spark writes `2026-02-14 10:00:00` (a space, fractional
+//!   seconds only when not zero, trailing zeros trimmed: `10:00:00.12`); Arrow writes
+//!   `2026-02-14T10:00:00`. Timestamps without a zone are UTC in Sluice.
 
 use std::sync::Arc;
 
@@ -102,6 +105,69 @@ impl ScalarUDFImpl for SparkRound {
     }
 }
 
+/// Spark's text form of a timestamp without zone (UTC): `yyyy-MM-dd HH:mm:ss[.SSSSSS]`, the
+/// fraction only when not zero and without trailing zeros.
+pub fn spark_timestamp_text(micros: i64) -> Option<String> {
+    let t = chrono::DateTime::from_timestamp_micros(micros)?.naive_utc();
+    let mut s = t.format("%Y-%m-%d %H:%M:%S").to_string();
+    let frac = micros.rem_euclid(1_000_000);
+    if frac != 0 {
+        let digits = format!("{frac:06}");
+        s.push('.');
+        s.push_str(digits.trim_end_matches('0'));
+    }
+    Some(s)
+}
+
+/// `CAST(<timestamp> AS STRING)` as Spark writes it (see [`spark_timestamp_text`]).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct SparkTimestampString {
+    signature: Signature,
+}
+
+impl Default for SparkTimestampString {
+    fn default() -> Self {
+        Self {
+            signature: Signature::any(1, datafusion::logical_expr::Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for SparkTimestampString {
+    fn name(&self) -> &str {
+        "sluice_timestamp_string"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arg = args.args.first().ok_or_else(|| {
+            datafusion::error::DataFusionError::Internal("timestamp string: no argument".into())
+        })?;
+        let a = arg.to_array(args.number_rows)?;
+        let a = arrow::compute::cast(&a, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
+        let ts = a
+            .as_any()
+            .downcast_ref::<arrow::array::TimestampMicrosecondArray>()
+            .ok_or_else(|| {
+                datafusion::error::DataFusionError::Internal("timestamp string".into())
+            })?;
+        let out: arrow::array::StringArray = ts
+            .iter()
+            .map(|v| v.and_then(spark_timestamp_text))
+            .collect();
+        Ok(match arg {
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+            }
+            ColumnarValue::Array(_) => ColumnarValue::Array(Arc::new(out) as ArrayRef),
+        })
+    }
+}
+
 /// Rewrites `CAST(<timestamp> AS <integer>)` to Spark's epoch seconds.
 #[derive(Debug, Default)]
 pub struct SparkCastRule;
@@ -117,7 +183,13 @@ impl AnalyzerRule for SparkCastRule {
                 return Ok(Transformed::no(node));
             }
             let schema: Arc<DFSchema> = inputs[0].schema().clone();
-            node.map_expressions(|e| e.transform_up(|e| rewrite_cast(e, &schema)))
+            // Keep each top-level expression's name: parents refer to columns by name.
+            let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
+            node.map_expressions(|e| {
+                let saved = names.save(&e);
+                e.transform_up(|e| rewrite_cast(e, &schema))
+                    .map(|t| t.update_data(|e| saved.restore(e)))
+            })
         })
         .map(|t| t.data)
     }
@@ -126,6 +198,20 @@ impl AnalyzerRule for SparkCastRule {
 fn rewrite_cast(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     if let Expr::Cast(Cast { expr, field }) = &e {
         let data_type = field.data_type();
+        if matches!(
+            data_type,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ) {
+            if let Ok(DataType::Timestamp(_, None)) = expr.get_type(schema) {
+                let formatted = ScalarUDF::new_from_impl(SparkTimestampString::default())
+                    .call(vec![expr.as_ref().clone()]);
+                return Ok(Transformed::yes(if data_type == &DataType::Utf8 {
+                    formatted
+                } else {
+                    Expr::Cast(Cast::new(Box::new(formatted), data_type.clone()))
+                }));
+            }
+        }
         if data_type.is_integer() {
             if let Ok(DataType::Timestamp(unit, tz)) = expr.get_type(schema) {
                 if unit != TimeUnit::Second {
@@ -147,6 +233,28 @@ fn rewrite_cast(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timestamps_cast_to_string_as_spark_writes_them() {
+        // 2026-02-14T10:00:00Z
+        let t = 1_771_063_200_000_000i64;
+        assert_eq!(
+            spark_timestamp_text(t).as_deref(),
+            Some("2026-02-14 10:00:00")
+        );
+        assert_eq!(
+            spark_timestamp_text(t + 120_000).as_deref(),
+            Some("2026-02-14 10:00:00.12")
+        );
+        assert_eq!(
+            spark_timestamp_text(t + 1).as_deref(),
+            Some("2026-02-14 10:00:00.000001")
+        );
+        assert_eq!(
+            spark_timestamp_text(-1).as_deref(),
+            Some("1969-12-31 23:59:59.999999")
+        );
+    }
 
     #[test]
     fn round_is_half_up_on_the_decimal_form() {
