@@ -82,6 +82,11 @@ impl SessionBuilder {
         if let Some(round) = state.scalar_functions().get("round").cloned() {
             state.register_udf(Arc::new(ScalarUDF::new_from_impl(SparkRound::new(round))))?;
         }
+        if let Some(to_char) = state.scalar_functions().get("to_char").cloned() {
+            state.register_udf(Arc::new(ScalarUDF::new_from_impl(
+                crate::plan::spark::SparkDateFormat::new(to_char),
+            )))?;
+        }
         for udf in crate::operators::window::window_udfs()
             .into_iter()
             .chain(crate::plan::json::json_udfs())

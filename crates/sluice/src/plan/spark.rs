@@ -10,6 +10,10 @@
 //! - `CAST(timestamp AS STRING)`: Spark writes `2026-02-14 10:00:00` (a space, fractional
 //!   seconds only when not zero, trailing zeros trimmed: `10:00:00.12`); Arrow writes
 //!   `2026-02-14T10:00:00`. Timestamps without a zone are UTC in Sluice.
+//! - `date_format(ts, 'HH:mm')`: Spark's datetime pattern letters; DataFusion's `date_format`
+//!   (`to_char`) reads chrono's `%H:%M` and would print `HH:mm` literally. The pattern is
+//!   translated and DataFusion formats; letters without a translation are an error that says
+//!   so, never a silently wrong string.
 
 use std::sync::Arc;
 
@@ -168,6 +172,137 @@ impl ScalarUDFImpl for SparkTimestampString {
     }
 }
 
+/// Translates a Spark datetime pattern (`yyyy-MM-dd HH:mm:ss.SSS`, `'quoted'` text) into a
+/// chrono format string; an error names a letter Sluice cannot translate yet.
+pub fn spark_pattern_to_chrono(pattern: &str) -> std::result::Result<String, String> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' {
+            // 'text' is literal; '' is a quote.
+            let mut j = i + 1;
+            if chars.get(j) == Some(&'\'') {
+                out.push('\'');
+                i += 2;
+                continue;
+            }
+            while j < chars.len() && chars[j] != '\'' {
+                if chars[j] == '%' {
+                    out.push('%');
+                }
+                out.push(chars[j]);
+                j += 1;
+            }
+            i = j + 1;
+            continue;
+        }
+        if !c.is_ascii_alphabetic() {
+            if c == '%' {
+                out.push('%');
+            }
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let mut n = 1;
+        while i + n < chars.len() && chars[i + n] == c {
+            n += 1;
+        }
+        let spec = match (c, n) {
+            ('y', 2) => "%y",
+            ('y', _) => "%Y",
+            ('M', 1) => "%-m",
+            ('M', 2) => "%m",
+            ('M', 3) => "%b",
+            ('M', _) => "%B",
+            ('d', 1) => "%-d",
+            ('d', _) => "%d",
+            ('D', _) => "%j",
+            ('H', 1) => "%-H",
+            ('H', _) => "%H",
+            ('h', 1) => "%-I",
+            ('h', _) => "%I",
+            ('m', 1) => "%-M",
+            ('m', _) => "%M",
+            ('s', 1) => "%-S",
+            ('s', _) => "%S",
+            ('S', 3) => "%3f",
+            ('S', 6) => "%6f",
+            ('S', 9) => "%9f",
+            ('a', _) => "%p",
+            ('E', 4..) => "%A",
+            ('E', _) => "%a",
+            _ => {
+                return Err(format!(
+                    "date_format: the pattern letter{} '{}' is not supported yet (supported: \
+                     y, M, d, D, H, h, m, s, S/SSS/SSSSSS/SSSSSSSSS, a, E, and 'quoted' text)",
+                    if n > 1 { "s" } else { "" },
+                    c.to_string().repeat(n)
+                ))
+            }
+        };
+        out.push_str(spec);
+        i += n;
+    }
+    Ok(out)
+}
+
+/// Spark's `date_format(ts, pattern)`: the pattern translated by [`spark_pattern_to_chrono`],
+/// the formatting done by DataFusion's `to_char`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct SparkDateFormat {
+    inner: Arc<ScalarUDF>,
+}
+
+impl SparkDateFormat {
+    /// Wraps DataFusion's `to_char`.
+    pub fn new(inner: Arc<ScalarUDF>) -> Self {
+        Self { inner }
+    }
+}
+
+impl ScalarUDFImpl for SparkDateFormat {
+    fn name(&self) -> &str {
+        "date_format"
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        self.inner.return_type(arg_types)
+    }
+    fn return_field_from_args(
+        &self,
+        args: ReturnFieldArgs,
+    ) -> DfResult<arrow::datatypes::FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+    fn invoke_with_args(&self, mut args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let translated = match args.args.get(1) {
+            Some(ColumnarValue::Scalar(
+                ScalarValue::Utf8(Some(p))
+                | ScalarValue::LargeUtf8(Some(p))
+                | ScalarValue::Utf8View(Some(p)),
+            )) => {
+                spark_pattern_to_chrono(p).map_err(datafusion::error::DataFusionError::Execution)?
+            }
+            Some(ColumnarValue::Scalar(_)) | None => return self.inner.invoke_with_args(args),
+            Some(ColumnarValue::Array(_)) => {
+                return Err(datafusion::error::DataFusionError::Execution(
+                    "date_format: the pattern must be a constant string, such as 'HH:mm'".into(),
+                ))
+            }
+        };
+        args.args[1] = ColumnarValue::Scalar(ScalarValue::Utf8(Some(translated)));
+        self.inner.invoke_with_args(args)
+    }
+}
+
 /// Rewrites `CAST(<timestamp> AS <integer>)` to Spark's epoch seconds.
 #[derive(Debug, Default)]
 pub struct SparkCastRule;
@@ -233,6 +368,46 @@ fn rewrite_cast(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spark_datetime_patterns_translate_to_chrono() {
+        assert_eq!(spark_pattern_to_chrono("HH:mm").as_deref(), Ok("%H:%M"));
+        assert_eq!(
+            spark_pattern_to_chrono("yyyy-MM-dd HH:mm:ss.SSS").as_deref(),
+            Ok("%Y-%m-%d %H:%M:%S.%3f")
+        );
+        assert_eq!(
+            spark_pattern_to_chrono("EEE, d MMM yy 'at' h a").as_deref(),
+            Ok("%a, %-d %b %y at %-I %p")
+        );
+        assert_eq!(spark_pattern_to_chrono("'100%'").as_deref(), Ok("100%%"));
+        let err = spark_pattern_to_chrono("yyyy QQ").unwrap_err();
+        assert!(err.contains("'QQ' is not supported yet"), "{err}");
+    }
+
+    #[test]
+    fn date_format_in_sql_uses_sparks_letters() {
+        let s = crate::Session::builder().build().unwrap();
+        let rows = s
+            .sql(
+                "SELECT date_format(CAST('2026-02-14 09:05:07.250' AS TIMESTAMP), 'HH:mm') AS a, \
+                 date_format(CAST('2026-02-14 09:05:07.250' AS TIMESTAMP), 'yyyy/MM/dd H:m:ss.SSS') AS b",
+            )
+            .unwrap()
+            .collect()
+            .unwrap();
+        let col = |i: usize| {
+            arrow::compute::cast(rows[0].column(i), &DataType::Utf8)
+                .unwrap()
+                .as_any()
+                .downcast_ref::<arrow::array::StringArray>()
+                .unwrap()
+                .value(0)
+                .to_string()
+        };
+        assert_eq!(col(0), "09:05");
+        assert_eq!(col(1), "2026/02/14 9:5:07.250");
+    }
 
     #[test]
     fn timestamps_cast_to_string_as_spark_writes_them() {
