@@ -39,14 +39,15 @@ use crate::checkpoint::{
 use crate::error::{Fault, Result, SluiceError};
 use crate::plan::{streaming_relations, StreamingRelation};
 use crate::progress::{
-    format_timestamp_ms, QueryStartedEvent, QueryTerminatedEvent, SinkProgress, SourceProgress,
-    StreamingQueryListener, StreamingQueryProgress,
+    format_timestamp_ms, SinkProgress, SourceProgress, StreamingQueryListener,
+    StreamingQueryProgress,
 };
 use crate::session::Session;
 use crate::sink::{BatchData, Sink, SinkContext, SinkProvider};
 use crate::source::{ContinuousReader, Offset, SourceContext, SourceProvider};
 
 use super::microbatch::{MIN_BATCHES_TO_RETAIN, SHUFFLE_PARTITIONS};
+use super::now_ms;
 use super::{
     OutputMode, QueryShared, StreamingQuery, StreamingQueryStatus, Trigger, NUM_RECENT_PROGRESS,
 };
@@ -399,61 +400,26 @@ impl ContinuousExecution {
         Ok(StreamingQuery::new(shared, thread, explain))
     }
 
-    fn run_to_end(mut self) {
-        let started = QueryStartedEvent {
-            id: self.shared.id.clone(),
-            run_id: self.shared.run_id.clone(),
-            name: self.shared.name.clone(),
-            timestamp: format_timestamp_ms(now_ms()),
-        };
-        for l in &self.listeners {
-            l.on_query_started(&started);
-        }
-        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run())) {
-            Ok(r) => r,
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".into());
-                Err(SluiceError::internal(format!(
+    fn run_to_end(self) {
+        let (shared, listeners) = (self.shared.clone(), self.listeners.clone());
+        super::run_query_thread(
+            self,
+            shared,
+            listeners,
+            |e| e.run(),
+            |e, msg| {
+                format!(
                     "the continuous query thread panicked in epoch {}: {msg}. This is a bug in \
-                     Sluice; a restart resumes from the last committed epoch.",
-                    self.epoch
-                )))
-            }
-        };
-        let (exception, class) = match &result {
-            Ok(()) => (None, None),
-            Err(e) => {
-                log::error!("query {} failed: {e}", self.shared.id);
-                (Some(e.to_string()), Some(e.class().to_string()))
-            }
-        };
-        if result.is_ok() && self.temporary_checkpoint {
-            let _ = std::fs::remove_dir_all(self.checkpoint.root());
-        }
-        let terminated = QueryTerminatedEvent {
-            id: self.shared.id.clone(),
-            run_id: self.shared.run_id.clone(),
-            exception,
-            error_class_on_exception: class,
-        };
-        for l in &self.listeners {
-            l.on_query_terminated(&terminated);
-        }
-        let shared = self.shared.clone();
-        drop(self);
-        shared.update(|st| {
-            st.active = false;
-            st.exception = result.err();
-            st.status = StreamingQueryStatus {
-                message: "Stopped".into(),
-                is_data_available: false,
-                is_trigger_active: false,
-            };
-        });
+                 Sluice; a restart resumes from the last committed epoch.",
+                    e.epoch
+                )
+            },
+            |e| {
+                if e.temporary_checkpoint {
+                    let _ = std::fs::remove_dir_all(e.checkpoint.root());
+                }
+            },
+        );
     }
 
     fn run(&mut self) -> Result<()> {
@@ -676,8 +642,4 @@ fn concurrent_update(epoch: u64) -> SluiceError {
              query wrote the same epoch. Run one query per checkpointLocation."
         ),
     )
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }

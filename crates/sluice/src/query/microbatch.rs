@@ -30,13 +30,14 @@ use crate::error::{Fault, Result, SluiceError};
 use crate::operators::watermark::{EventTimeStats, WatermarkPolicy, WatermarkTracker};
 use crate::plan::streaming_relations;
 use crate::progress::{
-    format_timestamp_ms, QueryIdleEvent, QueryStartedEvent, QueryTerminatedEvent, SinkProgress,
-    SourceProgress, StreamingQueryListener, StreamingQueryProgress,
+    format_timestamp_ms, QueryIdleEvent, SinkProgress, SourceProgress, StreamingQueryListener,
+    StreamingQueryProgress,
 };
 use crate::session::Session;
 use crate::sink::{BatchData, Sink, SinkContext, SinkProvider};
 use crate::source::{Offset, ReadLimit, Source, SourceContext, SourceProvider};
 
+use super::now_ms;
 use super::pipeline::Pipeline;
 use super::{
     OutputMode, QueryShared, StreamingQuery, StreamingQueryStatus, Trigger, NUM_RECENT_PROGRESS,
@@ -320,64 +321,26 @@ impl MicroBatchExecution {
         Ok(StreamingQuery::new(shared, thread, explain))
     }
 
-    fn run_to_end(mut self) {
-        let started = QueryStartedEvent {
-            id: self.shared.id.clone(),
-            run_id: self.shared.run_id.clone(),
-            name: self.shared.name.clone(),
-            timestamp: format_timestamp_ms(now_ms()),
-        };
-        for l in &self.listeners {
-            l.on_query_started(&started);
-        }
-        // A panic (a bug) must still end the query with an error, never leave it hanging.
-        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run())) {
-            Ok(r) => r,
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".into());
-                Err(SluiceError::internal(format!(
+    fn run_to_end(self) {
+        let (shared, listeners) = (self.shared.clone(), self.listeners.clone());
+        super::run_query_thread(
+            self,
+            shared,
+            listeners,
+            |e| e.run(),
+            |e, msg| {
+                format!(
                     "the query thread panicked in batch {}: {msg}. This is a bug in Sluice; the \
-                     checkpoint is intact and a restart replays the batch.",
-                    self.batch_id
-                )))
-            }
-        };
-        let (exception, class) = match &result {
-            Ok(()) => (None, None),
-            Err(e) => {
-                log::error!("query {} failed: {e}", self.shared.id);
-                (Some(e.to_string()), Some(e.class().to_string()))
-            }
-        };
-        if result.is_ok() && self.temporary_checkpoint {
-            let _ = std::fs::remove_dir_all(self.checkpoint.root());
-        }
-        let terminated = QueryTerminatedEvent {
-            id: self.shared.id.clone(),
-            run_id: self.shared.run_id.clone(),
-            exception,
-            error_class_on_exception: class,
-        };
-        for l in &self.listeners {
-            l.on_query_terminated(&terminated);
-        }
-        let shared = self.shared.clone();
-        // Release the checkpoint lock and the sources before the query is seen as stopped, so a
-        // restart right after `await_termination` can take the checkpoint.
-        drop(self);
-        shared.update(|st| {
-            st.active = false;
-            st.exception = result.err();
-            st.status = StreamingQueryStatus {
-                message: "Stopped".into(),
-                is_data_available: false,
-                is_trigger_active: false,
-            };
-        });
+                 checkpoint is intact and a restart replays the batch.",
+                    e.batch_id
+                )
+            },
+            |e| {
+                if e.temporary_checkpoint {
+                    let _ = std::fs::remove_dir_all(e.checkpoint.root());
+                }
+            },
+        );
     }
 
     fn set_status(&self, message: &str, data: bool, active: bool) {
@@ -802,8 +765,4 @@ fn concurrent_update(batch_id: u64) -> SluiceError {
              another query wrote the same batch. Run one query per checkpointLocation."
         ),
     )
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }

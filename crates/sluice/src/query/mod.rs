@@ -302,3 +302,74 @@ impl StreamingQuery {
         self.explain.as_ref().clone()
     }
 }
+
+/// Milliseconds since the epoch, now.
+pub(crate) fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// What a query thread does around its loop, for micro-batch and continuous execution alike:
+/// the started event, the loop (a panic — a bug — becomes an `INTERNAL_ERROR` that
+/// `on_panic` words, never a hung query), `on_success` after a clean end, the terminated
+/// event, and, once the execution is dropped (its checkpoint lock and sources released, so a
+/// restart right after `await_termination` can take the checkpoint), the stopped status.
+pub(crate) fn run_query_thread<E>(
+    mut execution: E,
+    shared: Arc<QueryShared>,
+    listeners: Vec<Arc<dyn crate::progress::StreamingQueryListener>>,
+    run: impl FnOnce(&mut E) -> Result<()>,
+    on_panic: impl FnOnce(&E, &str) -> String,
+    on_success: impl FnOnce(&E),
+) {
+    use crate::progress::{format_timestamp_ms, QueryStartedEvent, QueryTerminatedEvent};
+    let started = QueryStartedEvent {
+        id: shared.id.clone(),
+        run_id: shared.run_id.clone(),
+        name: shared.name.clone(),
+        timestamp: format_timestamp_ms(now_ms()),
+    };
+    for l in &listeners {
+        l.on_query_started(&started);
+    }
+    let result =
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut execution))) {
+            Ok(r) => r,
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(SluiceError::internal(on_panic(&execution, &msg)))
+            }
+        };
+    let (exception, class) = match &result {
+        Ok(()) => {
+            on_success(&execution);
+            (None, None)
+        }
+        Err(e) => {
+            log::error!("query {} failed: {e}", shared.id);
+            (Some(e.to_string()), Some(e.class().to_string()))
+        }
+    };
+    let terminated = QueryTerminatedEvent {
+        id: shared.id.clone(),
+        run_id: shared.run_id.clone(),
+        exception,
+        error_class_on_exception: class,
+    };
+    for l in &listeners {
+        l.on_query_terminated(&terminated);
+    }
+    drop(execution);
+    shared.update(|st| {
+        st.active = false;
+        st.exception = result.err();
+        st.status = StreamingQueryStatus {
+            message: "Stopped".into(),
+            is_data_available: false,
+            is_trigger_active: false,
+        };
+    });
+}
