@@ -34,13 +34,13 @@ pub struct NexmarkRun {
     pub bids_from: Option<std::path::PathBuf>,
 }
 
-/// Peak resident set size of this process (Linux `VmHWM`), in bytes.
-pub fn peak_rss_bytes() -> u64 {
+/// A memory line of `/proc/self/status` (`VmHWM`, `VmRSS`), in bytes; 0 where unreadable.
+fn proc_status_bytes(key: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.strip_prefix(key).is_some_and(|r| r.starts_with(':')))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<u64>().ok())
         })
@@ -48,18 +48,14 @@ pub fn peak_rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
+/// Peak resident set size of this process (Linux `VmHWM`), in bytes.
+pub fn peak_rss_bytes() -> u64 {
+    proc_status_bytes("VmHWM")
+}
+
 /// Resident set size of this process now (Linux `VmRSS`), in bytes.
 pub fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
+    proc_status_bytes("VmRSS")
 }
 
 /// Resident memory after each batch, in MB, thinned to at most 12 evenly spaced samples

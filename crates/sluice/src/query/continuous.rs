@@ -304,31 +304,11 @@ impl ContinuousExecution {
         }
 
         let relations = streaming_relations(&plan);
-        if let Some(seq) = &start_seq {
-            if seq.offsets.len() != relations.len() {
-                return Err(SluiceError::checkpoint(
-                    "STREAMING_QUERY_SOURCES_CHANGED",
-                    format!(
-                        "The query reads {} source(s) but the checkpoint {} was written by a query \
-                         with {}. Changing the number of sources is not allowed; start with a new \
-                         checkpointLocation.",
-                        relations.len(),
-                        checkpoint_root.display(),
-                        seq.offsets.len()
-                    ),
-                ));
-            }
-        }
-        crate::checkpoint::shape::check_or_record(
+        super::check_query_shape(
             checkpoint.root(),
-            &crate::checkpoint::shape::QueryShape {
-                sources: relations
-                    .iter()
-                    .map(|(_, p)| (p.kind().to_string(), p.description()))
-                    .collect(),
-                sink_kind: sink_provider.kind().to_string(),
-                sink_description: sink_provider.description(),
-            },
+            start_seq.as_ref().map(|seq| seq.offsets.len()),
+            &relations,
+            sink_provider.as_ref(),
         )?;
         let committed: Vec<Option<Offset>> = match &start_seq {
             Some(seq) => seq.offsets.clone(),
@@ -521,7 +501,7 @@ impl ContinuousExecution {
         let mut durations = BTreeMap::new();
         let t = Instant::now();
         if !self.offset_log.add(epoch, &seq)? {
-            return Err(concurrent_update(epoch));
+            return Err(super::concurrent_update(epoch, "epoch"));
         }
         durations.insert("walCommit".to_string(), t.elapsed().as_millis() as i64);
         let t = Instant::now();
@@ -539,7 +519,7 @@ impl ContinuousExecution {
                 next_batch_watermark_ms: 0,
             },
         )? {
-            return Err(concurrent_update(epoch));
+            return Err(super::concurrent_update(epoch, "epoch"));
         }
         self.checkpoint
             .purge_logs(epoch + 1, self.min_batches_to_retain)?;
@@ -632,14 +612,4 @@ impl Drop for ContinuousExecution {
     fn drop(&mut self) {
         self.shared.stop_requested.store(true, Ordering::SeqCst);
     }
-}
-
-fn concurrent_update(epoch: u64) -> SluiceError {
-    SluiceError::checkpoint(
-        "CONCURRENT_QUERY",
-        format!(
-            "Concurrent update to the log. Multiple streaming jobs detected for {epoch}: another \
-             query wrote the same epoch. Run one query per checkpointLocation."
-        ),
-    )
 }

@@ -169,31 +169,11 @@ impl MicroBatchExecution {
             .unwrap_or(session_partitions);
 
         let relations = streaming_relations(&plan);
-        if let Some((_, seq)) = &latest {
-            if seq.offsets.len() != relations.len() {
-                return Err(SluiceError::checkpoint(
-                    "STREAMING_QUERY_SOURCES_CHANGED",
-                    format!(
-                        "The query reads {} source(s) but the checkpoint {} was written by a query \
-                         with {}. Changing the number of sources is not allowed; start with a new \
-                         checkpointLocation.",
-                        relations.len(),
-                        checkpoint_root.display(),
-                        seq.offsets.len()
-                    ),
-                ));
-            }
-        }
-        crate::checkpoint::shape::check_or_record(
+        super::check_query_shape(
             checkpoint.root(),
-            &crate::checkpoint::shape::QueryShape {
-                sources: relations
-                    .iter()
-                    .map(|(_, p)| (p.kind().to_string(), p.description()))
-                    .collect(),
-                sink_kind: sink_provider.kind().to_string(),
-                sink_description: sink_provider.description(),
-            },
+            latest.as_ref().map(|(_, seq)| seq.offsets.len()),
+            &relations,
+            sink_provider.as_ref(),
         )?;
         let mut sources = Vec::with_capacity(relations.len());
         for (i, (relation_id, provider)) in relations.into_iter().enumerate() {
@@ -518,7 +498,7 @@ impl MicroBatchExecution {
         };
         let t = Instant::now();
         if !self.offset_log.add(self.batch_id, &seq)? {
-            return Err(concurrent_update(self.batch_id));
+            return Err(super::concurrent_update(self.batch_id, "batch"));
         }
         // Sources may forget what is before the previous batch's end.
         for (i, slot) in self.sources.iter_mut().enumerate() {
@@ -677,7 +657,7 @@ impl MicroBatchExecution {
             next_batch_watermark_ms: next_watermark_ms,
         };
         if !self.commit_log.add(batch_id, &commit)? {
-            return Err(concurrent_update(batch_id));
+            return Err(super::concurrent_update(batch_id, "batch"));
         }
         durations.insert("commitOffsets".into(), t.elapsed().as_millis() as i64);
         let start_offsets = std::mem::replace(&mut self.committed, offsets.offsets.clone());
@@ -755,14 +735,4 @@ impl Drop for MicroBatchExecution {
     fn drop(&mut self) {
         self.shared.stop_requested.store(true, Ordering::SeqCst);
     }
-}
-
-fn concurrent_update(batch_id: u64) -> SluiceError {
-    SluiceError::checkpoint(
-        "CONCURRENT_QUERY",
-        format!(
-            "Concurrent update to the log. Multiple streaming jobs detected for {batch_id}: \
-             another query wrote the same batch. Run one query per checkpointLocation."
-        ),
-    )
 }

@@ -373,3 +373,48 @@ pub(crate) fn run_query_thread<E>(
         };
     });
 }
+
+/// Another query wrote log entry `id` of this checkpoint (`what`: batch or epoch).
+pub(crate) fn concurrent_update(id: u64, what: &str) -> SluiceError {
+    SluiceError::checkpoint(
+        "CONCURRENT_QUERY",
+        format!(
+            "Concurrent update to the log. Multiple streaming jobs detected for {id}: another \
+             query wrote the same {what}. Run one query per checkpointLocation."
+        ),
+    )
+}
+
+/// The restart checks both executions make before running: the query reads as many sources as
+/// the checkpoint's last offsets record (`recorded_sources`), and its source types and sink are
+/// the ones recorded in `<checkpoint>/sluice/query.json` (recorded on the first run).
+pub(crate) fn check_query_shape(
+    checkpoint_root: &std::path::Path,
+    recorded_sources: Option<usize>,
+    relations: &[(u64, Arc<dyn crate::source::SourceProvider>)],
+    sink: &dyn crate::sink::SinkProvider,
+) -> Result<()> {
+    if let Some(n) = recorded_sources.filter(|n| *n != relations.len()) {
+        return Err(SluiceError::checkpoint(
+            "STREAMING_QUERY_SOURCES_CHANGED",
+            format!(
+                "The query reads {} source(s) but the checkpoint {} was written by a query with \
+                 {n}. Changing the number of sources is not allowed; start with a new \
+                 checkpointLocation.",
+                relations.len(),
+                checkpoint_root.display(),
+            ),
+        ));
+    }
+    crate::checkpoint::shape::check_or_record(
+        checkpoint_root,
+        &crate::checkpoint::shape::QueryShape {
+            sources: relations
+                .iter()
+                .map(|(_, p)| (p.kind().to_string(), p.description()))
+                .collect(),
+            sink_kind: sink.kind().to_string(),
+            sink_description: sink.description(),
+        },
+    )
+}

@@ -97,10 +97,7 @@ impl DataStreamWriter {
     }
 
     fn opt(&self, key: &str) -> Option<&str> {
-        self.options
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v.as_str())
+        opt(&self.options, key)
     }
 
     /// Checks the query, prepares the checkpoint and starts the micro-batch loop on its own
@@ -225,10 +222,8 @@ impl DataStreamWriter {
         if options.is_empty() {
             return Ok(None);
         }
-        let format = options
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("format"))
-            .map(|(_, v)| v.to_ascii_lowercase())
+        let format = opt(&options, "format")
+            .map(str::to_ascii_lowercase)
             .ok_or_else(|| {
                 SluiceError::query(
                     "LATE_ROWS_FORMAT_MISSING",
@@ -248,13 +243,7 @@ impl DataStreamWriter {
                 ),
             ));
         }
-        if let (Some(main), Some(late)) = (
-            self.opt("path"),
-            options
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case("path"))
-                .map(|(_, v)| v),
-        ) {
+        if let (Some(main), Some(late)) = (self.opt("path"), opt(&options, "path")) {
             if std::path::Path::new(main) == std::path::Path::new(late) {
                 return Err(SluiceError::query(
                     "LATE_ROWS_PATH_CLASH",

@@ -375,19 +375,24 @@ impl FileSink {
             written.extend(parts.iter().map(|(f, _, _)| f.clone()));
             let (options, schema) = (&self.options, &data.schema);
             let results: Vec<Result<()>> = std::thread::scope(|scope| {
+                // The first file on this thread, the others on threads of their own.
                 let handles: Vec<_> = parts
                     .iter()
+                    .skip(1)
                     .map(|(file, part, _)| {
                         scope.spawn(move || write_data_file(file, options, schema, part))
                     })
                     .collect();
-                handles
+                let first = parts
+                    .first()
+                    .map(|(file, part, _)| write_data_file(file, options, schema, part));
+                first
                     .into_iter()
-                    .map(|h| {
+                    .chain(handles.into_iter().map(|h| {
                         h.join().unwrap_or_else(|_| {
                             Err(SluiceError::internal("a file sink writer thread panicked"))
                         })
-                    })
+                    }))
                     .collect()
             });
             for ((file, _, n), r) in parts.iter().zip(results) {

@@ -1270,9 +1270,9 @@ mod tests {
         assert_eq!(ints(&out[0], "t"), vec![4600]);
     }
 
-    /// `cargo test --release -p sluice --lib nexmark::tests::throughput -- --ignored --nocapture`
+    /// Generator speed (a measurement, not a check): `bash benches/nexmark_generator.sh`.
     #[test]
-    #[ignore]
+    #[ignore = "measures generator speed in a release build; run by benches/nexmark_generator.sh"]
     fn throughput() {
         for t in ["bid", "auction", "person"] {
             let p = provider(t, &[]);
