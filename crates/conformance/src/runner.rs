@@ -310,7 +310,7 @@ fn execute_variant(
                 let mut conf = Vec::new();
                 if variant == Variant::RestartEveryBatch {
                     conf.push((
-                        sluice::query::MAX_BATCHES_PER_RUN.to_string(),
+                        sluice::testing::MAX_BATCHES_PER_RUN.to_string(),
                         "1".to_string(),
                     ));
                 }
@@ -322,7 +322,7 @@ fn execute_variant(
                     }
                     crashed.insert(n);
                     conf.push((
-                        sluice::query::CRASH_POINT.to_string(),
+                        sluice::testing::CRASH_POINT.to_string(),
                         format!("{point}:{n}"),
                     ));
                 }
@@ -348,7 +348,7 @@ fn execute_variant(
                             ));
                         }
                     }
-                    Err(e) if e.class() == sluice::query::INJECTED_CRASH_CLASS => {
+                    Err(e) if e.is(sluice::error::class::SLUICE_INJECTED_CRASH) => {
                         let _ = before;
                         // What the sink got before the crash stays (an exactly-once consumer
                         // dedupes by batch id); the replay replaces it.

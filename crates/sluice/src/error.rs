@@ -7,6 +7,99 @@
 
 use std::fmt;
 
+/// Every error class the engine raises, in one list (Spark's `error-classes.json` in spirit).
+///
+/// Match errors with [`SluiceError::is`] and these constants, never with string literals or
+/// class prefixes. A class is part of the API: renaming one is a breaking change. Each
+/// constant's value is its own name (with `.` where the Rust name has `_` after a Spark class
+/// prefix such as `STREAMING_OUTPUT_MODE`).
+#[allow(missing_docs)]
+pub mod class {
+    pub const ANALYSIS_ERROR: &str = "ANALYSIS_ERROR";
+    pub const ARROW_ERROR: &str = "ARROW_ERROR";
+    pub const CANNOT_READ_PARQUET_FILE: &str = "CANNOT_READ_PARQUET_FILE";
+    pub const CHECKPOINT_CORRUPT_LOG: &str = "CHECKPOINT_CORRUPT_LOG";
+    pub const CHECKPOINT_INCONSISTENT: &str = "CHECKPOINT_INCONSISTENT";
+    pub const CHECKPOINT_INVALID_SOURCE_OFFSET: &str = "CHECKPOINT_INVALID_SOURCE_OFFSET";
+    pub const CHECKPOINT_LOCATION_NOT_SPECIFIED: &str = "CHECKPOINT_LOCATION_NOT_SPECIFIED";
+    pub const CHECKPOINT_MISSING_SOURCE_LOG: &str = "CHECKPOINT_MISSING_SOURCE_LOG";
+    pub const CHECKPOINT_NOT_FOUND: &str = "CHECKPOINT_NOT_FOUND";
+    pub const CHECKPOINT_UNSUPPORTED_VERSION: &str = "CHECKPOINT_UNSUPPORTED_VERSION";
+    pub const CONCURRENT_QUERY: &str = "CONCURRENT_QUERY";
+    pub const CONCURRENT_STREAM_LOG_UPDATE: &str = "CONCURRENT_STREAM_LOG_UPDATE";
+    pub const DATAFUSION_ERROR: &str = "DATAFUSION_ERROR";
+    pub const EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE: &str = "EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE";
+    pub const FAILED_READ_FILE: &str = "FAILED_READ_FILE";
+    pub const FILE_NOT_FOUND: &str = "FILE_NOT_FOUND";
+    pub const FILE_SINK_RACE: &str = "FILE_SINK_RACE";
+    pub const FILE_SINK_WRITE_FAILED: &str = "FILE_SINK_WRITE_FAILED";
+    pub const GROUP_FUNCTION_OUTPUT: &str = "GROUP_FUNCTION_OUTPUT";
+    pub const GROUP_STATE_TIMEOUT: &str = "GROUP_STATE_TIMEOUT";
+    pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
+    pub const INVALID_CONF_VALUE: &str = "INVALID_CONF_VALUE";
+    pub const INVALID_CORRUPT_RECORD_TYPE: &str = "INVALID_CORRUPT_RECORD_TYPE";
+    pub const INVALID_DELIMITER_VALUE: &str = "INVALID_DELIMITER_VALUE";
+    pub const INVALID_INTERVAL: &str = "INVALID_INTERVAL";
+    pub const INVALID_OPTION: &str = "INVALID_OPTION";
+    pub const INVALID_OPTION_VALUE: &str = "INVALID_OPTION_VALUE";
+    pub const INVALID_PATH_GLOB: &str = "INVALID_PATH_GLOB";
+    pub const INVALID_SCHEMA: &str = "INVALID_SCHEMA";
+    pub const INVALID_WATERMARK_DELAY: &str = "INVALID_WATERMARK_DELAY";
+    pub const INVALID_WINDOW: &str = "INVALID_WINDOW";
+    pub const IO_ERROR: &str = "IO_ERROR";
+    pub const KAFKA_CLIENT: &str = "KAFKA_CLIENT";
+    pub const KAFKA_DATA_LOSS: &str = "KAFKA_DATA_LOSS";
+    pub const KAFKA_INVALID_COLUMN: &str = "KAFKA_INVALID_COLUMN";
+    pub const KAFKA_INVALID_OPTION: &str = "KAFKA_INVALID_OPTION";
+    pub const KAFKA_PRODUCE: &str = "KAFKA_PRODUCE";
+    pub const KAFKA_TIMEOUT: &str = "KAFKA_TIMEOUT";
+    pub const KAFKA_TRANSACTION: &str = "KAFKA_TRANSACTION";
+    pub const LATE_ROWS_FORMAT_MISSING: &str = "LATE_ROWS_FORMAT_MISSING";
+    pub const LATE_ROWS_FORMAT_UNSUPPORTED: &str = "LATE_ROWS_FORMAT_UNSUPPORTED";
+    pub const LATE_ROWS_PATH_CLASH: &str = "LATE_ROWS_PATH_CLASH";
+    pub const LATE_ROWS_WITHOUT_STATE: &str = "LATE_ROWS_WITHOUT_STATE";
+    pub const MALFORMED_RECORD: &str = "MALFORMED_RECORD";
+    pub const MEMORY_STREAM_DATA_LOST: &str = "MEMORY_STREAM_DATA_LOST";
+    pub const MEMORY_STREAM_SCHEMA_MISMATCH: &str = "MEMORY_STREAM_SCHEMA_MISMATCH";
+    pub const NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING: &str =
+        "NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING";
+    pub const PARQUET_COLUMN_DATA_TYPE_MISMATCH: &str = "PARQUET_COLUMN_DATA_TYPE_MISMATCH";
+    pub const PARSE_SYNTAX_ERROR: &str = "PARSE_SYNTAX_ERROR";
+    pub const PATH_NOT_FOUND: &str = "PATH_NOT_FOUND";
+    pub const PATH_NOT_SPECIFIED: &str = "PATH_NOT_SPECIFIED";
+    pub const PIPELINE_SYNTAX_ERROR: &str = "PIPELINE_SYNTAX_ERROR";
+    pub const QUERY_NAME_NOT_SPECIFIED: &str = "QUERY_NAME_NOT_SPECIFIED";
+    pub const SLUICE_INJECTED_CRASH: &str = "SLUICE_INJECTED_CRASH";
+    pub const SLUICE_NOT_SUPPORTED_YET: &str = "SLUICE_NOT_SUPPORTED_YET";
+    pub const STATE_BATCH_NOT_COMMITTED: &str = "STATE_BATCH_NOT_COMMITTED";
+    pub const STATE_DECODE_FAILED: &str = "STATE_DECODE_FAILED";
+    pub const STATE_OPERATOR_NOT_FOUND: &str = "STATE_OPERATOR_NOT_FOUND";
+    pub const STATE_SCHEMA_INCOMPATIBLE: &str = "STATE_SCHEMA_INCOMPATIBLE";
+    pub const STATE_SCHEMA_KEY_RENAMED: &str = "STATE_SCHEMA_KEY_RENAMED";
+    pub const STATE_STORE_CORRUPT: &str = "STATE_STORE_CORRUPT";
+    pub const STATE_STORE_UNSUPPORTED_FORMAT: &str = "STATE_STORE_UNSUPPORTED_FORMAT";
+    pub const STATE_STORE_VERSION_MISSING: &str = "STATE_STORE_VERSION_MISSING";
+    pub const STATE_VERSION_NOT_AVAILABLE: &str = "STATE_VERSION_NOT_AVAILABLE";
+    pub const STREAMING_CHECKPOINT_MISSING_METADATA_FILE: &str =
+        "STREAMING_CHECKPOINT_MISSING_METADATA_FILE";
+    pub const STREAMING_OUTPUT_MODE_INVALID: &str = "STREAMING_OUTPUT_MODE.INVALID";
+    pub const STREAMING_OUTPUT_MODE_UNSUPPORTED_DATASOURCE: &str =
+        "STREAMING_OUTPUT_MODE.UNSUPPORTED_DATASOURCE";
+    pub const STREAMING_OUTPUT_MODE_UNSUPPORTED_OPERATION: &str =
+        "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION";
+    pub const STREAMING_QUERY_SINK_CHANGED: &str = "STREAMING_QUERY_SINK_CHANGED";
+    pub const STREAMING_QUERY_SOURCES_CHANGED: &str = "STREAMING_QUERY_SOURCES_CHANGED";
+    pub const STREAMING_QUERY_WITHOUT_WRITE_STREAM: &str = "STREAMING_QUERY_WITHOUT_WRITE_STREAM";
+    pub const STREAMING_STATEFUL_OPERATOR_CORRECTNESS: &str =
+        "STREAMING_STATEFUL_OPERATOR_CORRECTNESS";
+    pub const UNABLE_TO_INFER_SCHEMA: &str = "UNABLE_TO_INFER_SCHEMA";
+    pub const UNRESOLVED_COLUMN: &str = "UNRESOLVED_COLUMN";
+    pub const UNSUPPORTED_DATA_SOURCE: &str = "UNSUPPORTED_DATA_SOURCE";
+    pub const UNSUPPORTED_STREAMING_OPERATION: &str = "UNSUPPORTED_STREAMING_OPERATION";
+    pub const WRITE_STREAM_NOT_ALLOWED: &str = "WRITE_STREAM_NOT_ALLOWED";
+    pub const WRONG_NUM_ARGS: &str = "WRONG_NUM_ARGS";
+}
+
 /// Who is at fault for an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
@@ -64,17 +157,17 @@ impl SluiceError {
     pub fn not_supported_yet(message: impl Into<String>) -> Self {
         Self::new(
             Fault::NotSupportedYet,
-            "SLUICE_NOT_SUPPORTED_YET",
+            class::SLUICE_NOT_SUPPORTED_YET,
             message.into(),
         )
     }
     /// A bug in Sluice.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(Fault::Internal, "INTERNAL_ERROR", message)
+        Self::new(Fault::Internal, class::INTERNAL_ERROR, message)
     }
     /// I/O on a named path failed; `what` says what was being done.
     pub fn io(fault: Fault, what: impl fmt::Display, err: std::io::Error) -> Self {
-        Self::new(fault, "IO_ERROR", format!("{what}: {err}")).with_source(err)
+        Self::new(fault, class::IO_ERROR, format!("{what}: {err}")).with_source(err)
     }
     pub fn with_source(mut self, err: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.source = Some(Box::new(err));
@@ -87,6 +180,10 @@ impl SluiceError {
     }
     pub fn fault(&self) -> Fault {
         self.fault
+    }
+    /// Whether this error is of `class` (one of the [`class`] constants).
+    pub fn is(&self, class: &str) -> bool {
+        self.class == class
     }
     /// The stable error class, e.g. `STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION`.
     pub fn class(&self) -> &'static str {
@@ -122,16 +219,16 @@ impl From<datafusion::error::DataFusionError> for SluiceError {
     fn from(e: datafusion::error::DataFusionError) -> Self {
         use datafusion::error::DataFusionError as D;
         let (fault, class) = match &e {
-            D::SQL(..) => (Fault::Query, "PARSE_SYNTAX_ERROR"),
-            D::Plan(..) | D::SchemaError(..) => (Fault::Query, "ANALYSIS_ERROR"),
-            D::NotImplemented(..) => (Fault::NotSupportedYet, "SLUICE_NOT_SUPPORTED_YET"),
+            D::SQL(..) => (Fault::Query, class::PARSE_SYNTAX_ERROR),
+            D::Plan(..) | D::SchemaError(..) => (Fault::Query, class::ANALYSIS_ERROR),
+            D::NotImplemented(..) => (Fault::NotSupportedYet, class::SLUICE_NOT_SUPPORTED_YET),
             D::External(inner) => {
                 if let Some(s) = inner.downcast_ref::<SluiceError>() {
                     return SluiceError::new(s.fault, s.class, s.message.clone());
                 }
-                (Fault::Internal, "DATAFUSION_ERROR")
+                (Fault::Internal, class::DATAFUSION_ERROR)
             }
-            _ => (Fault::Internal, "DATAFUSION_ERROR"),
+            _ => (Fault::Internal, class::DATAFUSION_ERROR),
         };
         let msg = e.to_string();
         SluiceError::new(fault, class, msg).with_source(e)
@@ -140,7 +237,7 @@ impl From<datafusion::error::DataFusionError> for SluiceError {
 
 impl From<arrow::error::ArrowError> for SluiceError {
     fn from(e: arrow::error::ArrowError) -> Self {
-        SluiceError::new(Fault::Internal, "ARROW_ERROR", e.to_string()).with_source(e)
+        SluiceError::new(Fault::Internal, class::ARROW_ERROR, e.to_string()).with_source(e)
     }
 }
 

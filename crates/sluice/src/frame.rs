@@ -4,6 +4,7 @@
 //! (streams) or `collect()` (batch frames). Expressions are DataFusion's (`col`, `lit`, ...), or
 //! SQL text through `filter_sql`/`select_sql`.
 
+use crate::error::class;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -131,7 +132,7 @@ impl StreamFrame {
         let delay_us = crate::operators::window::parse_interval_micros(delay)?;
         if delay_us < 0 {
             return Err(SluiceError::query(
-                "INVALID_WATERMARK_DELAY",
+                class::INVALID_WATERMARK_DELAY,
                 format!("the watermark delay must not be negative, got {delay:?}"),
             ));
         }
@@ -185,7 +186,7 @@ impl StreamFrame {
         if !self.is_streaming() {
             if within {
                 return Err(SluiceError::query(
-                    crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+                    class::UNSUPPORTED_STREAMING_OPERATION,
                     "dropDuplicatesWithinWatermark is not supported with batch DataFrames/DataSets",
                 ));
             }
@@ -257,7 +258,7 @@ impl StreamFrame {
     pub fn collect(&self) -> Result<Vec<RecordBatch>> {
         if self.is_streaming() {
             return Err(SluiceError::query(
-                "STREAMING_QUERY_WITHOUT_WRITE_STREAM",
+                class::STREAMING_QUERY_WITHOUT_WRITE_STREAM,
                 "Queries with streaming sources must be executed with write_stream().start(); \
                  collect() runs batch frames only.",
             ));
@@ -375,7 +376,7 @@ impl KeyedFrame {
                 let out = f(k, rows, st)?;
                 if out.num_rows() != 1 {
                     return Err(SluiceError::query(
-                        "GROUP_FUNCTION_OUTPUT",
+                        class::GROUP_FUNCTION_OUTPUT,
                         format!(
                             "map_groups_with_state must return exactly one row per call, got {}",
                             out.num_rows()

@@ -26,6 +26,7 @@
 //! write `commits/N` -> report progress.
 
 pub mod checkpoint;
+pub mod conf;
 pub mod error;
 pub mod frame;
 #[doc(hidden)]
@@ -40,6 +41,8 @@ pub mod session;
 pub mod sink;
 pub mod source;
 pub mod state;
+pub mod testing;
+pub mod types;
 
 pub use datafusion::prelude::{col, lit, Expr};
 pub use error::{Fault, Result, SluiceError};
@@ -49,6 +52,6 @@ pub use operators::window::{session_window, sliding_window, window};
 pub use pipeline::Pipeline;
 pub use plan::json::{from_json, to_json};
 pub use progress::{StreamingQueryListener, StreamingQueryProgress};
-pub use query::{OutputMode, StreamingQuery, Trigger};
+pub use query::StreamingQuery;
 pub use session::{Session, SessionBuilder};
-pub use sink::BatchData;
+pub use types::{BatchData, OutputMode, Trigger};

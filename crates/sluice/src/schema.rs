@@ -16,13 +16,12 @@
 //!
 //! Nested types (`ARRAY<..>`, `STRUCT<..>`, `MAP<..>`) and intervals are not supported yet.
 
+use crate::error::class;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::error::{Result, SluiceError};
-
-const INVALID_SCHEMA: &str = "INVALID_SCHEMA";
 
 /// Spark's maximum decimal precision.
 pub const MAX_DECIMAL_PRECISION: u8 = 38;
@@ -32,7 +31,7 @@ pub const MAX_DECIMAL_PRECISION: u8 = 38;
 ///
 /// Column names may be backquoted (`` `my col` ``, with ``` `` ``` for a literal backquote).
 /// Every field is nullable unless it says `NOT NULL`. A bad string fails with the query error
-/// class `INVALID_SCHEMA` naming the bad part; nested types fail as not supported yet.
+/// class `class::INVALID_SCHEMA` naming the bad part; nested types fail as not supported yet.
 pub fn parse_ddl_schema(ddl: &str) -> Result<SchemaRef> {
     let mut p = DdlParser { src: ddl, pos: 0 };
     let mut fields: Vec<Field> = Vec::new();
@@ -173,7 +172,7 @@ fn quote_name(name: &str) -> String {
 
 fn invalid(ddl: &str, msg: impl std::fmt::Display) -> SluiceError {
     SluiceError::query(
-        INVALID_SCHEMA,
+        class::INVALID_SCHEMA,
         format!("cannot parse the schema string {ddl:?}: {msg}"),
     )
 }

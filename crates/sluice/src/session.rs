@@ -4,6 +4,7 @@
 //! `datafusion-spark` and Sluice's Spark-semantics fixes) and one tokio runtime on which every
 //! batch of every query of the session executes.
 
+use crate::error::class;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -63,7 +64,7 @@ impl SessionBuilder {
         if let Some(v) = self.conf.get("spark.sql.shuffle.partitions") {
             partitions = v.parse().map_err(|_| {
                 SluiceError::query(
-                    "INVALID_CONF_VALUE",
+                    class::INVALID_CONF_VALUE,
                     format!("spark.sql.shuffle.partitions must be a positive integer, got {v:?}"),
                 )
             })?;
@@ -319,7 +320,7 @@ impl DataStreamReader {
             )?),
             other => {
                 return Err(SluiceError::query(
-                    "UNSUPPORTED_DATA_SOURCE",
+                    class::UNSUPPORTED_DATA_SOURCE,
                     format!(
                         "Data source {other} is not a streaming source. Use json, csv, parquet, \
                          text, rate, rate-micro-batch or nexmark (Kafka arrives with issue 5)."
@@ -380,7 +381,7 @@ impl DataFrameReader {
             (None, Some(b)) => b.schema(),
             (None, None) => {
                 return Err(SluiceError::query(
-                    "UNABLE_TO_INFER_SCHEMA",
+                    class::UNABLE_TO_INFER_SCHEMA,
                     format!(
                         "Unable to infer schema for {} at {}: it has no committed files. Give \
                          .schema(..) to read an empty directory.",

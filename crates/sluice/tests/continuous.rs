@@ -414,7 +414,7 @@ fn a_stop_without_commit_replays_the_uncommitted_rows_at_least_once() {
     let tmp = tempfile::tempdir().unwrap();
     let cp = tmp.path().join("cp");
     let s = session();
-    s.set_conf(sluice::query::STOP_WITHOUT_COMMIT, "true");
+    s.set_conf(sluice::testing::STOP_WITHOUT_COMMIT, "true");
     let q = start_even_rate(
         &s,
         "crash1",

@@ -2483,7 +2483,7 @@ mod join_state_incremental {
             let s = nexmark_session(
                 events,
                 per_trigger,
-                &[(sluice::query::MAX_BATCHES_PER_RUN, "2".to_string())],
+                &[(sluice::testing::MAX_BATCHES_PER_RUN, "2".to_string())],
             );
             run(&s, FULL_Q8, &d.checkpoint, &restarted).0.unwrap();
             if restarted.lock().unwrap().len() == before {
@@ -2503,10 +2503,14 @@ mod join_state_incremental {
             let s = nexmark_session(
                 events,
                 per_trigger,
-                &[(sluice::query::CRASH_POINT, format!("inStateCommit:{n}"))],
+                &[(sluice::testing::CRASH_POINT, format!("inStateCommit:{n}"))],
             );
             let err = run(&s, FULL_Q8, &d.checkpoint, &crashed).0.unwrap_err();
-            assert_eq!(err.class(), sluice::query::INJECTED_CRASH_CLASS, "{err}");
+            assert_eq!(
+                err.class(),
+                sluice::error::class::SLUICE_INJECTED_CRASH,
+                "{err}"
+            );
         }
         run(
             &nexmark_session(events, per_trigger, &[]),

@@ -1,5 +1,6 @@
 //! `<checkpoint>/.lock`: one running query per checkpoint.
 
+use crate::error::class;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -85,7 +86,7 @@ fn read_holder(file: &mut File) -> Option<String> {
 fn concurrent_query(root: &Path, lock: &Path, holder: Option<&str>) -> SluiceError {
     let by = holder.map(|h| format!(", held by {h}")).unwrap_or_default();
     SluiceError::checkpoint(
-        "CONCURRENT_QUERY",
+        class::CONCURRENT_QUERY,
         format!(
             "another query is already running on the checkpoint {} (lock {}{by}). Stop that \
              query first, or give this query another checkpointLocation",

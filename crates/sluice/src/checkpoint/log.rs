@@ -1,5 +1,6 @@
 //! `MetadataLog<T>`: Spark's `HDFSMetadataLog`, one file per batch id in a directory.
 
+use crate::error::class;
 use std::fmt;
 use std::fs;
 use std::io::ErrorKind;
@@ -178,7 +179,7 @@ pub(crate) fn parse_batch_id(name: &str) -> Option<u64> {
 /// The error for a log file that exists but cannot be read as a log entry.
 pub fn corrupt_log(file: &Path, detail: impl fmt::Display) -> SluiceError {
     SluiceError::checkpoint(
-        "CHECKPOINT_CORRUPT_LOG",
+        class::CHECKPOINT_CORRUPT_LOG,
         format!(
             "the checkpoint log file {} is corrupt ({detail}). If it is the newest file of its \
              log, a crash probably left it half-written: delete the partial file {} and restart \
@@ -192,7 +193,7 @@ pub fn corrupt_log(file: &Path, detail: impl fmt::Display) -> SluiceError {
 /// The error for a log written by a newer format version than this build reads.
 pub fn unsupported_version(file: &Path, found: u32, max_supported: u32) -> SluiceError {
     SluiceError::checkpoint(
-        "CHECKPOINT_UNSUPPORTED_VERSION",
+        class::CHECKPOINT_UNSUPPORTED_VERSION,
         format!(
             "the checkpoint log file {} has format version v{found}, but this build reads up to \
              v{max_supported}: it was written by a newer engine. Run the query with that engine, \

@@ -1,5 +1,6 @@
 //! `<checkpoint>/metadata`: the query's stable id (Spark's `StreamMetadata`).
 
+use crate::error::class;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
@@ -54,7 +55,7 @@ impl StreamMetadata {
         let has_commits = !list_numeric_names(&dir.commits_dir())?.is_empty();
         if has_offsets || has_commits {
             return Err(SluiceError::checkpoint(
-                "STREAMING_CHECKPOINT_MISSING_METADATA_FILE",
+                class::STREAMING_CHECKPOINT_MISSING_METADATA_FILE,
                 format!(
                     "checkpoint location {} is in an inconsistent state: the metadata file {} is \
                      missing but the offset and/or commit logs contain data. Restore the \

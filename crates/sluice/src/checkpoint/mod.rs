@@ -27,6 +27,7 @@ mod offsets;
 mod recovery;
 pub mod shape;
 
+use crate::error::class;
 use std::path::{Path, PathBuf};
 
 pub use atomic::{write_atomic_new, write_atomic_new_as};
@@ -46,9 +47,6 @@ pub use offsets::{OffsetSeq, OffsetSeqLog, OffsetSeqMetadata, OFFSET_LOG_VERSION
 pub use recovery::{plan_recovery, RecoveryPlan};
 
 use crate::error::{Fault, Result, SluiceError};
-
-/// Spark's default `spark.sql.streaming.minBatchesToRetain`.
-pub const DEFAULT_MIN_BATCHES_TO_RETAIN: u64 = 100;
 
 /// A query's checkpoint location; builds every path under it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +97,29 @@ impl CheckpointDir {
     /// `<root>/state`.
     pub fn state_dir(&self) -> PathBuf {
         self.root.join("state")
+    }
+
+    /// `<root>/state/<op>`: one stateful operator's state (Spark's `StateStoreId.storeCheckpointLocation`
+    /// without the partition).
+    pub fn state_operator_dir(&self, operator_id: crate::types::OperatorId) -> PathBuf {
+        self.state_dir().join(operator_id.0.to_string())
+    }
+
+    /// `<root>/state/<op>/<partition>`: one state store's delta and snapshot files.
+    pub fn state_partition_dir(
+        &self,
+        operator_id: crate::types::OperatorId,
+        partition: usize,
+    ) -> PathBuf {
+        self.state_operator_dir(operator_id)
+            .join(partition.to_string())
+    }
+
+    /// `<root>/state/<op>/_metadata/schema`: the operator's recorded key/value schema.
+    pub fn state_schema_file(&self, operator_id: crate::types::OperatorId) -> PathBuf {
+        self.state_operator_dir(operator_id)
+            .join("_metadata")
+            .join("schema")
     }
 
     /// `<root>/.lock`.
@@ -153,8 +174,8 @@ impl CheckpointDir {
     pub fn purge_logs(&self, current_batch_id: u64, min_batches_to_retain: u64) -> Result<()> {
         if min_batches_to_retain == 0 {
             return Err(SluiceError::query(
-                "INVALID_CONF_VALUE",
-                "spark.sql.streaming.minBatchesToRetain must be at least 1",
+                class::INVALID_CONF_VALUE,
+                format!("{} must be at least 1", crate::conf::MIN_BATCHES_TO_RETAIN),
             ));
         }
         if min_batches_to_retain < current_batch_id {
@@ -177,7 +198,7 @@ pub fn recover_torn_tail(dir: &CheckpointDir) -> Result<Vec<PathBuf>> {
     let commits = dir.commit_log();
     let offsets = dir.offset_log();
     // Only an unreadable file is torn; one from a newer Sluice (a version from the future) is not.
-    let torn = |r: Result<()>| matches!(r, Err(e) if e.class() == "CHECKPOINT_CORRUPT_LOG");
+    let torn = |r: Result<()>| matches!(r, Err(e) if e.is(class::CHECKPOINT_CORRUPT_LOG));
     if let Some(n) = commits.latest_id()? {
         if torn(commits.get(n).map(|_| ())) {
             moved.push(set_aside(&commits.path_of(n))?);

@@ -3,6 +3,7 @@
 
 use super::commits::CommitMetadata;
 use super::offsets::OffsetSeq;
+use crate::error::class;
 use crate::error::{Result, SluiceError};
 
 /// What a starting query does first.
@@ -109,7 +110,7 @@ fn replay(n: u64, offsets: OffsetSeq, previous: Option<OffsetSeq>) -> Result<Rec
 
 fn inconsistent(detail: String) -> SluiceError {
     SluiceError::checkpoint(
-        "CHECKPOINT_INCONSISTENT",
+        class::CHECKPOINT_INCONSISTENT,
         format!(
             "the checkpoint's logs disagree: {detail}. Restore the missing files or start with \
              a new checkpoint location"

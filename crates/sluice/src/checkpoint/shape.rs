@@ -2,6 +2,7 @@
 //! that a restart with a change Spark forbids fails at start with a clear error instead of
 //! reading or writing the wrong data (Spark's "Recovery Semantics after Changes").
 
+use crate::error::class;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -19,9 +20,7 @@ pub struct QueryShape {
 }
 
 /// Error class: a source was added, removed or changed its type.
-pub const SOURCES_CHANGED: &str = "STREAMING_QUERY_SOURCES_CHANGED";
 /// Error class: the file sink's output changed.
-pub const SINK_CHANGED: &str = "STREAMING_QUERY_SINK_CHANGED";
 
 /// Checks `shape` against the one recorded in `checkpoint` (recording it on the first run).
 pub fn check_or_record(checkpoint: &Path, shape: &QueryShape) -> Result<()> {
@@ -29,7 +28,7 @@ pub fn check_or_record(checkpoint: &Path, shape: &QueryShape) -> Result<()> {
     let old: QueryShape = match std::fs::read(&file) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
             SluiceError::checkpoint(
-                "CHECKPOINT_CORRUPT_LOG",
+                class::CHECKPOINT_CORRUPT_LOG,
                 format!("{} is not a Sluice query shape ({e}); restore it or delete it to record the current query", file.display()),
             )
         })?,
@@ -44,7 +43,7 @@ pub fn check_or_record(checkpoint: &Path, shape: &QueryShape) -> Result<()> {
     };
     if old.sources.len() != shape.sources.len() {
         return Err(SluiceError::checkpoint(
-            SOURCES_CHANGED,
+            class::STREAMING_QUERY_SOURCES_CHANGED,
             format!(
                 "The query reads {} source(s) but the checkpoint {} was written by a query with {}. \
                  Changing the number of sources is not allowed; start with a new checkpointLocation.",
@@ -57,7 +56,7 @@ pub fn check_or_record(checkpoint: &Path, shape: &QueryShape) -> Result<()> {
     for (i, ((ok, od), (nk, nd))) in old.sources.iter().zip(&shape.sources).enumerate() {
         if ok != nk {
             return Err(SluiceError::checkpoint(
-                SOURCES_CHANGED,
+                class::STREAMING_QUERY_SOURCES_CHANGED,
                 format!(
                     "Source {i} was {od} ({ok}) when the checkpoint was written and is now {nd} ({nk}). \
                      Changing the type of a source is not allowed: its offsets in offsets/ mean nothing \
@@ -75,7 +74,7 @@ pub fn check_or_record(checkpoint: &Path, shape: &QueryShape) -> Result<()> {
     let kafka_to_file = old.sink_kind == "kafka" && shape.sink_kind == "file";
     if file_path_changed || kafka_to_file {
         return Err(SluiceError::checkpoint(
-            SINK_CHANGED,
+            class::STREAMING_QUERY_SINK_CHANGED,
             format!(
                 "The sink was {} and is now {}. {} Start with a new checkpointLocation, or go back to the previous sink.",
                 old.sink_description,
@@ -123,20 +122,20 @@ mod tests {
             check_or_record(d.path(), &shape("kafka", "FileSink[/a]", "file"))
                 .unwrap_err()
                 .class(),
-            SOURCES_CHANGED
+            class::STREAMING_QUERY_SOURCES_CHANGED
         );
         assert_eq!(
             check_or_record(d.path(), &shape("file", "FileSink[/b]", "file"))
                 .unwrap_err()
                 .class(),
-            SINK_CHANGED
+            class::STREAMING_QUERY_SINK_CHANGED
         );
         check_or_record(d.path(), &shape("file", "KafkaSink[t]", "kafka")).unwrap();
         assert_eq!(
             check_or_record(d.path(), &shape("file", "FileSink[/a]", "file"))
                 .unwrap_err()
                 .class(),
-            SINK_CHANGED
+            class::STREAMING_QUERY_SINK_CHANGED
         );
         check_or_record(d.path(), &shape("file", "ForeachBatchSink", "other")).unwrap();
     }

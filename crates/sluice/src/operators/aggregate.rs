@@ -15,6 +15,7 @@
 //! complete mode. Append mode emits a key once the eviction watermark passes its window end and
 //! evicts it; update mode emits changed keys and evicts expired ones; complete mode emits all.
 
+use crate::error::class;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,7 +41,7 @@ use super::window::{last_window_start, window_array, WindowSpec};
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
 use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf};
-use crate::OutputMode;
+use crate::types::OutputMode;
 
 pub use super::stateful::ALLOW_KEY_RENAME_CONF;
 use super::stateful::{
@@ -294,7 +295,7 @@ impl StreamingAggregate {
             }
             if expr.is_distinct() {
                 return Err(SluiceError::query(
-                    "UNSUPPORTED_STREAMING_OPERATION",
+                    class::UNSUPPORTED_STREAMING_OPERATION,
                     "Distinct aggregations are not supported on streaming DataFrames/Datasets. Consider using approx_distinct() instead.",
                 ));
             }

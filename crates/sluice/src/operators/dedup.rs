@@ -10,6 +10,7 @@
 //!   new copy passes again. Requires a watermark.
 //! - `SELECT DISTINCT` on a stream is `drop_duplicates` of all columns.
 
+use crate::error::class;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::fmt;
@@ -56,7 +57,7 @@ impl Deduplicate {
         for k in &keys {
             if schema.qualified_field_with_unqualified_name(k).is_err() {
                 return Err(SluiceError::query(
-                    "UNRESOLVED_COLUMN",
+                    class::UNRESOLVED_COLUMN,
                     format!(
                         "Cannot resolve column name {k:?} for deduplication among ({})",
                         schema
@@ -71,7 +72,7 @@ impl Deduplicate {
         }
         if within_watermark && watermark_column(schema).is_none() {
             return Err(SluiceError::query(
-                crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+                class::UNSUPPORTED_STREAMING_OPERATION,
                 "dropDuplicatesWithinWatermark is not supported on streaming DataFrames/DataSets \
                  without watermark. Call with_watermark(..) before drop_duplicates_within_watermark.",
             ));
@@ -189,7 +190,7 @@ impl StreamingDeduplicate {
                 .qualified_field_with_unqualified_name(k)
                 .map_err(|_| {
                     SluiceError::query(
-                        "UNRESOLVED_COLUMN",
+                        class::UNRESOLVED_COLUMN,
                         format!("no column {k:?} to deduplicate on"),
                     )
                 })?;
@@ -212,7 +213,7 @@ impl StreamingDeduplicate {
         let expiry = if node.within_watermark {
             let (column, delay_ms) = watermark_column(schema).ok_or_else(|| {
                 SluiceError::query(
-                    crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+                    class::UNSUPPORTED_STREAMING_OPERATION,
                     "dropDuplicatesWithinWatermark is not supported on streaming DataFrames/DataSets without watermark",
                 )
             })?;

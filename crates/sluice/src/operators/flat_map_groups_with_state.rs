@@ -7,6 +7,7 @@
 //! event-time timeout when the watermark passes it. A timed-out key is called with no rows and
 //! `has_timed_out() == true`.
 
+use crate::error::class;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt;
@@ -34,7 +35,7 @@ use super::watermark::WATERMARK_DELAY_KEY;
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
 use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf};
-use crate::OutputMode;
+use crate::types::OutputMode;
 
 /// Which timeouts a stateful function uses (Spark's `GroupStateTimeout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd)]
@@ -82,7 +83,7 @@ impl<S> GroupState<S> {
     pub fn set_timeout_duration(&mut self, d: Duration) -> Result<()> {
         if self.timeout_kind != GroupStateTimeout::ProcessingTimeTimeout {
             return Err(SluiceError::query(
-                "GROUP_STATE_TIMEOUT",
+                class::GROUP_STATE_TIMEOUT,
                 "set_timeout_duration needs GroupStateTimeout::ProcessingTimeTimeout",
             ));
         }
@@ -93,14 +94,14 @@ impl<S> GroupState<S> {
     pub fn set_timeout_timestamp(&mut self, ms: i64) -> Result<()> {
         if self.timeout_kind != GroupStateTimeout::EventTimeTimeout {
             return Err(SluiceError::query(
-                "GROUP_STATE_TIMEOUT",
+                class::GROUP_STATE_TIMEOUT,
                 "set_timeout_timestamp needs GroupStateTimeout::EventTimeTimeout",
             ));
         }
         if let Some(w) = self.watermark_ms {
             if ms < w {
                 return Err(SluiceError::query(
-                    "GROUP_STATE_TIMEOUT",
+                    class::GROUP_STATE_TIMEOUT,
                     format!("Timeout timestamp ({ms}) cannot be earlier than the current watermark ({w})"),
                 ));
             }
@@ -160,7 +161,7 @@ where
         let value: Option<S> = match &st.json {
             Some(b) => Some(serde_json::from_slice(b).map_err(|e| {
                 SluiceError::checkpoint(
-                    "STATE_SCHEMA_INCOMPATIBLE",
+                    class::STATE_SCHEMA_INCOMPATIBLE,
                     format!("the stored group state does not decode as this query's state type ({e}); the state type changed: start with a new checkpointLocation"),
                 )
             })?),
@@ -256,14 +257,14 @@ impl FlatMapGroupsWithState {
                 .is_err()
             {
                 return Err(SluiceError::query(
-                    "UNRESOLVED_COLUMN",
+                    class::UNRESOLVED_COLUMN,
                     format!("no grouping column {k:?}"),
                 ));
             }
         }
         if timeout == GroupStateTimeout::EventTimeTimeout && !has_watermark(input.schema()) {
             return Err(SluiceError::query(
-                crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+                class::UNSUPPORTED_STREAMING_OPERATION,
                 "Watermark must be specified in the query using '[Dataset/DataFrame].withWatermark()' for \
                  using event-time timeout in a [map|flatMap]GroupsWithState. Event-time timeout not \
                  supported without watermark.",
@@ -271,7 +272,7 @@ impl FlatMapGroupsWithState {
         }
         if !matches!(mode, OutputMode::Append | OutputMode::Update) {
             return Err(SluiceError::query(
-                crate::plan::analysis::OUTPUT_MODE_CLASS,
+                class::STREAMING_OUTPUT_MODE_UNSUPPORTED_OPERATION,
                 "flatMapGroupsWithState takes output mode append or update",
             ));
         }
@@ -373,7 +374,7 @@ fn encode(timeout: Option<i64>, json: &[u8]) -> Vec<u8> {
 fn decode(v: &[u8]) -> Result<(Option<i64>, Vec<u8>)> {
     let t: [u8; 8] = v.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(|| {
         SluiceError::checkpoint(
-            "STATE_STORE_CORRUPT",
+            class::STATE_STORE_CORRUPT,
             "a group state value is truncated; use a new checkpoint location",
         )
     })?;
@@ -395,7 +396,10 @@ impl FlatMapGroupsWithStateExec {
         let mut key_columns = Vec::new();
         for k in &node.keys {
             key_columns.push(input_schema.index_of(k).map_err(|_| {
-                SluiceError::query("UNRESOLVED_COLUMN", format!("no grouping column {k:?}"))
+                SluiceError::query(
+                    class::UNRESOLVED_COLUMN,
+                    format!("no grouping column {k:?}"),
+                )
             })?);
         }
         let fields: Vec<_> = key_columns
@@ -503,7 +507,7 @@ impl FlatMapGroupsWithStateExec {
                     && b.num_columns() != self.output_schema.fields().len()
                 {
                     return Err(SluiceError::query(
-                        "GROUP_FUNCTION_OUTPUT",
+                        class::GROUP_FUNCTION_OUTPUT,
                         format!("the stateful function returned rows with schema {:?}; it must return {:?}", b.schema(), self.output_schema),
                     ));
                 }

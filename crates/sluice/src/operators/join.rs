@@ -21,6 +21,7 @@
 //! their bound is judged on); each batch then writes only what it changed to the state stores:
 //! the rows it added, the rows whose `matched` flag it set, and the rows it evicted.
 
+use crate::error::class;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
@@ -635,7 +636,7 @@ pub fn check_stream_stream_join(join: &Join) -> Result<()> {
         Ok(())
     } else {
         Err(SluiceError::query(
-            crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+            class::UNSUPPORTED_STREAMING_OPERATION,
             format!(
                 "Stream-stream {} join between two streaming DataFrame/Datasets is not supported \
                  without a watermark in the join keys, or a watermark on the nullable side and an \
@@ -838,7 +839,7 @@ impl StreamingJoin {
         self.index = None;
         let corrupt = |what: &str| {
             SluiceError::checkpoint(
-                "STATE_STORE_CORRUPT",
+                class::STATE_STORE_CORRUPT,
                 format!("{what}; use a new checkpoint location"),
             )
         };

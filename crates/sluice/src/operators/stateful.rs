@@ -2,6 +2,7 @@
 //! the recorded state schema (`state/<op>/_metadata/schema`) and its restart check, stable key
 //! partitioning, and opening one state store per partition for a batch.
 
+use crate::error::class;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,9 +16,7 @@ use crate::progress::StateOperatorProgress;
 use crate::state::{DefaultStateStoreProvider, StateStoreConf, StateStoreId};
 
 /// Error class: the restarted query's state does not fit the checkpoint's.
-pub const STATE_SCHEMA_INCOMPATIBLE: &str = "STATE_SCHEMA_INCOMPATIBLE";
 /// Error class: a grouping key was renamed (Spark would silently reuse the state).
-pub const STATE_SCHEMA_KEY_RENAMED: &str = "STATE_SCHEMA_KEY_RENAMED";
 /// Conf that accepts a renamed grouping key on restart.
 pub const ALLOW_KEY_RENAME_CONF: &str = "sluice.streaming.stateSchema.allowKeyRename";
 
@@ -103,7 +102,7 @@ pub fn commit_stores(stores: &mut [&mut dyn crate::state::StateStore]) -> Result
             CRASH_IN_STATE_COMMIT.with(|c| c.set(false));
             return Err(SluiceError::new(
                 crate::error::Fault::Internal,
-                crate::query::INJECTED_CRASH_CLASS,
+                class::SLUICE_INJECTED_CRASH,
                 "injected crash in the middle of a state store commit (sluice.testing.crashPoint)",
             ));
         }
@@ -235,7 +234,7 @@ pub fn check_state_schema(dir: &Path, schema: &StateSchema, allow_rename: bool) 
         Ok(bytes) => {
             let old: StateSchema = serde_json::from_slice(&bytes).map_err(|e| {
                 SluiceError::checkpoint(
-                    "CHECKPOINT_CORRUPT_LOG",
+                    class::CHECKPOINT_CORRUPT_LOG,
                     format!("{} is not a state schema ({e}); restore it or start with a new checkpoint location", file.display()),
                 )
             })?;
@@ -246,7 +245,7 @@ pub fn check_state_schema(dir: &Path, schema: &StateSchema, allow_rename: bool) 
                 |v: &[StateField]| v.iter().map(|f| f.data_type.clone()).collect::<Vec<_>>();
             if old.operator != schema.operator {
                 return Err(SluiceError::checkpoint(
-                    STATE_SCHEMA_INCOMPATIBLE,
+                    class::STATE_SCHEMA_INCOMPATIBLE,
                     format!(
                         "The stateful operator whose state is in {} was {} and is now {}: a different \
                          operator (or join type) cannot reuse this state. Start with a new \
@@ -261,7 +260,7 @@ pub fn check_state_schema(dir: &Path, schema: &StateSchema, allow_rename: bool) 
                 || types(&old.value_schema) != types(&schema.value_schema)
             {
                 return Err(SluiceError::checkpoint(
-                    STATE_SCHEMA_INCOMPATIBLE,
+                    class::STATE_SCHEMA_INCOMPATIBLE,
                     format!(
                         "Provided schema doesn't match to the schema for existing state of operator {} in {}: \
                          the checkpoint holds keys ({}) with values ({}), this query has keys ({}) with values ({}). \
@@ -285,7 +284,7 @@ pub fn check_state_schema(dir: &Path, schema: &StateSchema, allow_rename: bool) 
                 .collect();
             if !renamed.is_empty() && !allow_rename {
                 return Err(SluiceError::checkpoint(
-                    STATE_SCHEMA_KEY_RENAMED,
+                    class::STATE_SCHEMA_KEY_RENAMED,
                     format!(
                         "The grouping key of operator {} changed from ({}) to ({}) ({}). The types match, so \
                          Spark would silently reuse the old state under the new key and give wrong results. \
@@ -395,7 +394,7 @@ mod tests {
             check_state_schema(tmp.path(), &other, false)
                 .unwrap_err()
                 .class(),
-            STATE_SCHEMA_INCOMPATIBLE
+            class::STATE_SCHEMA_INCOMPATIBLE
         );
     }
 }

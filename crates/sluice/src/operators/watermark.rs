@@ -10,6 +10,7 @@
 //! `max event time - delay`, per node never moving back, combined over nodes by the
 //! `multipleWatermarkPolicy` (`min` by default), and globally never moving back.
 
+use crate::error::class;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -101,7 +102,7 @@ impl EventTimeWatermark {
             .qualified_field_with_unqualified_name(column)
             .map_err(|_| {
                 SluiceError::query(
-                    "UNRESOLVED_COLUMN",
+                    class::UNRESOLVED_COLUMN,
                     format!(
                         "with_watermark: no column {column:?}; the columns are {:?}",
                         in_schema
@@ -115,7 +116,7 @@ impl EventTimeWatermark {
         let (qualifier, field) = (col.0.cloned(), col.1.clone());
         if !matches!(field.data_type(), DataType::Timestamp(_, _)) {
             return Err(SluiceError::query(
-                "EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE",
+                class::EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE,
                 format!(
                     "Event time must be defined on a window or a timestamp, but {column} is of type {}",
                     crate::schema::spark_type_name(field.data_type())
@@ -381,27 +382,7 @@ impl QueryPlanner for SluiceQueryPlanner {
     }
 }
 
-/// How several watermarked inputs combine (`spark.sql.streaming.multipleWatermarkPolicy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WatermarkPolicy {
-    Min,
-    Max,
-}
-
-impl WatermarkPolicy {
-    pub fn parse(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "min" => Ok(Self::Min),
-            "max" => Ok(Self::Max),
-            o => Err(SluiceError::query(
-                "INVALID_CONF_VALUE",
-                format!(
-                    "spark.sql.streaming.multipleWatermarkPolicy must be min or max, got {o:?}"
-                ),
-            )),
-        }
-    }
-}
+pub use crate::conf::WatermarkPolicy;
 
 /// The query's watermark across batches (Spark's `WatermarkTracker`).
 #[derive(Debug, Clone)]

@@ -7,6 +7,7 @@
 //! (windows that merge) are assigned by the streaming aggregation, which recognises these calls
 //! with [`WindowSpec::of`].
 
+use crate::error::class;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, StructArray, TimestampMicrosecondArray};
@@ -44,7 +45,7 @@ fn unit_micros(unit: &str) -> Option<i64> {
 pub fn parse_interval_micros(s: &str) -> Result<i64> {
     let bad = |why: &str| {
         SluiceError::query(
-            "INVALID_INTERVAL",
+            class::INVALID_INTERVAL,
             format!("cannot parse the interval {s:?}: {why}. Write it like \"10 minutes\" or \"1 hour 30 seconds\"."),
         )
     };
@@ -167,7 +168,7 @@ impl WindowSpec {
                     .map(Some)
                     .ok_or_else(|| {
                         SluiceError::query(
-                            "INVALID_WINDOW",
+                            class::INVALID_WINDOW,
                             "window durations must be string literals such as '5 minutes'",
                         )
                     }),
@@ -176,19 +177,19 @@ impl WindowSpec {
         match f.func.name() {
             "window" => {
                 let size = dur(1)?.ok_or_else(|| {
-                    SluiceError::query("INVALID_WINDOW", "window(ts, size) needs a size")
+                    SluiceError::query(class::INVALID_WINDOW, "window(ts, size) needs a size")
                 })?;
                 let slide = dur(2)?.unwrap_or(size);
                 let start = dur(3)?.unwrap_or(0);
                 if size <= 0 || slide <= 0 {
                     return Err(SluiceError::query(
-                        "INVALID_WINDOW",
+                        class::INVALID_WINDOW,
                         "window size and slide must be positive",
                     ));
                 }
                 if slide > size {
                     return Err(SluiceError::query(
-                        "INVALID_WINDOW",
+                        class::INVALID_WINDOW,
                         "The slide duration must be less than or equal to the windowDuration",
                     ));
                 }
@@ -201,11 +202,11 @@ impl WindowSpec {
             }
             "session_window" => {
                 let gap = dur(1)?.ok_or_else(|| {
-                    SluiceError::query("INVALID_WINDOW", "session_window(ts, gap) needs a gap")
+                    SluiceError::query(class::INVALID_WINDOW, "session_window(ts, gap) needs a gap")
                 })?;
                 if gap <= 0 {
                     return Err(SluiceError::query(
-                        "INVALID_WINDOW",
+                        class::INVALID_WINDOW,
                         "the session gap must be positive",
                     ));
                 }

@@ -4,6 +4,7 @@
 //! `SELECT .. FROM t WITH (..)` for table hints), and every query parsed by sqlparser's own
 //! `parse_query` over the file's tokens, so its errors carry file lines and columns.
 
+use crate::error::class;
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
@@ -17,8 +18,6 @@ use super::{
     StatementKind, TableDef, ViewDef, Watermark,
 };
 use crate::error::{Result, SluiceError};
-
-pub(super) const SYNTAX: &str = "PIPELINE_SYNTAX_ERROR";
 
 /// The pipeline file's text: positions to byte offsets, located errors with a caret line.
 #[derive(Debug, Clone)]
@@ -130,7 +129,13 @@ pub(super) fn parse_statements(src: &SourceText) -> Result<Vec<Statement>> {
     let dialect = SparkSqlDialect {};
     let tokens = Tokenizer::new(&dialect, &src.text)
         .tokenize_with_location()
-        .map_err(|e| src.error(SYNTAX, pos(e.location), e.message.clone()))?;
+        .map_err(|e| {
+            src.error(
+                class::PIPELINE_SYNTAX_ERROR,
+                pos(e.location),
+                e.message.clone(),
+            )
+        })?;
     let mut statements = Vec::new();
     let mut current: Vec<TokenWithSpan> = Vec::new();
     for t in tokens {
@@ -220,7 +225,8 @@ impl<'a> Cursor<'a> {
         yes
     }
     fn err(&self, msg: impl std::fmt::Display) -> SluiceError {
-        self.src.error(SYNTAX, self.pos(), msg)
+        self.src
+            .error(class::PIPELINE_SYNTAX_ERROR, self.pos(), msg)
     }
     /// "expected X, found Y" at the current token, with what to do.
     fn expected(&self, what: &str, hint: &str) -> SluiceError {
@@ -399,7 +405,7 @@ fn table(c: &mut Cursor) -> Result<TableDef> {
         for (from, to) in elements(c, open + 1, close) {
             if from == to {
                 return Err(c.src.error(
-                    SYNTAX,
+                    class::PIPELINE_SYNTAX_ERROR,
                     c.pos_of(from),
                     "expected a column (`name TYPE`) or WATERMARK FOR ..., found nothing: \
                      remove the extra `,`",
@@ -427,7 +433,7 @@ fn table(c: &mut Cursor) -> Result<TableDef> {
         {
             let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
             return Err(c.src.error(
-                SYNTAX,
+                class::PIPELINE_SYNTAX_ERROR,
                 w.position,
                 format!(
                     "WATERMARK FOR {}: the table has no such column (its columns: {}); name a \
@@ -493,7 +499,7 @@ fn column(c: &mut Cursor, from: usize, to: usize) -> Result<ColumnDef> {
     ] {
         if for_word(from, kw) {
             return Err(c.src.error(
-                SYNTAX,
+                class::PIPELINE_SYNTAX_ERROR,
                 position,
                 format!(
                     "{kw} constraints are not supported: a streaming source has no keys; \
@@ -504,7 +510,7 @@ fn column(c: &mut Cursor, from: usize, to: usize) -> Result<ColumnDef> {
     }
     if to - from >= 2 && for_word(from + 1, "AS") {
         return Err(c.src.error(
-            SYNTAX,
+            class::PIPELINE_SYNTAX_ERROR,
             c.pos_of(from + 1),
             "computed columns are not supported: compute the value in the query or in a \
              CREATE VIEW over the table",
@@ -512,7 +518,7 @@ fn column(c: &mut Cursor, from: usize, to: usize) -> Result<ColumnDef> {
     }
     if let Some(k) = (from..to).find(|&k| for_word(k, "METADATA")) {
         return Err(c.src.error(
-            SYNTAX,
+            class::PIPELINE_SYNTAX_ERROR,
             c.pos_of(k),
             "METADATA columns are not supported: the Kafka source has Spark's fixed columns \
              (key, value, topic, partition, offset, timestamp, timestampType); declare those \
@@ -527,12 +533,12 @@ fn column(c: &mut Cursor, from: usize, to: usize) -> Result<ColumnDef> {
                 "expected a column name, found {found}: a column is `name TYPE`, e.g. \
                  `ts TIMESTAMP`"
             );
-            return Err(c.src.error(SYNTAX, position, msg));
+            return Err(c.src.error(class::PIPELINE_SYNTAX_ERROR, position, msg));
         }
     };
     if to - from < 2 {
         return Err(c.src.error(
-            SYNTAX,
+            class::PIPELINE_SYNTAX_ERROR,
             c.pos_of(to),
             format!("the column {name} has no type: write `{name} STRING` (or TIMESTAMP, BIGINT, DOUBLE, ...)"),
         ));
@@ -562,7 +568,7 @@ fn watermark_clause(c: &mut Cursor, to: usize) -> Result<Watermark> {
     let again = c.name("the event-time column after AS")?;
     if again.value != col.value {
         return Err(c.src.error(
-            SYNTAX,
+            class::PIPELINE_SYNTAX_ERROR,
             again.position,
             format!(
                 "the watermark expression must be on the column {} itself: {shape}",
@@ -637,7 +643,7 @@ fn options(c: &mut Cursor) -> Result<Vec<OptionDef>> {
         let key = option_key(c, "an option name, e.g. connector")?;
         if let Some(prev) = out.iter().find(|o| o.key.eq_ignore_ascii_case(&key)) {
             return Err(c.src.error(
-                SYNTAX,
+                class::PIPELINE_SYNTAX_ERROR,
                 key_position,
                 format!(
                     "the option {key} is given twice (first at line {}); keep one",
@@ -779,7 +785,7 @@ fn sink(c: &mut Cursor) -> Result<SinkDef> {
     c.expect_end("the sink")?;
     let Some(options) = opts else {
         return Err(c.src.error(
-            SYNTAX,
+            class::PIPELINE_SYNTAX_ERROR,
             name.position,
             format!(
                 "the sink {} has no WITH (...): say where rows go, e.g. CREATE SINK {} WITH \
@@ -826,7 +832,7 @@ fn insert(c: &mut Cursor) -> Result<InsertDef> {
 fn query(c: &Cursor, from: usize, to: usize) -> Result<QueryDef> {
     if from >= to {
         return Err(c.src.error(
-            SYNTAX,
+            class::PIPELINE_SYNTAX_ERROR,
             c.pos_of(from),
             "expected a query (SELECT ...), found the end of the statement",
         ));
@@ -841,7 +847,7 @@ fn query(c: &Cursor, from: usize, to: usize) -> Result<QueryDef> {
     let next = parser.peek_token();
     if next.token != Token::EOF {
         return Err(c.src.error(
-            SYNTAX,
+            class::PIPELINE_SYNTAX_ERROR,
             pos(next.span.start),
             format!(
                 "unexpected {} after the query; end the statement with `;`",
@@ -914,7 +920,11 @@ fn parser_error(
         }
     }
     let msg = msg.replace("found: EOF", "found: the end of the statement");
-    src.error(SYNTAX, at, format!("syntax error in the query: {msg}"))
+    src.error(
+        class::PIPELINE_SYNTAX_ERROR,
+        at,
+        format!("syntax error in the query: {msg}"),
+    )
 }
 
 /// The tables a query reads (not CTE names, not table functions).

@@ -14,8 +14,9 @@ use super::{
 };
 use crate::error::Result;
 use crate::frame::StreamFrame;
-use crate::query::{DataStreamWriter, OutputMode, StreamingQuery, Trigger};
+use crate::query::{DataStreamWriter, StreamingQuery};
 use crate::session::Session;
+use crate::types::{OutputMode, Trigger};
 
 struct Planned {
     name: String,

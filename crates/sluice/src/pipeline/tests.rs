@@ -5,7 +5,7 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 
 use super::planner::parse_trigger;
 use super::*;
-use crate::Trigger;
+use crate::types::Trigger;
 
 fn parse(text: &str) -> Pipeline {
     Pipeline::parse(text, "p.sql").unwrap_or_else(|e| panic!("{e}"))

@@ -1,18 +1,17 @@
 //! Streaming analysis: which plans may run as streams, in which output mode (Spark's
 //! `UnsupportedOperationChecker`). Runs once, when a query starts, before anything is written.
 
+use crate::error::class;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::logical_expr::{JoinType, LogicalPlan};
 
 use super::relation::is_streaming;
 use crate::error::{Result, SluiceError};
 use crate::operators::aggregate::{has_event_time_key, has_session_window};
-use crate::OutputMode;
+use crate::types::OutputMode;
 
 /// Error class of output-mode violations (Spark's meaning, Sluice's class name).
-pub const OUTPUT_MODE_CLASS: &str = "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION";
 /// Error class of operations a stream cannot run at all.
-pub const UNSUPPORTED_OPERATION_CLASS: &str = "UNSUPPORTED_STREAMING_OPERATION";
 
 /// What the analysis learned about a streaming plan.
 #[derive(Debug, Clone, Default)]
@@ -37,7 +36,7 @@ pub fn check_streaming_plan(
     visit(plan, mode, &mut info)?;
     if info.aggregations == 0 && mode == OutputMode::Complete {
         return Err(SluiceError::query(
-            OUTPUT_MODE_CLASS,
+            class::STREAMING_OUTPUT_MODE_UNSUPPORTED_OPERATION,
             "Complete output mode not supported when there are no streaming aggregations on \
              streaming DataFrames/Datasets. Use output mode append or update, or add an \
              aggregation (group_by) to the query.",
@@ -62,13 +61,13 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
                     .any(|g| matches!(g, datafusion::prelude::Expr::GroupingSet(_)))
                 {
                     return Err(SluiceError::query(
-                        UNSUPPORTED_OPERATION_CLASS,
+                        class::UNSUPPORTED_STREAMING_OPERATION,
                         "Grouping Sets is not supported on streaming DataFrames/Datasets",
                     ));
                 }
                 if mode == OutputMode::Append && !has_event_time_key(agg) {
                     return Err(SluiceError::query(
-                        OUTPUT_MODE_CLASS,
+                        class::STREAMING_OUTPUT_MODE_UNSUPPORTED_OPERATION,
                         "Append output mode not supported when there are streaming aggregations on \
                          streaming DataFrames/DataSets without watermark. Add with_watermark(..) on \
                          the event-time column and group by it or by a window over it, or use update \
@@ -77,7 +76,7 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
                 }
                 if mode == OutputMode::Update && has_session_window(agg) {
                     return Err(SluiceError::query(
-                        OUTPUT_MODE_CLASS,
+                        class::STREAMING_OUTPUT_MODE_UNSUPPORTED_OPERATION,
                         "Update output mode not supported for session window on streaming \
                          DataFrames/Datasets. Use append or complete mode.",
                     ));
@@ -103,7 +102,7 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
                     info.stateful += 1;
                     if f.mode != mode {
                         return Err(SluiceError::query(
-                            OUTPUT_MODE_CLASS,
+                            class::STREAMING_OUTPUT_MODE_UNSUPPORTED_OPERATION,
                             format!(
                                 "flatMapGroupsWithState in {:?} mode is not supported with {mode:?} output mode \
                                  on a streaming DataFrame/Dataset; start the query in {:?} mode",
@@ -117,7 +116,7 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
                 let sort_after_aggregation = plan.inputs().iter().any(|i| contains_aggregate(i));
                 if !(sort_after_aggregation && mode == OutputMode::Complete) {
                     return Err(SluiceError::query(
-                        UNSUPPORTED_OPERATION_CLASS,
+                        class::UNSUPPORTED_STREAMING_OPERATION,
                         "Sorting is not supported on streaming DataFrames/Datasets, unless it is on \
                          aggregated DataFrame/Dataset in Complete output mode. Remove the ORDER BY, \
                          or sort inside foreach_batch.",
@@ -132,7 +131,7 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
             }
             LogicalPlan::Window(_) => {
                 return Err(SluiceError::query(
-                    "NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING",
+                    class::NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING,
                     "Non-time-based windows are not supported on streaming DataFrames/Datasets. \
                      Use a time window (window(ts, '5 minutes')) in GROUP BY instead of OVER (..).",
                 ))
@@ -140,7 +139,7 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
             LogicalPlan::Join(j) if is_streaming(&j.left) && is_streaming(&j.right) => {
                 if mode != OutputMode::Append {
                     return Err(SluiceError::query(
-                        OUTPUT_MODE_CLASS,
+                        class::STREAMING_OUTPUT_MODE_UNSUPPORTED_OPERATION,
                         format!(
                             "Join between two streaming DataFrames/Datasets is not supported in {mode:?} \
                              output mode, only in Append output mode"
@@ -175,7 +174,7 @@ fn contains_aggregate(plan: &LogicalPlan) -> bool {
 fn check_join(kind: JoinType, left_stream: bool, right_stream: bool) -> Result<()> {
     let refuse = |msg: &str| {
         Err(SluiceError::query(
-            UNSUPPORTED_OPERATION_CLASS,
+            class::UNSUPPORTED_STREAMING_OPERATION,
             msg.to_string(),
         ))
     };
@@ -261,7 +260,7 @@ fn check_chained_stateful(plan: &LogicalPlan, mode: OutputMode) -> Result<()> {
         }
         if risky {
             return Err(SluiceError::query(
-                "STREAMING_STATEFUL_OPERATOR_CORRECTNESS",
+                class::STREAMING_STATEFUL_OPERATOR_CORRECTNESS,
                 "Detected pattern of possible 'correctness' issue due to global watermark. The query \
                  contains stateful operation which can emit rows older than the current watermark plus \
                  allowed late record delay, which are \"late rows\" in downstream stateful operations and \
@@ -287,7 +286,7 @@ pub fn check_continuous_plan(plan: &LogicalPlan) -> Result<()> {
     let mut error: Option<SluiceError> = None;
     let fail = |what: &str| {
         SluiceError::query(
-            UNSUPPORTED_OPERATION_CLASS,
+            class::UNSUPPORTED_STREAMING_OPERATION,
             format!("Continuous processing does not support {what} operations."),
         )
     };
@@ -350,7 +349,7 @@ pub fn check_continuous_plan(plan: &LogicalPlan) -> Result<()> {
                         ) =>
                     {
                         bad = Some(SluiceError::query(
-                            UNSUPPORTED_OPERATION_CLASS,
+                            class::UNSUPPORTED_STREAMING_OPERATION,
                             "Continuous processing does not support current time operations.",
                         ));
                         return Ok(TreeNodeRecursion::Stop);

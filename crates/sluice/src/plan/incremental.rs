@@ -20,7 +20,7 @@ use datafusion::physical_plan::{collect_partitioned, displayable, ExecutionPlan}
 use super::relation::StreamingRelation;
 use crate::error::{Result, SluiceError};
 use crate::operators::watermark::{EventTimeWatermark, StatsHandle};
-use crate::sink::BatchData;
+use crate::types::BatchData;
 
 /// Plans and runs one streaming query's batches.
 #[derive(Debug)]

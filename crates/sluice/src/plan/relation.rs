@@ -4,6 +4,7 @@
 //! relation is a placeholder: it is never scanned. Each micro-batch, `plan::incremental` swaps it
 //! for an in-memory table holding exactly that batch's rows.
 
+use crate::error::class;
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -133,7 +134,7 @@ impl TableProvider for StreamingRelation {
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
         Err(datafusion::error::DataFusionError::External(Box::new(
             SluiceError::query(
-                "STREAMING_QUERY_WITHOUT_WRITE_STREAM",
+                class::STREAMING_QUERY_WITHOUT_WRITE_STREAM,
                 format!(
                     "Queries with streaming sources must be executed with write_stream().start(): \
                      {} is a stream. Use write_stream() (e.g. the memory sink) to run it.",

@@ -8,6 +8,7 @@
 //! and ORDER BY into the grouping expression itself (`get_field(window(..), '<field>')`), which
 //! DataFusion then matches against the GROUP BY.
 
+use crate::error::class;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
@@ -25,7 +26,7 @@ const WINDOW_FUNCTIONS: [&str; 2] = ["window", "session_window"];
 pub fn rewrite_window_references(sql: &str) -> Result<String> {
     let dialect = SparkSqlDialect {};
     let mut statements = Parser::parse_sql(&dialect, sql)
-        .map_err(|e| SluiceError::query("PARSE_SYNTAX_ERROR", format!("{e} in {sql:?}")))?;
+        .map_err(|e| SluiceError::query(class::PARSE_SYNTAX_ERROR, format!("{e} in {sql:?}")))?;
     let mut changed = false;
     for st in &mut statements {
         if let Statement::Query(q) = st {
@@ -75,7 +76,7 @@ fn rewrite_max_min_by(st: &mut Statement) -> Result<bool> {
         };
         if args.len() != 2 || f.filter.is_some() || f.over.is_some() {
             error = Some(SluiceError::query(
-                "WRONG_NUM_ARGS",
+                class::WRONG_NUM_ARGS,
                 format!(
                     "{}(x, y) takes two arguments, without FILTER or OVER: {e}",
                     id.value

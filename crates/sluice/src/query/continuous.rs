@@ -15,6 +15,7 @@
 //! A restart resumes from the last committed epoch's offsets: rows written after it are
 //! written again. The guarantee is **at-least-once**.
 
+use crate::error::class;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -43,18 +44,15 @@ use crate::progress::{
     StreamingQueryProgress,
 };
 use crate::session::Session;
-use crate::sink::{BatchData, Sink, SinkContext, SinkProvider};
+use crate::sink::{Sink, SinkContext, SinkProvider};
 use crate::source::{ContinuousReader, Offset, SourceContext, SourceProvider};
+use crate::types::BatchData;
 
 use super::microbatch::{MIN_BATCHES_TO_RETAIN, SHUFFLE_PARTITIONS};
 use super::now_ms;
 use super::{
     OutputMode, QueryShared, StreamingQuery, StreamingQueryStatus, Trigger, NUM_RECENT_PROGRESS,
 };
-
-/// Test-only: when true, `stop()` ends the query without committing the running epoch, as a
-/// crash would (the rows written since the last commit are replayed on restart).
-pub const STOP_WITHOUT_COMMIT: &str = "sluice.testing.continuous.stopWithoutCommit";
 
 /// How long one poll of a source may wait for its first row.
 const POLL_WAIT: Duration = Duration::from_millis(10);
@@ -189,7 +187,7 @@ pub(crate) fn check(
     crate::plan::analysis::check_continuous_plan(plan)?;
     if output_mode != OutputMode::Append {
         return Err(SluiceError::query(
-            crate::plan::analysis::OUTPUT_MODE_CLASS,
+            class::STREAMING_OUTPUT_MODE_UNSUPPORTED_OPERATION,
             format!(
                 "{output_mode:?} output mode not supported with continuous trigger; continuous \
                  processing supports append mode only"
@@ -199,7 +197,7 @@ pub(crate) fn check(
     for (_, provider) in streaming_relations(plan) {
         if !provider.supports_continuous() {
             return Err(SluiceError::query(
-                crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+                class::UNSUPPORTED_STREAMING_OPERATION,
                 format!(
                     "Data source {} does not support continuous processing.",
                     provider.format_name()
@@ -209,7 +207,7 @@ pub(crate) fn check(
     }
     if sink_format == "foreachBatch" {
         return Err(SluiceError::query(
-            crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+            class::UNSUPPORTED_STREAMING_OPERATION,
             "'foreachBatch' is not supported with continuous trigger: use foreach (a writer per \
              row), or a processing-time trigger with foreach_batch",
         ));
@@ -221,7 +219,7 @@ pub(crate) fn check(
             sink_format.to_string()
         };
         return Err(SluiceError::query(
-            crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+            class::UNSUPPORTED_STREAMING_OPERATION,
             format!(
                 "Data source {name} does not support continuous processing. Continuous sinks: \
                  kafka (at-least-once), memory, console, foreach."
@@ -276,7 +274,7 @@ impl ContinuousExecution {
         let start_seq = match committed_epoch {
             Some(e) => Some(offset_log.get(e)?.ok_or_else(|| {
                 SluiceError::checkpoint(
-                    "CHECKPOINT_CORRUPT_LOG",
+                    class::CHECKPOINT_CORRUPT_LOG,
                     format!(
                         "commits/{e} exists in {} but offsets/{e} does not; restore it or start \
                          with a new checkpointLocation",
@@ -343,9 +341,8 @@ impl ContinuousExecution {
             .and_then(|v| v.parse().ok())
             .unwrap_or(100u64)
             .max(1);
-        let stop_without_commit = session
-            .conf(STOP_WITHOUT_COMMIT)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let stop_without_commit =
+            crate::testing::TestHooks::from_session(&session).stop_without_commit();
         let shared = Arc::new(QueryShared::new(
             metadata.id.clone(),
             uuid::Uuid::new_v4().to_string(),

@@ -14,6 +14,7 @@
 //! Restart follows `checkpoint::plan_recovery`: after a committed batch N the next is N+1; an
 //! uncommitted batch N is re-run with exactly the offsets logged in `offsets/N`.
 
+use crate::error::class;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -34,29 +35,23 @@ use crate::progress::{
     StreamingQueryProgress,
 };
 use crate::session::Session;
-use crate::sink::{BatchData, Sink, SinkContext, SinkProvider};
+use crate::sink::{Sink, SinkContext, SinkProvider};
 use crate::source::{Offset, ReadLimit, Source, SourceContext, SourceProvider};
+use crate::types::BatchData;
 
 use super::now_ms;
 use super::pipeline::Pipeline;
 use super::{
     OutputMode, QueryShared, StreamingQuery, StreamingQueryStatus, Trigger, NUM_RECENT_PROGRESS,
 };
+use crate::testing::{CrashPoint, TestHooks};
 
 /// Conf key of the number of state partitions, pinned in the checkpoint at the first run.
 pub const SHUFFLE_PARTITIONS: &str = "spark.sql.shuffle.partitions";
 /// Conf key: how many batches of `offsets/` and `commits/` to keep (Spark's default 100).
 pub const MIN_BATCHES_TO_RETAIN: &str = "spark.sql.streaming.minBatchesToRetain";
-/// Test-only fault injection: `afterOffsets:N` or `afterSink:N` makes the query fail at that
-/// point of batch N, as a crash would (the conformance crash matrix and recovery tests use it).
+/// Conf key of the watermark policy.
 pub const WATERMARK_POLICY: &str = "spark.sql.streaming.multipleWatermarkPolicy";
-/// Test-only fault injection: see below.
-pub const CRASH_POINT: &str = "sluice.testing.crashPoint";
-/// Test-only: stop the query (as a clean stop) after this many batches in one run; the
-/// conformance crash matrix restarts after every batch with it.
-pub const MAX_BATCHES_PER_RUN: &str = "sluice.testing.maxBatchesPerRun";
-/// Class of the error raised by [`CRASH_POINT`].
-pub const INJECTED_CRASH_CLASS: &str = "SLUICE_INJECTED_CRASH";
 
 /// Interval between `onQueryIdle` events (`spark.sql.streaming.noDataProgressEventInterval`).
 const IDLE_EVENT_INTERVAL: Duration = Duration::from_secs(10);
@@ -86,8 +81,7 @@ pub struct MicroBatchExecution {
     listeners: Vec<Arc<dyn StreamingQueryListener>>,
     conf: BTreeMap<String, String>,
     min_batches_to_retain: u64,
-    crash_point: Option<(String, u64)>,
-    max_batches_per_run: Option<u64>,
+    hooks: TestHooks,
     batches_this_run: u64,
     /// Id of the next batch to run.
     batch_id: u64,
@@ -249,14 +243,7 @@ impl MicroBatchExecution {
             .and_then(|v| v.parse().ok())
             .unwrap_or(100u64)
             .max(1);
-        let crash_point = session.conf(CRASH_POINT).and_then(|v| {
-            let (point, n) = v.split_once(':')?;
-            Some((point.to_string(), n.trim().parse().ok()?))
-        });
-
-        let max_batches_per_run = session
-            .conf(MAX_BATCHES_PER_RUN)
-            .and_then(|v| v.parse().ok());
+        let hooks = TestHooks::from_session(&session);
         let shared = Arc::new(QueryShared::new(
             metadata.id.clone(),
             uuid::Uuid::new_v4().to_string(),
@@ -281,8 +268,7 @@ impl MicroBatchExecution {
             listeners,
             conf,
             min_batches_to_retain,
-            crash_point,
-            max_batches_per_run,
+            hooks,
             batches_this_run: 0,
             batch_id: 0,
             committed: vec![None; n_sources],
@@ -509,7 +495,7 @@ impl MicroBatchExecution {
         self.checkpoint
             .purge_logs(self.batch_id, self.min_batches_to_retain)?;
         let wal_ms = t.elapsed().as_millis() as i64;
-        self.check_crash("afterOffsets")?;
+        self.check_crash(CrashPoint::AfterOffsets)?;
         let mut durations = BTreeMap::new();
         durations.insert("latestOffset".to_string(), latest_offset_ms);
         durations.insert("walCommit".to_string(), wal_ms);
@@ -520,19 +506,18 @@ impl MicroBatchExecution {
     /// Counts a batch against `sluice.testing.maxBatchesPerRun`; true when the budget is spent.
     fn run_budget_spent(&mut self) -> bool {
         self.batches_this_run += 1;
-        self.max_batches_per_run
-            .is_some_and(|max| self.batches_this_run >= max)
+        self.hooks.stops_after(self.batches_this_run)
     }
 
-    fn check_crash(&self, point: &str) -> Result<()> {
-        match &self.crash_point {
-            Some((p, n)) if p == point && *n == self.batch_id => Err(SluiceError::new(
-                Fault::Internal,
-                INJECTED_CRASH_CLASS,
-                format!("injected crash {point} in batch {n} ({CRASH_POINT})"),
-            )),
-            _ => Ok(()),
+    fn check_crash(&self, point: CrashPoint) -> Result<()> {
+        if self.hooks.crashes_at(point, self.batch_id) {
+            return Err(crate::testing::injected_crash(&format!(
+                "{} in batch {}",
+                point.as_str(),
+                self.batch_id
+            )));
         }
+        Ok(())
     }
 
     /// Runs batch `self.batch_id` over the logged `offsets` and commits it.
@@ -546,7 +531,7 @@ impl MicroBatchExecution {
         self.set_status("Processing new data", true, true);
         if offsets.offsets.len() != self.sources.len() {
             return Err(SluiceError::checkpoint(
-                "CHECKPOINT_CORRUPT_LOG",
+                class::CHECKPOINT_CORRUPT_LOG,
                 format!(
                     "offsets/{batch_id} in {} lists {} source offsets but the query has {} sources",
                     self.checkpoint.root().display(),
@@ -590,8 +575,7 @@ impl MicroBatchExecution {
         let t = Instant::now();
         let ts = offsets.metadata.batch_timestamp_ms;
         let batch_watermark_ms = offsets.metadata.batch_watermark_ms;
-        let crash_in_commit =
-            matches!(&self.crash_point, Some((p, n)) if p == "inStateCommit" && *n == batch_id);
+        let crash_in_commit = self.hooks.crashes_at(CrashPoint::InStateCommit, batch_id);
         crate::operators::stateful::inject_crash_in_state_commit(crash_in_commit);
         let out = self
             .pipeline
@@ -628,7 +612,7 @@ impl MicroBatchExecution {
             "addBatch".into(),
             (t.elapsed().as_millis() as i64 - out.planning_ms).max(0),
         );
-        self.check_crash("afterSink")?;
+        self.check_crash(CrashPoint::AfterSink)?;
 
         // The watermark for the next batch, from the event times this batch saw.
         let observed: HashMap<usize, (i64, EventTimeStats)> =

@@ -7,65 +7,21 @@ mod microbatch;
 mod pipeline;
 mod writer;
 
+use crate::error::class;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use continuous::{ContinuousExecution, STOP_WITHOUT_COMMIT};
-pub use microbatch::{MicroBatchExecution, CRASH_POINT, INJECTED_CRASH_CLASS, MAX_BATCHES_PER_RUN};
+pub use continuous::ContinuousExecution;
+pub use microbatch::MicroBatchExecution;
 pub use writer::DataStreamWriter;
+
+pub use crate::types::{OutputMode, Trigger};
 
 use crate::error::{Result, SluiceError};
 use crate::progress::StreamingQueryProgress;
-
-/// How a batch's result is written (Spark's `OutputMode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OutputMode {
-    /// Only new rows that will never change.
-    Append,
-    /// Rows that changed in this batch.
-    Update,
-    /// The whole result table every batch (aggregations only).
-    Complete,
-}
-
-impl std::str::FromStr for OutputMode {
-    type Err = SluiceError;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "append" => Ok(OutputMode::Append),
-            "update" => Ok(OutputMode::Update),
-            "complete" => Ok(OutputMode::Complete),
-            other => Err(SluiceError::query(
-                "STREAMING_OUTPUT_MODE.INVALID",
-                format!("Unknown output mode {other:?}. Accepted output modes are 'append', 'complete', 'update'."),
-            )),
-        }
-    }
-}
-
-/// When batches run (Spark's `Trigger`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    /// A batch every interval; `Duration::ZERO` is Spark's default trigger (as fast as possible).
-    ProcessingTime(Duration),
-    /// One batch with everything available, then stop (deprecated in Spark for AvailableNow).
-    Once,
-    /// Everything available at start, in as many batches as the read limits need, then stop.
-    AvailableNow,
-    /// Continuous processing (`query/continuous.rs`): rows are processed as they arrive; an
-    /// epoch is committed every checkpoint interval. At-least-once: after a restart, rows since
-    /// the last committed epoch are written again.
-    Continuous(Duration),
-}
-
-impl Default for Trigger {
-    fn default() -> Self {
-        Trigger::ProcessingTime(Duration::ZERO)
-    }
-}
 
 /// What the query is doing right now (Spark's `StreamingQueryStatus`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -377,7 +333,7 @@ pub(crate) fn run_query_thread<E>(
 /// Another query wrote log entry `id` of this checkpoint (`what`: batch or epoch).
 pub(crate) fn concurrent_update(id: u64, what: &str) -> SluiceError {
     SluiceError::checkpoint(
-        "CONCURRENT_QUERY",
+        class::CONCURRENT_QUERY,
         format!(
             "Concurrent update to the log. Multiple streaming jobs detected for {id}: another \
              query wrote the same {what}. Run one query per checkpointLocation."
@@ -396,7 +352,7 @@ pub(crate) fn check_query_shape(
 ) -> Result<()> {
     if let Some(n) = recorded_sources.filter(|n| *n != relations.len()) {
         return Err(SluiceError::checkpoint(
-            "STREAMING_QUERY_SOURCES_CHANGED",
+            class::STREAMING_QUERY_SOURCES_CHANGED,
             format!(
                 "The query reads {} source(s) but the checkpoint {} was written by a query with \
                  {n}. Changing the number of sources is not allowed; start with a new \

@@ -2,6 +2,7 @@
 //! streaming aggregation in the middle (DataFusion below it, the stateful operator, DataFusion
 //! above it over the operator's output).
 
+use crate::error::class;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -27,8 +28,8 @@ use crate::plan::relation::reads_stream_or_operator;
 use crate::plan::{IncrementalExecution, StreamingRelation};
 use crate::progress::StateOperatorProgress;
 use crate::session::Session;
-use crate::sink::BatchData;
-use crate::OutputMode;
+use crate::types::BatchData;
+use crate::types::OutputMode;
 
 /// What one batch produced.
 pub(crate) struct PipelineOutput {
@@ -328,7 +329,7 @@ impl Pipeline {
     pub fn keep_late_rows(&mut self) -> Result<SchemaRef> {
         match self.stages.as_mut_slice() {
             [] => Err(SluiceError::query(
-                "LATE_ROWS_WITHOUT_STATE",
+                class::LATE_ROWS_WITHOUT_STATE,
                 "lateRows.* options need a stateful query: only streaming aggregations and \
                  deduplication with a watermark drop late rows. Remove the lateRows options.",
             )),

@@ -1,5 +1,6 @@
 //! `DataStreamWriter`: how a streaming frame becomes a running query (`write_stream().start()`).
 
+use crate::error::class;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,9 +14,11 @@ use crate::sink::foreach::{
     ForeachBatchSinkProvider, ForeachSinkProvider, ForeachWriter, NoopSinkProvider,
 };
 use crate::sink::memory::MemorySinkProvider;
-use crate::sink::{BatchData, SinkProvider};
+use crate::sink::SinkProvider;
+use crate::types::BatchData;
 
-use super::{MicroBatchExecution, OutputMode, StreamingQuery, Trigger};
+use super::{MicroBatchExecution, StreamingQuery};
+use crate::types::{OutputMode, Trigger};
 
 /// Builds and starts a streaming query (Spark's `DataStreamWriter`).
 pub struct DataStreamWriter {
@@ -109,7 +112,7 @@ impl DataStreamWriter {
         let plan = self.frame.logical_plan().clone();
         if !is_streaming(&plan) {
             return Err(SluiceError::query(
-                "WRITE_STREAM_NOT_ALLOWED",
+                class::WRITE_STREAM_NOT_ALLOWED,
                 "'write_stream' can be called only on a streaming frame; this one reads no \
                  stream. Read with session.read_stream(), or run it as a batch with collect().",
             ));
@@ -136,7 +139,7 @@ impl DataStreamWriter {
         };
         if !sink.supports_output_mode(self.output_mode) {
             return Err(SluiceError::query(
-                super::super::plan::analysis::OUTPUT_MODE_CLASS,
+                class::STREAMING_OUTPUT_MODE_UNSUPPORTED_OPERATION,
                 format!(
                     "Data source {} does not support {:?} output mode. Use append mode.",
                     self.format, self.output_mode
@@ -166,7 +169,7 @@ impl DataStreamWriter {
                 ),
                 None => {
                     return Err(SluiceError::query(
-                        "CHECKPOINT_LOCATION_NOT_SPECIFIED",
+                        class::CHECKPOINT_LOCATION_NOT_SPECIFIED,
                         "checkpointLocation must be specified either through \
                          .option(\"checkpointLocation\", DIR) or the session conf \
                          spark.sql.streaming.checkpointLocation",
@@ -179,7 +182,7 @@ impl DataStreamWriter {
         if let Trigger::Continuous(interval) = self.trigger {
             if late_rows.is_some() {
                 return Err(SluiceError::query(
-                    crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+                    class::UNSUPPORTED_STREAMING_OPERATION,
                     "lateRows.* options need a stateful operator; continuous processing runs \
                      stateless queries only",
                 ));
@@ -226,7 +229,7 @@ impl DataStreamWriter {
             .map(str::to_ascii_lowercase)
             .ok_or_else(|| {
                 SluiceError::query(
-                    "LATE_ROWS_FORMAT_MISSING",
+                    class::LATE_ROWS_FORMAT_MISSING,
                     "lateRows.* options are set but lateRows.format is not: set it to parquet, \
                      json, csv, console or kafka",
                 )
@@ -236,7 +239,7 @@ impl DataStreamWriter {
             "parquet" | "json" | "csv" | "console" | "kafka"
         ) {
             return Err(SluiceError::query(
-                "LATE_ROWS_FORMAT_UNSUPPORTED",
+                class::LATE_ROWS_FORMAT_UNSUPPORTED,
                 format!(
                     "lateRows.format {format:?} is not a late-row sink: use parquet, json, csv, \
                      console or kafka"
@@ -246,7 +249,7 @@ impl DataStreamWriter {
         if let (Some(main), Some(late)) = (self.opt("path"), opt(&options, "path")) {
             if std::path::Path::new(main) == std::path::Path::new(late) {
                 return Err(SluiceError::query(
-                    "LATE_ROWS_PATH_CLASH",
+                    class::LATE_ROWS_PATH_CLASH,
                     format!(
                         "lateRows.path is the query's own output path {main}: late rows need a \
                          directory of their own"
@@ -284,7 +287,7 @@ pub(crate) fn sink_provider(
         "parquet" | "json" | "csv" => {
             let path = opt(options, "path").ok_or_else(|| {
                 SluiceError::query(
-                    "PATH_NOT_SPECIFIED",
+                    class::PATH_NOT_SPECIFIED,
                     format!(
                         "'path' is not specified for the {format} file sink: add \
                          .option(\"path\", DIR)"
@@ -300,7 +303,7 @@ pub(crate) fn sink_provider(
         "memory" => {
             let name = query_name.ok_or_else(|| {
                 SluiceError::query(
-                    "QUERY_NAME_NOT_SPECIFIED",
+                    class::QUERY_NAME_NOT_SPECIFIED,
                     "queryName must be specified for memory sink: add .query_name(\"table\")",
                 )
             })?;
@@ -321,7 +324,7 @@ pub(crate) fn sink_provider(
         "noop" => (Arc::new(NoopSinkProvider), true),
         other => {
             return Err(SluiceError::query(
-                "UNSUPPORTED_DATA_SOURCE",
+                class::UNSUPPORTED_DATA_SOURCE,
                 format!(
                     "Data source {other} does not exist as a streaming sink. Use parquet, json, \
                      csv, console, memory, noop, foreach or foreach_batch."

@@ -1,5 +1,6 @@
 //! The console sink: prints each batch as Spark does (`Batch: N` and a `show()` table).
 
+use crate::error::class;
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -42,7 +43,7 @@ impl ConsoleSinkProvider {
         let num_rows = match get("numRows") {
             Some(v) => v.parse().map_err(|_| {
                 SluiceError::query(
-                    "INVALID_OPTION",
+                    class::INVALID_OPTION,
                     format!("numRows must be a number, got {v:?}"),
                 )
             })?,
@@ -51,7 +52,7 @@ impl ConsoleSinkProvider {
         let truncate = match get("truncate") {
             Some(v) => v.parse().map_err(|_| {
                 SluiceError::query(
-                    "INVALID_OPTION",
+                    class::INVALID_OPTION,
                     format!("truncate must be true or false, got {v:?}"),
                 )
             })?,

@@ -15,6 +15,7 @@
 //! - files left by a crashed attempt are never listed, and readers that use the manifest
 //!   ([`committed_files`], [`read_sink_output`], Spark's `spark.read`) never see them.
 
+use crate::error::class;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{BufReader, BufWriter, Write};
@@ -39,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use super::{BatchData, Sink, SinkContext, SinkProvider};
 use crate::checkpoint::{CompactibleLog, DEFAULT_COMPACT_INTERVAL};
 use crate::error::{Fault, Result, SluiceError};
-use crate::OutputMode;
+use crate::types::OutputMode;
 
 /// The manifest directory under the sink's path.
 pub const MANIFEST_DIR: &str = "_spark_metadata";
@@ -66,7 +67,7 @@ impl FileFormat {
                 "the {format} file format is not supported yet: use parquet, json or csv"
             ))),
             _ => Err(SluiceError::query(
-                "UNSUPPORTED_DATA_SOURCE",
+                class::UNSUPPORTED_DATA_SOURCE,
                 format!(
                     "unknown file format {format:?} for the file sink: use parquet, json or csv"
                 ),
@@ -127,7 +128,7 @@ impl FileOptions {
             Some(h) if h == "false" => false,
             Some(h) => {
                 return Err(SluiceError::query(
-                    "INVALID_OPTION_VALUE",
+                    class::INVALID_OPTION_VALUE,
                     format!("option header must be true or false, got {h:?}"),
                 ))
             }
@@ -138,7 +139,7 @@ impl FileOptions {
             Some(s) if s.len() == 1 && s.is_ascii() => s.as_bytes()[0],
             Some(s) => {
                 return Err(SluiceError::query(
-                    "INVALID_DELIMITER_VALUE",
+                    class::INVALID_DELIMITER_VALUE,
                     format!(
                         "the CSV separator must be a single ASCII character (or \\t), got {s:?}"
                     ),
@@ -224,7 +225,7 @@ impl FileSinkProvider {
         };
         if path.trim().is_empty() {
             return Err(SluiceError::query(
-                "PATH_NOT_SPECIFIED",
+                class::PATH_NOT_SPECIFIED,
                 format!(
                     "'path' is not specified for the {} file sink: add .option(\"path\", DIR)",
                     format.name()
@@ -281,7 +282,7 @@ impl SinkProvider for FileSinkProvider {
     fn create_sink(&self, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
         if ctx.output_mode != OutputMode::Append {
             return Err(SluiceError::query(
-                "STREAMING_OUTPUT_MODE.UNSUPPORTED_DATASOURCE",
+                class::STREAMING_OUTPUT_MODE_UNSUPPORTED_DATASOURCE,
                 format!(
                     "data source {} does not support {:?} output mode: the file sink only \
                      supports Append",
@@ -402,7 +403,7 @@ impl FileSink {
             }
             if !self.log.add(batch_id, entries.clone())? {
                 return Err(SluiceError::connector(
-                    "FILE_SINK_RACE",
+                    class::FILE_SINK_RACE,
                     format!(
                         "Race while writing batch {batch_id}: {} already exists. Another query \
                          is writing to the same output path {}",
@@ -434,7 +435,7 @@ impl FileSink {
 
 fn write_err(file: &Path, e: impl std::fmt::Display) -> SluiceError {
     SluiceError::connector(
-        "FILE_SINK_WRITE_FAILED",
+        class::FILE_SINK_WRITE_FAILED,
         format!("writing {}: {e}", file.display()),
     )
 }
@@ -941,7 +942,10 @@ fn open(f: &Path) -> Result<File> {
 }
 
 fn read_err(f: &Path, e: impl std::fmt::Display) -> SluiceError {
-    SluiceError::input("FAILED_READ_FILE", format!("reading {}: {e}", f.display()))
+    SluiceError::input(
+        class::FAILED_READ_FILE,
+        format!("reading {}: {e}", f.display()),
+    )
 }
 
 /// Every data file under `dir` (recursively), skipping hidden names (`_*`, `.*`), sorted.
@@ -953,7 +957,7 @@ fn list_data_files(dir: &Path) -> Result<Vec<PathBuf>> {
             Ok(rd) => rd,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && d == dir => {
                 return Err(SluiceError::input(
-                    "PATH_NOT_FOUND",
+                    class::PATH_NOT_FOUND,
                     format!("path does not exist: {}", dir.display()),
                 ))
             }

@@ -1,5 +1,6 @@
 //! `foreach_batch`, `foreach` and `noop` sinks.
 
+use crate::error::class;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -63,7 +64,7 @@ impl<'a> Row<'a> {
     pub fn get(&self, column: &str) -> Result<ScalarValue> {
         let i = self.batch.schema().index_of(column).map_err(|_| {
             SluiceError::query(
-                "UNRESOLVED_COLUMN",
+                class::UNRESOLVED_COLUMN,
                 format!("the row has no column {column:?}"),
             )
         })?;

@@ -11,6 +11,7 @@
 //! `sluice-sink-<query id>` (`send_offsets_to_transaction`). A replayed batch N first reads that
 //! group's committed offset: if it is already N+1 or more, batch N was committed and is skipped.
 
+use crate::error::class;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -47,7 +48,7 @@ impl KafkaSinkProvider {
         };
         let bootstrap = get("kafka.bootstrap.servers").ok_or_else(|| {
             SluiceError::query(
-                "KAFKA_INVALID_OPTION",
+                class::KAFKA_INVALID_OPTION,
                 "Option 'kafka.bootstrap.servers' must be specified for the Kafka sink",
             )
         })?;
@@ -62,7 +63,7 @@ impl KafkaSinkProvider {
         let exactly_once = match get("exactlyOnce") {
             Some(v) => v.trim().parse::<bool>().map_err(|_| {
                 SluiceError::query(
-                    "KAFKA_INVALID_OPTION",
+                    class::KAFKA_INVALID_OPTION,
                     format!("exactlyOnce must be true or false, got {v:?}"),
                 )
             })?,
@@ -103,7 +104,7 @@ impl SinkProvider for KafkaSinkProvider {
         }
         let producer: ThreadedProducer<DefaultProducerContext> = pc.create().map_err(|e| {
             SluiceError::connector(
-                "KAFKA_CLIENT",
+                class::KAFKA_CLIENT,
                 format!("cannot create a Kafka producer: {e}"),
             )
         })?;
@@ -111,7 +112,7 @@ impl SinkProvider for KafkaSinkProvider {
         if self.exactly_once {
             producer.init_transactions(TIMEOUT).map_err(|e| {
                 SluiceError::connector(
-                    "KAFKA_TRANSACTION",
+                    class::KAFKA_TRANSACTION,
                     format!("cannot initialise Kafka transactions: {e}"),
                 )
             })?;
@@ -120,7 +121,7 @@ impl SinkProvider for KafkaSinkProvider {
             cc.set("enable.auto.commit", "false");
             let consumer: BaseConsumer = cc.create().map_err(|e| {
                 SluiceError::connector(
-                    "KAFKA_CLIENT",
+                    class::KAFKA_CLIENT,
                     format!("cannot create a Kafka consumer: {e}"),
                 )
             })?;
@@ -172,7 +173,7 @@ fn bytes_at(a: &ArrayRef, i: usize) -> Option<Vec<u8>> {
 fn headers_at(a: &ArrayRef, i: usize) -> Result<Option<rdkafka::message::OwnedHeaders>> {
     let Some(list) = a.as_any().downcast_ref::<arrow::array::ListArray>() else {
         return Err(SluiceError::query(
-            "KAFKA_INVALID_COLUMN",
+            class::KAFKA_INVALID_COLUMN,
             "headers must be array<struct<key: string, value: binary>>",
         ));
     };
@@ -185,7 +186,7 @@ fn headers_at(a: &ArrayRef, i: usize) -> Result<Option<rdkafka::message::OwnedHe
         .downcast_ref::<arrow::array::StructArray>()
         .ok_or_else(|| {
             SluiceError::query(
-                "KAFKA_INVALID_COLUMN",
+                class::KAFKA_INVALID_COLUMN,
                 "headers must be array<struct<key, value>>",
             )
         })?;
@@ -207,7 +208,7 @@ fn check_type(name: &str, a: &ArrayRef) -> Result<()> {
     match a.data_type() {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Binary | DataType::LargeBinary => Ok(()),
         other => Err(SluiceError::query(
-            "KAFKA_INVALID_COLUMN",
+            class::KAFKA_INVALID_COLUMN,
             format!("{name} attribute type must be a string or binary, got {other}; cast it (e.g. CAST({name} AS STRING) or to_json(..))"),
         )),
     }
@@ -241,7 +242,10 @@ impl KafkaSink {
                         .and_then(|t| bytes_at(b.column(t), i))
                         .map(|v| String::from_utf8_lossy(&v).into_owned())
                         .ok_or_else(|| {
-                            SluiceError::input("KAFKA_INVALID_COLUMN", "a row has a null topic")
+                            SluiceError::input(
+                                class::KAFKA_INVALID_COLUMN,
+                                "a row has a null topic",
+                            )
                         })?,
                 };
                 let mut rec: BaseRecord<'_, Vec<u8>, Vec<u8>> = BaseRecord::to(&topic);
@@ -274,7 +278,7 @@ impl KafkaSink {
                         }
                         Err((e, _)) => {
                             return Err(SluiceError::connector(
-                                "KAFKA_PRODUCE",
+                                class::KAFKA_PRODUCE,
                                 format!("cannot send to {topic}: {e}"),
                             ));
                         }
@@ -301,14 +305,14 @@ impl KafkaSink {
         let schema = data.schema.clone();
         let value_idx = schema.index_of("value").map_err(|_| {
             SluiceError::query(
-                "KAFKA_INVALID_COLUMN",
+                class::KAFKA_INVALID_COLUMN,
                 "Required attribute 'value' not found: select a value column (string or binary)",
             )
         })?;
         let topic_idx = schema.index_of("topic").ok();
         if self.topic.is_none() && topic_idx.is_none() {
             return Err(SluiceError::query(
-                "KAFKA_INVALID_COLUMN",
+                class::KAFKA_INVALID_COLUMN,
                 "topic option required when no 'topic' attribute is present. Use the topic option for setting a topic.",
             ));
         }
@@ -329,7 +333,7 @@ impl KafkaSink {
         tpl.add_partition(topic, 0);
         let got = c.committed_offsets(tpl, TIMEOUT).map_err(|e| {
             SluiceError::connector(
-                "KAFKA_TRANSACTION",
+                class::KAFKA_TRANSACTION,
                 format!("cannot read the sink's committed batches: {e}"),
             )
         })?;
@@ -345,7 +349,7 @@ impl Sink for KafkaSink {
         let schema = data.schema.clone();
         let value_idx = schema.index_of("value").map_err(|_| {
             SluiceError::query(
-                "KAFKA_INVALID_COLUMN",
+                class::KAFKA_INVALID_COLUMN,
                 "Required attribute 'value' not found: select a value column (string or binary)",
             )
         })?;
@@ -355,7 +359,7 @@ impl Sink for KafkaSink {
         let headers_idx = schema.index_of("headers").ok();
         if self.topic.is_none() && topic_idx.is_none() {
             return Err(SluiceError::query(
-                "KAFKA_INVALID_COLUMN",
+                class::KAFKA_INVALID_COLUMN,
                 "topic option required when no 'topic' attribute is present. Use the topic option for setting a topic.",
             ));
         }
@@ -376,7 +380,7 @@ impl Sink for KafkaSink {
         }
         if self.marker.is_some() {
             self.producer.begin_transaction().map_err(|e| {
-                SluiceError::connector("KAFKA_TRANSACTION", format!("begin transaction: {e}"))
+                SluiceError::connector(class::KAFKA_TRANSACTION, format!("begin transaction: {e}"))
             })?;
         }
         let n = self.send_rows(data, value_idx, key_idx, topic_idx, part_idx, headers_idx)?;
@@ -384,21 +388,21 @@ impl Sink for KafkaSink {
             (Some(c), Some(t)) => {
                 let mut tpl = TopicPartitionList::new();
                 tpl.add_partition_offset(t, 0, KOffset::Offset(batch_id as i64 + 1))
-                    .map_err(|e| SluiceError::connector("KAFKA_TRANSACTION", e.to_string()))?;
+                    .map_err(|e| SluiceError::connector(class::KAFKA_TRANSACTION, e.to_string()))?;
                 let meta = c.group_metadata().ok_or_else(|| {
-                    SluiceError::connector("KAFKA_TRANSACTION", "no consumer group metadata")
+                    SluiceError::connector(class::KAFKA_TRANSACTION, "no consumer group metadata")
                 })?;
                 self.producer
                     .send_offsets_to_transaction(&tpl, &meta, TIMEOUT)
                     .map_err(|e| {
                         SluiceError::connector(
-                            "KAFKA_TRANSACTION",
+                            class::KAFKA_TRANSACTION,
                             format!("record batch {batch_id} in the transaction: {e}"),
                         )
                     })?;
                 self.producer.commit_transaction(TIMEOUT).map_err(|e| {
                     SluiceError::connector(
-                        "KAFKA_TRANSACTION",
+                        class::KAFKA_TRANSACTION,
                         format!("commit batch {batch_id}: {e}"),
                     )
                 })?;
@@ -407,14 +411,17 @@ impl Sink for KafkaSink {
                 // An empty batch: nothing to write, nothing to record.
                 self.producer.abort_transaction(TIMEOUT).map_err(|e| {
                     SluiceError::connector(
-                        "KAFKA_TRANSACTION",
+                        class::KAFKA_TRANSACTION,
                         format!("abort an empty transaction: {e}"),
                     )
                 })?;
             }
             _ => {
                 self.producer.flush(TIMEOUT).map_err(|e| {
-                    SluiceError::connector("KAFKA_PRODUCE", format!("flush batch {batch_id}: {e}"))
+                    SluiceError::connector(
+                        class::KAFKA_PRODUCE,
+                        format!("flush batch {batch_id}: {e}"),
+                    )
                 })?;
             }
         }
@@ -434,7 +441,7 @@ impl Sink for KafkaSink {
 
     fn commit_epoch(&mut self, epoch: u64) -> Result<()> {
         self.producer.flush(TIMEOUT).map_err(|e| {
-            SluiceError::connector("KAFKA_PRODUCE", format!("flush epoch {epoch}: {e}"))
+            SluiceError::connector(class::KAFKA_PRODUCE, format!("flush epoch {epoch}: {e}"))
         })
     }
 

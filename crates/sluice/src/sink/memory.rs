@@ -11,7 +11,7 @@ use datafusion::datasource::MemTable;
 use super::{BatchData, Sink, SinkContext, SinkProvider};
 use crate::error::Result;
 use crate::session::Session;
-use crate::OutputMode;
+use crate::types::OutputMode;
 
 type Partition = Arc<tokio::sync::RwLock<Vec<RecordBatch>>>;
 

@@ -14,35 +14,10 @@ pub mod memory;
 use std::fmt::Debug;
 use std::path::PathBuf;
 
-use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
-
 use crate::error::Result;
-use crate::OutputMode;
+use crate::types::OutputMode;
 
-/// The materialised result of one micro-batch, split in partitions as it was computed.
-#[derive(Debug, Clone)]
-pub struct BatchData {
-    pub schema: SchemaRef,
-    pub partitions: Vec<Vec<RecordBatch>>,
-}
-
-impl BatchData {
-    pub fn num_rows(&self) -> usize {
-        self.batches().map(|b| b.num_rows()).sum()
-    }
-    /// All record batches, partition by partition.
-    pub fn batches(&self) -> impl Iterator<Item = &RecordBatch> {
-        self.partitions.iter().flatten()
-    }
-    /// The whole batch as one `RecordBatch`.
-    pub fn concat(&self) -> Result<RecordBatch> {
-        Ok(arrow::compute::concat_batches(
-            &self.schema,
-            self.batches(),
-        )?)
-    }
-}
+pub use crate::types::BatchData;
 
 /// What a sink is given when a query starts.
 #[derive(Debug, Clone)]

@@ -12,6 +12,7 @@
 //! that aged out of the topic before they were read fail the query (naming the topic,
 //! partition and lost range) unless `failOnDataLoss` is false, when they are skipped and logged.
 
+use crate::error::class;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -114,7 +115,7 @@ fn opt<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
 }
 
 fn bad_option(msg: impl Into<String>) -> SluiceError {
-    SluiceError::query("KAFKA_INVALID_OPTION", msg)
+    SluiceError::query(class::KAFKA_INVALID_OPTION, msg)
 }
 
 /// Per-topic, per-partition offsets.
@@ -125,14 +126,14 @@ pub fn parse_offsets(v: &Offset) -> Result<PartitionOffsets> {
     let mut out = PartitionOffsets::new();
     let obj = v.as_object().ok_or_else(|| {
         SluiceError::checkpoint(
-            "CHECKPOINT_CORRUPT_LOG",
+            class::CHECKPOINT_CORRUPT_LOG,
             format!("a Kafka offset must be {{\"topic\":{{\"partition\":offset}}}}, got {v}"),
         )
     })?;
     for (topic, parts) in obj {
         let parts = parts.as_object().ok_or_else(|| {
             SluiceError::checkpoint(
-                "CHECKPOINT_CORRUPT_LOG",
+                class::CHECKPOINT_CORRUPT_LOG,
                 format!("bad Kafka offsets for {topic}: {parts}"),
             )
         })?;
@@ -140,12 +141,15 @@ pub fn parse_offsets(v: &Offset) -> Result<PartitionOffsets> {
         for (p, o) in parts {
             let p: i32 = p.parse().map_err(|_| {
                 SluiceError::checkpoint(
-                    "CHECKPOINT_CORRUPT_LOG",
+                    class::CHECKPOINT_CORRUPT_LOG,
                     format!("bad Kafka partition {p:?}"),
                 )
             })?;
             let o = o.as_i64().ok_or_else(|| {
-                SluiceError::checkpoint("CHECKPOINT_CORRUPT_LOG", format!("bad Kafka offset {o}"))
+                SluiceError::checkpoint(
+                    class::CHECKPOINT_CORRUPT_LOG,
+                    format!("bad Kafka offset {o}"),
+                )
             })?;
             m.insert(p, o);
         }
@@ -276,7 +280,7 @@ impl KafkaSourceProvider {
         c.set("isolation.level", "read_committed");
         c.create().map_err(|e| {
             SluiceError::connector(
-                "KAFKA_CLIENT",
+                class::KAFKA_CLIENT,
                 format!("cannot create a Kafka consumer: {e}"),
             )
         })
@@ -372,7 +376,7 @@ impl SourceProvider for KafkaSourceProvider {
                      continue, set the source option failOnDataLoss to false."
                 );
                 if self.fail_on_data_loss {
-                    return Err(SluiceError::input("KAFKA_DATA_LOSS", msg));
+                    return Err(SluiceError::input(class::KAFKA_DATA_LOSS, msg));
                 }
                 log::warn!("{msg} Restarting {t}-{p} from offset {low} (failOnDataLoss=false).");
                 s = low;
@@ -397,13 +401,13 @@ impl KafkaSourceProvider {
             Ok(text) => {
                 let json = text.lines().nth(1).ok_or_else(|| {
                     SluiceError::checkpoint(
-                        "CHECKPOINT_CORRUPT_LOG",
+                        class::CHECKPOINT_CORRUPT_LOG,
                         format!("{} should hold v1 and the Kafka source's initial offsets; restore it or start with a new checkpoint location", initial_file.display()),
                     )
                 })?;
                 let v: Offset = serde_json::from_str(json).map_err(|e| {
                     SluiceError::checkpoint(
-                        "CHECKPOINT_CORRUPT_LOG",
+                        class::CHECKPOINT_CORRUPT_LOG,
                         format!("{}: {e}", initial_file.display()),
                     )
                 })?;
@@ -438,7 +442,7 @@ struct KafkaSource {
 impl KafkaSource {
     fn err(&self, what: &str, e: impl std::fmt::Display) -> SluiceError {
         SluiceError::connector(
-            "KAFKA_CLIENT",
+            class::KAFKA_CLIENT,
             format!(
                 "{what}: {e}. Is the broker at {} running?",
                 self.p.client[0].1
@@ -609,7 +613,7 @@ impl ContinuousReader for KafkaContinuousReader {
                     e.rdkafka_error_code(),
                     Some(rdkafka::types::RDKafkaErrorCode::OffsetOutOfRange)
                 ) {
-                    SluiceError::input("KAFKA_DATA_LOSS", format!("{msg}: some data may have been lost because they are not available in Kafka any more"))
+                    SluiceError::input(class::KAFKA_DATA_LOSS, format!("{msg}: some data may have been lost because they are not available in Kafka any more"))
                 } else {
                     self.src.err("cannot read from Kafka", e)
                 }
@@ -721,7 +725,7 @@ impl Source for KafkaSource {
                      query to continue, set the source option failOnDataLoss to false."
                 );
                 if self.p.fail_on_data_loss {
-                    return Err(SluiceError::input("KAFKA_DATA_LOSS", msg));
+                    return Err(SluiceError::input(class::KAFKA_DATA_LOSS, msg));
                 }
                 log::warn!("{msg} Restarting {t}-{p} from offset {low} (failOnDataLoss=false).");
                 from.entry(t.clone()).or_default().insert(*p, *low);
@@ -839,7 +843,7 @@ impl Source for KafkaSource {
                         low.min(*e) - 1
                     );
                     if self.p.fail_on_data_loss {
-                        return Err(SluiceError::input("KAFKA_DATA_LOSS", msg));
+                        return Err(SluiceError::input(class::KAFKA_DATA_LOSS, msg));
                     }
                     log::warn!("{msg} Skipping them (failOnDataLoss=false).");
                     lost += (low.min(*e) - s) as u64;
@@ -859,7 +863,7 @@ impl Source for KafkaSource {
                 while next < *e {
                     if Instant::now() > deadline {
                         return Err(SluiceError::connector(
-                            "KAFKA_TIMEOUT",
+                            class::KAFKA_TIMEOUT,
                             format!("timed out reading {t}-{p} offsets {next}..{e} (kafkaConsumer.pollTimeoutMs)"),
                         ));
                     }

@@ -2,6 +2,7 @@
 //! [`MemoryStream::add_batch`] appears in the next trigger. Offsets are the index of the last
 //! added batch (Spark's `LongOffset`). Not fault-tolerant across process restarts.
 
+use crate::error::class;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
@@ -37,7 +38,7 @@ impl MemoryStream {
     pub fn add_batch(&self, batch: RecordBatch) -> Result<i64> {
         if batch.schema().fields() != self.inner.schema.fields() {
             return Err(SluiceError::query(
-                "MEMORY_STREAM_SCHEMA_MISMATCH",
+                class::MEMORY_STREAM_SCHEMA_MISMATCH,
                 format!(
                     "the batch's schema {:?} differs from the stream's {:?}",
                     batch.schema(),
@@ -88,7 +89,7 @@ fn as_index(o: Option<&Offset>) -> Result<i64> {
         None => Ok(-1),
         Some(v) => v.as_i64().ok_or_else(|| {
             SluiceError::checkpoint(
-                "CHECKPOINT_CORRUPT_LOG",
+                class::CHECKPOINT_CORRUPT_LOG,
                 format!("memory stream offset must be a number, got {v}"),
             )
         }),
@@ -118,7 +119,7 @@ impl Source for MemorySource {
         let all = self.inner.batches.lock().unwrap_or_else(|p| p.into_inner());
         if to >= all.len() as i64 {
             return Err(SluiceError::checkpoint(
-                "MEMORY_STREAM_DATA_LOST",
+                class::MEMORY_STREAM_DATA_LOST,
                 format!(
                     "the checkpoint asks for memory stream batch {to} but only {} exist (a memory \
                      stream does not survive a process restart); use a new checkpoint",

@@ -12,6 +12,7 @@ pub mod memory;
 pub mod nexmark;
 pub mod rate;
 
+use crate::error::class;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::path::PathBuf;
@@ -21,9 +22,7 @@ use arrow::datatypes::SchemaRef;
 
 use crate::error::Result;
 
-/// A source's position. Offsets are JSON; equal JSON means an equal offset. They are written as
-/// one compact line of `offsets/N` (e.g. `{"logOffset":3}` for the file source).
-pub type Offset = serde_json::Value;
+pub use crate::types::Offset;
 
 /// How much a source may admit into one batch (Spark's `ReadLimit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +86,7 @@ pub trait SourceProvider: Debug + Send + Sync {
         _start: Option<&Offset>,
     ) -> Result<Box<dyn ContinuousReader>> {
         Err(crate::error::SluiceError::query(
-            crate::plan::analysis::UNSUPPORTED_OPERATION_CLASS,
+            class::UNSUPPORTED_STREAMING_OPERATION,
             format!(
                 "Data source {} does not support continuous processing.",
                 self.format_name()

@@ -36,6 +36,7 @@
 //! Strings come from static pools (names, cities, states, 4 hot + 10000 channels and their urls)
 //! except the per-row random `email_address`, `credit_card`, `item_name` and `description`.
 
+use crate::error::class;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
@@ -175,7 +176,7 @@ impl NexmarkTable {
             "auction" | "auctions" => Ok(Self::Auction),
             "bid" | "bids" => Ok(Self::Bid),
             _ => Err(SluiceError::query(
-                "INVALID_OPTION",
+                class::INVALID_OPTION,
                 format!(
                     "option table of the nexmark source must be person, auction or bid, got \
                      {v:?}; e.g. .option(\"table\", \"bid\")"
@@ -727,7 +728,7 @@ fn opt_u64(options: &HashMap<String, String>, key: &str, what: &str) -> Result<O
     };
     v.replace('_', "").parse::<u64>().map(Some).map_err(|_| {
         SluiceError::query(
-            "INVALID_OPTION",
+            class::INVALID_OPTION,
             format!("option {key} of the nexmark source must be {what}, got {v:?}"),
         )
     })
@@ -746,7 +747,7 @@ fn parse_base_time_us(v: &str) -> Result<i64> {
         }
     }
     Err(SluiceError::query(
-        "INVALID_OPTION",
+        class::INVALID_OPTION,
         format!(
             "option baseTime of the nexmark source must be a timestamp such as \
              2026-01-01T00:00:00Z or 2026-01-01 00:00:00 (UTC), or epoch milliseconds, got {v:?}"
@@ -770,7 +771,7 @@ impl NexmarkSourceProvider {
             Some(v) => NexmarkTable::parse(v)?,
             None => {
                 return Err(SluiceError::query(
-                    "INVALID_OPTION",
+                    class::INVALID_OPTION,
                     "the nexmark source needs option table: person, auction or bid, e.g. \
                      .option(\"table\", \"bid\")",
                 ))
@@ -789,7 +790,7 @@ impl NexmarkSourceProvider {
         .unwrap_or(DEFAULT_MAX_EVENTS_PER_TRIGGER);
         if max_events_per_trigger == 0 {
             return Err(SluiceError::query(
-                "INVALID_OPTION",
+                class::INVALID_OPTION,
                 "option maxEventsPerTrigger of the nexmark source must be positive, got 0; \
                  use e.g. 1000000 or omit it",
             ));
@@ -802,7 +803,7 @@ impl NexmarkSourceProvider {
         .unwrap_or(DEFAULT_EVENTS_PER_SECOND);
         if events_per_second == 0 {
             return Err(SluiceError::query(
-                "INVALID_OPTION",
+                class::INVALID_OPTION,
                 "option eventsPerSecond of the nexmark source must be positive, got 0; use e.g. \
                  10000 or omit it",
             ));
@@ -814,7 +815,7 @@ impl NexmarkSourceProvider {
                 .or_else(|_| v.parse::<i64>().map(|s| s as u64))
                 .map_err(|_| {
                     SluiceError::query(
-                        "INVALID_OPTION",
+                        class::INVALID_OPTION,
                         format!("option seed of the nexmark source must be an integer, got {v:?}"),
                     )
                 })?,
@@ -883,7 +884,7 @@ fn parse_events_offset(o: Option<&Offset>) -> Result<u64> {
         None => Ok(0),
         Some(v) => v.get("events").and_then(|x| x.as_u64()).ok_or_else(|| {
             SluiceError::checkpoint(
-                "CHECKPOINT_CORRUPT_LOG",
+                class::CHECKPOINT_CORRUPT_LOG,
                 format!(
                     "a nexmark source offset must be {{\"events\":N}}, got {v}; restore the \
                      offsets log or use a new checkpoint"

@@ -2,6 +2,7 @@
 //! number of rows per batch, deterministic whatever the trigger). Columns: `timestamp
 //! TIMESTAMP`, `value BIGINT` (from 0).
 
+use crate::error::class;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -33,13 +34,13 @@ fn opt_i64(options: &HashMap<String, String>, key: &str, default: Option<i64>) -
     match (v, default) {
         (Some(v), _) => v.parse().map_err(|_| {
             SluiceError::query(
-                "INVALID_OPTION",
+                class::INVALID_OPTION,
                 format!("option {key} must be an integer, got {v:?}"),
             )
         }),
         (None, Some(d)) => Ok(d),
         (None, None) => Err(SluiceError::query(
-            "INVALID_OPTION",
+            class::INVALID_OPTION,
             format!("option {key} is required"),
         )),
     }
@@ -67,7 +68,7 @@ impl RateSourceProvider {
         let rows_per_second = opt_i64(options, "rowsPerSecond", Some(1))?;
         if rows_per_second <= 0 {
             return Err(SluiceError::query(
-                "INVALID_OPTION",
+                class::INVALID_OPTION,
                 format!("Invalid value '{rows_per_second}'. The option 'rowsPerSecond' must be positive"),
             ));
         }
@@ -122,7 +123,7 @@ impl SourceProvider for RateSourceProvider {
                 .and_then(|v| v.as_i64())
                 .ok_or_else(|| {
                     SluiceError::checkpoint(
-                        "CHECKPOINT_CORRUPT_LOG",
+                        class::CHECKPOINT_CORRUPT_LOG,
                         format!(
                             "a continuous rate offset must be {{\"0\":{{\"value\":N,\"runTimeMs\":T}}}}, \
                              got {o}; was the checkpoint written by a micro-batch query? Use a new \
@@ -150,7 +151,7 @@ impl RateSourceProvider {
                 .and_then(|l| l.trim().parse::<i64>().ok())
                 .ok_or_else(|| {
                     SluiceError::checkpoint(
-                        "CHECKPOINT_CORRUPT_LOG",
+                        class::CHECKPOINT_CORRUPT_LOG,
                         format!(
                             "{} should hold the rate source's start time (v1 and milliseconds); \
                              restore it or use a new checkpoint",
@@ -280,7 +281,7 @@ impl RatePerMicroBatchProvider {
         let rows_per_batch = opt_i64(options, "rowsPerBatch", None)?;
         if rows_per_batch <= 0 {
             return Err(SluiceError::query(
-                "INVALID_OPTION",
+                class::INVALID_OPTION,
                 format!(
                     "Invalid value '{rows_per_batch}'. The option 'rowsPerBatch' must be positive"
                 ),
@@ -332,7 +333,7 @@ impl RatePerMicroBatchSource {
             ) {
                 (Some(o), Some(t)) => Ok((o, t)),
                 _ => Err(SluiceError::checkpoint(
-                    "CHECKPOINT_CORRUPT_LOG",
+                    class::CHECKPOINT_CORRUPT_LOG,
                     format!(
                         "rate-micro-batch offset must be {{\"offset\":N,\"timestamp\":T}}, got {v}"
                     ),

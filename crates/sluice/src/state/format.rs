@@ -7,6 +7,7 @@
 //! record is trusted, so a corrupt or truncated file NEVER panics: it gives
 //! `STATE_STORE_CORRUPT` naming the file.
 
+use crate::error::class;
 use std::cmp::Ordering;
 use std::io::{self, ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
@@ -77,7 +78,7 @@ pub(crate) struct Record {
 /// `STATE_STORE_CORRUPT` for `path`, with the fix.
 pub(crate) fn corrupt(path: &Path, detail: impl std::fmt::Display) -> SluiceError {
     SluiceError::checkpoint(
-        "STATE_STORE_CORRUPT",
+        class::STATE_STORE_CORRUPT,
         format!(
             "state file {} is corrupt: {detail}. Restore the file from a backup or start the \
              query with a new checkpoint location",
@@ -326,7 +327,7 @@ impl<R: Read> StateFileReader<R> {
         }
         if header[8] != FORMAT_VERSION {
             return Err(SluiceError::checkpoint(
-                "STATE_STORE_UNSUPPORTED_FORMAT",
+                class::STATE_STORE_UNSUPPORTED_FORMAT,
                 format!(
                     "state file {} has format version {}, but this Sluice reads only version \
                      {FORMAT_VERSION}; run a Sluice that wrote it, or start the query with a \

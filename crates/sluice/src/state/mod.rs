@@ -124,10 +124,6 @@ use crate::error::Result;
 
 pub use provider::DefaultStateStoreProvider;
 
-/// Spark's `spark.sql.streaming.stateStore.minDeltasForSnapshot`.
-pub const DEFAULT_MIN_DELTAS_FOR_SNAPSHOT: u64 = 10;
-/// Spark's `spark.sql.streaming.minBatchesToRetain` (the store keeps that many versions).
-pub const DEFAULT_MIN_VERSIONS_TO_RETAIN: u64 = 100;
 /// Spark's `spark.sql.streaming.stateStore.maintenanceInterval`.
 pub const DEFAULT_MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -174,8 +170,8 @@ pub struct StateStoreConf {
 impl Default for StateStoreConf {
     fn default() -> Self {
         Self {
-            min_deltas_for_snapshot: DEFAULT_MIN_DELTAS_FOR_SNAPSHOT,
-            min_versions_to_retain: DEFAULT_MIN_VERSIONS_TO_RETAIN,
+            min_deltas_for_snapshot: crate::conf::DEFAULT_MIN_DELTAS_FOR_SNAPSHOT,
+            min_versions_to_retain: crate::conf::DEFAULT_MIN_BATCHES_TO_RETAIN,
             maintenance_interval: DEFAULT_MAINTENANCE_INTERVAL,
         }
     }

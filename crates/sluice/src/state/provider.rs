@@ -1,5 +1,6 @@
 //! [`DefaultStateStoreProvider`]: the in-memory store, loading, commits and maintenance.
 
+use crate::error::class;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, ErrorKind};
@@ -98,7 +99,7 @@ impl Inner {
             format!("{base}.snapshot")
         };
         SluiceError::checkpoint(
-            "STATE_STORE_VERSION_MISSING",
+            class::STATE_STORE_VERSION_MISSING,
             format!(
                 "cannot load state version {version} of {}: {missing}.delta is missing from {} \
                  (version {version} is rebuilt from {from} and the deltas after it; the newest \

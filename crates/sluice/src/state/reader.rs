@@ -36,6 +36,7 @@
 //! refused with `SLUICE_NOT_SUPPORTED_YET` (the file is written once, when the operator first
 //! runs, and is not rewritten on restart).
 
+use crate::error::class;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -58,15 +59,10 @@ use crate::error::{Result, SluiceError};
 use crate::operators::stateful::{StateField, StateSchema};
 
 /// Error class: no such stateful operator in the checkpoint.
-pub const STATE_OPERATOR_NOT_FOUND: &str = "STATE_OPERATOR_NOT_FOUND";
 /// Error class: the batch asked for is not committed (or nothing is committed yet).
-pub const STATE_BATCH_NOT_COMMITTED: &str = "STATE_BATCH_NOT_COMMITTED";
 /// Error class: the batch is committed but its state version is no longer (or not) on disk.
-pub const STATE_VERSION_NOT_AVAILABLE: &str = "STATE_VERSION_NOT_AVAILABLE";
 /// Error class: the stored pairs do not decode with the recorded schema.
-pub const STATE_DECODE_FAILED: &str = "STATE_DECODE_FAILED";
 /// Error class: the directory is not a query checkpoint.
-pub const CHECKPOINT_NOT_FOUND: &str = "CHECKPOINT_NOT_FOUND";
 
 /// `fmgws`' marker for "no timeout" in the first 8 bytes of a value.
 const NO_TIMEOUT: i64 = i64::MIN;
@@ -164,7 +160,7 @@ impl StoreVersions {
 pub fn check_is_checkpoint(dir: &Path) -> Result<()> {
     if !dir.is_dir() {
         return Err(SluiceError::checkpoint(
-            CHECKPOINT_NOT_FOUND,
+            class::CHECKPOINT_NOT_FOUND,
             format!(
                 "{} is not a directory{}: pass the checkpointLocation of a query (the directory \
                  that holds metadata, offsets/ and commits/)",
@@ -180,7 +176,7 @@ pub fn check_is_checkpoint(dir: &Path) -> Result<()> {
     let d = CheckpointDir::new(dir);
     if !d.metadata_file().is_file() && !d.offsets_dir().is_dir() && !d.commits_dir().is_dir() {
         return Err(SluiceError::checkpoint(
-            CHECKPOINT_NOT_FOUND,
+            class::CHECKPOINT_NOT_FOUND,
             format!(
                 "{} is not a query checkpoint: it has no metadata file and no offsets/ or \
                  commits/ log. Pass the checkpointLocation of a query (the directory that holds \
@@ -249,7 +245,7 @@ pub fn read_state_schema(checkpoint: &Path, operator_id: u32) -> Result<Option<S
     match std::fs::read(&file) {
         Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
             SluiceError::checkpoint(
-                "CHECKPOINT_CORRUPT_LOG",
+                class::CHECKPOINT_CORRUPT_LOG,
                 format!(
                     "{} is not a Sluice state schema ({e}); restore it, or start the query with a \
                      new checkpoint location",
@@ -358,11 +354,11 @@ impl StateSnapshot {
 /// Reads the state of operator `operator_id` as of committed batch `batch_id` (default: the
 /// last committed batch) from the checkpoint at `checkpoint`, without writing anything there.
 ///
-/// Errors (each names the path and what to do): `CHECKPOINT_NOT_FOUND` (not a checkpoint),
-/// `STATE_OPERATOR_NOT_FOUND` (lists the operators there), `STATE_BATCH_NOT_COMMITTED` and
-/// `STATE_VERSION_NOT_AVAILABLE` (list the batches whose state can be read),
+/// Errors (each names the path and what to do): `class::CHECKPOINT_NOT_FOUND` (not a checkpoint),
+/// `class::STATE_OPERATOR_NOT_FOUND` (lists the operators there), `class::STATE_BATCH_NOT_COMMITTED` and
+/// `class::STATE_VERSION_NOT_AVAILABLE` (list the batches whose state can be read),
 /// `SLUICE_NOT_SUPPORTED_YET` for operators whose state cannot be decoded (unknown operators,
-/// and stream-stream joins whose schema file has no `leftFields`), `STATE_DECODE_FAILED` when
+/// and stream-stream joins whose schema file has no `leftFields`), `class::STATE_DECODE_FAILED` when
 /// the pairs do not decode with the recorded schema.
 pub fn read_state(
     checkpoint: &Path,
@@ -376,7 +372,7 @@ pub fn read_state(
         _ => {
             let state = CheckpointDir::new(checkpoint).state_dir();
             return Err(SluiceError::checkpoint(
-                STATE_OPERATOR_NOT_FOUND,
+                class::STATE_OPERATOR_NOT_FOUND,
                 if operators.is_empty() {
                     format!(
                         "the checkpoint {} has no stateful operator (no {}): its query keeps no \
@@ -419,7 +415,7 @@ pub fn read_state(
     let batch_id = match (batch_id, last_committed) {
         (_, None) => {
             return Err(SluiceError::checkpoint(
-                STATE_BATCH_NOT_COMMITTED,
+                class::STATE_BATCH_NOT_COMMITTED,
                 format!(
                     "no batch of the checkpoint {} is committed yet (commits/ is empty): there is \
                      no state to read. Run the query until it commits a batch",
@@ -429,7 +425,7 @@ pub fn read_state(
         }
         (Some(b), Some(last)) if b > last => {
             return Err(SluiceError::checkpoint(
-                STATE_BATCH_NOT_COMMITTED,
+                class::STATE_BATCH_NOT_COMMITTED,
                 format!(
                     "batch {b} of the checkpoint {} is not committed (the last committed batch is \
                      {last}); {}. Pass one of them with --batch",
@@ -448,7 +444,7 @@ pub fn read_state(
         .any(|r| r.first <= batch_id && batch_id <= r.last)
     {
         return Err(SluiceError::checkpoint(
-            STATE_VERSION_NOT_AVAILABLE,
+            class::STATE_VERSION_NOT_AVAILABLE,
             format!(
                 "the state of operator {operator_id} as of batch {batch_id} (version {version}) \
                  is not on disk under {} (its files were purged by maintenance, or the operator \
@@ -592,7 +588,7 @@ impl StateDecoder {
                 };
                 if left_len > schema.value_schema.len() {
                     return Err(SluiceError::checkpoint(
-                        STATE_DECODE_FAILED,
+                        class::STATE_DECODE_FAILED,
                         format!(
                             "the schema of the stream-stream join operator {:?} records {left_len} \
                              left-side fields but only {} value fields: restore the checkpoint, \
@@ -654,7 +650,7 @@ impl StateDecoder {
              on a new checkpoint location to inspect its state"
         };
         SluiceError::checkpoint(
-            STATE_DECODE_FAILED,
+            class::STATE_DECODE_FAILED,
             format!(
                 "the state of operator {:?} does not decode with its recorded schema ({detail}): \
                  {hint}",
@@ -883,7 +879,7 @@ pub fn field_type(f: &StateField) -> Result<DataType> {
     match &f.arrow_type {
         Some(t) => DataType::from_str(t).map_err(|e| {
             SluiceError::checkpoint(
-                STATE_DECODE_FAILED,
+                class::STATE_DECODE_FAILED,
                 format!(
                     "the recorded Arrow type {t:?} of state field {:?} does not parse ({e})",
                     f.name
@@ -892,7 +888,7 @@ pub fn field_type(f: &StateField) -> Result<DataType> {
         }),
         None => spark_type(&f.data_type).map_err(|e| {
             SluiceError::checkpoint(
-                STATE_DECODE_FAILED,
+                class::STATE_DECODE_FAILED,
                 format!(
                     "the Spark type {:?} of state field {:?} cannot be turned into an Arrow type \
                      ({}); the schema file has no arrowType (it was written before Sluice \
@@ -928,7 +924,7 @@ struct TypeParser<'a> {
 impl TypeParser<'_> {
     fn error(&self, what: &str) -> SluiceError {
         SluiceError::checkpoint(
-            STATE_DECODE_FAILED,
+            class::STATE_DECODE_FAILED,
             format!("{what} at position {} of {:?}", self.pos, self.s),
         )
     }
@@ -1290,7 +1286,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             d.decode(&[0, 1], &kb, &vb).unwrap_err().class(),
-            STATE_DECODE_FAILED
+            class::STATE_DECODE_FAILED
         );
     }
 
@@ -1411,11 +1407,15 @@ mod tests {
         for left in [0, 1, 3, 4] {
             let d = StateDecoder::new(&join(Some(left), true)).unwrap();
             let e = d.decode(&[0, 1, 1], &keys, &values).unwrap_err();
-            assert_eq!(e.class(), STATE_DECODE_FAILED, "leftFields {left}: {e}");
+            assert_eq!(
+                e.class(),
+                class::STATE_DECODE_FAILED,
+                "leftFields {left}: {e}"
+            );
         }
         assert_eq!(
             StateDecoder::new(&join(Some(5), true)).unwrap_err().class(),
-            STATE_DECODE_FAILED
+            class::STATE_DECODE_FAILED
         );
         // Malformed keys and values.
         let d = StateDecoder::new(&join(Some(2), true)).unwrap();
@@ -1428,7 +1428,7 @@ mod tests {
         for (k, v) in [(&bad_side, &values), (&short, &values), (&keys, &flag)] {
             assert_eq!(
                 d.decode(&[0, 1, 1], k, v).unwrap_err().class(),
-                STATE_DECODE_FAILED
+                class::STATE_DECODE_FAILED
             );
         }
         // No pairs: an empty batch of the decoder's schema.

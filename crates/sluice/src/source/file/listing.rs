@@ -2,6 +2,7 @@
 //! file), how it lists them (hidden files skipped, modification times in milliseconds), and the
 //! `file:///` URIs the source log records.
 
+use crate::error::class;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
@@ -46,7 +47,7 @@ impl Location {
         let trimmed = path.trim();
         if trimmed.is_empty() {
             return Err(SluiceError::query(
-                "PATH_NOT_SPECIFIED",
+                class::PATH_NOT_SPECIFIED,
                 "a file source needs a path: give the directory to read, e.g. \
                  .load(\"/data/events\")",
             ));
@@ -70,7 +71,7 @@ impl Location {
             Some(n) if has_glob_chars(&n) => {
                 let glob = Glob::new(&n).map_err(|e| {
                     SluiceError::query(
-                        "INVALID_PATH_GLOB",
+                        class::INVALID_PATH_GLOB,
                         format!("the glob `{n}` in the file source path {path} is invalid: {e}"),
                     )
                 })?;

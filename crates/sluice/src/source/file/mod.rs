@@ -19,6 +19,7 @@ mod listing;
 mod options;
 mod source_log;
 
+use crate::error::class;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
@@ -54,7 +55,7 @@ impl StreamOptions {
         let max_bytes = opts.positive("maxBytesPerTrigger")?;
         if max_files.is_some() && max_bytes.is_some() {
             return Err(SluiceError::query(
-                "INVALID_OPTION",
+                class::INVALID_OPTION,
                 "the options 'maxFilesPerTrigger' and 'maxBytesPerTrigger' cannot be set at the \
                  same time; keep one of them",
             ));
@@ -146,7 +147,7 @@ impl FileSourceProvider {
         let format = format.trim().to_ascii_lowercase();
         if !matches!(format.as_str(), "json" | "csv" | "parquet" | "text") {
             return Err(SluiceError::query(
-                "UNSUPPORTED_DATA_SOURCE",
+                class::UNSUPPORTED_DATA_SOURCE,
                 format!("{format} is not a file format; use json, csv, parquet or text"),
             ));
         }
@@ -156,7 +157,7 @@ impl FileSourceProvider {
             None if format == "text" => format::text_schema(),
             None => {
                 return Err(SluiceError::query(
-                    "UNABLE_TO_INFER_SCHEMA",
+                    class::UNABLE_TO_INFER_SCHEMA,
                     format!(
                         "a streaming {format} source needs a schema: give it with \
                          .schema(\"col TYPE, ...\") before .load(). Spark does not infer the \
@@ -169,7 +170,7 @@ impl FileSourceProvider {
         let location = Location::parse(path)?;
         if !location.is_glob() && !location.exists() {
             return Err(SluiceError::query(
-                "PATH_NOT_FOUND",
+                class::PATH_NOT_FOUND,
                 format!(
                     "Path does not exist: {}. Create the directory before starting the stream \
                      (a glob path such as dir/*.json may match nothing yet)",
@@ -225,7 +226,7 @@ impl SourceProvider for FileSourceProvider {
         let current = match log.latest_id()? {
             Some(id) => i64::try_from(id).map_err(|_| {
                 SluiceError::checkpoint(
-                    "CHECKPOINT_CORRUPT_LOG",
+                    class::CHECKPOINT_CORRUPT_LOG,
                     format!(
                         "the source log {} has an absurd batch id {id}",
                         log.dir().display()
@@ -339,7 +340,7 @@ fn parse_offset(o: &Offset, what: &str) -> Result<i64> {
     };
     v.filter(|n| *n >= -1).ok_or_else(|| {
         SluiceError::checkpoint(
-            "CHECKPOINT_INVALID_SOURCE_OFFSET",
+            class::CHECKPOINT_INVALID_SOURCE_OFFSET,
             format!(
                 "the {what} offset {o} is not a file source offset (expected \
                  {{\"logOffset\":N}}); the checkpoint was written for another source"
@@ -393,7 +394,7 @@ impl Source for FileSource {
         };
         if start_id > self.current {
             return Err(SluiceError::checkpoint(
-                "CHECKPOINT_MISSING_SOURCE_LOG",
+                class::CHECKPOINT_MISSING_SOURCE_LOG,
                 format!(
                     "the query's offsets say {} reached log offset {start_id}, but its source \
                      log {} ends at {}: the source log was deleted or truncated. Restore it, or \

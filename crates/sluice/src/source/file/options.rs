@@ -1,6 +1,7 @@
 //! Reader options: keys are case-insensitive (as in Spark's `CaseInsensitiveMap`), values are
 //! validated with an `INVALID_OPTION` error naming the option.
 
+use crate::error::class;
 use std::collections::HashMap;
 
 use crate::error::{Result, SluiceError};
@@ -32,7 +33,7 @@ impl Options {
 
     pub fn invalid(key: &str, value: &str, expected: &str) -> SluiceError {
         SluiceError::query(
-            "INVALID_OPTION",
+            class::INVALID_OPTION,
             format!("invalid value {value:?} for the option '{key}': {expected}"),
         )
     }

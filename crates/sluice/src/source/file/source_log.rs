@@ -3,6 +3,7 @@
 //! per file, no trailing newline. Every 10th batch (`(N+1) % 10 == 0`) is written as
 //! `N.compact` holding every entry so far (Spark's compaction); readers accept both forms.
 
+use crate::error::class;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -52,7 +53,7 @@ impl SourceLog {
             Ok(())
         } else {
             Err(SluiceError::checkpoint(
-                "CONCURRENT_STREAM_LOG_UPDATE",
+                class::CONCURRENT_STREAM_LOG_UPDATE,
                 format!(
                     "Concurrent update to the file source log {}: log offset {id} was written by \
                      someone else. Multiple streaming queries seem to use the same checkpoint \
@@ -82,7 +83,7 @@ impl SourceLog {
             }
         }
         Err(SluiceError::checkpoint(
-            "CHECKPOINT_MISSING_SOURCE_LOG",
+            class::CHECKPOINT_MISSING_SOURCE_LOG,
             format!(
                 "the file source log {} has no entry for log offset {id}, which the query's \
                  offsets refer to: the source log was deleted or truncated. Restore it, or start \

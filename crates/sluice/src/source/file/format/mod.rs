@@ -12,6 +12,7 @@ pub(crate) mod csv;
 pub(crate) mod json;
 pub(crate) mod parquet;
 
+use crate::error::class;
 use std::borrow::Cow;
 use std::fs;
 use std::io::ErrorKind;
@@ -320,7 +321,7 @@ impl ParseOptions {
             "parquet" => FormatKind::Parquet,
             other => {
                 return Err(SluiceError::query(
-                    "UNSUPPORTED_DATA_SOURCE",
+                    class::UNSUPPORTED_DATA_SOURCE,
                     format!("{other} is not a file format; use json, csv, parquet or text"),
                 ))
             }
@@ -336,7 +337,7 @@ impl ParseOptions {
                     if f.name() == corrupt_name {
                         if f.data_type() != &DataType::Utf8 {
                             return Err(SluiceError::query(
-                                "INVALID_CORRUPT_RECORD_TYPE",
+                                class::INVALID_CORRUPT_RECORD_TYPE,
                                 format!(
                                     "the column `{corrupt_name}` for corrupt records must have \
                                      the nullable STRING type, but got {}",
@@ -353,7 +354,7 @@ impl ParseOptions {
             FormatKind::Text(_) => {
                 if schema.fields().len() != 1 || schema.field(0).data_type() != &DataType::Utf8 {
                     return Err(SluiceError::query(
-                        "INVALID_SCHEMA",
+                        class::INVALID_SCHEMA,
                         format!(
                             "the text format reads a single STRING column (value STRING), but \
                              the schema is {}",
@@ -692,7 +693,7 @@ fn excerpt(s: &str, max: usize) -> String {
 
 fn failfast_error(rec: RecordRef<'_>, reason: &str) -> SluiceError {
     SluiceError::input(
-        "MALFORMED_RECORD",
+        class::MALFORMED_RECORD,
         format!(
             "Malformed record at line {} of {}: {reason}. Record: {:?}. The parse mode is \
              FAILFAST, which stops the query at the first malformed record; set the source \
@@ -779,7 +780,7 @@ fn compressed_extension(path: &Path) -> Option<&'static str> {
 /// What to say when a file listed for reading has vanished.
 pub(crate) fn file_not_found(uri: &str, context: &str) -> SluiceError {
     SluiceError::input(
-        "FILE_NOT_FOUND",
+        class::FILE_NOT_FOUND,
         format!(
             "the file {uri} does not exist any more, but it is part of {context}. Files must \
              not be deleted or moved out of a streaming source directory before the query has \

@@ -3,6 +3,7 @@
 //! column reads as nulls, and each column is cast to the schema's type. Timestamps keep their
 //! instant (UTC micros) whatever their unit or zone.
 
+use crate::error::class;
 use std::fs::File;
 use std::io::ErrorKind;
 use std::path::Path;
@@ -52,7 +53,7 @@ pub(crate) fn read(path: &Path, uri: &str, context: &str, asm: &mut Assembler<'_
     };
     let corrupt = |what: &str, e: &dyn std::fmt::Display| {
         SluiceError::input(
-            "CANNOT_READ_PARQUET_FILE",
+            class::CANNOT_READ_PARQUET_FILE,
             format!(
                 "cannot read the Parquet file {uri} ({what}: {e}). It may be corrupt or not a \
                  Parquet file; set the option ignoreCorruptFiles=true to skip such files"
@@ -83,7 +84,7 @@ pub(crate) fn read(path: &Path, uri: &str, context: &str, asm: &mut Assembler<'_
             let from = file_schema.field(i).data_type();
             if !castable(from, f.data_type()) {
                 return Err(SluiceError::input(
-                    "PARQUET_COLUMN_DATA_TYPE_MISMATCH",
+                    class::PARQUET_COLUMN_DATA_TYPE_MISMATCH,
                     format!(
                         "the Parquet file {uri} has the column `{}` of type {} ({from}), which \
                          cannot be read as {} as the schema says",

@@ -1,0 +1,324 @@
+//! Streaming configuration, typed: every conf key the engine reads is named here once, with its
+//! default, and parsed once per query into a [`StreamingConf`] (as DataFusion's
+//! `config_namespace!` does for its options). The subset Spark pins into a checkpoint's
+//! `offsets/N` (`OffsetSeqMetadata.conf`) is [`PinnedConf`]: it comes back from the log on a
+//! restart and overrides the session.
+//!
+//! Keys keep Spark's names (`spark.sql.streaming.minBatchesToRetain`, ...); Sluice-only keys start
+//! with `sluice.`. Test hooks (`sluice.testing.*`) are not read here: they live in
+//! [`crate::testing`] behind the `testing` feature, and the production loop never reads them.
+
+use std::collections::BTreeMap;
+
+use crate::error::{class, Result, SluiceError};
+use crate::session::Session;
+
+/// `spark.sql.shuffle.partitions`: the number of state partitions, pinned at a query's first run.
+pub const SHUFFLE_PARTITIONS: &str = "spark.sql.shuffle.partitions";
+/// `spark.sql.streaming.minBatchesToRetain`: batches of `offsets/`, `commits/` and state kept.
+pub const MIN_BATCHES_TO_RETAIN: &str = "spark.sql.streaming.minBatchesToRetain";
+/// `spark.sql.streaming.multipleWatermarkPolicy`: `min` (default) or `max`; pinned.
+pub const WATERMARK_POLICY: &str = "spark.sql.streaming.multipleWatermarkPolicy";
+/// `spark.sql.streaming.stateStore.minDeltasForSnapshot`: deltas between two state snapshots.
+pub const MIN_DELTAS_FOR_SNAPSHOT: &str = "spark.sql.streaming.stateStore.minDeltasForSnapshot";
+/// `spark.sql.streaming.statefulOperator.checkCorrectness.enabled`: Spark 3.4's check of chained
+/// stateful operators (on by default).
+pub const CHECK_CORRECTNESS: &str = "spark.sql.streaming.statefulOperator.checkCorrectness.enabled";
+/// `spark.sql.streaming.checkpointLocation`: the root under which named queries keep their
+/// checkpoint when the writer gives none.
+pub const CHECKPOINT_LOCATION: &str = "spark.sql.streaming.checkpointLocation";
+/// `sluice.streaming.stateSchema.allowKeyRename`: accept a restart whose state key fields were
+/// renamed (same types), which Spark refuses.
+pub const ALLOW_KEY_RENAME: &str = "sluice.streaming.stateSchema.allowKeyRename";
+
+/// Spark's default of [`MIN_BATCHES_TO_RETAIN`].
+pub const DEFAULT_MIN_BATCHES_TO_RETAIN: u64 = 100;
+/// Spark's default of [`MIN_DELTAS_FOR_SNAPSHOT`].
+pub const DEFAULT_MIN_DELTAS_FOR_SNAPSHOT: u64 = 10;
+
+/// How several watermarks combine into the query's one (Spark's `MultipleWatermarkPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WatermarkPolicy {
+    /// The slowest stream decides (Spark's default, safe).
+    #[default]
+    Min,
+    /// The fastest stream decides; slower streams' rows may be dropped as late.
+    Max,
+}
+
+impl WatermarkPolicy {
+    /// Parses Spark's value (`min`/`max`, any case).
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "min" => Ok(Self::Min),
+            "max" => Ok(Self::Max),
+            other => Err(SluiceError::query(
+                class::INVALID_CONF_VALUE,
+                format!("{WATERMARK_POLICY} must be min or max, got {other:?}"),
+            )),
+        }
+    }
+    /// Spark's value, as written into `offsets/N`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Min => "min",
+            Self::Max => "max",
+        }
+    }
+}
+
+/// The conf a query runs with, read from the session once when it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamingConf {
+    /// The session's [`SHUFFLE_PARTITIONS`]; the checkpoint's pinned value wins on a restart.
+    pub shuffle_partitions: usize,
+    /// [`MIN_BATCHES_TO_RETAIN`], at least 1.
+    pub min_batches_to_retain: u64,
+    /// [`MIN_DELTAS_FOR_SNAPSHOT`].
+    pub min_deltas_for_snapshot: u64,
+    /// [`WATERMARK_POLICY`] as the session sets it (`None` when unset); pinned at the first run.
+    pub watermark_policy: Option<WatermarkPolicy>,
+    /// [`CHECK_CORRECTNESS`].
+    pub check_correctness: bool,
+    /// [`ALLOW_KEY_RENAME`].
+    pub allow_key_rename: bool,
+    /// [`CHECKPOINT_LOCATION`].
+    pub checkpoint_location: Option<String>,
+}
+
+impl Default for StreamingConf {
+    fn default() -> Self {
+        Self {
+            shuffle_partitions: 1,
+            min_batches_to_retain: DEFAULT_MIN_BATCHES_TO_RETAIN,
+            min_deltas_for_snapshot: DEFAULT_MIN_DELTAS_FOR_SNAPSHOT,
+            watermark_policy: None,
+            check_correctness: true,
+            allow_key_rename: false,
+            checkpoint_location: None,
+        }
+    }
+}
+
+impl StreamingConf {
+    /// Reads and checks every key from the session. A value that does not parse is an error
+    /// naming the key, not a silent default.
+    pub fn from_session(session: &Session) -> Result<Self> {
+        Self::from_lookup(session.shuffle_partitions(), |k| session.conf(k))
+    }
+
+    /// Reads the conf through `get` (a session's or a pipeline file's `SET`s).
+    pub fn from_lookup(
+        shuffle_partitions: usize,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self> {
+        let d = Self::default();
+        Ok(Self {
+            shuffle_partitions: shuffle_partitions.max(1),
+            min_batches_to_retain: parse_num(&get, MIN_BATCHES_TO_RETAIN)?
+                .unwrap_or(d.min_batches_to_retain)
+                .max(1),
+            min_deltas_for_snapshot: parse_num(&get, MIN_DELTAS_FOR_SNAPSHOT)?
+                .unwrap_or(d.min_deltas_for_snapshot),
+            watermark_policy: get(WATERMARK_POLICY)
+                .map(|v| WatermarkPolicy::parse(&v))
+                .transpose()?,
+            check_correctness: parse_bool(&get, CHECK_CORRECTNESS)?.unwrap_or(d.check_correctness),
+            allow_key_rename: parse_bool(&get, ALLOW_KEY_RENAME)?.unwrap_or(d.allow_key_rename),
+            checkpoint_location: get(CHECKPOINT_LOCATION),
+        })
+    }
+}
+
+/// Parses a positive number of partitions (`spark.sql.shuffle.partitions`).
+pub fn parse_partitions(v: &str) -> Result<usize> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(SluiceError::query(
+            class::INVALID_CONF_VALUE,
+            format!("{SHUFFLE_PARTITIONS} must be a positive integer, got {v:?}"),
+        )),
+    }
+}
+
+fn parse_num(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<u64>> {
+    get(key)
+        .map(|v| {
+            v.trim().parse::<u64>().map_err(|_| {
+                SluiceError::query(
+                    class::INVALID_CONF_VALUE,
+                    format!("{key} must be a non-negative integer, got {v:?}"),
+                )
+            })
+        })
+        .transpose()
+}
+
+fn parse_bool(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bool>> {
+    get(key)
+        .map(|v| match v.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(SluiceError::query(
+                class::INVALID_CONF_VALUE,
+                format!("{key} must be true or false, got {v:?}"),
+            )),
+        })
+        .transpose()
+}
+
+/// The conf Spark pins into `offsets/N` at a query's first run: the checkpoint's values win
+/// over the session's on every restart, because state was partitioned and watermarks combined
+/// by them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedConf {
+    /// Every pinned key as written into `offsets/N` (the checkpoint's keys are kept as they are,
+    /// including ones Sluice does not read, so a Spark checkpoint round-trips).
+    pub entries: BTreeMap<String, String>,
+    /// The number of state partitions.
+    pub shuffle_partitions: usize,
+    /// The watermark policy.
+    pub watermark_policy: WatermarkPolicy,
+}
+
+impl PinnedConf {
+    /// Resolves the pinned conf: the checkpoint's (`logged`, from the latest `offsets/N`) when the
+    /// query ran before, else the session's. A session value that differs from the checkpoint's
+    /// is reported with `log::warn!` naming `checkpoint` and kept out.
+    pub fn resolve(
+        conf: &StreamingConf,
+        logged: Option<&BTreeMap<String, String>>,
+        checkpoint: &std::path::Path,
+    ) -> Result<Self> {
+        let mut entries = BTreeMap::new();
+        entries.insert(
+            SHUFFLE_PARTITIONS.to_string(),
+            conf.shuffle_partitions.to_string(),
+        );
+        let session_policy = conf.watermark_policy.unwrap_or_default();
+        entries.insert(
+            WATERMARK_POLICY.to_string(),
+            session_policy.as_str().to_string(),
+        );
+        if let Some(logged) = logged {
+            // A checkpoint written before the policy was pinned ran with Spark's default.
+            entries.insert(
+                WATERMARK_POLICY.to_string(),
+                WatermarkPolicy::Min.as_str().to_string(),
+            );
+            for (k, v) in logged {
+                entries.insert(k.clone(), v.clone());
+            }
+        }
+        let shuffle_partitions = match entries.get(SHUFFLE_PARTITIONS) {
+            Some(v) => parse_partitions(v).map_err(|e| {
+                SluiceError::checkpoint(
+                    class::CHECKPOINT_CORRUPT_LOG,
+                    format!(
+                        "the latest offsets file of {} pins {SHUFFLE_PARTITIONS} = {v:?}, not a \
+                         positive number ({}); restore the file or start a new checkpoint",
+                        checkpoint.display(),
+                        e.message()
+                    ),
+                )
+            })?,
+            None => conf.shuffle_partitions,
+        };
+        let watermark_policy = WatermarkPolicy::parse(
+            entries
+                .get(WATERMARK_POLICY)
+                .map(String::as_str)
+                .unwrap_or("min"),
+        )?;
+        if logged.is_some() {
+            if shuffle_partitions != conf.shuffle_partitions {
+                log::warn!(
+                    "{SHUFFLE_PARTITIONS} is {shuffle_partitions} in the checkpoint {} and {} in \
+                     the session; the checkpoint's value is kept (state is partitioned by it)",
+                    checkpoint.display(),
+                    conf.shuffle_partitions
+                );
+            }
+            if let Some(p) = conf.watermark_policy.filter(|p| *p != watermark_policy) {
+                log::warn!(
+                    "{WATERMARK_POLICY} is {} in the checkpoint {} and {} in the session; the \
+                     checkpoint's value is kept",
+                    watermark_policy.as_str(),
+                    checkpoint.display(),
+                    p.as_str()
+                );
+            }
+        }
+        Ok(Self {
+            entries,
+            shuffle_partitions,
+            watermark_policy,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    fn conf(pairs: &[(&str, &str)]) -> Result<StreamingConf> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        StreamingConf::from_lookup(4, |k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_are_sparks() {
+        let c = conf(&[]).unwrap();
+        assert_eq!(c.min_batches_to_retain, 100);
+        assert_eq!(c.min_deltas_for_snapshot, 10);
+        assert!(c.check_correctness);
+        assert!(!c.allow_key_rename);
+        assert_eq!(c.watermark_policy, None);
+        assert_eq!(c.shuffle_partitions, 4);
+    }
+
+    #[test]
+    fn values_parse_and_bad_values_name_the_key() {
+        let c = conf(&[
+            (MIN_BATCHES_TO_RETAIN, "0"),
+            (WATERMARK_POLICY, "MAX"),
+            (CHECK_CORRECTNESS, "False"),
+        ])
+        .unwrap();
+        assert_eq!(c.min_batches_to_retain, 1, "at least one batch is kept");
+        assert_eq!(c.watermark_policy, Some(WatermarkPolicy::Max));
+        assert!(!c.check_correctness);
+        let e = conf(&[(MIN_DELTAS_FOR_SNAPSHOT, "ten")]).unwrap_err();
+        assert!(e.is(class::INVALID_CONF_VALUE));
+        assert!(e.message().contains(MIN_DELTAS_FOR_SNAPSHOT), "{e}");
+        let e = conf(&[(WATERMARK_POLICY, "avg")]).unwrap_err();
+        assert!(e.message().contains(WATERMARK_POLICY), "{e}");
+    }
+
+    #[test]
+    fn the_checkpoint_pins_partitions_and_policy() {
+        let c = conf(&[(WATERMARK_POLICY, "max")]).unwrap();
+        let first = PinnedConf::resolve(&c, None, Path::new("ck")).unwrap();
+        assert_eq!(first.shuffle_partitions, 4);
+        assert_eq!(first.watermark_policy, WatermarkPolicy::Max);
+        assert_eq!(first.entries[WATERMARK_POLICY], "max");
+
+        let mut logged = BTreeMap::new();
+        logged.insert(SHUFFLE_PARTITIONS.to_string(), "2".to_string());
+        logged.insert("spark.custom".to_string(), "x".to_string());
+        let again = PinnedConf::resolve(&c, Some(&logged), Path::new("ck")).unwrap();
+        assert_eq!(again.shuffle_partitions, 2);
+        // a checkpoint without a pinned policy ran with Spark's default, min
+        assert_eq!(again.watermark_policy, WatermarkPolicy::Min);
+        assert_eq!(again.entries["spark.custom"], "x");
+
+        logged.insert(SHUFFLE_PARTITIONS.to_string(), "zero".to_string());
+        let e = PinnedConf::resolve(&c, Some(&logged), Path::new("ck")).unwrap_err();
+        assert!(e.is(class::CHECKPOINT_CORRUPT_LOG), "{e}");
+    }
+}
