@@ -42,6 +42,7 @@ pub mod sink;
 pub mod source;
 pub mod state;
 pub mod testing;
+pub mod time_text;
 pub mod types;
 
 pub use datafusion::prelude::{col, lit, Expr};

@@ -125,12 +125,8 @@ pub trait StreamingQueryListener: Send + Sync {
     fn on_query_terminated(&self, _event: &QueryTerminatedEvent) {}
 }
 
-/// Milliseconds since the epoch as Spark's ISO-8601 form with millis and `Z`.
-pub fn format_timestamp_ms(ms: i64) -> String {
-    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-        .unwrap_or_else(|| ms.to_string())
-}
+/// Progress timestamps: ISO-8601 with milliseconds, as Spark writes them.
+pub use crate::time_text::iso_timestamp_ms as format_timestamp_ms;
 
 #[cfg(test)]
 mod tests {

@@ -24,8 +24,8 @@ use crate::frame::StreamFrame;
 use crate::plan::spark::{SparkCastRule, SparkRound};
 use crate::plan::StreamingRelation;
 use crate::progress::StreamingQueryListener;
-use crate::source::file::FileSourceProvider;
-use crate::source::rate::{RatePerMicroBatchProvider, RateSourceProvider};
+use crate::source::memory::MemoryStream;
+use crate::source::registry::{source_provider, SourceFormat};
 use crate::source::SourceProvider;
 
 /// Builds a [`Session`].
@@ -301,33 +301,8 @@ impl DataStreamReader {
     }
     /// Defines the stream. File formats read the directory `path`; `rate` sources ignore it.
     pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
-        let format = self.format.clone().unwrap_or_else(|| "parquet".into());
-        let provider: Arc<dyn SourceProvider> = match format.as_str() {
-            "json" | "csv" | "parquet" | "text" => Arc::new(FileSourceProvider::try_new(
-                &format,
-                path.as_ref(),
-                self.schema.clone(),
-                &self.options,
-            )?),
-            "rate" => Arc::new(RateSourceProvider::try_new(&self.options)?),
-            #[cfg(feature = "kafka")]
-            "kafka" => Arc::new(crate::source::kafka::KafkaSourceProvider::try_new(
-                &self.options,
-            )?),
-            "rate-micro-batch" => Arc::new(RatePerMicroBatchProvider::try_new(&self.options)?),
-            "nexmark" => Arc::new(crate::source::nexmark::NexmarkSourceProvider::try_new(
-                &self.options,
-            )?),
-            other => {
-                return Err(SluiceError::query(
-                    class::UNSUPPORTED_DATA_SOURCE,
-                    format!(
-                        "Data source {other} is not a streaming source. Use json, csv, parquet, \
-                         text, rate, rate-micro-batch or nexmark (Kafka arrives with issue 5)."
-                    ),
-                ))
-            }
-        };
+        let format = SourceFormat::parse(self.format.as_deref().unwrap_or("parquet"))?;
+        let provider = source_provider(format, path.as_ref(), self.schema.clone(), &self.options)?;
         self.session.stream(provider)
     }
     /// A stream without a path (`rate`, `rate-micro-batch`).
@@ -395,5 +370,12 @@ impl DataFrameReader {
         let plan = LogicalPlanBuilder::scan("files", provider_as_source(Arc::new(table)), None)?
             .build()?;
         Ok(StreamFrame::new(self.session.clone(), plan))
+    }
+}
+
+impl MemoryStream {
+    /// A streaming frame reading this stream.
+    pub fn to_frame(&self, session: &Session) -> Result<StreamFrame> {
+        session.stream(Arc::new(self.clone()))
     }
 }

@@ -109,19 +109,7 @@ impl ScalarUDFImpl for SparkRound {
     }
 }
 
-/// Spark's text form of a timestamp without zone (UTC): `yyyy-MM-dd HH:mm:ss[.SSSSSS]`, the
-/// fraction only when not zero and without trailing zeros.
-pub fn spark_timestamp_text(micros: i64) -> Option<String> {
-    let t = chrono::DateTime::from_timestamp_micros(micros)?.naive_utc();
-    let mut s = t.format("%Y-%m-%d %H:%M:%S").to_string();
-    let frac = micros.rem_euclid(1_000_000);
-    if frac != 0 {
-        let digits = format!("{frac:06}");
-        s.push('.');
-        s.push_str(digits.trim_end_matches('0'));
-    }
-    Some(s)
-}
+pub use crate::time_text::spark_timestamp_text;
 
 /// `CAST(<timestamp> AS STRING)` as Spark writes it (see [`spark_timestamp_text`]).
 #[derive(Debug, PartialEq, Eq, Hash)]

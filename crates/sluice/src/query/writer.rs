@@ -8,12 +8,8 @@ use std::sync::Arc;
 use crate::error::{Result, SluiceError};
 use crate::frame::StreamFrame;
 use crate::plan::{check_streaming_plan, is_streaming};
-use crate::sink::console::ConsoleSinkProvider;
-use crate::sink::file::FileSinkProvider;
-use crate::sink::foreach::{
-    ForeachBatchSinkProvider, ForeachSinkProvider, ForeachWriter, NoopSinkProvider,
-};
-use crate::sink::memory::MemorySinkProvider;
+use crate::sink::foreach::{ForeachBatchSinkProvider, ForeachSinkProvider, ForeachWriter};
+use crate::sink::registry::{self, SinkFormat};
 use crate::sink::SinkProvider;
 use crate::types::BatchData;
 
@@ -85,7 +81,7 @@ impl DataStreamWriter {
         F: Fn(&BatchData, u64) -> Result<()> + Send + Sync + 'static,
     {
         self.sink = Some(Arc::new(ForeachBatchSinkProvider::new(Arc::new(f))));
-        self.format = "foreachBatch".into();
+        self.format = SinkFormat::ForeachBatch.as_str().into();
         self
     }
     /// Calls a writer made by `factory` for every partition of every batch: `open`, `process`
@@ -95,7 +91,7 @@ impl DataStreamWriter {
         F: Fn() -> Box<dyn ForeachWriter> + Send + Sync + 'static,
     {
         self.sink = Some(Arc::new(ForeachSinkProvider::new(Arc::new(factory))));
-        self.format = "foreach".into();
+        self.format = SinkFormat::Foreach.as_str().into();
         self
     }
 
@@ -234,10 +230,10 @@ impl DataStreamWriter {
                      json, csv, console or kafka",
                 )
             })?;
-        if !matches!(
-            format.as_str(),
-            "parquet" | "json" | "csv" | "console" | "kafka"
-        ) {
+        let late_sink = SinkFormat::parse(&format).ok();
+        if !late_sink
+            .is_some_and(|f| f.is_file() || matches!(f, SinkFormat::Console | SinkFormat::Kafka))
+        {
             return Err(SluiceError::query(
                 class::LATE_ROWS_FORMAT_UNSUPPORTED,
                 format!(
@@ -274,8 +270,8 @@ fn opt<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// The sink of `format` with `options` for rows of `schema`; also whether the sink may run on a
-/// temporary checkpoint (console, memory, noop), as in Spark.
+/// The sink of `format` with `options` for rows of `schema` (through the sink registry); also
+/// whether the sink may run on a temporary checkpoint (console, memory, noop), as in Spark.
 pub(crate) fn sink_provider(
     session: &crate::session::Session,
     format: &str,
@@ -283,53 +279,7 @@ pub(crate) fn sink_provider(
     schema: arrow::datatypes::SchemaRef,
     query_name: Option<&str>,
 ) -> Result<(Arc<dyn SinkProvider>, bool)> {
-    Ok(match format {
-        "parquet" | "json" | "csv" => {
-            let path = opt(options, "path").ok_or_else(|| {
-                SluiceError::query(
-                    class::PATH_NOT_SPECIFIED,
-                    format!(
-                        "'path' is not specified for the {format} file sink: add \
-                         .option(\"path\", DIR)"
-                    ),
-                )
-            })?;
-            (
-                Arc::new(FileSinkProvider::try_new(format, path, options)?),
-                false,
-            )
-        }
-        "console" => (Arc::new(ConsoleSinkProvider::from_options(options)?), true),
-        "memory" => {
-            let name = query_name.ok_or_else(|| {
-                SluiceError::query(
-                    class::QUERY_NAME_NOT_SPECIFIED,
-                    "queryName must be specified for memory sink: add .query_name(\"table\")",
-                )
-            })?;
-            (
-                Arc::new(MemorySinkProvider::new(
-                    session.clone(),
-                    name.to_string(),
-                    schema,
-                )?),
-                true,
-            )
-        }
-        #[cfg(feature = "kafka")]
-        "kafka" => (
-            Arc::new(crate::sink::kafka::KafkaSinkProvider::try_new(options)?),
-            false,
-        ),
-        "noop" => (Arc::new(NoopSinkProvider), true),
-        other => {
-            return Err(SluiceError::query(
-                class::UNSUPPORTED_DATA_SOURCE,
-                format!(
-                    "Data source {other} does not exist as a streaming sink. Use parquet, json, \
-                     csv, console, memory, noop, foreach or foreach_batch."
-                ),
-            ))
-        }
-    })
+    let format = SinkFormat::parse(format)?;
+    let provider = registry::sink_provider(session.context(), format, options, schema, query_name)?;
+    Ok((provider, format.allows_temporary_checkpoint()))
 }

@@ -146,7 +146,8 @@ pub fn format_cell(array: &ArrayRef, i: usize) -> Result<String> {
                 .as_any()
                 .downcast_ref::<arrow::array::TimestampMicrosecondArray>()
                 .ok_or_else(|| SluiceError::internal("timestamp array"))?;
-            Ok(format_timestamp_micros(a.value(i), ' '))
+            Ok(crate::time_text::spark_timestamp_text(a.value(i))
+                .unwrap_or_else(|| a.value(i).to_string()))
         }
         DataType::Float64 => {
             let a = array
@@ -161,22 +162,6 @@ pub fn format_cell(array: &ArrayRef, i: usize) -> Result<String> {
             Ok(f.value(i).to_string())
         }
     }
-}
-
-/// `YYYY-MM-DD<sep>HH:MM:SS[.ffffff]` with trailing zeros of the fraction trimmed (Spark's form).
-pub fn format_timestamp_micros(us: i64, sep: char) -> String {
-    let secs = us.div_euclid(1_000_000);
-    let frac = us.rem_euclid(1_000_000);
-    let Some(t) = chrono::DateTime::<chrono::Utc>::from_timestamp(secs, 0) else {
-        return us.to_string();
-    };
-    let mut s = t.format(&format!("%Y-%m-%d{sep}%H:%M:%S")).to_string();
-    if frac != 0 {
-        let f = format!("{frac:06}");
-        s.push('.');
-        s.push_str(f.trim_end_matches('0'));
-    }
-    s
 }
 
 /// Spark's `Dataset.showString(numRows, truncate = 20 or 0)`.

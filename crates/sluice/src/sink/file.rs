@@ -533,25 +533,6 @@ fn file_status(file: &Path) -> Result<SinkFileStatus> {
 // ---------------------------------------------------------------------------------------------
 // Spark's text formatting for JSON and CSV.
 
-/// Formats `ms`-precision UTC text like Spark's default `timestampFormat`
-/// (`2026-09-15T12:01:00.000Z`; sub-millisecond digits are dropped, as Spark does).
-fn format_timestamp(value: i64, unit: TimeUnit) -> Option<String> {
-    let (secs, nanos) = match unit {
-        TimeUnit::Second => (value, 0),
-        TimeUnit::Millisecond => (value.div_euclid(1_000), value.rem_euclid(1_000) * 1_000_000),
-        TimeUnit::Microsecond => (
-            value.div_euclid(1_000_000),
-            value.rem_euclid(1_000_000) * 1_000,
-        ),
-        TimeUnit::Nanosecond => (
-            value.div_euclid(1_000_000_000),
-            value.rem_euclid(1_000_000_000),
-        ),
-    };
-    let dt = chrono::DateTime::from_timestamp(secs, nanos as u32)?;
-    Some(dt.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-}
-
 /// Replaces every timestamp column (also inside structs and lists) by its Spark text.
 fn timestamps_as_text(batch: &RecordBatch) -> Result<RecordBatch> {
     if !batch
@@ -607,7 +588,7 @@ fn array_timestamps_as_text(a: &ArrayRef) -> Result<ArrayRef> {
             };
             let strings: StringArray = values
                 .into_iter()
-                .map(|v| v.and_then(|v| format_timestamp(v, unit)))
+                .map(|v| v.and_then(|v| crate::time_text::iso_timestamp(v, unit)))
                 .collect();
             Arc::new(strings)
         }

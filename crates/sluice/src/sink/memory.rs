@@ -7,10 +7,10 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
 
 use super::{BatchData, Sink, SinkContext, SinkProvider};
 use crate::error::Result;
-use crate::session::Session;
 use crate::types::OutputMode;
 
 type Partition = Arc<tokio::sync::RwLock<Vec<RecordBatch>>>;
@@ -23,11 +23,11 @@ pub struct MemorySinkProvider {
 }
 
 impl MemorySinkProvider {
-    /// Registers the (empty) table `name` in the session right away, as Spark does.
-    pub fn new(session: Session, name: String, schema: SchemaRef) -> Result<Self> {
+    /// Registers the (empty) table `name` in `catalog` (the session's) right away, as Spark does.
+    pub fn new(catalog: &SessionContext, name: String, schema: SchemaRef) -> Result<Self> {
         let table = MemTable::try_new(schema, vec![vec![]])?;
         let partition = table.batches[0].clone();
-        let ctx = session.context();
+        let ctx = catalog;
         let _ = ctx.deregister_table(name.as_str())?;
         ctx.register_table(name.as_str(), Arc::new(table))?;
         Ok(Self { name, partition })

@@ -10,6 +10,7 @@ pub mod foreach;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod memory;
+pub mod registry;
 
 use std::fmt::Debug;
 use std::path::PathBuf;

@@ -10,8 +10,6 @@ use arrow::datatypes::SchemaRef;
 
 use super::{Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider};
 use crate::error::{Result, SluiceError};
-use crate::frame::StreamFrame;
-use crate::session::Session;
 
 #[derive(Debug)]
 struct Inner {
@@ -49,10 +47,6 @@ impl MemoryStream {
         let mut b = self.inner.batches.lock().unwrap_or_else(|p| p.into_inner());
         b.push(batch);
         Ok(b.len() as i64 - 1)
-    }
-    /// A streaming frame reading this stream.
-    pub fn to_frame(&self, session: &Session) -> Result<StreamFrame> {
-        session.stream(Arc::new(self.clone()))
     }
 }
 

@@ -11,6 +11,7 @@ pub mod kafka;
 pub mod memory;
 pub mod nexmark;
 pub mod rate;
+pub mod registry;
 
 use crate::error::class;
 use std::collections::BTreeMap;

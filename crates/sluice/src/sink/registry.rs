@@ -1,0 +1,171 @@
+//! The sink registry: Spark's format names (`DataStreamWriter.format`) to sink providers. A new
+//! sink is a file under `sink/` and a line here.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use datafusion::prelude::SessionContext;
+
+use crate::error::{class, Result, SluiceError};
+use crate::sink::console::ConsoleSinkProvider;
+use crate::sink::file::FileSinkProvider;
+use crate::sink::foreach::NoopSinkProvider;
+use crate::sink::memory::MemorySinkProvider;
+use crate::sink::SinkProvider;
+
+/// A streaming sink format, by Spark's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SinkFormat {
+    /// `parquet` files (the default format, as in Spark).
+    Parquet,
+    /// `json` files.
+    Json,
+    /// `csv` files.
+    Csv,
+    /// `console`: each batch printed as a table.
+    Console,
+    /// `memory`: a table named by `queryName`.
+    Memory,
+    /// `kafka` (feature `kafka`).
+    Kafka,
+    /// `noop`: rows are computed and dropped.
+    Noop,
+    /// `foreach`: a user writer per partition (set with `DataStreamWriter::foreach`).
+    Foreach,
+    /// `foreachBatch`: a user function per batch (set with `DataStreamWriter::foreach_batch`).
+    ForeachBatch,
+}
+
+const SINKS: &[(&str, SinkFormat)] = &[
+    ("parquet", SinkFormat::Parquet),
+    ("json", SinkFormat::Json),
+    ("csv", SinkFormat::Csv),
+    ("console", SinkFormat::Console),
+    ("memory", SinkFormat::Memory),
+    ("kafka", SinkFormat::Kafka),
+    ("noop", SinkFormat::Noop),
+    ("foreach", SinkFormat::Foreach),
+    ("foreachBatch", SinkFormat::ForeachBatch),
+];
+
+impl SinkFormat {
+    /// The format named `name` (Spark's names, any case).
+    pub fn parse(name: &str) -> Result<Self> {
+        SINKS
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.trim()))
+            .map(|(_, f)| *f)
+            .ok_or_else(|| {
+                SluiceError::query(
+                    class::UNSUPPORTED_DATA_SOURCE,
+                    format!(
+                        "Data source {name} does not exist as a streaming sink. Use parquet, \
+                         json, csv, console, memory, kafka, noop, foreach or foreach_batch."
+                    ),
+                )
+            })
+    }
+    /// Spark's name of the format.
+    pub fn as_str(self) -> &'static str {
+        SINKS
+            .iter()
+            .find(|(_, f)| *f == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("?")
+    }
+    /// Whether the sink writes files under `path` (with the `_spark_metadata` manifest).
+    pub fn is_file(self) -> bool {
+        matches!(self, Self::Parquet | Self::Json | Self::Csv)
+    }
+    /// Whether a query may run on a temporary checkpoint with this sink (Spark allows it for
+    /// console, memory and noop).
+    pub fn allows_temporary_checkpoint(self) -> bool {
+        matches!(self, Self::Console | Self::Memory | Self::Noop)
+    }
+}
+
+fn opt<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
+    options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v.as_str())
+}
+
+/// The provider of `format` with `options` for rows of `schema`. `catalog` is where a memory
+/// sink registers its table; `query_name` names it. `foreach`/`foreachBatch` take a user
+/// function and are built by the writer, not here.
+pub fn sink_provider(
+    catalog: &SessionContext,
+    format: SinkFormat,
+    options: &HashMap<String, String>,
+    schema: SchemaRef,
+    query_name: Option<&str>,
+) -> Result<Arc<dyn SinkProvider>> {
+    Ok(match format {
+        SinkFormat::Parquet | SinkFormat::Json | SinkFormat::Csv => {
+            let name = format.as_str();
+            let path = opt(options, "path").ok_or_else(|| {
+                SluiceError::query(
+                    class::PATH_NOT_SPECIFIED,
+                    format!(
+                        "'path' is not specified for the {name} file sink: add \
+                         .option(\"path\", DIR)"
+                    ),
+                )
+            })?;
+            Arc::new(FileSinkProvider::try_new(name, path, options)?)
+        }
+        SinkFormat::Console => Arc::new(ConsoleSinkProvider::from_options(options)?),
+        SinkFormat::Memory => {
+            let name = query_name.ok_or_else(|| {
+                SluiceError::query(
+                    class::QUERY_NAME_NOT_SPECIFIED,
+                    "queryName must be specified for memory sink: add .query_name(\"table\")",
+                )
+            })?;
+            Arc::new(MemorySinkProvider::new(catalog, name.to_string(), schema)?)
+        }
+        #[cfg(feature = "kafka")]
+        SinkFormat::Kafka => Arc::new(crate::sink::kafka::KafkaSinkProvider::try_new(options)?),
+        #[cfg(not(feature = "kafka"))]
+        SinkFormat::Kafka => {
+            return Err(SluiceError::not_supported_yet(
+                "the kafka sink needs Sluice built with the `kafka` feature",
+            ))
+        }
+        SinkFormat::Noop => Arc::new(NoopSinkProvider),
+        SinkFormat::Foreach | SinkFormat::ForeachBatch => {
+            return Err(SluiceError::query(
+                class::INVALID_OPTION,
+                format!(
+                    "the {} sink takes a function: use DataStreamWriter::{}",
+                    format.as_str(),
+                    if format == SinkFormat::Foreach {
+                        "foreach"
+                    } else {
+                        "foreach_batch"
+                    }
+                ),
+            ))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_round_trips_and_unknown_names_are_refused() {
+        for (name, f) in SINKS {
+            assert_eq!(SinkFormat::parse(&name.to_uppercase()).unwrap(), *f);
+            assert_eq!(f.as_str(), *name);
+        }
+        let e = SinkFormat::parse("delta").unwrap_err();
+        assert!(e.is(class::UNSUPPORTED_DATA_SOURCE), "{e}");
+        assert!(SinkFormat::Memory.allows_temporary_checkpoint());
+        assert!(!SinkFormat::Kafka.allows_temporary_checkpoint());
+        assert!(SinkFormat::Csv.is_file() && !SinkFormat::Console.is_file());
+    }
+}
