@@ -84,7 +84,13 @@ pub fn cell(a: &ArrayRef, i: usize) -> Value {
             .map(|x| float(x.value(i)))
             .unwrap_or(Value::Null),
         DataType::Timestamp(_, _) => micros(a, i)
-            .map(|us| Value::String(sluice::sink::console::format_timestamp_micros(us, 'T')))
+            .map(|us| {
+                // the recorded form: Spark's text with a `T` between date and time
+                let text = sluice::time_text::spark_timestamp_text(us)
+                    .map(|s| s.replacen(' ', "T", 1))
+                    .unwrap_or_else(|| us.to_string());
+                Value::String(text)
+            })
             .unwrap_or(Value::Null),
         DataType::Date32 => any
             .downcast_ref::<Date32Array>()
