@@ -61,13 +61,8 @@ impl SessionBuilder {
     }
     pub fn build(self) -> Result<Session> {
         let mut partitions = self.shuffle_partitions;
-        if let Some(v) = self.conf.get("spark.sql.shuffle.partitions") {
-            partitions = v.parse().map_err(|_| {
-                SluiceError::query(
-                    class::INVALID_CONF_VALUE,
-                    format!("spark.sql.shuffle.partitions must be a positive integer, got {v:?}"),
-                )
-            })?;
+        if let Some(v) = self.conf.get(crate::conf::SHUFFLE_PARTITIONS) {
+            partitions = crate::conf::parse_partitions(v)?;
         }
         // Spark's SQL dialect (LONG, backquoted names, ...); Spark's functions come below.
         let config = SessionConfig::new()
