@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-target}"
-cargo test -p sluice --test engine -- --ignored --nocapture soak::
+cargo test -p sluice --test integration -- --ignored --nocapture engine_soak::

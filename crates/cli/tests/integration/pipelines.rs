@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use sluice::{Pipeline, Session};
 
+use crate::support::{add_file, ts_events};
+
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples")
@@ -131,16 +133,6 @@ impl Running {
     }
 }
 
-/// Adds a file atomically (written aside, renamed in), with its own modification time order.
-fn add_file(dir: &Path, name: &str, body: &str) {
-    std::fs::create_dir_all(dir).unwrap();
-    let staging = dir.parent().unwrap().join(".staging");
-    std::fs::create_dir_all(&staging).unwrap();
-    std::fs::write(staging.join(name), body).unwrap();
-    std::fs::rename(staging.join(name), dir.join(name)).unwrap();
-    std::thread::sleep(Duration::from_millis(20));
-}
-
 /// The rows of a console table (`|a|b|` lines after the header), cells trimmed.
 fn table_rows(block: &str) -> Vec<Vec<String>> {
     block
@@ -218,7 +210,7 @@ fn every_example_parses() {
 fn stream_to_console_prints_the_seed_table_and_stops_on_ctrl_c() {
     let root = tempfile::tempdir().unwrap();
     let input = root.path().join("stream_in");
-    add_file(&input, "batch1.json", BATCH1);
+    add_file(&input, "batch1.json", BATCH1, None);
     let mut run = Running::start(
         &example("stream_to_console.sql"),
         &[("input", input.display().to_string())],
@@ -249,7 +241,7 @@ Batch: 0
 fn user_totals_rewrites_the_whole_table_as_files_arrive() {
     let root = tempfile::tempdir().unwrap();
     let input = root.path().join("stream_in");
-    add_file(&input, "batch1.json", BATCH1);
+    add_file(&input, "batch1.json", BATCH1, None);
     let mut run = Running::start(
         &example("user_totals.sql"),
         &[("input", input.display().to_string())],
@@ -263,6 +255,7 @@ fn user_totals_rewrites_the_whole_table_as_files_arrive() {
         r#"{"event_time": "2026-02-14T10:01:02", "user": "alice", "action": "buy", "amount": 50.0}
 {"event_time": "2026-02-14T10:01:09", "user": "bob", "action": "buy", "amount": 30.0}
 "#,
+        None,
     );
     run.wait_for("batch 1", |out| {
         batch(out, 1).is_some_and(|b| b.matches("\n+").count() >= 3)
@@ -295,19 +288,21 @@ fn windowed_to_parquet_writes_closed_windows_and_resumes_from_its_checkpoint() {
         root.path().join("stream_out"),
         root.path().join("checkpoint"),
     );
-    add_file(&input, "batch1.json", BATCH1);
+    add_file(&input, "batch1.json", BATCH1, None);
     add_file(
         &input,
         "batch2.json",
         r#"{"event_time": "2026-02-14T10:01:02", "user": "carol", "action": "cart", "amount": 42.5}
 {"event_time": "2026-02-14T10:01:09", "user": "dave",  "action": "view", "amount": 0.0}
 "#,
+        None,
     );
     add_file(
         &input,
         "batch3.json",
         r#"{"event_time": "2026-02-14T10:03:30", "user": "erin", "action": "buy", "amount": 18.0}
 "#,
+        None,
     );
     let vars = [
         ("input", input.display().to_string()),
@@ -336,6 +331,7 @@ fn windowed_to_parquet_writes_closed_windows_and_resumes_from_its_checkpoint() {
         r#"{"event_time": "2026-02-14T09:45:00", "user": "carol", "action": "buy", "amount": 999.0}
 {"event_time": "2026-02-14T10:06:00", "user": "erin", "action": "buy", "amount": 1.0}
 "#,
+        None,
     );
     run_to_end(&pipeline, &vars);
     assert_eq!(
@@ -371,19 +367,19 @@ fn windowed_count_matches_the_seed_run() {
         r.sort();
         r
     };
-    let json = |ts: &[&str]| -> String {
-        ts.iter()
-            .map(|t| format!("{{\"ts\": \"2026-09-15T{t}:00Z\"}}\n"))
-            .collect()
-    };
-    add_file(&events, "1.json", &json(&["12:01", "12:02", "12:07"]));
+    add_file(
+        &events,
+        "1.json",
+        &ts_events(&["12:01", "12:02", "12:07"]),
+        None,
+    );
     let out = run_to_end(&pipeline, &vars);
     assert_eq!(
         rows(&out),
         [["2026-09-15 12:00:00", "2"], ["2026-09-15 12:05:00", "1"]],
         "{out}"
     );
-    add_file(&events, "2.json", &json(&["12:20", "12:03"]));
+    add_file(&events, "2.json", &ts_events(&["12:20", "12:03"]), None);
     let out = run_to_end(&pipeline, &vars);
     assert_eq!(
         rows(&out),
@@ -391,7 +387,7 @@ fn windowed_count_matches_the_seed_run() {
         "{out}"
     );
     // 12:04 is behind the 12:10 watermark: its window ended at 12:05; dropped.
-    add_file(&events, "3.json", &json(&["12:04"]));
+    add_file(&events, "3.json", &ts_events(&["12:04"]), None);
     let out = run_to_end(&pipeline, &vars);
     assert!(out.contains("Batch: "), "{out}");
     assert!(rows(&out).is_empty(), "{out}");
@@ -411,12 +407,7 @@ fn status_lines_warnings_and_json_progress() {
         ),
     ];
     let pipeline = example("windowed_count.sql");
-    let json = |ts: &[&str]| -> String {
-        ts.iter()
-            .map(|t| format!("{{\"ts\": \"2026-09-15T{t}:00Z\"}}\n"))
-            .collect()
-    };
-    add_file(&events, "1.json", &json(&["12:01", "12:20"]));
+    add_file(&events, "1.json", &ts_events(&["12:01", "12:20"]), None);
     let out = sluice_run(&pipeline, &vars).output().unwrap();
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -428,7 +419,7 @@ fn status_lines_warnings_and_json_progress() {
     );
     assert!(!err.contains("warning:"), "{err}");
     // 12:04 arrives behind the 12:10 watermark: dropped, and said so in words.
-    add_file(&events, "2.json", &json(&["12:04"]));
+    add_file(&events, "2.json", &ts_events(&["12:04"]), None);
     let out = sluice_run(&pipeline, &vars).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -437,7 +428,7 @@ fn status_lines_warnings_and_json_progress() {
         "{err}"
     );
     // --progress json: one StreamingQueryProgress per line on stdout, Spark's keys.
-    add_file(&events, "3.json", &json(&["12:30"]));
+    add_file(&events, "3.json", &ts_events(&["12:30"]), None);
     let out = sluice_run(&pipeline, &vars)
         .args(["--progress", "json"])
         .output()
@@ -471,7 +462,7 @@ fn file_to_parquet_takes_only_new_files_on_each_run() {
         ("checkpoint", checkpoint.display().to_string()),
     ];
     let pipeline = example("file_to_parquet.sql");
-    add_file(&input, "batch1.json", BATCH1);
+    add_file(&input, "batch1.json", BATCH1, None);
     run_to_end(&pipeline, &vars);
     assert_eq!(parquet_rows(&output).len(), 3);
     for f in ["metadata", "offsets/0", "commits/0", "sources/0/0"] {
@@ -487,6 +478,7 @@ fn file_to_parquet_takes_only_new_files_on_each_run() {
             &format!(
                 "{{\"event_time\": \"2026-02-14T11:00:0{i}\", \"user\": \"u{i}\", \"action\": \"buy\", \"amount\": {i}.5}}\n"
             ),
+None,
         );
     }
     run_to_end(&pipeline, &vars);
@@ -507,6 +499,7 @@ fn built_in_pipelines_still_run_with_flags() {
         &root.path().join("in"),
         "1.json",
         "{\"id\": 1, \"ts\": \"2026-09-15T12:00:00Z\", \"user\": \"a\"}\n",
+        None,
     );
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", "--pipeline", "file-to-parquet", "--available-now"])

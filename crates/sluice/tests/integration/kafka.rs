@@ -15,7 +15,10 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use sluice::{OutputMode, Session, Trigger};
 
-#[path = "../examples/kafka_enrich.rs"]
+use crate::support::session;
+
+// The example itself (`cargo run -p sluice --example kafka_enrich`).
+#[path = "../../examples/kafka_enrich.rs"]
 mod kafka_enrich;
 
 fn bootstrap() -> String {
@@ -112,10 +115,6 @@ fn records(n: usize, partitions: i32) -> Vec<(Option<String>, String, i32)> {
             )
         })
         .collect()
-}
-
-fn session() -> Session {
-    Session::builder().shuffle_partitions(2).build().unwrap()
 }
 
 #[test]

@@ -1,11 +1,11 @@
 //! Continuous processing (`Trigger::Continuous`, issue 9): rows flow into the sink as they
 //! arrive, an epoch is committed every checkpoint interval, restrictions are Spark's
 //! `checkForContinuous`, a restart resumes from the last committed epoch (at-least-once).
-//! Kafka -> Kafka kill-and-restart is in `kafka.rs` (needs the broker).
+//! Kafka -> Kafka kill-and-restart is in the `kafka` module (needs the broker).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arrow::array::Int64Array;
 use sluice::progress::{QueryStartedEvent, QueryTerminatedEvent};
@@ -15,9 +15,7 @@ use sluice::{
     Trigger,
 };
 
-fn session() -> Session {
-    Session::builder().shuffle_partitions(2).build().unwrap()
-}
+use crate::support::{session, wait_until};
 
 fn continuous() -> Trigger {
     Trigger::Continuous(Duration::from_millis(300))
@@ -61,14 +59,6 @@ fn values(s: &Session, table: &str) -> Vec<i64> {
                 .to_vec()
         })
         .collect()
-}
-
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn log_ids(dir: &Path) -> Vec<u64> {

@@ -4,22 +4,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::{Duration, SystemTime};
 
-use sluice::{col, OutputMode, Session, Trigger};
+use sluice::{col, OutputMode, Trigger};
 
-fn add_file(dir: &Path, name: &str, body: &str, seq: u64) {
-    let tmp = dir.parent().unwrap().join(format!(".staging-{name}"));
-    std::fs::write(&tmp, body).unwrap();
-    let t = SystemTime::now() - Duration::from_secs(3600) + Duration::from_secs(seq);
-    std::fs::File::options()
-        .write(true)
-        .open(&tmp)
-        .unwrap()
-        .set_modified(t)
-        .unwrap();
-    std::fs::rename(&tmp, dir.join(name)).unwrap();
-}
+use crate::support::{add_file, session};
 
 /// Two runs of the windowed count; returns the checkpoint's last committed batch.
 fn windowed_count_checkpoint(input: &Path, checkpoint: &Path) -> u64 {
@@ -33,7 +21,7 @@ fn windowed_count_checkpoint(input: &Path, checkpoint: &Path) -> u64 {
     ];
     for (i, body) in files.iter().enumerate() {
         add_file(input, &format!("{i}.json"), body, i as u64);
-        let s = Session::builder().shuffle_partitions(2).build().unwrap();
+        let s = session();
         s.read_stream()
             .format("json")
             .schema("ts TIMESTAMP, user STRING")

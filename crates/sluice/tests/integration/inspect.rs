@@ -18,66 +18,13 @@ use sluice::error::class::{
 use sluice::state::reader::read_state;
 use sluice::{col, OutputMode, Session, Trigger};
 
-/// Writes a file via rename, with a modification time `seq` seconds after a fixed base.
-fn add_file(dir: &Path, name: &str, body: &str, seq: u64) {
-    std::fs::create_dir_all(dir).unwrap();
-    let tmp = dir.parent().unwrap().join(format!(".staging-{name}"));
-    std::fs::write(&tmp, body).unwrap();
-    let t = SystemTime::now() - Duration::from_secs(3600) + Duration::from_secs(seq);
-    std::fs::File::options()
-        .write(true)
-        .open(&tmp)
-        .unwrap()
-        .set_modified(t)
-        .unwrap();
-    std::fs::rename(&tmp, dir.join(name)).unwrap();
-}
-
-struct Dirs {
-    _tmp: tempfile::TempDir,
-    input: PathBuf,
-    checkpoint: PathBuf,
-}
-
-fn dirs() -> Dirs {
-    let tmp = tempfile::tempdir().unwrap();
-    let d = Dirs {
-        input: tmp.path().join("in"),
-        checkpoint: tmp.path().join("checkpoint"),
-        _tmp: tmp,
-    };
-    std::fs::create_dir_all(&d.input).unwrap();
-    d
-}
-
-fn session() -> Session {
-    Session::builder().shuffle_partitions(2).build().unwrap()
-}
-
-/// `{"ts": "2026-09-15T<t>:00Z", "user": ..}` lines.
-fn events(rows: &[(&str, &str)]) -> String {
-    rows.iter()
-        .map(|(t, u)| format!("{{\"ts\": \"2026-09-15T{t}:00Z\", \"user\": \"{u}\"}}\n"))
-        .collect()
-}
+use crate::support::{add_file, dirs, events, longs, session, strings, Dirs};
 
 /// µs of 2026-09-15T<hh:mm>:00Z.
 fn at(hhmm: &str) -> i64 {
     chrono::DateTime::parse_from_rfc3339(&format!("2026-09-15T{hhmm}:00Z"))
         .unwrap()
         .timestamp_micros()
-}
-
-fn strings(a: &ArrayRef) -> Vec<String> {
-    let a = arrow::compute::cast(a, &DataType::Utf8).unwrap();
-    let a = a.as_any().downcast_ref::<StringArray>().unwrap();
-    (0..a.len()).map(|i| a.value(i).to_string()).collect()
-}
-
-fn longs(a: &ArrayRef) -> Vec<i64> {
-    let a = arrow::compute::cast(a, &DataType::Int64).unwrap();
-    let a = a.as_any().downcast_ref::<Int64Array>().unwrap();
-    (0..a.len()).map(|i| a.value(i)).collect()
 }
 
 /// Window start µs of each row of a `window` struct column.

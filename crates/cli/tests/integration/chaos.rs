@@ -11,6 +11,8 @@ use std::time::{Duration, SystemTime};
 
 use arrow::array::{Array, Int64Array, StringArray, TimestampMicrosecondArray};
 
+use crate::support::add_file;
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -30,22 +32,16 @@ fn iso(s: i64) -> String {
         .to_string()
 }
 
-fn add_file(dir: &Path, name: &str, rows: &[(i64, i64, String)]) {
-    let staging = dir.parent().unwrap().join("staging");
-    std::fs::create_dir_all(&staging).unwrap();
-    std::fs::create_dir_all(dir).unwrap();
-    let body: String = rows
-        .iter()
+/// `{"id": .., "ts": .., "user": ..}` lines, one per `(id, ts seconds, user)`.
+fn json_rows(rows: &[(i64, i64, String)]) -> String {
+    rows.iter()
         .map(|(id, ts, user)| {
             format!(
                 "{{\"id\": {id}, \"ts\": \"{}\", \"user\": \"{user}\"}}\n",
                 iso(*ts)
             )
         })
-        .collect();
-    let tmp = staging.join(name);
-    std::fs::write(&tmp, body).unwrap();
-    std::fs::rename(&tmp, dir.join(name)).unwrap();
+        .collect()
 }
 
 fn sluice(pipeline: &str, root: &Path, available_now: bool) -> Command {
@@ -74,7 +70,12 @@ fn chaos(pipeline: &str, root: &Path, seed: u64, kills: usize) -> Vec<(i64, i64,
                 id += 1;
                 ts += 1 + (rng.next() % 3) as i64;
             }
-            add_file(&root.join("in"), &format!("{k:04}-{f}.json"), &file);
+            add_file(
+                &root.join("in"),
+                &format!("{k:04}-{f}.json"),
+                &json_rows(&file),
+                None,
+            );
             rows.extend(file);
         }
         let mut child = sluice(pipeline, root, false).spawn().unwrap();
@@ -87,7 +88,8 @@ fn chaos(pipeline: &str, root: &Path, seed: u64, kills: usize) -> Vec<(i64, i64,
         add_file(
             &root.join("in"),
             "zzzz-flush.json",
-            &[(-1, ts + 86_400, "flush".into())],
+            &json_rows(&[(-1, ts + 86_400, "flush".into())]),
+            None,
         );
     }
     // The killed processes did real work: batches were committed between the kills.

@@ -3,65 +3,10 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
 
 use sluice::{col, OutputMode, Session};
 
-fn add_file(dir: &Path, name: &str, body: &str, seq: u64) {
-    std::fs::create_dir_all(dir).unwrap();
-    let tmp = dir.parent().unwrap().join(format!(".staging-{name}"));
-    std::fs::write(&tmp, body).unwrap();
-    let t = SystemTime::now() - Duration::from_secs(3600) + Duration::from_secs(seq);
-    std::fs::File::options()
-        .write(true)
-        .open(&tmp)
-        .unwrap()
-        .set_modified(t)
-        .unwrap();
-    std::fs::rename(&tmp, dir.join(name)).unwrap();
-}
-
-fn events(times: &[(&str, &str)]) -> String {
-    times
-        .iter()
-        .map(|(t, user)| format!("{{\"ts\": \"2026-09-15T{t}:00Z\", \"user\": \"{user}\"}}\n"))
-        .collect()
-}
-
-/// The rows of the parquet files a file sink committed (read back through its manifest).
-fn committed_rows(session: &Session, path: &Path) -> Vec<String> {
-    let mut rows: Vec<String> = session
-        .read()
-        .format("parquet")
-        .load(path.display().to_string())
-        .unwrap()
-        .select_sql(["CAST(ts AS STRING) AS ts", "user"])
-        .unwrap()
-        .collect()
-        .unwrap()
-        .iter()
-        .flat_map(|b| {
-            let ts = arrow::compute::cast(b.column(0), &arrow::datatypes::DataType::Utf8).unwrap();
-            let user =
-                arrow::compute::cast(b.column(1), &arrow::datatypes::DataType::Utf8).unwrap();
-            let (ts, user) = (
-                ts.as_any()
-                    .downcast_ref::<arrow::array::StringArray>()
-                    .unwrap()
-                    .clone(),
-                user.as_any()
-                    .downcast_ref::<arrow::array::StringArray>()
-                    .unwrap()
-                    .clone(),
-            );
-            (0..b.num_rows())
-                .map(|i| format!("{} {}", ts.value(i), user.value(i)))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    rows.sort();
-    rows
-}
+use crate::support::{add_file, committed_rows, events, session};
 
 /// The seed's windowed count with a side output for late rows; with `restart_every_batch`
 /// the query stops and restarts on the same checkpoint after each file (exactly once).
@@ -78,7 +23,7 @@ fn run(dir: &Path, restart_every_batch: bool) -> (Vec<String>, Vec<i64>, Vec<Opt
     std::fs::create_dir_all(&input).unwrap();
     let mut dropped = Vec::new();
     let mut written = Vec::new();
-    let session = Session::builder().shuffle_partitions(2).build().unwrap();
+    let session = session();
     let start = |session: &Session| {
         let counts = session
             .read_stream()
@@ -141,7 +86,7 @@ fn run(dir: &Path, restart_every_batch: bool) -> (Vec<String>, Vec<i64>, Vec<Opt
             .collect();
     }
     q.stop();
-    (committed_rows(&session, &late), dropped, written)
+    (committed_rows(&late, &["ts", "user"]), dropped, written)
 }
 
 #[test]
@@ -294,7 +239,7 @@ fn a_crash_after_the_sinks_replays_the_batch_without_duplicating_late_rows() {
     q.stop();
     assert!(!ckpt.join("commits/2").exists(), "batch 2 is not committed");
     assert_eq!(
-        committed_rows(&crashing, &late).len(),
+        committed_rows(&late, &["ts", "user"]).len(),
         1,
         "written before the crash"
     );
@@ -305,7 +250,7 @@ fn a_crash_after_the_sinks_replays_the_batch_without_duplicating_late_rows() {
     q.stop();
     assert!(ckpt.join("commits/2").exists());
     assert_eq!(
-        committed_rows(&session, &late),
+        committed_rows(&late, &["ts", "user"]),
         vec!["2026-09-15 12:04:00 late1".to_string()]
     );
 }

@@ -1,0 +1,17 @@
+//! The integration tests of the `sluice` command as one test binary, each module in its own
+//! file; they run the built binary (`CARGO_BIN_EXE_sluice`). `cargo test -p sluice-cli --test
+//! integration chaos::` runs one module. Helpers shared by the modules (one copy each) are in
+//! `../support/mod.rs`. The tests whose names contain `kafka` need `scripts/kafka-broker start`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+// `sluice run PIPELINE.sql` on every example pipeline, Ctrl-C, errors with their place, the
+// dashboard, and the Kafka pipelines (micro-batch and continuous).
+mod pipelines;
+
+// SIGKILLed `sluice run` processes restarted on their checkpoint: every row exactly once.
+mod chaos;
+
+// `sluice checkpoint describe` and `sluice state read` on a checkpoint made by a test query.
+mod inspect;

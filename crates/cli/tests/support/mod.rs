@@ -1,0 +1,45 @@
+//! Helpers shared by the integration tests of the `sluice` command (`tests/integration/`).
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use sluice::Session;
+
+/// Adds a file to `dir` atomically: written beside `dir` under a hidden name, then renamed in.
+///
+/// `seq: Some(n)` (or just `n`) sets its modification time `n` seconds after a fixed base (an
+/// hour ago), so files are ordered by `n` whenever they were written. `None` keeps the time it
+/// was written at, and waits 20 ms after the rename so that files added one after another have
+/// increasing modification times.
+pub fn add_file(dir: &Path, name: &str, body: &str, seq: impl Into<Option<u64>>) {
+    std::fs::create_dir_all(dir).unwrap();
+    let tmp = dir.parent().unwrap().join(format!(".staging-{name}"));
+    std::fs::write(&tmp, body).unwrap();
+    let seq = seq.into();
+    if let Some(seq) = seq {
+        let t = SystemTime::now() - Duration::from_secs(3600) + Duration::from_secs(seq);
+        std::fs::File::options()
+            .write(true)
+            .open(&tmp)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+    if seq.is_none() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A session with two shuffle partitions.
+pub fn session() -> Session {
+    Session::builder().shuffle_partitions(2).build().unwrap()
+}
+
+/// `{"ts": "2026-09-15T<t>:00Z"}` lines, one per `hh:mm`.
+pub fn ts_events(times: &[&str]) -> String {
+    times
+        .iter()
+        .map(|t| format!("{{\"ts\": \"2026-09-15T{t}:00Z\"}}\n"))
+        .collect()
+}

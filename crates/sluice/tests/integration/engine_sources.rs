@@ -1,0 +1,114 @@
+//! Rate-micro-batch, memory stream, malformed input.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice::Trigger;
+
+use crate::support::{add_file, committed_rows, dirs, run_file_to_parquet, session, BATCH1};
+
+#[test]
+fn rate_micro_batch_is_deterministic() {
+    let s = session();
+    let frame = s
+        .read_stream()
+        .format("rate-micro-batch")
+        .option("rowsPerBatch", "10")
+        .load_source()
+        .unwrap();
+    let seen: Arc<Mutex<Vec<(u64, usize)>>> = Arc::default();
+    let sink = seen.clone();
+    let q = frame
+        .filter_sql("value % 2 = 0")
+        .unwrap()
+        .write_stream()
+        .trigger(Trigger::ProcessingTime(Duration::from_millis(10)))
+        .foreach_batch(move |data, id| {
+            sink.lock().unwrap().push((id, data.num_rows()));
+            Ok(())
+        })
+        .option(
+            "checkpointLocation",
+            tempfile::tempdir().unwrap().keep().display(),
+        )
+        .start()
+        .unwrap();
+    while seen.lock().unwrap().len() < 3 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    q.stop();
+    let seen = seen.lock().unwrap();
+    assert_eq!(&seen[..3], &[(0, 5), (1, 5), (2, 5)]);
+}
+
+#[test]
+fn a_half_written_file_never_stops_a_permissive_query_and_is_counted() {
+    let d = dirs();
+    add_file(&d.input, "batch1.json", BATCH1, 1);
+    add_file(&d.input, "half.json", "{\"event_time\": \"2026-02-14T10:05:00\", \"user\": \"x\", \"amount\": 30.0}\n{\"event_time\": \"2026-02-14T1", 2);
+    let s = session();
+    let q = run_file_to_parquet(&s, &d).unwrap();
+    let p = q.recent_progress();
+    assert_eq!(p.len(), 2);
+    assert_eq!(
+        p[1].num_input_rows, 2,
+        "the malformed line is a row of nulls, not lost"
+    );
+    assert_eq!(
+        p[1].sources[0]
+            .metrics
+            .get("numMalformedRecords")
+            .map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(committed_rows(&d.output, &["user", "amount"]).len(), 3);
+}
+
+#[test]
+fn memory_stream_rows_flow_through_process_all_available() {
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, true)]));
+    let stream = sluice::source::memory::MemoryStream::new(schema.clone());
+    let s = session();
+    let q = stream
+        .to_frame(&s)
+        .unwrap()
+        .select_sql(["v * 10 AS v10"])
+        .unwrap()
+        .write_stream()
+        .format("memory")
+        .query_name("out")
+        .start()
+        .unwrap();
+    stream
+        .add_batch(
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1, 2]))])
+                .unwrap(),
+        )
+        .unwrap();
+    q.process_all_available().unwrap();
+    stream
+        .add_batch(RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![3]))]).unwrap())
+        .unwrap();
+    q.process_all_available().unwrap();
+    assert_eq!(s.sql("SELECT * FROM out").unwrap().count().unwrap(), 3);
+    assert!(q.is_active());
+    assert_eq!(q.status().message, "Waiting for data to arrive");
+    q.stop();
+    assert!(!q.is_active());
+    let last = q.last_progress().unwrap();
+    assert_eq!(last.num_input_rows, 1);
+    let json: serde_json::Value = serde_json::from_str(&last.json()).unwrap();
+    for k in [
+        "latestOffset",
+        "getBatch",
+        "queryPlanning",
+        "walCommit",
+        "addBatch",
+        "commitOffsets",
+        "triggerExecution",
+    ] {
+        assert!(json["durationMs"].get(k).is_some(), "durationMs.{k}");
+    }
+}

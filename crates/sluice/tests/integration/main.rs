@@ -1,0 +1,77 @@
+//! The integration tests of the `sluice` library as one test binary, each module in its own
+//! file: `cargo test -p sluice --test integration` runs them all, and a filter such as
+//! `cargo test -p sluice --test integration engine_join_state::` runs one module. Helpers
+//! shared by the modules (one copy each) are in `../support/mod.rs`. Every Kafka test's name
+//! contains `kafka`: they need `scripts/kafka-broker start`, and `-- --skip kafka` runs the
+//! rest without a broker.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+// The engine spine.
+
+// The seed documents' file example (checkpoint layout, restart, filter).
+mod engine_seed;
+
+// Crash between sink and commit, replay with the same id, exactly-once file sink.
+mod engine_recovery;
+
+// Output-mode rules, concurrent checkpoint use, missing schema.
+mod engine_errors;
+
+// Memory, foreach, foreach_batch, SQL over stream views.
+mod engine_sinks;
+
+// Rate-micro-batch, memory stream, malformed input.
+mod engine_sources;
+
+// Triggers, process_all_available, listeners, stop.
+mod engine_handle;
+
+// The seed's windowed count, SQL = DataFrame API, restart after every batch, a random reference
+// model against one DataFusion batch query, output-mode rules.
+mod engine_aggregation;
+
+// Deduplication state bounded by the watermark (and unbounded without), SELECT DISTINCT,
+// stream-static joins and the join types Spark refuses.
+mod engine_dedup_and_joins;
+
+// The sessionization example (GroupState, event-time timeouts), with a restart mid-session;
+// processing-time timeouts; output-mode rules.
+mod engine_stateful_processing;
+
+// Stream-stream join state bounded by the watermark for each join type, left semi joins, equal
+// windows as join keys, a changed join type refused on restart.
+mod engine_join_state;
+
+// Torn and damaged checkpoint logs, a missing state delta, a changed source type or file sink
+// path: recovered or refused with the file named.
+mod engine_bad_checkpoints;
+
+// Invalid UTF-8, empty files, a source directory that disappears while running.
+mod engine_bad_input;
+
+// Chained stateful operators in append mode, and Spark's correctness check.
+mod engine_chained;
+
+// (ignored; run by `benches/soak_state.sh`) a million events, state bounded by the watermark.
+mod engine_soak;
+
+// Stream-stream joins write only each batch's changes to state and evict through a time index;
+// Nexmark q8's equal windows as join keys bound the state.
+mod engine_join_state_incremental;
+
+// Beyond the spine.
+
+// Continuous processing (`Trigger::Continuous`): epochs, Spark's restrictions, at-least-once
+// restarts.
+mod continuous;
+
+// The late-row side output (`lateRows.*`): exactly once per batch, counted in progress.
+mod late_rows;
+
+// Checkpoint and state inspection (`describe_checkpoint`, `read_state`), read-only.
+mod inspect;
+
+// The Kafka source and sink against a real broker (`scripts/kafka-broker start`).
+mod kafka;
