@@ -42,15 +42,16 @@ struct ConsoleState {
     in_place: Option<bool>,
     /// The status lines shown last (in place only).
     lines: Vec<String>,
-    /// How many rows of the terminal they take (to move the cursor back over them).
-    drawn: usize,
+    /// The width in characters of each line as drawn (to move the cursor back over them: one
+    /// row each, or more once a narrowed terminal has rewrapped them).
+    drawn: Vec<usize>,
 }
 
 static CONSOLE: Console = Console {
     state: Mutex::new(ConsoleState {
         in_place: None,
         lines: Vec::new(),
-        drawn: 0,
+        drawn: Vec::new(),
     }),
 };
 
@@ -93,6 +94,18 @@ pub fn terminal_width() -> Option<usize> {
         .ok()
         .and_then(|c| c.trim().parse().ok())
         .filter(|c| *c > 0)
+}
+
+/// How many terminal rows lines of these widths take on a terminal `width` columns wide (a
+/// terminal that was narrowed after they were drawn rewraps them).
+pub fn rows(drawn: &[usize], width: Option<usize>) -> usize {
+    drawn
+        .iter()
+        .map(|n| match width {
+            Some(w) if w > 0 => n.div_ceil(w).max(1),
+            _ => 1,
+        })
+        .sum()
 }
 
 /// `line` cut to `width` columns (characters; the status lines are ASCII but for names),
@@ -155,25 +168,28 @@ impl Console {
         }
         // Back to the first status line, clear to the end of the screen, print the text, draw
         // the status lines again (each cut to the width: one row each, so `drawn` stays true).
+        let width = terminal_width();
         let mut buf = String::new();
-        if st.drawn > 0 {
-            buf.push_str(&format!("\r\x1b[{}A\x1b[J", st.drawn));
+        let up = rows(&st.drawn, width);
+        if up > 0 {
+            buf.push_str(&format!("\r\x1b[{up}A\x1b[J"));
         }
         for a in above {
             buf.push_str(a);
             buf.push('\n');
         }
-        let width = terminal_width();
+        st.drawn.clear();
         for l in &lines {
-            match width {
-                Some(w) => buf.push_str(&fit(l, w)),
-                None => buf.push_str(l),
-            }
+            let l = match width {
+                Some(w) => fit(l, w),
+                None => l.clone(),
+            };
+            st.drawn.push(l.chars().count());
+            buf.push_str(&l);
             buf.push('\n');
         }
         let _ = err.write_all(buf.as_bytes());
         let _ = err.flush();
-        st.drawn = lines.len();
         st.lines = lines;
     }
 }
@@ -596,5 +612,14 @@ mod tests {
         assert_eq!(fit(line, 0), "");
         // Characters, not bytes: a name with accents is cut on a character boundary.
         assert_eq!(fit("[réseau] batch 1", 9), "[réseau]…");
+    }
+
+    #[test]
+    fn lines_drawn_wider_than_the_terminal_now_is_take_more_rows() {
+        assert_eq!(rows(&[], Some(80)), 0);
+        assert_eq!(rows(&[70, 80], Some(80)), 2);
+        assert_eq!(rows(&[70, 80], Some(40)), 4);
+        assert_eq!(rows(&[0, 81], Some(80)), 3);
+        assert_eq!(rows(&[200], None), 1);
     }
 }
