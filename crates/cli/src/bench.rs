@@ -12,38 +12,81 @@ const SCHEMA: &str = "ts TIMESTAMP, user STRING, action STRING, amount DOUBLE";
 
 use crate::nexmark::{peak_rss_bytes, rss_bytes, rss_samples_mb};
 
-pub fn bench(args: &[String]) -> Result<(), String> {
-    if args
-        .windows(2)
-        .any(|w| w[0] == "--workload" && w[1] == "latency")
-    {
-        return crate::latency::run(args);
+/// `sluice bench`: every workload's flags (each says which workloads read it).
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  sluice bench --workload windowed --input events-10000000 --batches 50
+  sluice bench --workload nexmark --query q5 --events 30000000
+  sluice bench --workload nexmark --export DIR
+  sluice bench --workload latency --mode continuous --source kafka --seconds 10")]
+pub struct BenchArgs {
+    /// windowed|stateless|overhead: the queries of shared/bench/bench_spark.py over --input;
+    /// decode: the same files to Arrow, nothing else; nexmark: a Nexmark query over generated
+    /// events; latency: end-to-end latency p50/p99/max (ms)
+    #[arg(long, value_name = "WORKLOAD", value_parser = [
+        "windowed", "stateless", "overhead", "decode", "nexmark", "latency"
+    ])]
+    pub workload: String,
+    /// windowed|stateless|overhead|decode: the input files (from shared/bench/gen_events.py)
+    #[arg(long, value_name = "DIR")]
+    pub input: Option<PathBuf>,
+    /// Scratch directory, emptied first and removed after (default: a temp directory)
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// windowed|stateless|decode: how many batches the input is split into
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub batches: usize,
+    /// nexmark: the query
+    #[arg(long, value_name = "QUERY", value_parser = ["q0", "q1", "q2", "q5", "q7", "q8"])]
+    pub query: Option<String>,
+    /// nexmark: the number of generated events
+    #[arg(long, value_name = "N", default_value_t = 10_000_000)]
+    pub events: u64,
+    /// nexmark: events per batch
+    #[arg(long, value_name = "N", default_value_t = 250_000)]
+    pub events_per_batch: u64,
+    /// nexmark: write the bids to DIR/bid as parquet instead of running a query
+    #[arg(long, value_name = "DIR")]
+    pub export: Option<PathBuf>,
+    /// nexmark: read the bids from DIR/bid (an --export), 2 files per batch
+    #[arg(long, value_name = "DIR/bid")]
+    pub bids_from: Option<PathBuf>,
+    /// latency: continuous processing or the default micro-batch trigger
+    #[arg(long, value_name = "MODE", value_parser = ["continuous", "microbatch"])]
+    pub mode: Option<String>,
+    /// latency: the rate source (in process) or Kafka (a broker at --bootstrap)
+    #[arg(long, value_name = "SOURCE", value_parser = ["rate", "kafka"], default_value = "rate")]
+    pub source: String,
+    /// latency with --source rate: the memory sink or a foreach writer
+    #[arg(long, value_name = "SINK", value_parser = ["memory", "foreach"], default_value = "memory")]
+    pub sink: String,
+    /// latency: how long to measure
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub seconds: u64,
+    /// latency: rows (records) per second
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub rows_per_second: i64,
+    /// latency with --source kafka: the broker
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
+    pub bootstrap: String,
+}
+
+pub fn bench(args: BenchArgs) -> Result<(), String> {
+    if args.workload == "latency" {
+        return crate::latency::run(&args);
     }
-    let (mut workload, mut input, mut workdir, mut batches) = (None, None, None, 10usize);
-    let (mut query, mut events, mut events_per_batch) = (None, 10_000_000u64, 250_000u64);
-    let (mut export, mut bids_from) = (None, None);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
-        match a.as_str() {
-            "--workload" => workload = Some(val()?),
-            "--input" => input = Some(PathBuf::from(val()?)),
-            "--workdir" => workdir = Some(PathBuf::from(val()?)),
-            "--batches" => batches = val()?.parse().map_err(|_| "--batches needs a number")?,
-            "--query" => query = Some(val()?),
-            "--export" => export = Some(PathBuf::from(val()?)),
-            "--bids-from" => bids_from = Some(PathBuf::from(val()?)),
-            "--events" => events = val()?.parse().map_err(|_| "--events needs a number")?,
-            "--events-per-batch" => {
-                events_per_batch = val()?
-                    .parse()
-                    .map_err(|_| "--events-per-batch needs a number")?
-            }
-            other => return Err(format!("unknown bench argument {other:?}")),
-        }
-    }
-    let workload =
-        workload.ok_or("bench needs --workload windowed|stateless|overhead|decode|nexmark")?;
+    let BenchArgs {
+        workload,
+        input,
+        workdir,
+        batches,
+        query,
+        events,
+        events_per_batch,
+        export,
+        bids_from,
+        ..
+    } = args;
     let workdir = workdir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()))
     });

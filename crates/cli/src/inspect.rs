@@ -1,75 +1,69 @@
 //! `sluice checkpoint describe DIR [--json]` and
-//! `sluice state read DIR [--operator N] [--batch N] [--json]`: argument parsing and printing
-//! only; the work is `sluice::checkpoint::describe_checkpoint` and
-//! `sluice::state::reader::read_state`.
+//! `sluice state read DIR [--operator N] [--batch N] [--json]`: arguments and printing only; the
+//! work is `sluice::checkpoint::describe_checkpoint` and `sluice::state::reader::read_state`.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::USAGE;
+use clap::Subcommand;
 
-/// `sluice checkpoint <subcommand> ..`.
-pub fn checkpoint(args: &[String]) -> Result<ExitCode, String> {
-    match args.first().map(String::as_str) {
-        Some("describe") => {
-            let mut dir = None;
-            let mut json = false;
-            for a in &args[1..] {
-                match a.as_str() {
-                    "--json" => json = true,
-                    flag if flag.starts_with("--") => {
-                        return Err(format!("unknown argument {flag:?}\n{USAGE}"))
-                    }
-                    d if dir.is_none() => dir = Some(PathBuf::from(d)),
-                    extra => return Err(format!("unexpected argument {extra:?}\n{USAGE}")),
-                }
-            }
-            let dir = dir.ok_or(format!("checkpoint describe needs DIR\n{USAGE}"))?;
-            let desc = sluice::checkpoint::describe_checkpoint(&dir).map_err(|e| e.to_string())?;
-            if json {
-                let text =
-                    serde_json::to_string_pretty(&desc.to_json()).map_err(|e| e.to_string())?;
-                println!("{text}");
-            } else {
-                print!("{}", desc.to_text());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        _ => Err(format!(
-            "usage: sluice checkpoint describe DIR [--json]\n{USAGE}"
-        )),
-    }
+/// `sluice checkpoint <COMMAND>`.
+#[derive(Subcommand, Debug)]
+pub enum CheckpointCommand {
+    /// What a query checkpoint holds: id, batches, offsets, watermark, pinned conf, state
+    /// operators (schema, versions)
+    Describe {
+        /// The checkpoint directory (a query's checkpointLocation)
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// Print it as JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
 
-fn number<T: std::str::FromStr>(flag: &str, v: Option<&String>) -> Result<T, String> {
-    let v = v.ok_or(format!("{flag} needs a number"))?;
-    v.parse()
-        .map_err(|_| format!("{flag} needs a non-negative number, not {v:?}"))
+/// `sluice state <COMMAND>`.
+#[derive(Subcommand, Debug)]
+pub enum StateCommand {
+    /// The state of one operator as of a committed batch: a table, or JSON lines
+    Read {
+        /// The checkpoint directory (a query's checkpointLocation)
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// The stateful operator's id (`sluice checkpoint describe` lists them)
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        operator: u32,
+        /// The committed batch to read the state as of (default: the last one)
+        #[arg(long, value_name = "N")]
+        batch: Option<u64>,
+        /// Print JSON lines, one per key
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `sluice checkpoint <subcommand> ..`.
+pub fn checkpoint(command: CheckpointCommand) -> Result<ExitCode, String> {
+    let CheckpointCommand::Describe { dir, json } = command;
+    let desc = sluice::checkpoint::describe_checkpoint(&dir).map_err(|e| e.to_string())?;
+    if json {
+        let text = serde_json::to_string_pretty(&desc.to_json()).map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        print!("{}", desc.to_text());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `sluice state <subcommand> ..`.
-pub fn state(args: &[String]) -> Result<ExitCode, String> {
-    if args.first().map(String::as_str) != Some("read") {
-        return Err(format!(
-            "usage: sluice state read DIR [--operator N] [--batch N] [--json]\n{USAGE}"
-        ));
-    }
-    let (mut dir, mut operator, mut batch, mut json) = (None, 0u32, None, false);
-    let mut it = args[1..].iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--json" => json = true,
-            "--operator" => operator = number("--operator", it.next())?,
-            "--batch" => batch = Some(number("--batch", it.next())?),
-            flag if flag.starts_with("--") => {
-                return Err(format!("unknown argument {flag:?}\n{USAGE}"))
-            }
-            d if dir.is_none() => dir = Some(PathBuf::from(d)),
-            extra => return Err(format!("unexpected argument {extra:?}\n{USAGE}")),
-        }
-    }
-    let dir = dir.ok_or(format!("state read needs DIR\n{USAGE}"))?;
+pub fn state(command: StateCommand) -> Result<ExitCode, String> {
+    let StateCommand::Read {
+        dir,
+        operator,
+        batch,
+        json,
+    } = command;
     let snapshot =
         sluice::state::reader::read_state(&dir, operator, batch).map_err(|e| e.to_string())?;
     let bytes = if json {

@@ -19,11 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use sluice::kafka_log::KafkaLogContext;
 use sluice::sink::foreach::{ForeachWriter, Row};
 use sluice::{Session, SluiceError, Trigger};
 
@@ -60,31 +60,13 @@ impl ForeachWriter for LatencyWriter {
     fn close(&mut self, _error: Option<&SluiceError>) {}
 }
 
-pub fn run(args: &[String]) -> Result<(), String> {
-    let (mut mode, mut source, mut seconds, mut rps) = (None, "rate".to_string(), 10u64, 1000i64);
-    let mut bootstrap = "127.0.0.1:9092".to_string();
-    let mut sink = "memory".to_string();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
-        match a.as_str() {
-            "--workload" => {
-                val()?;
-            }
-            "--mode" => mode = Some(val()?),
-            "--source" => source = val()?,
-            "--seconds" => seconds = val()?.parse().map_err(|_| "--seconds needs a number")?,
-            "--rows-per-second" => {
-                rps = val()?
-                    .parse()
-                    .map_err(|_| "--rows-per-second needs a number")?
-            }
-            "--bootstrap" => bootstrap = val()?,
-            "--sink" => sink = val()?,
-            other => return Err(format!("unknown latency bench argument {other:?}")),
-        }
-    }
-    let mode = mode.ok_or("--workload latency needs --mode continuous|microbatch")?;
+pub fn run(args: &crate::bench::BenchArgs) -> Result<(), String> {
+    let (source, seconds, rps) = (args.source.clone(), args.seconds, args.rows_per_second);
+    let (bootstrap, sink) = (args.bootstrap.clone(), args.sink.clone());
+    let mode = args
+        .mode
+        .clone()
+        .ok_or("--workload latency needs --mode continuous|microbatch")?;
     let trigger = match mode.as_str() {
         "continuous" => Trigger::Continuous(Duration::from_secs(1)),
         "microbatch" => Trigger::default(),
@@ -260,14 +242,14 @@ fn kafka(
 ) -> Result<(), String> {
     let tag = &uuid_like()[..8];
     let (src, dst) = (format!("latency-in-{tag}"), format!("latency-out-{tag}"));
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+    let producer: ThreadedProducer<KafkaLogContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("linger.ms", "0")
-        .create()
+        .create_with_context(KafkaLogContext)
         .map_err(|e| format!("Kafka producer: {e}"))?;
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+    let admin: AdminClient<KafkaLogContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
-        .create()
+        .create_with_context(KafkaLogContext)
         .map_err(|e| format!("Kafka admin client: {e}"))?;
     let created = session
         .block_on(admin.create_topics(
@@ -300,13 +282,13 @@ fn kafka(
                 .start()
         })
         .map_err(|e| e.to_string())?;
-    let consumer: BaseConsumer = ClientConfig::new()
+    let consumer: BaseConsumer<KafkaLogContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", format!("sluice-latency-{tag}"))
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .set("fetch.wait.max.ms", "1")
-        .create()
+        .create_with_context(KafkaLogContext)
         .map_err(|e| format!("Kafka consumer: {e}"))?;
     consumer
         .subscribe(&[dst.as_str()])

@@ -1,14 +1,32 @@
-//! The `sluice` command.
+//! The `sluice` command. Every subcommand has `--help`; `sluice --version` prints the version.
+//! Bad arguments are reported by clap with the usage, exit code 2.
 //!
 //! - `sluice demo [--dir DIR]`: the seed documents' file example on embedded defaults: writes a
 //!   few JSON files, streams them one file per trigger through a filter, prints each batch to the
 //!   console, writes them to parquet and reads the result back.
-//! - `sluice run PIPELINE.sql [--set name=value]...`: runs a pipeline file (`sql_pipeline.rs`).
-//! - `sluice conformance [--json REPORT] PATH...`: runs conformance scenarios.
+//! - `sluice run PIPELINE.sql [--set NAME=VALUE]... [--progress human|json|none] [--ui ADDR]`:
+//!   runs a pipeline file (`sql_pipeline.rs`) until its queries finish or Ctrl-C, with a live
+//!   status line per query (`status.rs`) and, with `--ui`, a dashboard (`ui.rs`).
+//! - `sluice run --pipeline file-to-parquet|windowed-count --input DIR --output DIR --checkpoint DIR
+//!   [--available-now]`: a built-in pipeline over JSON files (the chaos test's).
+//! - `sluice bench --workload windowed|stateless|overhead|decode|nexmark|latency ...`: benchmarks
+//!   (`bench.rs`, `nexmark.rs`, `latency.rs`); the last line printed is one JSON object.
+//! - `sluice conformance [--matrix] [--json REPORT] PATH...`: runs conformance scenarios (files
+//!   or directories); `--matrix` also runs each with restarts and crashes. Exit 1 if one fails.
+//! - `sluice checkpoint describe DIR [--json]`: what a query checkpoint holds (`inspect.rs`).
+//! - `sluice state read DIR [--operator N] [--batch N] [--json]`: an operator's state as of a
+//!   committed batch (`inspect.rs`).
+//!
+//! Logging: the engine's `log` lines go to stderr above the status lines (`logger.rs`), filtered
+//! by `RUST_LOG` (env_logger's syntax); without it warnings and errors are shown.
+//!
+//! Exit codes: 0 done, 1 a query or a conformance scenario failed, 2 bad arguments or a bad
+//! pipeline file (and errors before anything ran).
 
 mod bench;
 mod inspect;
 mod latency;
+mod logger;
 mod nexmark;
 mod sql_pipeline;
 mod status;
@@ -20,35 +38,158 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use sluice::{col, lit, OutputMode, Session, Trigger};
 
-const USAGE: &str = "\
-usage:
-  sluice demo [--dir DIR]                        run the file-stream example (local files, no servers)
-  sluice run PIPELINE.sql [--set NAME=VALUE]... [--progress human|json|none] [--ui ADDR]
-                                                 run a pipeline file (CREATE TABLE sources, CREATE SINK ... AS SELECT
-                                                 queries) until stopped (Ctrl-C: after the current batch) or done;
-                                                 --set gives ${NAME} in its options (else the environment)
-  sluice run --pipeline file-to-parquet|windowed-count --input DIR --output DIR --checkpoint DIR [--available-now]
-                                                 run a built-in pipeline until stopped (or until caught up)
-  sluice bench --workload windowed|stateless|overhead|decode --input DIR [--workdir DIR] [--batches N]
-                                                 the Sluice side of shared/bench/bench_spark.py
-                                                 (decode: the same files to Arrow, nothing else)
-  sluice bench --workload latency --mode continuous|microbatch [--source rate|kafka] [--seconds N] [--rows-per-second N]
-                                                 end-to-end latency p50/p99/max (ms), one JSON line
-  sluice bench --workload nexmark --query q0|q1|q2|q5|q7|q8 [--events N] [--events-per-batch N]
-                                                 a Nexmark query over N generated events (10,000,000; 250,000 per batch)
-                                                 [--export DIR: write the bids to DIR/bid as parquet instead;
-                                                  --bids-from DIR/bid: read them from there, 2 files per batch]
-  sluice conformance [--matrix] [--json REPORT] PATH...
-                                                 run conformance scenarios (files or directories);
-                                                 --matrix also runs each with restarts and crashes
-  sluice checkpoint describe DIR [--json]        a query checkpoint: id, batches, offsets, watermark,
-                                                 pinned conf, state operators (schema, versions)
-  sluice state read DIR [--operator N] [--batch N] [--json]
-                                                 the state of operator N (0) as of committed batch N
-                                                 (the last one): a table, or JSON lines
-";
+/// Spark Structured Streaming semantics on Arrow and DataFusion: run pipelines, conformance
+/// scenarios and benchmarks, and look into checkpoints.
+#[derive(Parser, Debug)]
+#[command(name = "sluice", version, propagate_version = true)]
+#[command(
+    after_help = "Logging: RUST_LOG=warn|info|debug|sluice=debug,... (default: warnings). \
+                        See `sluice <COMMAND> --help` for each command."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the file-stream example on local files (no servers): writes three JSON files, streams
+    /// them one per trigger through a filter to the console and to parquet, reads it back
+    Demo {
+        /// Where to write the input, output and checkpoint (default: a new temp directory)
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Run a pipeline file (CREATE TABLE sources, CREATE SINK ... AS SELECT queries) until its
+    /// queries finish or Ctrl-C (after the current batch; twice: at once), or a built-in
+    /// pipeline with --pipeline
+    #[command(
+        override_usage = "sluice run PIPELINE.sql [--set NAME=VALUE]... [--progress MODE] [--ui ADDR]
+       sluice run --pipeline NAME --input DIR --output DIR --checkpoint DIR [--available-now]",
+        after_help = "Exit codes: 0 finished or stopped, 1 a query failed while running, 2 the \
+                      pipeline file or the arguments are wrong."
+    )]
+    Run(RunArgs),
+    /// Benchmarks: the Sluice side of shared/bench/bench_spark.py, Nexmark queries, end-to-end
+    /// latency; prints one JSON line last
+    Bench(bench::BenchArgs),
+    /// Run conformance scenarios (files or directories of Spark-recorded scenarios)
+    Conformance(ConformanceArgs),
+    /// Look into a query checkpoint
+    #[command(subcommand)]
+    Checkpoint(inspect::CheckpointCommand),
+    /// Read the state of a stateful operator from a checkpoint
+    #[command(subcommand)]
+    State(inspect::StateCommand),
+}
+
+/// `sluice run`: a pipeline file, or a built-in pipeline.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The pipeline file to run (Spark SQL with Flink-style DDL; see examples/*.sql)
+    #[arg(
+        value_name = "PIPELINE.sql",
+        required_unless_present = "pipeline",
+        conflicts_with = "pipeline"
+    )]
+    pub file: Option<String>,
+    /// A variable of the pipeline file: ${NAME} in its options (else the environment's NAME)
+    #[arg(
+        long = "set",
+        value_name = "NAME=VALUE",
+        value_parser = parse_variable,
+        requires = "file"
+    )]
+    pub set: Vec<(String, String)>,
+    /// What to show while the queries run: a status line per query on stderr (human), each
+    /// StreamingQueryProgress as a JSON line on stdout (json), or nothing (none)
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        default_value_t = status::ProgressMode::Human,
+        ignore_case = true,
+        requires = "file"
+    )]
+    pub progress: status::ProgressMode,
+    /// Serve a live dashboard at ADDR (host:port, or a port on 127.0.0.1; port 0 picks one)
+    #[arg(long, value_name = "ADDR", requires = "file")]
+    pub ui: Option<String>,
+
+    /// A built-in pipeline over JSON files {"id": N, "ts": "...", "user": "..."} written to
+    /// parquet (instead of a pipeline file)
+    #[arg(
+        long,
+        value_enum,
+        value_name = "NAME",
+        requires_all = ["input", "output", "checkpoint"],
+        help_heading = "Built-in pipelines"
+    )]
+    pub pipeline: Option<BuiltIn>,
+    /// The built-in pipeline's input directory
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "pipeline",
+        help_heading = "Built-in pipelines"
+    )]
+    pub input: Option<String>,
+    /// The built-in pipeline's output directory (parquet)
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "pipeline",
+        help_heading = "Built-in pipelines"
+    )]
+    pub output: Option<String>,
+    /// The built-in pipeline's checkpoint directory
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "pipeline",
+        help_heading = "Built-in pipelines"
+    )]
+    pub checkpoint: Option<String>,
+    /// Stop once caught up with the input (default: run until killed)
+    #[arg(long, requires = "pipeline", help_heading = "Built-in pipelines")]
+    pub available_now: bool,
+}
+
+/// `--pipeline`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuiltIn {
+    /// id, ts, user as they are
+    FileToParquet,
+    /// counts per user and 1-minute window (1-minute watermark), append mode
+    WindowedCount,
+}
+
+/// `--set NAME=VALUE` (the name trimmed, the value as given).
+fn parse_variable(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!(
+            "{s:?}: write --set name=value, e.g. --set input=/data/in"
+        )),
+    }
+}
+
+/// `sluice conformance`.
+#[derive(Args, Debug)]
+struct ConformanceArgs {
+    /// Also run each scenario with restarts and crashes
+    #[arg(long)]
+    matrix: bool,
+    /// Write a JSON report (summary and every scenario's outcome) to REPORT
+    #[arg(long, value_name = "REPORT")]
+    json: Option<PathBuf>,
+    /// Scenario files or directories of them
+    #[arg(value_name = "PATH", required = true)]
+    paths: Vec<PathBuf>,
+}
 
 /// mimalloc's `mi_option_purge_delay` (the 16th entry of `mi_option_e` in mimalloc.h, v2 and
 /// v3; the Rust bindings do not name it).
@@ -60,24 +201,29 @@ fn main() -> ExitCode {
     // benchmark: 0.38 s -> 0.12 s of system time, same peak RSS; BENCHMARKS.md).
     // SAFETY: sets a process-wide allocator option; no allocation invariants are involved.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("demo") => demo(&args[1..]),
-        Some("run") => run_pipeline(&args[1..]),
-        Some("bench") => bench::bench(&args[1..]).map(|_| ExitCode::SUCCESS),
-        Some("conformance") => conformance(&args[1..]),
-        Some("checkpoint") => inspect::checkpoint(&args[1..]),
-        Some("state") => inspect::state(&args[1..]),
-        Some("-h" | "--help" | "help") | None => {
-            print!("{USAGE}");
+    // `--help`, `--version` and bad arguments exit here (0, 0, 2).
+    let cli = Cli::parse();
+    logger::install();
+    let result = match cli.command {
+        Some(Command::Demo { dir }) => demo(dir),
+        Some(Command::Run(args)) => match args.file.clone() {
+            Some(file) => sql_pipeline::run(&file, args),
+            None => run_pipeline(args),
+        },
+        Some(Command::Bench(args)) => bench::bench(args).map(|_| ExitCode::SUCCESS),
+        Some(Command::Conformance(args)) => conformance(args),
+        Some(Command::Checkpoint(c)) => inspect::checkpoint(c),
+        Some(Command::State(c)) => inspect::state(c),
+        None => {
+            // Bare `sluice`: the help, as `sluice --help` prints it.
+            let _ = <Cli as clap::CommandFactory>::command().print_help();
             return ExitCode::SUCCESS;
         }
-        Some(other) => Err(format!("unknown command {other:?}\n{USAGE}")),
     };
     match result {
         Ok(code) => code,
         Err(msg) => {
-            eprintln!("error: {msg}");
+            status::print_line(&format!("error: {msg}"));
             ExitCode::from(2)
         }
     }
@@ -105,12 +251,10 @@ const DEMO_FILES: [(&str, &str); 3] = [
     ),
 ];
 
-fn demo(args: &[String]) -> Result<ExitCode, String> {
-    let dir = match args {
-        [flag, d] if flag == "--dir" => PathBuf::from(d),
-        [] => std::env::temp_dir().join(format!("sluice-demo-{}", std::process::id())),
-        _ => return Err(format!("bad arguments for demo\n{USAGE}")),
-    };
+fn demo(dir: Option<PathBuf>) -> Result<ExitCode, String> {
+    let dir = dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("sluice-demo-{}", std::process::id()))
+    });
     let input = dir.join("stream_in");
     std::fs::create_dir_all(&input).map_err(|e| format!("{}: {e}", input.display()))?;
     for (i, (name, body)) in DEMO_FILES.iter().enumerate() {
@@ -180,23 +324,12 @@ fn demo(args: &[String]) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn conformance(args: &[String]) -> Result<ExitCode, String> {
-    let mut json_out: Option<PathBuf> = None;
-    let mut matrix = false;
-    let mut paths = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--matrix" => matrix = true,
-            "--json" => {
-                json_out = Some(PathBuf::from(it.next().ok_or("--json needs a file name")?));
-            }
-            p => paths.push(PathBuf::from(p)),
-        }
-    }
-    if paths.is_empty() {
-        return Err(format!("conformance needs at least one PATH\n{USAGE}"));
-    }
+fn conformance(args: ConformanceArgs) -> Result<ExitCode, String> {
+    let ConformanceArgs {
+        matrix,
+        json: json_out,
+        paths,
+    } = args;
     let outcomes = if matrix {
         sluice_conformance::run_paths_matrix(&paths, true)?
     } else {
@@ -216,36 +349,18 @@ fn conformance(args: &[String]) -> Result<ExitCode, String> {
     })
 }
 
-/// `sluice run FILE.sql [--set k=v]...`: a pipeline file (`sql_pipeline.rs`). Otherwise
-/// `sluice run --pipeline ...`: a built-in pipeline over JSON files `{"id": N, "ts": "...", "user": "..."}`,
-/// running until killed (or, with `--available-now`, until it has caught up). Used by the
-/// process-level chaos test, which kills it with SIGKILL at random moments.
-fn run_pipeline(args: &[String]) -> Result<ExitCode, String> {
-    if let Some(file) = args.first().filter(|a| a.ends_with(".sql")) {
-        return sql_pipeline::run(file, &args[1..]);
-    }
-    let mut pipeline = None;
-    let (mut input, mut output, mut checkpoint) = (None, None, None);
-    let mut available_now = false;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
-        match a.as_str() {
-            "--pipeline" => pipeline = Some(val()?),
-            "--input" => input = Some(val()?),
-            "--output" => output = Some(val()?),
-            "--checkpoint" => checkpoint = Some(val()?),
-            "--available-now" => available_now = true,
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
-        }
-    }
+/// `sluice run --pipeline ...`: a built-in pipeline over JSON files
+/// `{"id": N, "ts": "...", "user": "..."}`, running until killed (or, with `--available-now`,
+/// until it has caught up). Used by the process-level chaos test, which kills it with SIGKILL
+/// at random moments. (`sluice run FILE.sql` is `sql_pipeline.rs`.)
+fn run_pipeline(args: RunArgs) -> Result<ExitCode, String> {
+    // clap requires all three with --pipeline.
     let (Some(pipeline), Some(input), Some(output), Some(checkpoint)) =
-        (pipeline, input, output, checkpoint)
+        (args.pipeline, args.input, args.output, args.checkpoint)
     else {
-        return Err(format!(
-            "run needs --pipeline, --input, --output and --checkpoint\n{USAGE}"
-        ));
+        return Err("run needs --pipeline, --input, --output and --checkpoint".into());
     };
+    let available_now = args.available_now;
     let run = || -> sluice::Result<()> {
         let session = Session::builder().shuffle_partitions(2).build()?;
         let events = session
@@ -254,19 +369,13 @@ fn run_pipeline(args: &[String]) -> Result<ExitCode, String> {
             .schema("id BIGINT, ts TIMESTAMP, user STRING")?
             .option("maxFilesPerTrigger", "2")
             .load(&input)?;
-        let frame = match pipeline.as_str() {
-            "file-to-parquet" => events.select(["id", "ts", "user"])?,
-            "windowed-count" => events
+        let frame = match pipeline {
+            BuiltIn::FileToParquet => events.select(["id", "ts", "user"])?,
+            BuiltIn::WindowedCount => events
                 .with_watermark("ts", "1 minute")?
                 .group_by([sluice::window(col("ts"), "1 minute"), col("user")])
                 .count()?
                 .select_sql(["window.start AS window_start", "user", "count"])?,
-            other => {
-                return Err(sluice::SluiceError::query(
-                    "UNKNOWN_PIPELINE",
-                    format!("unknown pipeline {other:?}: use file-to-parquet or windowed-count"),
-                ))
-            }
         };
         let q = frame
             .write_stream()
@@ -284,4 +393,65 @@ fn run_pipeline(args: &[String]) -> Result<ExitCode, String> {
     };
     run().map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn both_forms_of_run_parse() {
+        let cli = Cli::try_parse_from(["sluice", "run", "p.sql", "--set", "a= b=c", "--set=x=1"])
+            .expect("a pipeline file with variables");
+        let Some(Command::Run(run)) = cli.command else {
+            panic!("not run");
+        };
+        assert_eq!(run.file.as_deref(), Some("p.sql"));
+        assert_eq!(
+            run.set,
+            vec![("a".into(), " b=c".into()), ("x".into(), "1".into())]
+        );
+        assert_eq!(run.progress, status::ProgressMode::Human);
+        let cli = Cli::try_parse_from([
+            "sluice",
+            "run",
+            "--pipeline",
+            "windowed-count",
+            "--input",
+            "i",
+            "--output",
+            "o",
+            "--checkpoint",
+            "c",
+        ])
+        .expect("a built-in pipeline");
+        let Some(Command::Run(run)) = cli.command else {
+            panic!("not run");
+        };
+        assert_eq!(run.pipeline, Some(BuiltIn::WindowedCount));
+        assert!(!run.available_now);
+        // A built-in pipeline needs all three directories; a file takes no --input.
+        assert!(Cli::try_parse_from(["sluice", "run", "--pipeline", "file-to-parquet"]).is_err());
+        assert!(Cli::try_parse_from(["sluice", "run", "p.sql", "--input", "i"]).is_err());
+        assert!(Cli::try_parse_from(["sluice", "run", "p.sql", "--set", "novalue"]).is_err());
+        for (mode, want) in [
+            ("JSON", status::ProgressMode::Json),
+            ("text", status::ProgressMode::Human),
+            ("off", status::ProgressMode::None),
+        ] {
+            let cli = Cli::try_parse_from(["sluice", "run", "p.sql", "--progress", mode])
+                .expect("a progress mode");
+            let Some(Command::Run(run)) = cli.command else {
+                panic!("not run");
+            };
+            assert_eq!(run.progress, want, "{mode}");
+        }
+        assert!(Cli::try_parse_from(["sluice", "run", "p.sql", "--progress", "xml"]).is_err());
+    }
 }

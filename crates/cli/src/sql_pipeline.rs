@@ -36,49 +36,16 @@ fn install_stop_handler() {
 }
 
 fn report(e: &SluiceError) {
-    eprintln!("error: {e}");
+    crate::status::print_line(&format!("error: {e}"));
 }
 
-pub fn run(file: &str, args: &[String]) -> Result<ExitCode, String> {
-    let mut vars = Vec::new();
-    let mut progress = crate::status::ProgressMode::Human;
-    let mut ui_addr: Option<String> = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let kv = match a.as_str() {
-            "--progress" => {
-                progress = crate::status::ProgressMode::parse(
-                    it.next().ok_or("--progress needs human, json or none")?,
-                )?;
-                continue;
-            }
-            "--ui" => {
-                ui_addr = Some(
-                    it.next()
-                        .ok_or("--ui needs an address, e.g. --ui 127.0.0.1:4040")?
-                        .clone(),
-                );
-                continue;
-            }
-            "--set" => it
-                .next()
-                .ok_or("--set needs name=value, e.g. --set input=/data/in")?
-                .clone(),
-            s if s.starts_with("--set=") => s["--set=".len()..].to_string(),
-            other => {
-                return Err(format!(
-                    "unknown argument {other:?} for a pipeline file: use --set name=value, \
-                     --progress human|json|none or --ui ADDR"
-                ))
-            }
-        };
-        let Some((k, v)) = kv.split_once('=') else {
-            return Err(format!(
-                "--set {kv:?}: write --set name=value, e.g. --set input=/data/in"
-            ));
-        };
-        vars.push((k.trim().to_string(), v.to_string()));
-    }
+pub fn run(file: &str, args: crate::RunArgs) -> Result<ExitCode, String> {
+    let crate::RunArgs {
+        set: vars,
+        progress,
+        ui: ui_addr,
+        ..
+    } = args;
     let mut pipeline = match Pipeline::from_file(file) {
         Ok(p) => p,
         Err(e) => {
@@ -97,6 +64,11 @@ pub fn run(file: &str, args: &[String]) -> Result<ExitCode, String> {
         }
     };
     // Listeners see only queries started after them: the status board and the dashboard first.
+    // Status lines are redrawn in place on a terminal, unless a console sink prints its batches
+    // to the same terminal (they would be drawn over): then they are printed one per batch.
+    if crate::status::stdout_shares_the_terminal() && writes_to_stdout(&pipeline) {
+        crate::status::console().redraw_in_place(false);
+    }
     let board = crate::status::StatusBoard::new(progress);
     session.add_listener(board.clone());
     let dashboard = match &ui_addr {
@@ -122,17 +94,19 @@ pub fn run(file: &str, args: &[String]) -> Result<ExitCode, String> {
                 board.set_trigger_interval(q.id(), d);
             }
         }
-        eprintln!(
+        crate::status::print_line(&format!(
             "sluice: started {} (query id {}, run id {})",
             q.name().unwrap_or("query"),
             q.id(),
             q.run_id()
-        );
+        ));
     }
     let result = pipeline.await_termination(&queries, || {
         let stop = STOP_SIGNALS.load(Ordering::SeqCst) > 0;
         if stop {
-            eprintln!("sluice: stopping after the current batch (again to exit at once)");
+            crate::status::print_line(
+                "sluice: stopping after the current batch (again to exit at once)",
+            );
         }
         stop
     });
@@ -141,13 +115,16 @@ pub fn run(file: &str, args: &[String]) -> Result<ExitCode, String> {
             Some(p) => format!("last batch {}", p.batch_id),
             None => "no batch in this run".into(),
         };
-        eprintln!("sluice: {} ended ({last})", q.name().unwrap_or("query"));
+        crate::status::print_line(&format!(
+            "sluice: {} ended ({last})",
+            q.name().unwrap_or("query")
+        ));
     }
     if let Some(d) = &dashboard {
-        eprintln!(
+        crate::status::print_line(&format!(
             "sluice: the dashboard at {} stops with the queries",
             d.url()
-        );
+        ));
     }
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
@@ -156,4 +133,20 @@ pub fn run(file: &str, args: &[String]) -> Result<ExitCode, String> {
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// Whether a sink of the pipeline is the console (it prints each batch to stdout).
+fn writes_to_stdout(pipeline: &Pipeline) -> bool {
+    use sluice::pipeline::{Connector, StatementKind};
+    pipeline.statements().iter().any(|s| {
+        let options = match &s.kind {
+            StatementKind::CreateSink(d) => &d.options,
+            StatementKind::CreateTable(d) => &d.options,
+            _ => return false,
+        };
+        options.iter().any(|o| {
+            o.key.eq_ignore_ascii_case("connector")
+                && Connector::parse(&o.value) == Some(Connector::Console)
+        })
+    })
 }

@@ -15,24 +15,182 @@ use sluice::progress::{QueryTerminatedEvent, StreamingQueryListener};
 use sluice::StreamingQueryProgress;
 
 /// `--progress human|json|none`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProgressMode {
+    /// A status line per query on stderr, and warnings in words
+    #[value(alias = "text")]
     Human,
+    /// Each StreamingQueryProgress as one JSON line on stdout
     Json,
+    /// Nothing
+    #[value(alias = "off")]
     None,
 }
 
-impl ProgressMode {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "human" | "text" => Ok(Self::Human),
-            "json" => Ok(Self::Json),
-            "none" | "off" => Ok(Self::None),
-            other => Err(format!(
-                "--progress {other:?}: use human (a status line per query), json (a \
-                 StreamingQueryProgress per line on stdout) or none"
-            )),
+/// stderr as the status lines, warnings and log lines share it. On a terminal the status lines
+/// stay at the bottom, redrawn in place and cut to the terminal's width; anything else printed
+/// while they are shown ([`print_line`], the logger) goes above them: the lines are cleared, the
+/// text printed, the lines drawn again. Elsewhere (a file, a pipe, CI) everything is printed one
+/// line after another.
+pub struct Console {
+    state: Mutex<ConsoleState>,
+}
+
+struct ConsoleState {
+    /// Whether the status lines are redrawn in place (None: not decided yet, stderr is a
+    /// terminal decides).
+    in_place: Option<bool>,
+    /// The status lines shown last (in place only).
+    lines: Vec<String>,
+    /// The width in characters of each line as drawn (to move the cursor back over them: one
+    /// row each, or more once a narrowed terminal has rewrapped them).
+    drawn: Vec<usize>,
+}
+
+static CONSOLE: Console = Console {
+    state: Mutex::new(ConsoleState {
+        in_place: None,
+        lines: Vec::new(),
+        drawn: Vec::new(),
+    }),
+};
+
+/// The process's stderr console.
+pub fn console() -> &'static Console {
+    &CONSOLE
+}
+
+/// Prints one message (it may have several lines) to stderr, above the status lines.
+pub fn print_line(text: &str) {
+    console().print_above(text);
+}
+
+/// Whether stdout and stderr are the same terminal (a console sink's tables would land between
+/// the status lines and the cursor).
+pub fn stdout_shares_the_terminal() -> bool {
+    let (out, err) = (std::io::stdout(), std::io::stderr());
+    if !out.is_terminal() || !err.is_terminal() {
+        return false;
+    }
+    // SAFETY: fstat fills the zeroed struct for two valid descriptors of this process.
+    unsafe {
+        let (mut a, mut b): (libc::stat, libc::stat) = (std::mem::zeroed(), std::mem::zeroed());
+        if libc::fstat(1, &mut a) != 0 || libc::fstat(2, &mut b) != 0 {
+            return true;
         }
+        a.st_rdev == b.st_rdev
+    }
+}
+
+/// The width of the terminal on stderr, in columns (None if it is not a terminal or does not
+/// say; then `$COLUMNS`).
+pub fn terminal_width() -> Option<usize> {
+    // SAFETY: TIOCGWINSZ fills a winsize struct; a descriptor that is not a terminal is an error.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    if unsafe { libc::ioctl(2, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_col > 0 {
+        return Some(ws.ws_col as usize);
+    }
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse().ok())
+        .filter(|c| *c > 0)
+}
+
+/// How many terminal rows lines of these widths take on a terminal `width` columns wide (a
+/// terminal that was narrowed after they were drawn rewraps them).
+pub fn rows(drawn: &[usize], width: Option<usize>) -> usize {
+    drawn
+        .iter()
+        .map(|n| match width {
+            Some(w) if w > 0 => n.div_ceil(w).max(1),
+            _ => 1,
+        })
+        .sum()
+}
+
+/// `line` cut to `width` columns (characters; the status lines are ASCII but for names),
+/// ending in `…` when something was cut.
+pub fn fit(line: &str, width: usize) -> String {
+    if line.chars().count() <= width {
+        return line.to_string();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut out: String = line.chars().take(width - 1).collect();
+    out.push('…');
+    out
+}
+
+impl Console {
+    /// Whether the status lines are redrawn in place (by default: when stderr is a terminal).
+    pub fn redraw_in_place(&self, yes: bool) {
+        if let Ok(mut st) = self.state.lock() {
+            st.in_place = Some(yes && std::io::stderr().is_terminal());
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ConsoleState> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.in_place.is_none() {
+            st.in_place = Some(std::io::stderr().is_terminal());
+        }
+        st
+    }
+
+    /// Whether status lines are redrawn in place.
+    pub fn in_place(&self) -> bool {
+        self.lock().in_place == Some(true)
+    }
+
+    /// Prints `text` above the status lines (or just prints it).
+    pub fn print_above(&self, text: &str) {
+        let mut st = self.lock();
+        let lines = st.lines.clone();
+        self.draw(&mut st, &[text.to_string()], lines);
+    }
+
+    /// Shows `lines` as the status lines (in place), with `above` printed above them; elsewhere
+    /// prints `above` only.
+    fn show(&self, above: &[String], lines: Vec<String>) {
+        let mut st = self.lock();
+        self.draw(&mut st, above, lines);
+    }
+
+    fn draw(&self, st: &mut ConsoleState, above: &[String], lines: Vec<String>) {
+        let mut err = std::io::stderr().lock();
+        if st.in_place != Some(true) {
+            for a in above {
+                let _ = writeln!(err, "{a}");
+            }
+            let _ = err.flush();
+            return;
+        }
+        // Back to the first status line, clear to the end of the screen, print the text, draw
+        // the status lines again (each cut to the width: one row each, so `drawn` stays true).
+        let width = terminal_width();
+        let mut buf = String::new();
+        let up = rows(&st.drawn, width);
+        if up > 0 {
+            buf.push_str(&format!("\r\x1b[{up}A\x1b[J"));
+        }
+        for a in above {
+            buf.push_str(a);
+            buf.push('\n');
+        }
+        st.drawn.clear();
+        for l in &lines {
+            let l = match width {
+                Some(w) => fit(l, w),
+                None => l.clone(),
+            };
+            st.drawn.push(l.chars().count());
+            buf.push_str(&l);
+            buf.push('\n');
+        }
+        let _ = err.write_all(buf.as_bytes());
+        let _ = err.flush();
+        st.lines = lines;
     }
 }
 
@@ -53,7 +211,6 @@ pub struct StatusBoard {
     mode: ProgressMode,
     /// Trigger interval per query id (warnings when a batch takes longer).
     trigger_intervals: Mutex<BTreeMap<String, Duration>>,
-    tty: bool,
     state: Mutex<BoardState>,
 }
 
@@ -61,8 +218,6 @@ pub struct StatusBoard {
 struct BoardState {
     queries: BTreeMap<String, QueryLine>,
     order: Vec<String>,
-    /// Lines drawn last time (to move the cursor back over them on a terminal).
-    drawn: usize,
 }
 
 impl StatusBoard {
@@ -70,7 +225,6 @@ impl StatusBoard {
         Arc::new(Self {
             mode,
             trigger_intervals: Mutex::new(BTreeMap::new()),
-            tty: std::io::stderr().is_terminal(),
             state: Mutex::new(BoardState::default()),
         })
     }
@@ -83,26 +237,11 @@ impl StatusBoard {
         }
     }
 
-    fn redraw(&self, st: &mut BoardState, warnings: &[String]) {
-        let mut err = std::io::stderr().lock();
-        if self.tty {
-            // Back over the board, print warnings above it, then the board again.
-            if st.drawn > 0 {
-                let _ = write!(err, "\x1b[{}A", st.drawn);
-            }
-            for w in warnings {
-                let _ = writeln!(err, "\x1b[2Kwarning: {w}");
-            }
-            for id in &st.order {
-                let _ = writeln!(err, "\x1b[2K{}", st.queries[id].line);
-            }
-            st.drawn = st.order.len();
-        } else {
-            for w in warnings {
-                let _ = writeln!(err, "warning: {w}");
-            }
-        }
-        let _ = err.flush();
+    /// The status lines (in place on a terminal) with the warnings above them.
+    fn redraw(&self, st: &BoardState, warnings: &[String]) {
+        let above: Vec<String> = warnings.iter().map(|w| format!("warning: {w}")).collect();
+        let lines = st.order.iter().map(|id| st.queries[id].line.clone());
+        console().show(&above, lines.collect());
     }
 }
 
@@ -309,12 +448,11 @@ impl StreamingQueryListener for StatusBoard {
                     Some(q) => describe(q, p, interval),
                     None => Vec::new(),
                 };
-                if !self.tty {
-                    let line = st.queries[&p.id].line.clone();
-                    let mut err = std::io::stderr().lock();
-                    let _ = writeln!(err, "{line}");
+                if !console().in_place() {
+                    // One line per batch, then its warnings.
+                    print_line(&st.queries[&p.id].line);
                 }
-                self.redraw(&mut st, &warnings);
+                self.redraw(&st, &warnings);
             }
         }
     }
@@ -322,7 +460,10 @@ impl StreamingQueryListener for StatusBoard {
     fn on_query_terminated(&self, e: &QueryTerminatedEvent) {
         if self.mode == ProgressMode::Human {
             if let Some(ex) = &e.exception {
-                eprintln!("query {} failed: {ex}", e.id);
+                // The engine logs it as an error; said here only when that log line is off.
+                if !log::log_enabled!(target: "sluice::query", log::Level::Error) {
+                    print_line(&format!("query {} failed: {ex}", e.id));
+                }
             }
         }
     }
@@ -449,8 +590,36 @@ mod tests {
 
     #[test]
     fn progress_modes_parse() {
-        assert_eq!(ProgressMode::parse("json"), Ok(ProgressMode::Json));
-        assert_eq!(ProgressMode::parse("human"), Ok(ProgressMode::Human));
-        assert!(ProgressMode::parse("xml").is_err());
+        use clap::ValueEnum;
+        assert_eq!(ProgressMode::from_str("json", true), Ok(ProgressMode::Json));
+        assert_eq!(
+            ProgressMode::from_str("human", true),
+            Ok(ProgressMode::Human)
+        );
+        assert_eq!(ProgressMode::from_str("off", true), Ok(ProgressMode::None));
+        assert!(ProgressMode::from_str("xml", true).is_err());
+    }
+
+    #[test]
+    fn status_lines_are_cut_to_the_width() {
+        let line = "[q1] batch 3 | in 12,345 rows/s | processed 20,000 rows/s";
+        assert_eq!(fit(line, 200), line);
+        assert_eq!(fit(line, line.len()), line);
+        let cut = fit(line, 20);
+        assert_eq!(cut, "[q1] batch 3 | in 1…");
+        assert_eq!(cut.chars().count(), 20);
+        assert_eq!(fit(line, 1), "…");
+        assert_eq!(fit(line, 0), "");
+        // Characters, not bytes: a name with accents is cut on a character boundary.
+        assert_eq!(fit("[réseau] batch 1", 9), "[réseau]…");
+    }
+
+    #[test]
+    fn lines_drawn_wider_than_the_terminal_now_is_take_more_rows() {
+        assert_eq!(rows(&[], Some(80)), 0);
+        assert_eq!(rows(&[70, 80], Some(80)), 2);
+        assert_eq!(rows(&[70, 80], Some(40)), 4);
+        assert_eq!(rows(&[0, 81], Some(80)), 3);
+        assert_eq!(rows(&[200], None), 1);
     }
 }

@@ -100,7 +100,7 @@ pub fn start(addr: &str) -> Result<Arc<Dashboard>, String> {
             })
             .map_err(|e| format!("--ui {addr}: cannot start the dashboard's thread: {e}"))?;
     }
-    eprintln!("sluice: dashboard at {url}");
+    crate::status::print_line(&format!("sluice: dashboard at {url}"));
     Ok(Arc::new(Dashboard {
         url,
         history,

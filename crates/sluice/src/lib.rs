@@ -31,6 +31,8 @@ pub mod error;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "kafka")]
+pub mod kafka_log;
 pub mod operators;
 pub mod pipeline;
 pub mod plan;

@@ -15,3 +15,7 @@ mod chaos;
 
 // `sluice checkpoint describe` and `sluice state read` on a checkpoint made by a test query.
 mod inspect;
+
+// The command as a command: `--version`, `--help` of every subcommand, bad arguments (exit 2),
+// and the engine's warnings on stderr (`RUST_LOG`).
+mod cli;

@@ -297,6 +297,14 @@ impl ContinuousExecution {
         }
         if let Some(seq) = &start_seq {
             for (k, v) in &seq.metadata.conf {
+                if k == SHUFFLE_PARTITIONS && *v != session.shuffle_partitions().to_string() {
+                    log::warn!(
+                        "{SHUFFLE_PARTITIONS} is {v} in the checkpoint {} and {} in the session; \
+                         the checkpoint's value is kept (state is partitioned by it)",
+                        checkpoint_root.display(),
+                        session.shuffle_partitions()
+                    );
+                }
                 conf.insert(k.clone(), v.clone());
             }
         }

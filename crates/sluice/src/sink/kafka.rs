@@ -22,11 +22,12 @@ use arrow::array::{
 use arrow::datatypes::DataType;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Offset as KOffset, TopicPartitionList};
 
 use super::{BatchData, Sink, SinkContext, SinkProvider};
 use crate::error::{Result, SluiceError};
+use crate::kafka_log::{KafkaLogContext, Logged};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -102,12 +103,13 @@ impl SinkProvider for KafkaSinkProvider {
             pc.set("transactional.id", format!("sluice-{query_id}"));
             pc.set("enable.idempotence", "true");
         }
-        let producer: ThreadedProducer<DefaultProducerContext> = pc.create().map_err(|e| {
-            SluiceError::connector(
-                class::KAFKA_CLIENT,
-                format!("cannot create a Kafka producer: {e}"),
-            )
-        })?;
+        let producer: ThreadedProducer<KafkaLogContext> =
+            pc.create_with_context(KafkaLogContext).map_err(|e| {
+                SluiceError::connector(
+                    class::KAFKA_CLIENT,
+                    format!("cannot create a Kafka producer: {e}"),
+                )
+            })?;
         let mut marker = None;
         if self.exactly_once {
             producer.init_transactions(TIMEOUT).map_err(|e| {
@@ -119,13 +121,14 @@ impl SinkProvider for KafkaSinkProvider {
             let mut cc = self.config();
             cc.set("group.id", format!("sluice-sink-{query_id}"));
             cc.set("enable.auto.commit", "false");
-            let consumer: BaseConsumer = cc.create().map_err(|e| {
-                SluiceError::connector(
-                    class::KAFKA_CLIENT,
-                    format!("cannot create a Kafka consumer: {e}"),
-                )
-            })?;
-            marker = Some(consumer);
+            let consumer: BaseConsumer<KafkaLogContext> =
+                cc.create_with_context(KafkaLogContext).map_err(|e| {
+                    SluiceError::connector(
+                        class::KAFKA_CLIENT,
+                        format!("cannot create a Kafka consumer: {e}"),
+                    )
+                })?;
+            marker = Some(Logged::new(consumer));
         }
         Ok(Box::new(KafkaSink {
             producer,
@@ -141,9 +144,9 @@ impl SinkProvider for KafkaSinkProvider {
 }
 
 struct KafkaSink {
-    producer: ThreadedProducer<DefaultProducerContext>,
+    producer: ThreadedProducer<KafkaLogContext>,
     /// Exactly-once: the consumer of the private group whose offsets record committed batches.
-    marker: Option<BaseConsumer>,
+    marker: Option<Logged<BaseConsumer<KafkaLogContext>>>,
     topic: Option<String>,
     written: u64,
 }

@@ -31,6 +31,7 @@ use super::{
     ContinuousReader, Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider,
 };
 use crate::error::{Result, SluiceError};
+use crate::kafka_log::{KafkaLogContext, Logged};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -266,7 +267,7 @@ impl KafkaSourceProvider {
         })
     }
 
-    fn consumer(&self) -> Result<BaseConsumer> {
+    fn consumer(&self) -> Result<Logged<BaseConsumer<KafkaLogContext>>> {
         let mut c = ClientConfig::new();
         for (k, v) in &self.client {
             c.set(k, v);
@@ -278,12 +279,14 @@ impl KafkaSourceProvider {
         c.set("enable.auto.commit", "false");
         c.set("enable.partition.eof", "false");
         c.set("isolation.level", "read_committed");
-        c.create().map_err(|e| {
-            SluiceError::connector(
-                class::KAFKA_CLIENT,
-                format!("cannot create a Kafka consumer: {e}"),
-            )
-        })
+        c.create_with_context(KafkaLogContext)
+            .map(Logged::new)
+            .map_err(|e| {
+                SluiceError::connector(
+                    class::KAFKA_CLIENT,
+                    format!("cannot create a Kafka consumer: {e}"),
+                )
+            })
     }
 }
 
@@ -432,7 +435,7 @@ struct KafkaSource {
     initial: Option<PartitionOffsets>,
     initial_file: std::path::PathBuf,
     p: KafkaSourceProvider,
-    consumer: BaseConsumer,
+    consumer: Logged<BaseConsumer<KafkaLogContext>>,
     /// Available-now: the latest offsets when the query started.
     available_now: Option<PartitionOffsets>,
     last_batch: Instant,
@@ -828,6 +831,11 @@ impl Source for KafkaSource {
                 let mut s = get(&start, t, *p).unwrap_or(low);
                 if *e < s {
                     // The partition was reset (recreated topic, failOnDataLoss=false): from its start.
+                    log::warn!(
+                        "Partition {t}-{p} went back from offset {s} to {e}: the topic was \
+                         probably deleted and recreated, and records may have been missed. \
+                         Reading it again from offset {low} (failOnDataLoss=false)."
+                    );
                     s = low;
                 }
                 if *e <= s {

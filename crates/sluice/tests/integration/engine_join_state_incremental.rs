@@ -245,7 +245,11 @@ fn an_outer_join_restarted_every_two_batches_or_crashing_in_state_commits_gives_
             &[(sluice::testing::CRASH_POINT, format!("inStateCommit:{n}"))],
         );
         let err = run(&s, FULL_Q8, &d.checkpoint, &crashed).0.unwrap_err();
-        assert_eq!(err.class(), sluice::error::class::SLUICE_INJECTED_CRASH, "{err}");
+        assert_eq!(
+            err.class(),
+            sluice::error::class::SLUICE_INJECTED_CRASH,
+            "{err}"
+        );
     }
     run(
         &nexmark_session(events, per_trigger, &[]),

@@ -1,0 +1,230 @@
+//! The librdkafka client context of every Kafka client Sluice creates (the source's consumer, the
+//! sink's producer and its exactly-once marker consumer): librdkafka's log lines and global
+//! errors go to the `log` crate (target `librdkafka`), so a wrong `kafka.bootstrap.servers` says
+//! `Connect to ipv4#127.0.0.1:1 failed: Connection refused` as a warning at once instead of
+//! nothing until the 30 s metadata timeout.
+//!
+//! Levels: librdkafka's emerg/alert/critical are `error`, its error and warning lines `warn`
+//! (connection failures are retried, so they are warnings), notice/info `info`, debug `debug`.
+//!
+//! rust-rdkafka queues librdkafka's log lines on the client's main queue, served only when the
+//! client is polled, and a consumer blocked in a metadata request polls nothing: its logs came
+//! out when it was dropped. [`Logged`] gives a consumer a log queue of its own, served by a
+//! thread for as long as the consumer lives. (A `ThreadedProducer` polls its main queue from its
+//! own thread already.)
+//!
+//! A broker failure reaches both callbacks (a `FAIL` log line, then the same text as a global
+//! error when the client is polled, and `AllBrokersDown` after each failed attempt): it is warned
+//! once, from the log line; the global errors of the same failure are debug lines.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use rdkafka::bindings as rd;
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{DeliveryResult, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
+
+const TARGET: &str = "librdkafka";
+
+/// Forwards librdkafka's logs and errors to the `log` crate (see the module doc). Delivery
+/// reports are ignored, as with `DefaultProducerContext`: the sink checks `flush`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KafkaLogContext;
+
+/// `[thrd:main]: text` -> `text` (librdkafka prefixes its thread's name).
+fn without_thread(msg: &str) -> &str {
+    match msg.strip_prefix("[thrd:").and_then(|m| m.split_once("]: ")) {
+        Some((_, rest)) => rest,
+        None => msg,
+    }
+}
+
+/// One librdkafka log line (`level` is syslog's: 0 emerg .. 7 debug).
+fn emit(level: i32, fac: &str, log_message: &str) {
+    let msg = without_thread(log_message);
+    match level {
+        i32::MIN..=2 => log::error!(target: TARGET, "Kafka client: {msg} ({fac})"),
+        3 | 4 => log::warn!(target: TARGET, "Kafka client: {msg} ({fac})"),
+        5 | 6 => log::info!(target: TARGET, "Kafka client: {msg} ({fac})"),
+        _ => log::debug!(target: TARGET, "Kafka client: {msg} ({fac})"),
+    }
+}
+
+impl ClientContext for KafkaLogContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        emit(level as i32, fac, log_message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        match error.rdkafka_error_code() {
+            // Broker failures were logged as a FAIL line already (see the module doc).
+            Some(
+                RDKafkaErrorCode::BrokerTransportFailure
+                | RDKafkaErrorCode::Resolve
+                | RDKafkaErrorCode::AllBrokersDown
+                | RDKafkaErrorCode::Authentication
+                | RDKafkaErrorCode::SSL,
+            ) => log::debug!(target: TARGET, "Kafka client error: {error}: {reason}"),
+            Some(RDKafkaErrorCode::Fatal) => {
+                log::error!(target: TARGET, "Kafka client error: {error}: {reason}")
+            }
+            _ => log::warn!(target: TARGET, "Kafka client error: {error}: {reason}"),
+        }
+    }
+}
+
+impl ConsumerContext for KafkaLogContext {}
+
+impl ProducerContext for KafkaLogContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, _: &DeliveryResult<'_>, _: Self::DeliveryOpaque) {}
+}
+
+/// A Kafka consumer whose log lines are printed as they come, also while it blocks (see the
+/// module doc). Derefs to the consumer.
+pub struct Logged<T> {
+    // Declared first, so dropped first: the log queue goes while the client still exists.
+    _forwarder: Forwarder,
+    client: T,
+}
+
+impl<C: ConsumerContext> Logged<BaseConsumer<C>> {
+    pub fn new(consumer: BaseConsumer<C>) -> Self {
+        Self {
+            _forwarder: Forwarder::start(consumer.client().native_ptr()),
+            client: consumer,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Logged<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.client
+    }
+}
+
+/// A raw librdkafka pointer handed to the forwarding thread.
+struct Ptr<T>(*mut T);
+// SAFETY: librdkafka handles and queues may be used from any thread; the forwarder keeps the
+// queue alive until its thread has been joined.
+unsafe impl<T> Send for Ptr<T> {}
+
+/// The log queue of one client and the thread that serves it.
+struct Forwarder {
+    rk: *mut rd::rd_kafka_t,
+    queue: *mut rd::rd_kafka_queue_t,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+// SAFETY: see `Ptr`; the pointers are only used by `drop`, after the thread has ended.
+unsafe impl Send for Forwarder {}
+unsafe impl Sync for Forwarder {}
+
+/// Serves the events waiting on `queue` for up to `timeout_ms` (then until none is waiting);
+/// logs the log lines among them.
+///
+/// # Safety
+/// `queue` must be a live librdkafka queue.
+unsafe fn serve(queue: *mut rd::rd_kafka_queue_t, mut timeout_ms: c_int) {
+    loop {
+        let ev = rd::rd_kafka_queue_poll(queue, timeout_ms);
+        if ev.is_null() {
+            return;
+        }
+        timeout_ms = 0;
+        if rd::rd_kafka_event_type(ev) == rd::RD_KAFKA_EVENT_LOG {
+            let (mut fac, mut text, mut level): (*const c_char, *const c_char, c_int) =
+                (std::ptr::null(), std::ptr::null(), 0);
+            if rd::rd_kafka_event_log(ev, &mut fac, &mut text, &mut level) == 0
+                && !fac.is_null()
+                && !text.is_null()
+            {
+                emit(
+                    level,
+                    &CStr::from_ptr(fac).to_string_lossy(),
+                    &CStr::from_ptr(text).to_string_lossy(),
+                );
+            }
+        }
+        rd::rd_kafka_event_destroy(ev);
+    }
+}
+
+impl Forwarder {
+    fn start(rk: *mut rd::rd_kafka_t) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let none = |stop| Forwarder {
+            rk,
+            queue: std::ptr::null_mut(),
+            stop,
+            thread: None,
+        };
+        // SAFETY: `rk` is a live client (its owner outlives the forwarder, see `Logged`).
+        let queue = unsafe { rd::rd_kafka_queue_new(rk) };
+        if queue.is_null() {
+            return none(stop);
+        }
+        // SAFETY: both live; librdkafka keeps its own reference to the queue while forwarding.
+        if unsafe { rd::rd_kafka_set_log_queue(rk, queue) }
+            != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+        {
+            // SAFETY: ours, unused.
+            unsafe { rd::rd_kafka_queue_destroy(queue) };
+            return none(stop);
+        }
+        let (q, flag) = (Ptr(queue), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("kafka-log".into())
+            .spawn(move || {
+                let q = q;
+                while !flag.load(Ordering::Relaxed) {
+                    // SAFETY: the queue is destroyed only after this thread is joined.
+                    unsafe { serve(q.0, 100) };
+                }
+            });
+        let mut f = none(stop);
+        f.queue = queue;
+        f.thread = thread.ok();
+        f
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if !self.queue.is_null() {
+            // SAFETY: the client is still alive (see `Logged`) and the thread has ended: send
+            // its logs back to the main queue, print what is left on ours, then destroy it.
+            unsafe {
+                rd::rd_kafka_set_log_queue(self.rk, std::ptr::null_mut());
+                serve(self.queue, 0);
+                rd::rd_kafka_queue_destroy(self.queue);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_thread_prefix_is_dropped() {
+        assert_eq!(
+            super::without_thread(
+                "[thrd:127.0.0.1:1/bootstrap]: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed"
+            ),
+            "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed"
+        );
+        assert_eq!(super::without_thread("no prefix"), "no prefix");
+    }
+}
