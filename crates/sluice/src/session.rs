@@ -78,7 +78,7 @@ impl SessionBuilder {
             .with_default_features()
             .with_spark_features()
             .with_analyzer_rule(Arc::new(SparkCastRule))
-            .with_query_planner(Arc::new(crate::operators::watermark::SluiceQueryPlanner))
+            .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner))
             .build();
         if let Some(round) = state.scalar_functions().get("round").cloned() {
             state.register_udf(Arc::new(ScalarUDF::new_from_impl(SparkRound::new(round))))?;

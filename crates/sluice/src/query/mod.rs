@@ -2,9 +2,7 @@
 //! a query, and the micro-batch loop (`MicroBatchExecution`). This is the only code that knows
 //! the *order* of things in a batch.
 
-mod continuous;
-mod microbatch;
-mod pipeline;
+mod execution;
 mod writer;
 
 use crate::error::class;
@@ -14,8 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use continuous::ContinuousExecution;
-pub use microbatch::MicroBatchExecution;
+pub use execution::{ContinuousExecution, MicroBatchExecution};
 pub use writer::DataStreamWriter;
 
 pub use crate::types::{OutputMode, Trigger};

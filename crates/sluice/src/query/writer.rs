@@ -148,7 +148,12 @@ impl DataStreamWriter {
         }
 
         if let Trigger::Continuous(_) = self.trigger {
-            super::continuous::check(&plan, self.output_mode, &self.format, sink.as_ref())?;
+            super::execution::continuous::check(
+                &plan,
+                self.output_mode,
+                &self.format,
+                sink.as_ref(),
+            )?;
         }
 
         let (checkpoint, temporary) = match self.opt("checkpointLocation") {
@@ -187,7 +192,7 @@ impl DataStreamWriter {
                      stateless queries only",
                 ));
             }
-            return super::continuous::ContinuousExecution::start(
+            return super::execution::continuous::ContinuousExecution::start(
                 session,
                 plan,
                 sink,

@@ -186,7 +186,7 @@ impl Pipeline {
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let mut store_conf = crate::state::StateStoreConf::default();
         if let Some(v) = session
-            .conf(super::microbatch::MIN_BATCHES_TO_RETAIN)
+            .conf(crate::conf::MIN_BATCHES_TO_RETAIN)
             .and_then(|v| v.parse().ok())
         {
             store_conf.min_versions_to_retain = v;
@@ -204,60 +204,15 @@ impl Pipeline {
         while let Some((node, above, placeholder, placeholder_schema)) = split_stateful(&rest)? {
             let id = stages.len() as u32;
             let conf = store_conf.clone();
-            let built: Result<(Box<dyn StatefulOperator>, Vec<LogicalPlan>)> = match &node {
-                StatefulNode::Aggregate(agg) => StreamingAggregate::try_new(
-                    agg,
-                    id,
-                    mode,
-                    checkpoint_root,
-                    partitions,
-                    allow_rename,
-                    conf,
-                )
-                .map(|op| {
-                    (
-                        Box::new(op) as Box<dyn StatefulOperator>,
-                        vec![agg.input.as_ref().clone()],
-                    )
-                }),
-                StatefulNode::Join(j) => {
-                    StreamingJoin::try_new(j, id, checkpoint_root, partitions, allow_rename, conf)
-                        .map(|op| {
-                            (
-                                Box::new(op) as Box<dyn StatefulOperator>,
-                                vec![j.left.as_ref().clone(), j.right.as_ref().clone()],
-                            )
-                        })
-                }
-                StatefulNode::FlatMapGroupsWithState(f) => FlatMapGroupsWithStateExec::try_new(
-                    f,
-                    id,
-                    checkpoint_root,
-                    partitions,
-                    allow_rename,
-                    conf,
-                )
-                .map(|op| {
-                    (
-                        Box::new(op) as Box<dyn StatefulOperator>,
-                        vec![f.input.clone()],
-                    )
-                }),
-                StatefulNode::Deduplicate(d) => StreamingDeduplicate::try_new(
-                    d,
-                    id,
-                    checkpoint_root,
-                    partitions,
-                    allow_rename,
-                    conf,
-                )
-                .map(|op| {
-                    (
-                        Box::new(op) as Box<dyn StatefulOperator>,
-                        vec![d.input.clone()],
-                    )
-                }),
-            };
+            let built = create_operator(
+                &node,
+                id,
+                mode,
+                checkpoint_root,
+                partitions,
+                allow_rename,
+                conf,
+            );
             let (operator, input_plans) = match built {
                 Ok(b) => b,
                 Err(e) if e.class().starts_with("STATE_SCHEMA") => {
@@ -393,5 +348,75 @@ impl Pipeline {
             planning_ms,
             late_rows,
         })
+    }
+}
+
+/// Builds the operator of one stateful node and the plans of its inputs.
+// The body is the block moved unchanged from `query/pipeline.rs`; the stateful-operator framework
+// replaces it with one call.
+#[rustfmt::skip]
+#[allow(clippy::too_many_arguments)]
+fn create_operator(
+    node: &StatefulNode,
+    id: u32,
+    mode: OutputMode,
+    checkpoint_root: &Path,
+    partitions: usize,
+    allow_rename: bool,
+    conf: crate::state::StateStoreConf,
+) -> Result<(Box<dyn StatefulOperator>, Vec<LogicalPlan>)> {
+    match &node {
+        StatefulNode::Aggregate(agg) => StreamingAggregate::try_new(
+            agg,
+            id,
+            mode,
+            checkpoint_root,
+            partitions,
+            allow_rename,
+            conf,
+        )
+        .map(|op| {
+            (
+                Box::new(op) as Box<dyn StatefulOperator>,
+                vec![agg.input.as_ref().clone()],
+            )
+        }),
+        StatefulNode::Join(j) => {
+            StreamingJoin::try_new(j, id, checkpoint_root, partitions, allow_rename, conf)
+                .map(|op| {
+                    (
+                        Box::new(op) as Box<dyn StatefulOperator>,
+                        vec![j.left.as_ref().clone(), j.right.as_ref().clone()],
+                    )
+                })
+        }
+        StatefulNode::FlatMapGroupsWithState(f) => FlatMapGroupsWithStateExec::try_new(
+            f,
+            id,
+            checkpoint_root,
+            partitions,
+            allow_rename,
+            conf,
+        )
+        .map(|op| {
+            (
+                Box::new(op) as Box<dyn StatefulOperator>,
+                vec![f.input.clone()],
+            )
+        }),
+        StatefulNode::Deduplicate(d) => StreamingDeduplicate::try_new(
+            d,
+            id,
+            checkpoint_root,
+            partitions,
+            allow_rename,
+            conf,
+        )
+        .map(|op| {
+            (
+                Box::new(op) as Box<dyn StatefulOperator>,
+                vec![d.input.clone()],
+            )
+        }),
     }
 }

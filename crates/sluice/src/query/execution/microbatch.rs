@@ -39,9 +39,9 @@ use crate::sink::{Sink, SinkContext, SinkProvider};
 use crate::source::{Offset, ReadLimit, Source, SourceContext, SourceProvider};
 use crate::types::BatchData;
 
-use super::now_ms;
-use super::pipeline::Pipeline;
-use super::{
+use crate::plan::staged::Pipeline;
+use crate::query::now_ms;
+use crate::query::{
     OutputMode, QueryShared, StreamingQuery, StreamingQueryStatus, Trigger, NUM_RECENT_PROGRESS,
 };
 use crate::testing::{CrashPoint, TestHooks};
@@ -117,7 +117,7 @@ impl MicroBatchExecution {
         checkpoint_root: PathBuf,
         temporary_checkpoint: bool,
         name: Option<String>,
-        late_rows: Option<super::writer::LateRowsSpec>,
+        late_rows: Option<crate::query::writer::LateRowsSpec>,
     ) -> Result<StreamingQuery> {
         let checkpoint = CheckpointDir::new(checkpoint_root.clone());
         std::fs::create_dir_all(checkpoint.root()).map_err(|e| {
@@ -163,7 +163,7 @@ impl MicroBatchExecution {
             .unwrap_or(session_partitions);
 
         let relations = streaming_relations(&plan);
-        super::check_query_shape(
+        crate::query::check_query_shape(
             checkpoint.root(),
             latest.as_ref().map(|(_, seq)| seq.offsets.len()),
             &relations,
@@ -218,7 +218,7 @@ impl MicroBatchExecution {
             None => None,
             Some(spec) => {
                 let schema = pipeline.keep_late_rows()?;
-                let (provider, _) = super::writer::sink_provider(
+                let (provider, _) = crate::query::writer::sink_provider(
                     &session,
                     &spec.format,
                     &spec.options,
@@ -289,7 +289,7 @@ impl MicroBatchExecution {
 
     fn run_to_end(self) {
         let (shared, listeners) = (self.shared.clone(), self.listeners.clone());
-        super::run_query_thread(
+        crate::query::run_query_thread(
             self,
             shared,
             listeners,
@@ -484,7 +484,7 @@ impl MicroBatchExecution {
         };
         let t = Instant::now();
         if !self.offset_log.add(self.batch_id, &seq)? {
-            return Err(super::concurrent_update(self.batch_id, "batch"));
+            return Err(crate::query::concurrent_update(self.batch_id, "batch"));
         }
         // Sources may forget what is before the previous batch's end.
         for (i, slot) in self.sources.iter_mut().enumerate() {
@@ -641,7 +641,7 @@ impl MicroBatchExecution {
             next_batch_watermark_ms: next_watermark_ms,
         };
         if !self.commit_log.add(batch_id, &commit)? {
-            return Err(super::concurrent_update(batch_id, "batch"));
+            return Err(crate::query::concurrent_update(batch_id, "batch"));
         }
         durations.insert("commitOffsets".into(), t.elapsed().as_millis() as i64);
         let start_offsets = std::mem::replace(&mut self.committed, offsets.offsets.clone());

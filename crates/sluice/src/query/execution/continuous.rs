@@ -16,29 +16,22 @@
 //! written again. The guarantee is **at-least-once**.
 
 use crate::error::class;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
-use datafusion::catalog::streaming::StreamingTable;
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::datasource::provider_as_source;
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::logical_expr::{LogicalPlan, TableScanBuilder};
-use datafusion::physical_plan::memory::MemoryStream;
-use datafusion::physical_plan::streaming::PartitionStream;
-use datafusion::physical_plan::{collect, displayable, ExecutionPlan};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::displayable;
 
 use crate::checkpoint::{
     CheckpointDir, CheckpointLock, CommitLog, CommitMetadata, OffsetSeq, OffsetSeqLog,
     OffsetSeqMetadata, StreamMetadata,
 };
 use crate::error::{Fault, Result, SluiceError};
-use crate::plan::{streaming_relations, StreamingRelation};
+use crate::plan::continuous::ContinuousPlan;
+use crate::plan::streaming_relations;
 use crate::progress::{
     format_timestamp_ms, SinkProgress, SourceProgress, StreamingQueryListener,
     StreamingQueryProgress,
@@ -49,103 +42,13 @@ use crate::source::{ContinuousReader, Offset, SourceContext, SourceProvider};
 use crate::types::BatchData;
 
 use super::microbatch::{MIN_BATCHES_TO_RETAIN, SHUFFLE_PARTITIONS};
-use super::now_ms;
-use super::{
+use crate::query::now_ms;
+use crate::query::{
     OutputMode, QueryShared, StreamingQuery, StreamingQueryStatus, Trigger, NUM_RECENT_PROGRESS,
 };
 
 /// How long one poll of a source may wait for its first row.
 const POLL_WAIT: Duration = Duration::from_millis(10);
-
-/// The rows of one slice, shared between the loop and the plan's leaf.
-type Cell = Arc<Mutex<Vec<RecordBatch>>>;
-
-/// The leaf of the continuous plan: each execution yields the rows put into its cell.
-#[derive(Debug)]
-struct SlicePartition {
-    schema: SchemaRef,
-    cell: Cell,
-}
-
-impl PartitionStream for SlicePartition {
-    fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let rows = std::mem::take(&mut *self.cell.lock().unwrap_or_else(|p| p.into_inner()));
-        match MemoryStream::try_new(rows, self.schema.clone(), None) {
-            Ok(s) => Box::pin(s),
-            Err(e) => Box::pin(
-                datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
-                    self.schema.clone(),
-                    futures::stream::once(async move { Err(e) }),
-                ),
-            ),
-        }
-    }
-}
-
-/// The query's physical plan, planned once; each slice is bound to the leaf cells and the plan
-/// is executed again (it is stateless: projections and filters only).
-struct ContinuousPlan {
-    plan: Arc<dyn ExecutionPlan>,
-    task_ctx: Arc<TaskContext>,
-    /// Per streaming relation id, the cell its scan reads.
-    cells: HashMap<u64, Cell>,
-    session: Session,
-}
-
-impl ContinuousPlan {
-    fn try_new(session: &Session, plan: &LogicalPlan) -> Result<Self> {
-        let mut cells: HashMap<u64, Cell> = HashMap::new();
-        let bound = plan
-            .clone()
-            .transform_up(|node| {
-                let LogicalPlan::TableScan(scan) = &node else {
-                    return Ok(Transformed::no(node));
-                };
-                let Some(rel) = StreamingRelation::of_scan(scan) else {
-                    return Ok(Transformed::no(node));
-                };
-                let schema = rel.relation_schema();
-                let cell = cells.entry(rel.id()).or_default().clone();
-                let table = StreamingTable::try_new(
-                    schema.clone(),
-                    vec![Arc::new(SlicePartition { schema, cell })],
-                )?;
-                let new_scan = TableScanBuilder::new(
-                    scan.table_name.clone(),
-                    provider_as_source(Arc::new(table)),
-                )
-                .with_projection(scan.projection.clone())
-                .with_filters(scan.filters.clone())
-                .with_fetch(scan.fetch)
-                .build()?;
-                Ok(Transformed::yes(LogicalPlan::TableScan(new_scan)))
-            })
-            .map_err(SluiceError::from)?
-            .data;
-        // One partition: a slice is small, and a plain chain of operators has the least latency.
-        let mut state = session.df_state();
-        state.config_mut().options_mut().execution.target_partitions = 1;
-        let physical = session.block_on(state.create_physical_plan(&bound))?;
-        Ok(Self {
-            plan: physical,
-            task_ctx: state.task_ctx(),
-            cells,
-            session: session.clone(),
-        })
-    }
-
-    fn run(&self, relation_id: u64, rows: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
-        if let Some(cell) = self.cells.get(&relation_id) {
-            *cell.lock().unwrap_or_else(|p| p.into_inner()) = rows;
-        }
-        Ok(self
-            .session
-            .block_on(collect(self.plan.clone(), self.task_ctx.clone()))?)
-    }
-}
 
 struct ReaderSlot {
     relation_id: u64,
@@ -302,7 +205,7 @@ impl ContinuousExecution {
         }
 
         let relations = streaming_relations(&plan);
-        super::check_query_shape(
+        crate::query::check_query_shape(
             checkpoint.root(),
             start_seq.as_ref().map(|seq| seq.offsets.len()),
             &relations,
@@ -379,7 +282,7 @@ impl ContinuousExecution {
 
     fn run_to_end(self) {
         let (shared, listeners) = (self.shared.clone(), self.listeners.clone());
-        super::run_query_thread(
+        crate::query::run_query_thread(
             self,
             shared,
             listeners,
@@ -498,7 +401,7 @@ impl ContinuousExecution {
         let mut durations = BTreeMap::new();
         let t = Instant::now();
         if !self.offset_log.add(epoch, &seq)? {
-            return Err(super::concurrent_update(epoch, "epoch"));
+            return Err(crate::query::concurrent_update(epoch, "epoch"));
         }
         durations.insert("walCommit".to_string(), t.elapsed().as_millis() as i64);
         let t = Instant::now();
@@ -516,7 +419,7 @@ impl ContinuousExecution {
                 next_batch_watermark_ms: 0,
             },
         )? {
-            return Err(super::concurrent_update(epoch, "epoch"));
+            return Err(crate::query::concurrent_update(epoch, "epoch"));
         }
         self.checkpoint
             .purge_logs(epoch + 1, self.min_batches_to_retain)?;
