@@ -19,6 +19,7 @@ use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder, ScalarUDF};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_spark::SessionStateBuilderSpark;
 
+use crate::conf::SHUFFLE_PARTITIONS;
 use crate::error::{Result, SluiceError};
 use crate::frame::StreamFrame;
 use crate::plan::spark::{SparkCastRule, SparkRound};
@@ -61,11 +62,11 @@ impl SessionBuilder {
     }
     pub fn build(self) -> Result<Session> {
         let mut partitions = self.shuffle_partitions;
-        if let Some(v) = self.conf.get("spark.sql.shuffle.partitions") {
+        if let Some(v) = self.conf.get(SHUFFLE_PARTITIONS) {
             partitions = v.parse().map_err(|_| {
                 SluiceError::query(
                     class::INVALID_CONF_VALUE,
-                    format!("spark.sql.shuffle.partitions must be a positive integer, got {v:?}"),
+                    format!("{SHUFFLE_PARTITIONS} must be a positive integer, got {v:?}"),
                 )
             })?;
         }

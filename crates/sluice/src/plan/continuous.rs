@@ -13,7 +13,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{LogicalPlan, TableScanBuilder};
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::physical_plan::streaming::PartitionStream;
-use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::physical_plan::{collect, displayable, ExecutionPlan};
 
 use crate::error::{Result, SluiceError};
 use crate::plan::StreamingRelation;
@@ -50,7 +50,7 @@ impl PartitionStream for SlicePartition {
 /// The query's physical plan, planned once; each slice is bound to the leaf cells and the plan
 /// is executed again (it is stateless: projections and filters only).
 pub(crate) struct ContinuousPlan {
-    pub(crate) plan: Arc<dyn ExecutionPlan>,
+    plan: Arc<dyn ExecutionPlan>,
     task_ctx: Arc<TaskContext>,
     /// Per streaming relation id, the cell its scan reads.
     cells: HashMap<u64, Cell>,
@@ -58,6 +58,7 @@ pub(crate) struct ContinuousPlan {
 }
 
 impl ContinuousPlan {
+    /// Plans `plan` once, each streaming scan bound to a cell of its own.
     pub(crate) fn try_new(session: &Session, plan: &LogicalPlan) -> Result<Self> {
         let mut cells: HashMap<u64, Cell> = HashMap::new();
         let bound = plan
@@ -99,6 +100,21 @@ impl ContinuousPlan {
         })
     }
 
+    /// The schema of the rows the plan produces.
+    pub(crate) fn schema(&self) -> SchemaRef {
+        self.plan.schema()
+    }
+
+    /// The query's analysed plan (`logical`) and this physical plan, as `explain()` shows them.
+    pub(crate) fn explain(&self, logical: &LogicalPlan) -> String {
+        format!(
+            "== Analyzed Logical Plan ==\n{}\n\n== Physical Plan (continuous, planned once) ==\n{}",
+            logical.display_indent(),
+            displayable(self.plan.as_ref()).indent(true)
+        )
+    }
+
+    /// Executes the plan over `rows`, the new slice of relation `relation_id`.
     pub(crate) fn run(&self, relation_id: u64, rows: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
         if let Some(cell) = self.cells.get(&relation_id) {
             *cell.lock().unwrap_or_else(|p| p.into_inner()) = rows;

@@ -15,6 +15,7 @@ pub mod relation;
 pub mod spark;
 pub mod sql;
 pub(crate) mod staged;
+pub(crate) mod stateful_nodes;
 
 pub use analysis::{check_streaming_plan, StreamingPlanInfo};
 pub use incremental::IncrementalExecution;

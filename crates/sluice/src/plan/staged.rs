@@ -1,38 +1,33 @@
-//! How a query's plan is executed each batch: stateless (one DataFusion plan) or with a
-//! streaming aggregation in the middle (DataFusion below it, the stateful operator, DataFusion
-//! above it over the operator's output).
+//! The staged plan: how a query's plan is executed each batch. A stateless query is one
+//! DataFusion plan; a stateful one is cut at each stateful operator (`plan::stateful_nodes`),
+//! bottom-up, into stages: DataFusion computes an operator's inputs, the operator turns them into
+//! rows bound to a placeholder relation, and DataFusion runs the rest of the plan over them.
 
 use crate::error::class;
 use std::path::Path;
-use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::Column;
-use datafusion::datasource::provider_as_source;
-use datafusion::logical_expr::{Aggregate, Distinct, Join, LogicalPlan, LogicalPlanBuilder};
-use datafusion::prelude::Expr;
+use datafusion::logical_expr::LogicalPlan;
 
+use crate::conf::StreamingConf;
 use crate::error::{Result, SluiceError};
 use crate::operators::aggregate::StreamingAggregate;
-use crate::operators::dedup::{Deduplicate, StreamingDeduplicate};
-use crate::operators::flat_map_groups_with_state::{
-    FlatMapGroupsWithState, FlatMapGroupsWithStateExec,
-};
+use crate::operators::dedup::StreamingDeduplicate;
+use crate::operators::flat_map_groups_with_state::FlatMapGroupsWithStateExec;
 use crate::operators::join::StreamingJoin;
-use crate::operators::stateful::{StatefulOperator, ALLOW_KEY_RENAME_CONF};
+use crate::operators::stateful::StatefulOperator;
 use crate::operators::watermark::{watermark_nodes, EventTimeStats};
 use crate::plan::incremental::{BatchInputs, PlannedBatch};
-use crate::plan::relation::reads_stream_or_operator;
-use crate::plan::{IncrementalExecution, StreamingRelation};
+use crate::plan::stateful_nodes::{split_stateful, StatefulNode};
+use crate::plan::IncrementalExecution;
 use crate::progress::StateOperatorProgress;
 use crate::session::Session;
 use crate::types::BatchData;
 use crate::types::OutputMode;
 
 /// What one batch produced.
-pub(crate) struct PipelineOutput {
+pub(crate) struct StagedOutput {
     pub data: BatchData,
     /// Per watermark node (post-order): delay and the batch's event-time statistics.
     pub watermarks: Vec<(i64, EventTimeStats)>,
@@ -44,7 +39,7 @@ pub(crate) struct PipelineOutput {
 
 /// The query's plan as a chain: stateful stages bottom-up, then DataFusion over the last
 /// operator's rows (or the whole plan, for a stateless query).
-pub(crate) struct Pipeline {
+pub(crate) struct StagedPlan {
     stages: Vec<StatefulStage>,
     last: IncrementalExecution,
     /// The checkpoint's state does not fit this query. As in Spark, the query fails in its first
@@ -70,133 +65,22 @@ fn observed(planned: &PlannedBatch) -> Vec<(i64, EventTimeStats)> {
         .collect()
 }
 
-/// The stateful node found in a plan.
-enum StatefulNode {
-    Aggregate(Aggregate),
-    Deduplicate(Deduplicate),
-    Join(Join),
-    FlatMapGroupsWithState(FlatMapGroupsWithState),
-}
-
-impl StatefulNode {
-    fn of(node: &LogicalPlan) -> Result<Option<StatefulNode>> {
-        Ok(match node {
-            LogicalPlan::Aggregate(agg) if reads_stream_or_operator(&agg.input) => {
-                Some(StatefulNode::Aggregate(agg.clone()))
-            }
-            LogicalPlan::Join(j)
-                if reads_stream_or_operator(&j.left) && reads_stream_or_operator(&j.right) =>
-            {
-                Some(StatefulNode::Join(j.clone()))
-            }
-            LogicalPlan::Distinct(Distinct::All(input)) if reads_stream_or_operator(input) => {
-                let keys = input
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().clone())
-                    .collect();
-                Some(StatefulNode::Deduplicate(Deduplicate::try_new(
-                    input.as_ref().clone(),
-                    keys,
-                    false,
-                )?))
-            }
-            other => match (Deduplicate::of(other), FlatMapGroupsWithState::of(other)) {
-                (Some(d), _) => Some(StatefulNode::Deduplicate(d.clone())),
-                (_, Some(f)) => Some(StatefulNode::FlatMapGroupsWithState(f.clone())),
-                _ => None,
-            },
-        })
-    }
-}
-
-/// Splits `plan` at its stateful operator: (the node, the plan above it with the node replaced
-/// by a placeholder scan, the placeholder's id and schema).
-fn split_stateful(
-    plan: &LogicalPlan,
-) -> Result<Option<(StatefulNode, LogicalPlan, u64, SchemaRef)>> {
-    let mut found: Option<(StatefulNode, u64, SchemaRef)> = None;
-    let mut error: Option<SluiceError> = None;
-    let rewritten = plan
-        .clone()
-        .transform_up(|node| {
-            // Post-order: the first stateful node met has no stateful node below it.
-            if found.is_some() || error.is_some() {
-                return Ok(Transformed::no(node));
-            }
-            let stateful = match StatefulNode::of(&node) {
-                Ok(Some(s)) => s,
-                Ok(None) => return Ok(Transformed::no(node)),
-                Err(e) => {
-                    error = Some(e);
-                    return Ok(Transformed::no(node));
-                }
-            };
-            let out_schema = node.schema();
-            // Internal column names (no clash with the names the projection gives back); nullable,
-            // as operator rows may hold nulls where the planner declared a field non-null; field
-            // metadata (event time) kept.
-            let fields: Vec<arrow::datatypes::Field> = out_schema
-                .fields()
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    arrow::datatypes::Field::new(format!("__c{i}"), f.data_type().clone(), true)
-                        .with_metadata(f.metadata().clone())
-                })
-                .collect();
-            let schema = Arc::new(arrow::datatypes::Schema::new(fields));
-            let rel = StreamingRelation::placeholder(schema.clone());
-            let id = rel.id();
-            let table = format!("__sluice_stateful_{id}");
-            let scan =
-                LogicalPlanBuilder::scan(table.as_str(), provider_as_source(Arc::new(rel)), None)?
-                    .build()?;
-            let exprs: Vec<Expr> = out_schema
-                .iter()
-                .enumerate()
-                .map(|(i, (q, f))| {
-                    Expr::Column(Column::new(Some(table.as_str()), format!("__c{i}")))
-                        .alias_qualified(q.cloned(), f.name())
-                })
-                .collect();
-            let projected = LogicalPlanBuilder::from(scan).project(exprs)?.build()?;
-            found = Some((stateful, id, schema));
-            Ok(Transformed::yes(projected))
-        })
-        .map_err(SluiceError::from)?;
-    if let Some(e) = error {
-        return Err(e);
-    }
-    Ok(found.map(|(node, id, schema)| (node, rewritten.data, id, schema)))
-}
-
-impl Pipeline {
+impl StagedPlan {
     pub fn try_new(
         session: &Session,
         plan: LogicalPlan,
         mode: OutputMode,
         checkpoint_root: &Path,
         partitions: usize,
+        query_conf: &StreamingConf,
     ) -> Result<Self> {
         let state = session.df_state();
-        let allow_rename = session
-            .conf(ALLOW_KEY_RENAME_CONF)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let mut store_conf = crate::state::StateStoreConf::default();
-        if let Some(v) = session
-            .conf(crate::conf::MIN_BATCHES_TO_RETAIN)
-            .and_then(|v| v.parse().ok())
-        {
-            store_conf.min_versions_to_retain = v;
-        }
-        if let Some(v) = session
-            .conf("spark.sql.streaming.stateStore.minDeltasForSnapshot")
-            .and_then(|v| v.parse().ok())
-        {
-            store_conf.min_deltas_for_snapshot = v;
-        }
+        let allow_rename = query_conf.allow_key_rename;
+        let store_conf = crate::state::StateStoreConf {
+            min_versions_to_retain: query_conf.min_batches_to_retain,
+            min_deltas_for_snapshot: query_conf.min_deltas_for_snapshot,
+            ..Default::default()
+        };
         let mut stages = Vec::new();
         let mut rest = plan;
         let mut incompatible = None;
@@ -215,7 +99,10 @@ impl Pipeline {
             );
             let (operator, input_plans) = match built {
                 Ok(b) => b,
-                Err(e) if e.class().starts_with("STATE_SCHEMA") => {
+                Err(e)
+                    if e.is(class::STATE_SCHEMA_INCOMPATIBLE)
+                        || e.is(class::STATE_SCHEMA_KEY_RENAMED) =>
+                {
                     incompatible = Some(e);
                     break;
                 }
@@ -232,7 +119,7 @@ impl Pipeline {
             });
             rest = above;
         }
-        Ok(Pipeline {
+        Ok(StagedPlan {
             stages,
             last: IncrementalExecution::new(state, rest, partitions),
             incompatible,
@@ -304,7 +191,7 @@ impl Pipeline {
         late_watermark_ms: i64,
         eviction_watermark_ms: i64,
         batch_id: u64,
-    ) -> Result<PipelineOutput> {
+    ) -> Result<StagedOutput> {
         if let Some(e) = &self.incompatible {
             return Err(e.clone());
         }
@@ -341,7 +228,7 @@ impl Pipeline {
         planning_ms += t.elapsed().as_millis() as i64;
         let data = session.block_on(IncrementalExecution::execute(&planned))?;
         watermarks.extend(observed(&planned));
-        Ok(PipelineOutput {
+        Ok(StagedOutput {
             data,
             watermarks,
             state_operators,
