@@ -11,9 +11,6 @@ use crate::error::{Result, SluiceError};
 use crate::operators::aggregate::{has_event_time_key, has_session_window};
 use crate::types::OutputMode;
 
-/// Error class of output-mode violations (Spark's meaning, Sluice's class name).
-/// Error class of operations a stream cannot run at all.
-
 /// What the analysis learned about a streaming plan.
 #[derive(Debug, Clone, Default)]
 pub struct StreamingPlanInfo {
