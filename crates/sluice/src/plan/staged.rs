@@ -28,10 +28,13 @@ use crate::types::OutputMode;
 
 /// What one batch produced.
 pub(crate) struct StagedOutput {
+    /// The batch's result rows, for the sink.
     pub data: BatchData,
     /// Per watermark node (post-order): delay and the batch's event-time statistics.
     pub watermarks: Vec<(i64, EventTimeStats)>,
+    /// Each stateful operator's figures, bottom-up.
     pub state_operators: Vec<StateOperatorProgress>,
+    /// Time DataFusion spent planning the batch's plans.
     pub planning_ms: i64,
     /// Input rows the stateful operator dropped as late (with the late-row side output on).
     pub late_rows: Vec<RecordBatch>,
@@ -66,6 +69,10 @@ fn observed(planned: &PlannedBatch) -> Vec<(i64, EventTimeStats)> {
 }
 
 impl StagedPlan {
+    /// Cuts `plan` at its stateful operators, bottom-up (operator `i` keeps its state in
+    /// `state/<i>` of `checkpoint_root`, in `partitions` partitions), and builds each operator with
+    /// the state store conf of `query_conf`. A checkpoint whose state does not fit is not an error
+    /// here: the first batch fails with it (see `incompatible`).
     pub fn try_new(
         session: &Session,
         plan: LogicalPlan,
@@ -149,6 +156,7 @@ impl StagedPlan {
             })
     }
 
+    /// Each stage's plans as `explain()` shows them (or why the plan cannot run).
     pub async fn explain(&self) -> Result<String> {
         if let Some(e) = &self.incompatible {
             return Ok(format!("(cannot run: {e})"));

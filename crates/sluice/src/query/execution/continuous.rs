@@ -39,7 +39,6 @@ const POLL_WAIT: Duration = Duration::from_millis(10);
 
 /// The continuous loop of one query run.
 pub struct ContinuousExecution {
-    core: StreamExecution,
     plan: ContinuousPlan,
     readers: Vec<SourceSlot<Box<dyn ContinuousReader>>>,
     interval: Duration,
@@ -47,6 +46,8 @@ pub struct ContinuousExecution {
     epoch: u64,
     /// The sources' offsets at the last committed epoch (where the running epoch started).
     committed: Vec<Option<Offset>>,
+    /// Last, so that it is dropped last (see `StreamExecution`).
+    core: StreamExecution,
 }
 
 /// Checks a query for continuous processing (before anything is written).

@@ -81,23 +81,30 @@ pub(crate) trait Driver: Send + 'static {
 
 /// What every execution of one query run shares (see the module doc).
 pub(crate) struct StreamExecution {
+    /// The session the query runs in (its runtime executes every batch).
     pub session: Session,
+    /// The query's sink, and its description for progress and errors.
+    pub sink: Box<dyn Sink>,
+    pub sink_description: String,
+    /// The checkpoint location.
     pub checkpoint: CheckpointDir,
     temporary_checkpoint: bool,
     offset_log: OffsetSeqLog,
     commit_log: CommitLog,
-    _lock: CheckpointLock,
     /// The conf the query runs with.
     pub conf: StreamingConf,
     /// The conf pinned in the checkpoint (written into every `offsets/N`).
     pub pinned: PinnedConf,
+    /// The test hooks (none without the `testing` feature).
     pub hooks: TestHooks,
     /// Batches run so far in this run (for the test hook `maxBatchesPerRun`).
     batches_this_run: u64,
-    pub sink: Box<dyn Sink>,
-    pub sink_description: String,
+    /// What the query's handles see.
     pub shared: Arc<QueryShared>,
     pub progress: ProgressReporter,
+    /// Dropped last (a driver holds its core last too): the checkpoint is released only once
+    /// the sources and the sink are closed.
+    _lock: CheckpointLock,
 }
 
 impl StreamExecution {

@@ -43,7 +43,6 @@ use super::trigger::MicroBatchTrigger;
 
 /// The micro-batch loop of one query run.
 pub struct MicroBatchExecution {
-    core: StreamExecution,
     plan: StagedPlan,
     sources: MicroBatchSources,
     trigger: MicroBatchTrigger,
@@ -58,6 +57,8 @@ pub struct MicroBatchExecution {
     last_batch_watermark_ms: Option<i64>,
     /// Watermark for late rows: the previous batch's `batchWatermarkMs` (Spark 3.4+).
     late_watermark_ms: i64,
+    /// Last, so that it is dropped last (see `StreamExecution`).
+    core: StreamExecution,
 }
 
 /// One batch in flight: its id and logged offsets, and what its phases measured so far.
