@@ -10,11 +10,11 @@
 //! |---|---|
 //! | [`session`] | `Session`: configuration, `read_stream()`, `sql()`, the catalog of views |
 //! | [`frame`] | `StreamFrame`: the streaming DataFrame (`filter`, `select`, ...) -> a DataFusion `LogicalPlan` |
-//! | [`query`] | `StreamingQuery` handle, `MicroBatchExecution` (the loop), triggers, recovery |
+//! | [`query`] | `StreamingQuery` handle, the writer, the execution core and its micro-batch and continuous loops |
 //! | [`checkpoint`] | the checkpoint directory and its logs: `metadata`, `offsets/`, `commits/` |
 //! | [`source`] | `Source` trait; file (json/csv/parquet/text), rate, rate-micro-batch, memory |
 //! | [`sink`] | `Sink` trait; file (+ `_spark_metadata` manifest), console, memory, foreach(_batch) |
-//! | [`plan`] | streaming analysis (output-mode rules), per-batch planning on DataFusion, Spark SQL semantics |
+//! | [`plan`] | streaming analysis (output-mode rules), the staged per-batch plan and the continuous plan on DataFusion, the session's query planner, Spark SQL semantics |
 //! | [`operators`] | watermarks, windows, streaming aggregation |
 //! | [`state`] | the versioned state store under `state/<op>/<partition>/` |
 //! | [`progress`] | `StreamingQueryProgress` with Spark's JSON keys, the listener |

@@ -19,6 +19,7 @@ use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder, ScalarUDF};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_spark::SessionStateBuilderSpark;
 
+use crate::conf::SHUFFLE_PARTITIONS;
 use crate::error::{Result, SluiceError};
 use crate::frame::StreamFrame;
 use crate::plan::spark::{SparkCastRule, SparkRound};
@@ -61,7 +62,7 @@ impl SessionBuilder {
     }
     pub fn build(self) -> Result<Session> {
         let mut partitions = self.shuffle_partitions;
-        if let Some(v) = self.conf.get(crate::conf::SHUFFLE_PARTITIONS) {
+        if let Some(v) = self.conf.get(SHUFFLE_PARTITIONS) {
             partitions = crate::conf::parse_partitions(v)?;
         }
         // Spark's SQL dialect (LONG, backquoted names, ...); Spark's functions come below.
@@ -73,7 +74,7 @@ impl SessionBuilder {
             .with_default_features()
             .with_spark_features()
             .with_analyzer_rule(Arc::new(SparkCastRule))
-            .with_query_planner(Arc::new(crate::operators::watermark::SluiceQueryPlanner))
+            .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner))
             .build();
         if let Some(round) = state.scalar_functions().get("round").cloned() {
             state.register_udf(Arc::new(ScalarUDF::new_from_impl(SparkRound::new(round))))?;

@@ -46,7 +46,7 @@ pub enum Trigger {
     Once,
     /// Everything available at start, in as many batches as the read limits need, then stop.
     AvailableNow,
-    /// Continuous processing (`query/continuous.rs`): rows are processed as they arrive; an
+    /// Continuous processing (`query/execution/continuous.rs`): rows are processed as they arrive; an
     /// epoch is committed every checkpoint interval. At-least-once: after a restart, rows since
     /// the last committed epoch are written again.
     Continuous(Duration),

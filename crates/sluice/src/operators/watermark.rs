@@ -19,21 +19,15 @@ use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, RecordBatch, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, TimeUnit};
-use async_trait::async_trait;
-use datafusion::catalog::Session as DfSession;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Column, DFSchema, DFSchemaRef};
 use datafusion::error::Result as DfResult;
-use datafusion::execution::context::QueryPlanner;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::logical_expr::{
-    Extension, LogicalPlan, UserDefinedLogicalNode, UserDefinedLogicalNodeCore,
-};
+use datafusion::logical_expr::{Extension, LogicalPlan, UserDefinedLogicalNodeCore};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::ReplaceChildrenOptions;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use datafusion::physical_planner::{DefaultPhysicalPlanner, ExtensionPlanner, PhysicalPlanner};
 use datafusion::prelude::Expr;
 use futures::StreamExt;
 
@@ -335,50 +329,6 @@ impl ExecutionPlan for EventTimeWatermarkExec {
             b
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
-    }
-}
-
-/// Plans [`EventTimeWatermark`] nodes.
-#[derive(Debug, Default)]
-pub struct WatermarkExtensionPlanner;
-
-#[async_trait]
-impl ExtensionPlanner for WatermarkExtensionPlanner {
-    async fn plan_extension(
-        &self,
-        _planner: &dyn PhysicalPlanner,
-        node: &dyn UserDefinedLogicalNode,
-        _logical_inputs: &[&LogicalPlan],
-        physical_inputs: &[Arc<dyn ExecutionPlan>],
-        _session: &dyn DfSession,
-        _ctx: &datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext,
-    ) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
-        let Some(w) = node.as_any().downcast_ref::<EventTimeWatermark>() else {
-            return Ok(None);
-        };
-        let input = physical_inputs[0].clone();
-        let index = input.schema().index_of(w.column.name())?;
-        let stats = w.stats.clone().unwrap_or_default();
-        Ok(Some(Arc::new(EventTimeWatermarkExec::new(
-            input, index, w.delay_ms, stats,
-        ))))
-    }
-}
-
-/// DataFusion's planner plus Sluice's extension nodes.
-#[derive(Debug, Default)]
-pub struct SluiceQueryPlanner;
-
-#[async_trait]
-impl QueryPlanner for SluiceQueryPlanner {
-    async fn create_physical_plan(
-        &self,
-        logical_plan: &LogicalPlan,
-        session: &dyn DfSession,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(WatermarkExtensionPlanner)])
-            .create_physical_plan(logical_plan, session)
-            .await
     }
 }
 

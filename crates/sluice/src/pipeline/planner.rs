@@ -12,6 +12,7 @@ use super::{
     edit_distance, option, Connector, Name, OptionDef, Pipeline, Position, QueryDef, StatementKind,
     TableDef,
 };
+use crate::conf::{CHECKPOINT_LOCATION, SHUFFLE_PARTITIONS};
 use crate::error::Result;
 use crate::frame::StreamFrame;
 use crate::query::{DataStreamWriter, StreamingQuery};
@@ -73,9 +74,7 @@ fn plan(p: &Pipeline, session: &Session) -> Result<Vec<Planned>> {
         match &s.kind {
             StatementKind::Set(set) => {
                 let v = p.substitute(&set.value, set.position)?;
-                if set
-                    .key
-                    .eq_ignore_ascii_case(crate::conf::SHUFFLE_PARTITIONS)
+                if set.key.eq_ignore_ascii_case(SHUFFLE_PARTITIONS)
                     && v.trim().parse::<usize>().ok() != Some(session.shuffle_partitions())
                 {
                     return Err(p.error(
@@ -423,7 +422,7 @@ fn sink_writer(
     }
     if !checkpoint
         && matches!(connector, Connector::Filesystem | Connector::Kafka)
-        && session.conf(crate::conf::CHECKPOINT_LOCATION).is_none()
+        && session.conf(CHECKPOINT_LOCATION).is_none()
     {
         return Err(p.error(
             "PIPELINE_MISSING_OPTION",

@@ -6,12 +6,10 @@ use datafusion::common::tree_node::TreeNode;
 use datafusion::logical_expr::{JoinType, LogicalPlan};
 
 use super::relation::is_streaming;
+use super::stateful_nodes::is_stateful;
 use crate::error::{Result, SluiceError};
 use crate::operators::aggregate::{has_event_time_key, has_session_window};
 use crate::types::OutputMode;
-
-/// Error class of output-mode violations (Spark's meaning, Sluice's class name).
-/// Error class of operations a stream cannot run at all.
 
 /// What the analysis learned about a streaming plan.
 #[derive(Debug, Clone, Default)]
@@ -214,21 +212,6 @@ fn check_join(kind: JoinType, left_stream: bool, right_stream: bool) -> Result<(
             ),
         },
         (false, false) => Ok(()),
-    }
-}
-
-fn is_stateful(p: &LogicalPlan) -> bool {
-    match p {
-        LogicalPlan::Aggregate(a) => is_streaming(&a.input),
-        LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(i)) => is_streaming(i),
-        LogicalPlan::Join(j) => is_streaming(&j.left) && is_streaming(&j.right),
-        LogicalPlan::Extension(e) => {
-            e.node.as_any().is::<crate::operators::dedup::Deduplicate>()
-                || e.node
-                    .as_any()
-                    .is::<crate::operators::flat_map_groups_with_state::FlatMapGroupsWithState>()
-        }
-        _ => false,
     }
 }
 

@@ -7,11 +7,15 @@
 //! - [`spark`]: Spark SQL semantics DataFusion lacks (registered into every session).
 
 pub mod analysis;
+pub(crate) mod continuous;
 pub mod incremental;
 pub mod json;
+pub mod planner;
 pub mod relation;
 pub mod spark;
 pub mod sql;
+pub(crate) mod staged;
+pub(crate) mod stateful_nodes;
 
 pub use analysis::{check_streaming_plan, StreamingPlanInfo};
 pub use incremental::IncrementalExecution;

@@ -1,21 +1,31 @@
-//! Running queries: the `StreamingQuery` handle, output modes, triggers, the writer that starts
-//! a query, and the micro-batch loop (`MicroBatchExecution`). This is the only code that knows
-//! the *order* of things in a batch.
+//! Running queries: the only code that knows the *order* of things in a batch.
+//!
+//! - `mod.rs`: the [`StreamingQuery`] handle (Spark's `StreamingQuery`) and the state it shares
+//!   with the query's thread.
+//! - `writer.rs`: [`DataStreamWriter`], which checks a query, resolves its sink, checkpoint and
+//!   conf, and starts it.
+//! - `execution/`: the executions (Spark's `StreamExecution` and its two subclasses):
+//!   - `core.rs`: `StreamExecution`, what both share: the checkpoint (lock, torn tail,
+//!     metadata, logs), the typed and pinned conf, the restart shape check, source and sink
+//!     creation, the query thread and its lifecycle, status;
+//!   - `progress.rs`: `ProgressReporter`, the `StreamingQueryProgress` of each trigger;
+//!   - `microbatch.rs`: [`MicroBatchExecution`], the micro-batch loop (construct, WAL,
+//!     getBatch, addBatch, commit, progress);
+//!   - `continuous.rs`: [`ContinuousExecution`], the continuous loop (poll, end the epoch).
+//!
+//! Planning is not here: the drivers run plans built in `plan/` (`plan::staged` per batch,
+//! `plan::continuous` once).
 
-mod continuous;
-mod microbatch;
-mod pipeline;
+mod execution;
 mod writer;
 
-use crate::error::class;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use continuous::ContinuousExecution;
-pub use microbatch::MicroBatchExecution;
+pub use execution::{ContinuousExecution, MicroBatchExecution};
 pub use writer::DataStreamWriter;
 
 pub use crate::types::{OutputMode, Trigger};
@@ -257,120 +267,4 @@ impl StreamingQuery {
     pub fn explain(&self) -> String {
         self.explain.as_ref().clone()
     }
-}
-
-/// Milliseconds since the epoch, now.
-pub(crate) fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
-}
-
-/// What a query thread does around its loop, for micro-batch and continuous execution alike:
-/// the started event, the loop (a panic — a bug — becomes an `INTERNAL_ERROR` that
-/// `on_panic` words, never a hung query), `on_success` after a clean end, the terminated
-/// event, and, once the execution is dropped (its checkpoint lock and sources released, so a
-/// restart right after `await_termination` can take the checkpoint), the stopped status.
-pub(crate) fn run_query_thread<E>(
-    mut execution: E,
-    shared: Arc<QueryShared>,
-    listeners: Vec<Arc<dyn crate::progress::StreamingQueryListener>>,
-    run: impl FnOnce(&mut E) -> Result<()>,
-    on_panic: impl FnOnce(&E, &str) -> String,
-    on_success: impl FnOnce(&E),
-) {
-    use crate::progress::{format_timestamp_ms, QueryStartedEvent, QueryTerminatedEvent};
-    let started = QueryStartedEvent {
-        id: shared.id.clone(),
-        run_id: shared.run_id.clone(),
-        name: shared.name.clone(),
-        timestamp: format_timestamp_ms(now_ms()),
-    };
-    for l in &listeners {
-        l.on_query_started(&started);
-    }
-    let result =
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut execution))) {
-            Ok(r) => r,
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".into());
-                Err(SluiceError::internal(on_panic(&execution, &msg)))
-            }
-        };
-    let (exception, class) = match &result {
-        Ok(()) => {
-            on_success(&execution);
-            (None, None)
-        }
-        Err(e) => {
-            log::error!("query {} failed: {e}", shared.id);
-            (Some(e.to_string()), Some(e.class().to_string()))
-        }
-    };
-    let terminated = QueryTerminatedEvent {
-        id: shared.id.clone(),
-        run_id: shared.run_id.clone(),
-        exception,
-        error_class_on_exception: class,
-    };
-    for l in &listeners {
-        l.on_query_terminated(&terminated);
-    }
-    drop(execution);
-    shared.update(|st| {
-        st.active = false;
-        st.exception = result.err();
-        st.status = StreamingQueryStatus {
-            message: "Stopped".into(),
-            is_data_available: false,
-            is_trigger_active: false,
-        };
-    });
-}
-
-/// Another query wrote log entry `id` of this checkpoint (`what`: batch or epoch).
-pub(crate) fn concurrent_update(id: u64, what: &str) -> SluiceError {
-    SluiceError::checkpoint(
-        class::CONCURRENT_QUERY,
-        format!(
-            "Concurrent update to the log. Multiple streaming jobs detected for {id}: another \
-             query wrote the same {what}. Run one query per checkpointLocation."
-        ),
-    )
-}
-
-/// The restart checks both executions make before running: the query reads as many sources as
-/// the checkpoint's last offsets record (`recorded_sources`), and its source types and sink are
-/// the ones recorded in `<checkpoint>/sluice/query.json` (recorded on the first run).
-pub(crate) fn check_query_shape(
-    checkpoint_root: &std::path::Path,
-    recorded_sources: Option<usize>,
-    relations: &[(u64, Arc<dyn crate::source::SourceProvider>)],
-    sink: &dyn crate::sink::SinkProvider,
-) -> Result<()> {
-    if let Some(n) = recorded_sources.filter(|n| *n != relations.len()) {
-        return Err(SluiceError::checkpoint(
-            class::STREAMING_QUERY_SOURCES_CHANGED,
-            format!(
-                "The query reads {} source(s) but the checkpoint {} was written by a query with \
-                 {n}. Changing the number of sources is not allowed; start with a new \
-                 checkpointLocation.",
-                relations.len(),
-                checkpoint_root.display(),
-            ),
-        ));
-    }
-    crate::checkpoint::shape::check_or_record(
-        checkpoint_root,
-        &crate::checkpoint::shape::QueryShape {
-            sources: relations
-                .iter()
-                .map(|(_, p)| (p.kind().to_string(), p.description()))
-                .collect(),
-            sink_kind: sink.kind().to_string(),
-            sink_description: sink.description(),
-        },
-    )
 }

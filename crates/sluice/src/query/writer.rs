@@ -13,7 +13,11 @@ use crate::sink::registry::{self, SinkFormat};
 use crate::sink::SinkProvider;
 use crate::types::BatchData;
 
-use super::{MicroBatchExecution, StreamingQuery};
+use super::execution::continuous::{self, ContinuousExecution};
+use super::execution::core::QuerySpec;
+use super::execution::{MicroBatchExecution, MicroBatchTrigger};
+use super::StreamingQuery;
+use crate::conf::StreamingConf;
 use crate::types::{OutputMode, Trigger};
 
 /// Builds and starts a streaming query (Spark's `DataStreamWriter`).
@@ -99,10 +103,10 @@ impl DataStreamWriter {
         opt(&self.options, key)
     }
 
-    /// Checks the query, prepares the checkpoint and starts the micro-batch loop on its own
-    /// thread. Errors in the query (output mode, unsupported operation, options) and in the
-    /// checkpoint (in use, corrupt) are returned here; errors while running end the query and
-    /// are returned by `await_termination`.
+    /// Checks the query, prepares the checkpoint and starts its loop (micro-batch, or continuous
+    /// under `Trigger::Continuous`) on its own thread. Errors in the query (output mode,
+    /// unsupported operation, options, conf) and in the checkpoint (in use, corrupt) are returned
+    /// here; errors while running end the query and are returned by `await_termination`.
     pub fn start(self) -> Result<StreamingQuery> {
         let session = self.frame.session().clone();
         let plan = self.frame.logical_plan().clone();
@@ -117,10 +121,9 @@ impl DataStreamWriter {
             // Spark's checkForContinuous runs first, so an aggregation gets its message.
             crate::plan::analysis::check_continuous_plan(&plan)?;
         }
-        let check_correctness = session
-            .conf("spark.sql.streaming.statefulOperator.checkCorrectness.enabled")
-            .is_none_or(|v| !v.eq_ignore_ascii_case("false"));
-        check_streaming_plan(&plan, self.output_mode, check_correctness)?;
+        // The session's conf, parsed once for the query.
+        let conf = StreamingConf::from_session(&session)?;
+        check_streaming_plan(&plan, self.output_mode, conf.check_correctness)?;
         let schema = Arc::new(plan.schema().as_arrow().clone());
 
         let (sink, temp_checkpoint_ok) = match &self.sink {
@@ -144,12 +147,12 @@ impl DataStreamWriter {
         }
 
         if let Trigger::Continuous(_) = self.trigger {
-            super::continuous::check(&plan, self.output_mode, &self.format, sink.as_ref())?;
+            continuous::check(&plan, self.output_mode, &self.format, sink.as_ref())?;
         }
 
         let (checkpoint, temporary) = match self.opt("checkpointLocation") {
             Some(p) => (PathBuf::from(p), false),
-            None => match session.conf("spark.sql.streaming.checkpointLocation") {
+            None => match &conf.checkpoint_location {
                 Some(root) => (
                     PathBuf::from(root).join(
                         self.query_name
@@ -175,36 +178,32 @@ impl DataStreamWriter {
         };
 
         let late_rows = self.late_rows_spec()?;
-        if let Trigger::Continuous(interval) = self.trigger {
-            if late_rows.is_some() {
-                return Err(SluiceError::query(
-                    class::UNSUPPORTED_STREAMING_OPERATION,
-                    "lateRows.* options need a stateful operator; continuous processing runs \
-                     stateless queries only",
-                ));
-            }
-            return super::continuous::ContinuousExecution::start(
-                session,
-                plan,
-                sink,
-                self.output_mode,
-                interval,
-                checkpoint,
-                temporary,
-                self.query_name,
-            );
-        }
-        MicroBatchExecution::start(
+        let spec = QuerySpec {
             session,
             plan,
             sink,
-            self.output_mode,
-            self.trigger,
-            checkpoint,
-            temporary,
-            self.query_name,
-            late_rows,
-        )
+            output_mode: self.output_mode,
+            checkpoint_root: checkpoint,
+            temporary_checkpoint: temporary,
+            name: self.query_name,
+            conf,
+        };
+        let trigger = match self.trigger {
+            Trigger::Continuous(interval) => {
+                if late_rows.is_some() {
+                    return Err(SluiceError::query(
+                        class::UNSUPPORTED_STREAMING_OPERATION,
+                        "lateRows.* options need a stateful operator; continuous processing runs \
+                         stateless queries only",
+                    ));
+                }
+                return ContinuousExecution::start(spec, interval);
+            }
+            Trigger::ProcessingTime(interval) => MicroBatchTrigger::ProcessingTime(interval),
+            Trigger::Once => MicroBatchTrigger::Once,
+            Trigger::AvailableNow => MicroBatchTrigger::AvailableNow,
+        };
+        MicroBatchExecution::start(spec, trigger, late_rows)
     }
 
     /// The late-row side output from the `lateRows.*` options: `lateRows.format` (parquet,

@@ -1082,6 +1082,7 @@ mod tests {
             checkpoint_dir: dir.join("_ck"),
             output_mode: OutputMode::Append,
             query_name: None,
+            query_id: "test-query".into(),
         };
         let s = p.create_sink(&ctx).unwrap();
         (p, s)
@@ -1271,6 +1272,7 @@ mod tests {
             checkpoint_dir: PathBuf::from("/tmp/ck"),
             output_mode: OutputMode::Complete,
             query_name: None,
+            query_id: "test-query".into(),
         };
         assert_eq!(p.create_sink(&ctx).err().unwrap().fault(), Fault::Query);
 

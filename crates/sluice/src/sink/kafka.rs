@@ -97,7 +97,7 @@ impl SinkProvider for KafkaSinkProvider {
         )
     }
     fn create_sink(&self, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
-        let query_id = crate::checkpoint::StreamMetadata::read_or_create(&ctx.checkpoint_dir)?.id;
+        let query_id = &ctx.query_id;
         let mut pc = self.config();
         if self.exactly_once {
             pc.set("transactional.id", format!("sluice-{query_id}"));

@@ -28,6 +28,8 @@ pub struct SinkContext {
     pub output_mode: OutputMode,
     /// The query's name (`queryName`), if any.
     pub query_name: Option<String>,
+    /// The query's id (the checkpoint's `metadata`), stable across restarts.
+    pub query_id: String,
 }
 
 /// The definition of a sink, built by `write_stream()`.

@@ -1,0 +1,111 @@
+//! The micro-batch sources of a query, in plan order (the order of the lines of `offsets/N`):
+//! the calls the micro-batch loop makes on all of them at once.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::plan::incremental::BatchInputs;
+use crate::source::{Offset, Source, SourceProvider};
+
+use super::core::SourceSlot;
+use super::trigger::MicroBatchTrigger;
+
+/// Rows and metrics each source read in one batch.
+pub(crate) type SourcesRead = Vec<(usize, BTreeMap<String, String>)>;
+
+/// The query's micro-batch sources.
+pub(crate) struct MicroBatchSources {
+    slots: Vec<SourceSlot<Box<dyn Source>>>,
+}
+
+impl MicroBatchSources {
+    /// The sources the core created, in plan order.
+    pub(crate) fn new(slots: Vec<SourceSlot<Box<dyn Source>>>) -> Self {
+        Self { slots }
+    }
+
+    /// How many sources the query reads.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The sources' providers, in order.
+    pub(crate) fn providers(&self) -> impl Iterator<Item = &Arc<dyn SourceProvider>> {
+        self.slots.iter().map(|slot| &slot.provider)
+    }
+
+    /// `Trigger.AvailableNow`: each source fixes what "available now" means.
+    pub(crate) fn prepare_for_trigger_available_now(&mut self) -> Result<()> {
+        for slot in &mut self.slots {
+            slot.source.prepare_for_trigger_available_now()?;
+        }
+        Ok(())
+    }
+
+    /// Each source's end offset for batch `batch_id`, from its start in `starts` and within the
+    /// read limit of `trigger`; a source without an offset stays at its start.
+    pub(crate) fn latest_offsets(
+        &mut self,
+        starts: &[Option<Offset>],
+        trigger: MicroBatchTrigger,
+        batch_id: u64,
+    ) -> Result<Vec<Option<Offset>>> {
+        let mut ends = Vec::with_capacity(self.slots.len());
+        for (slot, start) in self.slots.iter_mut().zip(starts) {
+            let limit = trigger.read_limit(slot.source.as_ref());
+            let end = slot
+                .source
+                .latest_offset(start.as_ref(), limit)
+                .map_err(|e| {
+                    let source = slot.provider.description();
+                    e.context(format!("batch {batch_id}: source {source}"))
+                })?;
+            ends.push(end.or_else(|| start.clone()));
+        }
+        Ok(ends)
+    }
+
+    /// Tells each source that its rows up to `ends` (the previous batch's end) are committed:
+    /// it may forget what is before.
+    pub(crate) fn commit(&mut self, ends: &[Option<Offset>]) -> Result<()> {
+        for (slot, end) in self.slots.iter_mut().zip(ends) {
+            if let Some(end) = end {
+                slot.source.commit(end)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// getBatch of batch `batch_id`: each source's rows of `(start, end]` (none when the range is
+    /// empty), by relation id, and what each source read.
+    pub(crate) fn get_batch(
+        &mut self,
+        starts: &[Option<Offset>],
+        ends: &[Option<Offset>],
+        batch_id: u64,
+    ) -> Result<(BatchInputs, SourcesRead)> {
+        let mut inputs = BatchInputs::new();
+        let mut read = Vec::with_capacity(self.slots.len());
+        for (slot, (start, end)) in self.slots.iter_mut().zip(starts.iter().zip(ends)) {
+            let Some(end) = end.as_ref().filter(|end| Some(*end) != start.as_ref()) else {
+                read.push((0, BTreeMap::new()));
+                continue;
+            };
+            let got = slot.source.get_batch(start.as_ref(), end).map_err(|e| {
+                let from = start.as_ref().map(|o| o.to_string());
+                e.context(format!(
+                    "batch {batch_id}: reading {} from {} to {end}",
+                    slot.provider.description(),
+                    from.unwrap_or_else(|| "the start".into()),
+                ))
+            })?;
+            read.push((got.num_rows(), got.metrics));
+            inputs
+                .entry(slot.relation_id)
+                .or_default()
+                .extend(got.batches);
+        }
+        Ok((inputs, read))
+    }
+}
