@@ -1,7 +1,6 @@
 //! `sluice checkpoint describe DIR [--json]` and
 //! `sluice state read DIR [--operator N] [--batch N] [--json]`: argument parsing and printing
-//! only; the work is `sluice::checkpoint::describe_checkpoint` and
-//! `sluice::state::reader::read_state`.
+//! only; the work is `sluice::inspect::describe_checkpoint` and `sluice::inspect::read_state`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -26,7 +25,7 @@ pub fn checkpoint(args: &[String]) -> Result<ExitCode, String> {
                 }
             }
             let dir = dir.ok_or(format!("checkpoint describe needs DIR\n{USAGE}"))?;
-            let desc = sluice::checkpoint::describe_checkpoint(&dir).map_err(|e| e.to_string())?;
+            let desc = sluice::inspect::describe_checkpoint(&dir).map_err(|e| e.to_string())?;
             if json {
                 let text =
                     serde_json::to_string_pretty(&desc.to_json()).map_err(|e| e.to_string())?;
@@ -70,8 +69,7 @@ pub fn state(args: &[String]) -> Result<ExitCode, String> {
         }
     }
     let dir = dir.ok_or(format!("state read needs DIR\n{USAGE}"))?;
-    let snapshot =
-        sluice::state::reader::read_state(&dir, operator, batch).map_err(|e| e.to_string())?;
+    let snapshot = sluice::inspect::read_state(&dir, operator, batch).map_err(|e| e.to_string())?;
     let bytes = if json {
         snapshot.to_json_lines()
     } else {

@@ -31,6 +31,7 @@ pub mod error;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod inspect;
 pub mod operators;
 pub mod pipeline;
 pub mod plan;

@@ -19,7 +19,6 @@
 mod atomic;
 mod commits;
 mod compactible;
-pub mod describe;
 mod lock;
 mod log;
 mod metadata;
@@ -36,7 +35,6 @@ pub use compactible::{
     deserialize_entries, serialize_entries, CompactibleLog, COMPACTIBLE_LOG_VERSION,
     DEFAULT_COMPACT_INTERVAL,
 };
-pub use describe::{describe_checkpoint, CheckpointDescription};
 pub use lock::CheckpointLock;
 pub use log::{
     corrupt_log, log_lines, log_text, parse_version_line, unsupported_version, LogEntry,

@@ -109,10 +109,9 @@
 //! with [`DefaultStateStoreProvider::open_read_only`] (no temp-file cleanup, commits and
 //! maintenance refused), pairs decoded into Arrow from the operator's recorded schema.
 
-mod files;
+pub(crate) mod files;
 mod format;
 mod provider;
-pub mod reader;
 
 #[cfg(test)]
 mod tests;

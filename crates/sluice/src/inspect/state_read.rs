@@ -52,9 +52,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use serde::Serialize;
 
-use super::files::FileIndex;
-use super::{DefaultStateStoreProvider, StateStoreConf, StateStoreId, StateStoreProvider};
 use crate::checkpoint::CheckpointDir;
+use crate::state::files::FileIndex;
+use crate::state::{DefaultStateStoreProvider, StateStoreConf, StateStoreId, StateStoreProvider};
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::{StateField, StateSchema};
 
@@ -194,7 +194,7 @@ fn numeric_subdirs(dir: &Path) -> Result<Vec<u32>> {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => {
-            return Err(super::files::io_err(
+            return Err(crate::state::files::io_err(
                 format!("listing {}", dir.display()),
                 e,
             ))
@@ -203,7 +203,7 @@ fn numeric_subdirs(dir: &Path) -> Result<Vec<u32>> {
     let mut ids = Vec::new();
     for entry in entries {
         let entry =
-            entry.map_err(|e| super::files::io_err(format!("listing {}", dir.display()), e))?;
+            entry.map_err(|e| crate::state::files::io_err(format!("listing {}", dir.display()), e))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
@@ -254,7 +254,7 @@ pub fn read_state_schema(checkpoint: &Path, operator_id: u32) -> Result<Option<S
             )
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(super::files::io_err(
+        Err(e) => Err(crate::state::files::io_err(
             format!("reading {}", file.display()),
             e,
         )),

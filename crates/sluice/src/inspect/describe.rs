@@ -10,10 +10,10 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{shape::QueryShape, CheckpointDir, RecoveryPlan, StreamMetadata};
+use super::state_read::{self as reader, format_ranges, IdRange, StoreVersions};
+use crate::checkpoint::{shape::QueryShape, CheckpointDir, RecoveryPlan, StreamMetadata};
 use crate::error::Result;
 use crate::operators::stateful::StateField;
-use crate::state::reader::{self, format_ranges, IdRange, StoreVersions};
 use crate::state::StateStoreId;
 
 /// Everything `sluice checkpoint describe` shows. Serializes to the `--json` document.
@@ -51,7 +51,7 @@ pub struct BatchesDescription {
     /// The newest batch when it is planned but not committed: a restart runs it again with the
     /// same offsets.
     pub uncommitted: Option<u64>,
-    /// What a restart does, in words (from [`super::plan_recovery`]).
+    /// What a restart does, in words (from [`crate::checkpoint::plan_recovery`]).
     pub restart: String,
 }
 
