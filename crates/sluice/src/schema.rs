@@ -508,6 +508,180 @@ impl<'a> DdlParser<'a> {
     }
 }
 
+/// An Arrow type from a Spark type name as [`crate::schema::spark_type_name`] writes it:
+/// scalars as in DDL (via [`crate::schema::parse_ddl_schema`]), `<INT> UNSIGNED`, `VOID`, and
+/// nested `ARRAY<..>`, `STRUCT<name: type, ..>`, `MAP<k, v>`. Timestamps are microseconds
+/// without a time zone (the row format does not depend on it).
+pub fn spark_type(name: &str) -> Result<DataType> {
+    let mut p = TypeParser { s: name, pos: 0 };
+    let t = p.parse_type()?;
+    p.skip_ws();
+    if p.pos != p.s.len() {
+        return Err(p.error("unexpected text after the type"));
+    }
+    Ok(t)
+}
+
+struct TypeParser<'a> {
+    s: &'a str,
+    pos: usize,
+}
+
+impl TypeParser<'_> {
+    fn error(&self, what: &str) -> SluiceError {
+        SluiceError::checkpoint(
+            class::STATE_DECODE_FAILED,
+            format!("{what} at position {} of {:?}", self.pos, self.s),
+        )
+    }
+
+    fn rest(&self) -> &str {
+        &self.s[self.pos..]
+    }
+
+    fn skip_ws(&mut self) {
+        let trimmed = self.rest().trim_start();
+        self.pos = self.s.len() - trimmed.len();
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        self.skip_ws();
+        if self.rest().starts_with(c) {
+            self.pos += c.len_utf8();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, c: char) -> Result<()> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.error(&format!("expected `{c}`")))
+        }
+    }
+
+    /// A keyword-like word (letters, digits, `_`).
+    fn word(&mut self) -> String {
+        self.skip_ws();
+        let len = self
+            .rest()
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(self.rest().len());
+        let w = self.rest()[..len].to_string();
+        self.pos += len;
+        w
+    }
+
+    /// A struct field name: a word or a backquoted name (``` `` ``` for a backquote).
+    fn name(&mut self) -> Result<String> {
+        self.skip_ws();
+        if !self.rest().starts_with('`') {
+            let w = self.word();
+            return if w.is_empty() {
+                Err(self.error("expected a field name"))
+            } else {
+                Ok(w)
+            };
+        }
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            let rest = self.rest();
+            let Some(i) = rest.find('`') else {
+                return Err(self.error("unterminated backquoted name"));
+            };
+            out.push_str(&rest[..i]);
+            self.pos += i + 1;
+            if self.rest().starts_with('`') {
+                out.push('`');
+                self.pos += 1;
+            } else {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn parse_type(&mut self) -> Result<DataType> {
+        let start = self.pos;
+        let word = self.word().to_ascii_uppercase();
+        match word.as_str() {
+            "" => Err(self.error("expected a type")),
+            "ARRAY" => {
+                self.expect('<')?;
+                let item = self.parse_type()?;
+                self.expect('>')?;
+                Ok(DataType::new_list(item, true))
+            }
+            "MAP" => {
+                self.expect('<')?;
+                let k = self.parse_type()?;
+                self.expect(',')?;
+                let v = self.parse_type()?;
+                self.expect('>')?;
+                let entries = Field::new_struct(
+                    "entries",
+                    vec![Field::new("key", k, false), Field::new("value", v, true)],
+                    false,
+                );
+                Ok(DataType::Map(Arc::new(entries), false))
+            }
+            "STRUCT" => {
+                self.expect('<')?;
+                let mut fields = Vec::new();
+                if !self.eat('>') {
+                    loop {
+                        let name = self.name()?;
+                        self.expect(':')?;
+                        let t = self.parse_type()?;
+                        fields.push(Field::new(name, t, true));
+                        if self.eat('>') {
+                            break;
+                        }
+                        self.expect(',')?;
+                    }
+                }
+                Ok(DataType::Struct(fields.into()))
+            }
+            "VOID" => Ok(DataType::Null),
+            "TINYINT" | "SMALLINT" | "INT" | "BIGINT" => {
+                let save = self.pos;
+                if self.word().eq_ignore_ascii_case("UNSIGNED") {
+                    return Ok(match word.as_str() {
+                        "TINYINT" => DataType::UInt8,
+                        "SMALLINT" => DataType::UInt16,
+                        "INT" => DataType::UInt32,
+                        _ => DataType::UInt64,
+                    });
+                }
+                self.pos = save;
+                self.scalar(start)
+            }
+            "DECIMAL" | "DEC" | "NUMERIC" => {
+                if self.eat('(') {
+                    while !self.eat(')') {
+                        if self.rest().is_empty() {
+                            return Err(self.error("unterminated DECIMAL(p, s)"));
+                        }
+                        self.pos += self.rest().chars().next().map_or(1, char::len_utf8);
+                    }
+                }
+                self.scalar(start)
+            }
+            _ => self.scalar(start),
+        }
+    }
+
+    /// The scalar type spelled from `start` to here, as the engine's DDL parser reads it.
+    fn scalar(&mut self, start: usize) -> Result<DataType> {
+        let text = self.s[start..self.pos].trim();
+        let schema = crate::schema::parse_ddl_schema(&format!("c {text}"))
+            .map_err(|e| self.error(e.message()))?;
+        Ok(schema.field(0).data_type().clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,5 +808,49 @@ mod tests {
             )))),
             "ARRAY<STRING>"
         );
+    }
+
+    #[test]
+    fn spark_type_names_rebuild_arrow_types() {
+        use arrow::datatypes::Fields;
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
+        assert_eq!(spark_type("BIGINT").unwrap(), DataType::Int64);
+        assert_eq!(spark_type("BIGINT UNSIGNED").unwrap(), DataType::UInt64);
+        assert_eq!(spark_type("string").unwrap(), DataType::Utf8);
+        assert_eq!(
+            spark_type("DECIMAL(10,2)").unwrap(),
+            DataType::Decimal128(10, 2)
+        );
+        assert_eq!(
+            spark_type("STRUCT<start: TIMESTAMP, `the end`: TIMESTAMP>").unwrap(),
+            DataType::Struct(Fields::from(vec![
+                Field::new("start", ts.clone(), true),
+                Field::new("the end", ts, true),
+            ]))
+        );
+        assert_eq!(
+            spark_type("ARRAY<INT>").unwrap(),
+            DataType::new_list(DataType::Int32, true)
+        );
+        // Every name the engine writes for the supported types parses back to a type that
+        // spark_type_name names the same way.
+        for t in [
+            DataType::Int8,
+            DataType::UInt32,
+            DataType::Float64,
+            DataType::Boolean,
+            DataType::Date32,
+            DataType::Binary,
+            DataType::Decimal128(7, 3),
+        ] {
+            let name = crate::schema::spark_type_name(&t);
+            assert_eq!(
+                crate::schema::spark_type_name(&spark_type(&name).unwrap()),
+                name
+            );
+        }
+        for bad in ["", "STRUCT<a INT>", "INT INT", "NOPE", "ARRAY<INT"] {
+            assert!(spark_type(bad).is_err(), "{bad}");
+        }
     }
 }

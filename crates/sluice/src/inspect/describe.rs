@@ -10,7 +10,8 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::state_read::{self as reader, format_ranges, IdRange, StoreVersions};
+use super::probe::{self, StoreVersions};
+use super::ranges::{format_ranges, to_ranges, IdRange};
 use crate::checkpoint::{shape::QueryShape, CheckpointDir, RecoveryPlan, StreamMetadata};
 use crate::error::Result;
 use crate::operators::stateful::StateField;
@@ -115,7 +116,7 @@ pub struct PartitionDescription {
 /// Describes the checkpoint at `dir`, reading only. Fails with `CHECKPOINT_NOT_FOUND` when
 /// `dir` is not a checkpoint, and with the logs' own errors when a log file is corrupt.
 pub fn describe_checkpoint(dir: &Path) -> Result<CheckpointDescription> {
-    reader::check_is_checkpoint(dir)?;
+    probe::check_is_checkpoint(dir)?;
     let ck = CheckpointDir::new(dir);
     let query_id = StreamMetadata::read(&ck.metadata_file())?.map(|m| m.id);
     let offsets = ck.offset_log();
@@ -165,7 +166,7 @@ pub fn describe_checkpoint(dir: &Path) -> Result<CheckpointDescription> {
         })
         .collect();
     let mut operators = Vec::new();
-    for id in reader::list_operators(dir)? {
+    for id in probe::list_operators(dir)? {
         operators.push(describe_operator(dir, id, last_committed)?);
     }
     Ok(CheckpointDescription {
@@ -199,13 +200,13 @@ fn describe_operator(
     id: u32,
     last_committed: Option<u64>,
 ) -> Result<OperatorDescription> {
-    let (schema, schema_error) = match reader::read_state_schema(dir, id) {
+    let (schema, schema_error) = match probe::read_state_schema(dir, id) {
         Ok(Some(s)) => (Some(s), None),
         Ok(None) => (
             None,
             Some(format!(
                 "no schema file at {}",
-                reader::operator_dir(dir, id)
+                probe::operator_dir(dir, id)
                     .join("_metadata")
                     .join("schema")
                     .display()
@@ -214,11 +215,11 @@ fn describe_operator(
         Err(e) => (None, Some(e.to_string())),
     };
     let mut partitions = Vec::new();
-    for p in reader::list_partitions(dir, id)? {
+    for p in probe::list_partitions(dir, id)? {
         let files = StoreVersions::list(&StateStoreId::new(dir, id, p).dir())?;
         partitions.push(PartitionDescription {
             id: p,
-            deltas: reader::to_ranges(files.deltas.iter().copied()),
+            deltas: to_ranges(files.deltas.iter().copied()),
             snapshots: files.snapshots.iter().copied().collect(),
             latest_version: files.latest(),
         });
@@ -227,7 +228,7 @@ fn describe_operator(
         id,
         name: schema
             .as_ref()
-            .map(|s| reader::operator_name(s).to_string()),
+            .map(|s| probe::operator_name(s).to_string()),
         recorded_operator: schema.as_ref().map(|s| s.operator.clone()),
         key_schema: schema
             .as_ref()
@@ -239,7 +240,7 @@ fn describe_operator(
             .unwrap_or_default(),
         schema_error,
         partitions,
-        readable_batches: reader::readable_batches(dir, id, last_committed)?,
+        readable_batches: probe::readable_batches(dir, id, last_committed)?,
     })
 }
 
@@ -382,7 +383,7 @@ impl CheckpointDescription {
                 }
             }
             for (ids, p) in groups {
-                let ids = format_ranges(&reader::to_ranges(ids.iter().map(|i| *i as u64)));
+                let ids = format_ranges(&to_ranges(ids.iter().map(|i| *i as u64)));
                 let snapshots = if p.snapshots.is_empty() {
                     "none".to_string()
                 } else {
