@@ -6,8 +6,11 @@
 //! [`StateSchema`]) names the operator and its key and value fields. Each field's exact Arrow
 //! type is its `arrowType` (recorded since state inspection exists); for schema files without
 //! it, the type is rebuilt from the Spark type name (`BIGINT`, `STRUCT<start: TIMESTAMP, ..>`).
-//! Every decoded row is encoded again and compared with the stored bytes, so a type that does
-//! not fit is an error, never wrong values.
+//! The bytes are read with the operators' own codecs ([`crate::state::layout`]), checked: every
+//! decoded row is encoded again and compared with the stored bytes, so a type that does not fit
+//! is an error, never wrong values.
+//!
+//! The columns of a snapshot, by operator:
 //!
 //! | operator (schema `operator`) | key | value |
 //! |---|---|---|
@@ -33,42 +36,37 @@ use arrow::array::{
 };
 use arrow::compute::interleave;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::row::{RowConverter, SortField};
 
 use super::probe::operator_name;
 use crate::error::class;
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::{StateField, StateSchema};
 use crate::schema::spark_type;
+use crate::state::layout::aggregate::AggregateLayout;
+use crate::state::layout::dedup::{decode_expiry, DedupLayout, DedupValue};
+use crate::state::layout::group_state::{GroupStateLayout, GroupStateValue};
+use crate::state::layout::join::{JoinLayout, JoinSide, JoinStateKey, JoinStateValue};
+use crate::state::layout::{DecodeError, KeyLayout, RowLayout};
 
-/// `fmgws`' marker for "no timeout" in the first 8 bytes of a value.
-pub(super) const NO_TIMEOUT: i64 = i64::MIN;
-
-/// How one operator's values are laid out.
-enum ValueLayout {
-    /// Arrow row format of the value fields (aggregation: accumulator states).
-    Rows(RowConverter),
-    /// No value (deduplication).
-    Empty,
-    /// One little-endian i64 (deduplication within watermark: the expiry in µs).
-    I64,
-    /// Timeout (i64 LE, `i64::MIN` = none) + the user's state as JSON (flatMapGroupsWithState).
-    GroupState,
-    /// Stream-stream join: keys are `side (u8) + u32 LE length + join-key row + u64 BE
-    /// sequence`, values `matched (u8) + that side's row` (arrow row format of its fields).
+/// The layout of the operator a schema describes.
+enum OperatorLayout {
+    /// `stateStoreSave`.
+    Aggregate(AggregateLayout),
+    /// `dedupe`, `dedupeWithinWatermark`.
+    Dedup(DedupLayout),
+    /// `flatMapGroupsWithState`.
+    GroupState(GroupStateLayout),
+    /// `symmetricHashJoin ..`, with each side's column types (for the other side's nulls).
     Join {
-        left: RowConverter,
-        right: RowConverter,
-        left_types: Vec<DataType>,
-        right_types: Vec<DataType>,
+        layout: JoinLayout,
+        side_types: [Vec<DataType>; 2],
     },
 }
 
 /// Decodes one operator's stored pairs into rows, from its recorded [`StateSchema`].
-pub struct StateDecoder {
+pub(crate) struct StateDecoder {
     operator: String,
-    keys: Option<RowConverter>,
-    values: ValueLayout,
+    layout: OperatorLayout,
     schema: SchemaRef,
     /// Whether every type came from a recorded `arrowType` (for error messages).
     exact_types: bool,
@@ -88,49 +86,37 @@ impl StateDecoder {
     /// not record where the left side's fields end (`leftFields`, absent in files written
     /// before it was recorded) are `SLUICE_NOT_SUPPORTED_YET`, as are operators this build does
     /// not know.
-    pub fn new(schema: &StateSchema) -> Result<Self> {
+    pub(crate) fn new(schema: &StateSchema) -> Result<Self> {
         let name = operator_name(schema);
         let base = name.split_whitespace().next().unwrap_or("");
         let key_types = field_types(&schema.key_schema)?;
         let mut exact_types = all_exact(&schema.key_schema);
-        let keys = if key_types.is_empty() {
-            None
-        } else {
-            Some(RowConverter::new(
-                key_types
-                    .iter()
-                    .map(|t| SortField::new(t.clone()))
-                    .collect(),
-            )?)
-        };
         let mut fields: Vec<Field> = vec![Field::new("partition", DataType::UInt32, false)];
         for (f, t) in schema.key_schema.iter().zip(&key_types) {
             fields.push(Field::new(&f.name, t.clone(), true));
         }
-        let values = match base {
+        let layout = match base {
             "stateStoreSave" => {
                 let types = field_types(&schema.value_schema)?;
                 exact_types &= all_exact(&schema.value_schema);
                 for (f, t) in schema.value_schema.iter().zip(&types) {
                     fields.push(Field::new(&f.name, t.clone(), true));
                 }
-                ValueLayout::Rows(RowConverter::new(
-                    types.into_iter().map(SortField::new).collect(),
-                )?)
+                OperatorLayout::Aggregate(AggregateLayout::new(&key_types, &types)?)
             }
-            "dedupe" => ValueLayout::Empty,
+            "dedupe" => OperatorLayout::Dedup(DedupLayout::new(&key_types, DedupValue::Empty)?),
             "dedupeWithinWatermark" => {
                 let name = schema
                     .value_schema
                     .first()
                     .map_or("expiresAtMicros", |f| f.name.as_str());
                 fields.push(Field::new(name, DataType::Int64, true));
-                ValueLayout::I64
+                OperatorLayout::Dedup(DedupLayout::new(&key_types, DedupValue::ExpiresAtMicros)?)
             }
             "flatMapGroupsWithState" => {
                 fields.push(Field::new("timeoutTimestampMs", DataType::Int64, true));
                 fields.push(Field::new("groupState", DataType::Utf8, true));
-                ValueLayout::GroupState
+                OperatorLayout::GroupState(GroupStateLayout::new(&key_types)?)
             }
             "symmetricHashJoin" => {
                 let Some(left_len) = schema.left_fields else {
@@ -166,14 +152,10 @@ impl StateDecoder {
                 for (f, t) in schema.value_schema.iter().zip(&types) {
                     fields.push(Field::new(&f.name, t.clone(), true));
                 }
-                let conv = |ts: &[DataType]| {
-                    RowConverter::new(ts.iter().map(|t| SortField::new(t.clone())).collect())
-                };
-                ValueLayout::Join {
-                    left: conv(&types[..left_len])?,
-                    right: conv(&types[left_len..])?,
-                    left_types: types[..left_len].to_vec(),
-                    right_types: types[left_len..].to_vec(),
+                let (left, right) = types.split_at(left_len);
+                OperatorLayout::Join {
+                    layout: JoinLayout::new(&key_types, left, right)?,
+                    side_types: [left.to_vec(), right.to_vec()],
                 }
             }
             _ => {
@@ -186,17 +168,10 @@ impl StateDecoder {
         };
         Ok(Self {
             operator: schema.operator.clone(),
-            keys,
-            values,
+            layout,
             schema: Arc::new(Schema::new(unique_names(fields))),
             exact_types,
         })
-    }
-
-    /// The schema of [`decode`](Self::decode)'s batches: `partition`, keys, values (for a
-    /// join: `partition`, `side`, keys, `seq`, `matched`, left fields, right fields).
-    pub fn schema(&self) -> SchemaRef {
-        self.schema.clone()
     }
 
     fn failed(&self, detail: impl fmt::Display) -> SluiceError {
@@ -218,8 +193,41 @@ impl StateDecoder {
         )
     }
 
-    /// Decodes pairs (with the partition each came from) into one batch.
-    pub fn decode(
+    /// The error for row-format bytes (`what`: key, value, join key, left row, right row) that
+    /// do not decode.
+    fn rows_failed(&self, e: DecodeError, what: &str) -> SluiceError {
+        self.failed(match e {
+            DecodeError::NotRowFormat => format!("a {what} is not in the recorded types' row format"),
+            DecodeError::Arrow(e) => format!("{what}: {e}"),
+            DecodeError::BytesWithoutFields { index, len } => format!(
+                "{what} {index} has {len} bytes but the recorded schema has no fields for it"
+            ),
+            DecodeError::EncodesDifferently { index } => {
+                format!("{what} {index} decodes to values that encode differently")
+            }
+            other => other.to_string(),
+        })
+    }
+
+    /// Decodes row-format bytes with `layout`, checked.
+    fn decode_rows(
+        &self,
+        layout: &RowLayout,
+        rows: &[Box<[u8]>],
+        what: &str,
+    ) -> Result<Vec<ArrayRef>> {
+        layout.decode(rows).map_err(|e| self.rows_failed(e, what))
+    }
+
+    /// Decodes the keys of an operator with a grouping key.
+    fn decode_keys(&self, layout: &KeyLayout, keys: &[Box<[u8]>]) -> Result<Vec<ArrayRef>> {
+        layout.decode(keys).map_err(|e| self.rows_failed(e, "key"))
+    }
+
+    /// Decodes pairs (with the partition each came from) into one batch: `partition`, keys,
+    /// values (for a join: `partition`, `side`, keys, `seq`, `matched`, left fields, right
+    /// fields).
+    pub(crate) fn decode(
         &self,
         partitions: &[u32],
         keys: &[Box<[u8]>],
@@ -228,56 +236,42 @@ impl StateDecoder {
         if partitions.len() != keys.len() || keys.len() != values.len() {
             return Err(SluiceError::internal("decode: lengths differ"));
         }
-        if let ValueLayout::Join {
-            left,
-            right,
-            left_types,
-            right_types,
-        } = &self.values
-        {
-            return self.decode_join(
-                partitions,
-                keys,
-                values,
-                [(left, left_types), (right, right_types)],
-            );
-        }
         let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from(partitions.to_vec()))];
-        if let Some(conv) = &self.keys {
-            columns.extend(self.decode_rows(conv, keys, "key")?);
-        } else if let Some(i) = keys.iter().position(|k| !k.is_empty()) {
-            return Err(self.failed(format!(
-                "the operator has no key columns but key {i} has {} bytes",
-                keys[i].len()
-            )));
-        }
-        match &self.values {
-            ValueLayout::Rows(conv) => columns.extend(self.decode_rows(conv, values, "value")?),
-            ValueLayout::Empty => {}
-            ValueLayout::I64 => {
-                let mut b = Int64Builder::with_capacity(values.len());
-                for v in values {
-                    let bytes: [u8; 8] = (**v)
-                        .try_into()
-                        .map_err(|_| self.failed(format!("a value of {} bytes, not 8", v.len())))?;
-                    b.append_value(i64::from_le_bytes(bytes));
-                }
-                columns.push(Arc::new(b.finish()));
+        match &self.layout {
+            OperatorLayout::Join { layout, side_types } => {
+                return self.decode_join(partitions, keys, values, layout, side_types)
             }
-            ValueLayout::Join { .. } => return Err(SluiceError::internal("decode: join layout")),
-            ValueLayout::GroupState => {
+            OperatorLayout::Aggregate(layout) => {
+                columns.extend(self.decode_keys(layout.key(), keys)?);
+                columns.extend(self.decode_rows(layout.value(), values, "value")?);
+            }
+            OperatorLayout::Dedup(layout) => {
+                columns.extend(self.decode_keys(layout.key(), keys)?);
+                match layout.value() {
+                    DedupValue::Empty => {}
+                    DedupValue::ExpiresAtMicros => {
+                        let mut b = Int64Builder::with_capacity(values.len());
+                        for v in values {
+                            b.append_value(decode_expiry(v).map_err(|_| {
+                                self.failed(format!("a value of {} bytes, not 8", v.len()))
+                            })?);
+                        }
+                        columns.push(Arc::new(b.finish()));
+                    }
+                }
+            }
+            OperatorLayout::GroupState(layout) => {
+                columns.extend(self.decode_keys(layout.key(), keys)?);
                 let mut timeouts = Int64Builder::with_capacity(values.len());
                 let mut states = StringBuilder::new();
                 for v in values {
-                    let (t, json) = v
-                        .split_first_chunk::<8>()
-                        .ok_or_else(|| self.failed(format!("a value of {} bytes", v.len())))?;
-                    let t = i64::from_le_bytes(*t);
-                    timeouts.append_option((t != NO_TIMEOUT).then_some(t));
-                    if json.is_empty() {
+                    let value = GroupStateValue::decode(v)
+                        .map_err(|_| self.failed(format!("a value of {} bytes", v.len())))?;
+                    timeouts.append_option(value.timeout_ms);
+                    if value.state_json.is_empty() {
                         states.append_null();
                     } else {
-                        let text = std::str::from_utf8(json)
+                        let text = std::str::from_utf8(value.state_json)
                             .map_err(|e| self.failed(format!("a group state is not UTF-8: {e}")))?;
                         states.append_value(text);
                     }
@@ -296,7 +290,8 @@ impl StateDecoder {
         partitions: &[u32],
         keys: &[Box<[u8]>],
         values: &[Box<[u8]>],
-        sides: [(&RowConverter, &Vec<DataType>); 2],
+        layout: &JoinLayout,
+        side_types: &[Vec<DataType>; 2],
     ) -> Result<RecordBatch> {
         let n = keys.len();
         let mut side_names = StringBuilder::new();
@@ -307,39 +302,41 @@ impl StateDecoder {
         // Per stored row: (side, index among that side's rows).
         let mut at: Vec<(usize, usize)> = Vec::with_capacity(n);
         for (i, (k, v)) in keys.iter().zip(values).enumerate() {
-            let (side, key, seq) = parse_join_key(k).ok_or_else(|| {
+            let key = JoinStateKey::decode(k).map_err(|_| {
                 self.failed(format!(
                     "key {i} ({} bytes) is not side + length + join key + sequence",
                     k.len()
                 ))
             })?;
-            let (flag, row) = v
-                .split_first()
-                .ok_or_else(|| self.failed(format!("value {i} is empty")))?;
-            if *flag > 1 {
-                return Err(self.failed(format!("value {i} has matched flag {flag}, not 0 or 1")));
-            }
-            side_names.append_value(if side == 0 { "left" } else { "right" });
-            seqs.append_value(seq);
-            matched.append_value(*flag == 1);
-            join_keys.push(key.into());
-            at.push((side as usize, rows[side as usize].len()));
-            rows[side as usize].push(row.into());
+            let value = JoinStateValue::decode(v).map_err(|e| match e {
+                DecodeError::BadMatchedFlag(flag) => {
+                    self.failed(format!("value {i} has matched flag {flag}, not 0 or 1"))
+                }
+                _ => self.failed(format!("value {i} is empty")),
+            })?;
+            let side = key.side.index();
+            side_names.append_value(key.side.name());
+            seqs.append_value(key.seq);
+            matched.append_value(value.matched);
+            join_keys.push(key.key.into());
+            at.push((side, rows[side].len()));
+            rows[side].push(value.row.into());
         }
         let mut columns: Vec<ArrayRef> = vec![
             Arc::new(UInt32Array::from(partitions.to_vec())),
             Arc::new(side_names.finish()),
         ];
-        match &self.keys {
-            Some(conv) => columns.extend(self.decode_rows(conv, &join_keys, "join key")?),
+        match layout.key().rows() {
+            Some(key) => columns.extend(self.decode_rows(key, &join_keys, "join key")?),
             None => return Err(self.failed("the join's schema records no key fields")),
         }
         columns.push(Arc::new(seqs.finish()));
         columns.push(Arc::new(matched.finish()));
-        for (s, (conv, types)) in sides.into_iter().enumerate() {
+        for side in JoinSide::BOTH {
+            let s = side.index();
             let what = if s == 0 { "left row" } else { "right row" };
-            let decoded = self.decode_rows(conv, &rows[s], what)?;
-            for (col, t) in decoded.iter().zip(types.iter()) {
+            let decoded = self.decode_rows(layout.side(side), &rows[s], what)?;
+            for (col, t) in decoded.iter().zip(side_types[s].iter()) {
                 // Source 0: this side's rows; source 1: one null for the other side's rows.
                 let null = new_null_array(t, 1);
                 let indices: Vec<(usize, usize)> = at
@@ -351,59 +348,6 @@ impl StateDecoder {
         }
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
     }
-
-    /// Decodes row-format bytes and checks that they encode back to the same bytes.
-    fn decode_rows(
-        &self,
-        conv: &RowConverter,
-        rows: &[Box<[u8]>],
-        what: &str,
-    ) -> Result<Vec<ArrayRef>> {
-        if rows.is_empty() {
-            // Empty arrays of the converter's types.
-            return Ok(conv.convert_rows(std::iter::empty())?);
-        }
-        let parser = conv.parser();
-        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            conv.convert_rows(rows.iter().map(|r| parser.parse(r)))
-        }))
-        .map_err(|_| self.failed(format!("a {what} is not in the recorded types' row format")))?
-        .map_err(|e| self.failed(format!("{what}: {e}")))?;
-        if decoded.is_empty() {
-            // No fields: every row must be empty.
-            return match rows.iter().position(|r| !r.is_empty()) {
-                Some(i) => Err(self.failed(format!(
-                    "{what} {i} has {} bytes but the recorded schema has no fields for it",
-                    rows[i].len()
-                ))),
-                None => Ok(decoded),
-            };
-        }
-        let again = conv
-            .convert_columns(&decoded)
-            .map_err(|e| self.failed(format!("{what}: {e}")))?;
-        for (i, r) in rows.iter().enumerate() {
-            if again.row(i).data() != &**r {
-                return Err(self.failed(format!(
-                    "{what} {i} decodes to values that encode differently"
-                )));
-            }
-        }
-        Ok(decoded)
-    }
-}
-
-/// A stream-stream join state key (as `StreamingJoin` writes it): `side (u8: 0 left, 1 right)
-/// + u32 LE length + join-key row + u64 BE sequence`, nothing after.
-fn parse_join_key(k: &[u8]) -> Option<(u8, &[u8], u64)> {
-    let side = *k.first()?;
-    if side > 1 {
-        return None;
-    }
-    let len = u32::from_le_bytes(k.get(1..5)?.try_into().ok()?) as usize;
-    let key = k.get(5..5usize.checked_add(len)?)?;
-    let seq: [u8; 8] = k.get(5 + len..)?.try_into().ok()?;
-    Some((side, key, u64::from_be_bytes(seq)))
 }
 
 fn all_exact(fields: &[StateField]) -> bool {
@@ -428,13 +372,13 @@ fn unique_names(fields: Vec<Field>) -> Vec<Field> {
 }
 
 /// The Arrow types of recorded state fields.
-pub fn field_types(fields: &[StateField]) -> Result<Vec<DataType>> {
+pub(crate) fn field_types(fields: &[StateField]) -> Result<Vec<DataType>> {
     fields.iter().map(field_type).collect()
 }
 
 /// The Arrow type of one recorded state field: its `arrowType` when recorded, else rebuilt from
 /// the Spark type name.
-pub fn field_type(f: &StateField) -> Result<DataType> {
+pub(crate) fn field_type(f: &StateField) -> Result<DataType> {
     match &f.arrow_type {
         Some(t) => DataType::from_str(t).map_err(|e| {
             SluiceError::checkpoint(

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, Field, Fields, TimeUnit};
 use arrow::row::{RowConverter, SortField};
 
-use super::decode::{field_type, StateDecoder, NO_TIMEOUT};
+use super::decode::{field_type, StateDecoder};
 use super::probe::StoreVersions;
 use super::ranges::{format_ranges, to_ranges, IdRange};
 use crate::error::class;
 use crate::operators::stateful::{StateField, StateSchema};
 use crate::state::files::FileIndex;
+use crate::state::layout::group_state::NO_TIMEOUT;
 use crate::state::{DefaultStateStoreProvider, StateStoreConf, StateStoreId, StateStoreProvider};
 #[test]
 fn loadable_versions_follow_the_engine_load_plan() {
