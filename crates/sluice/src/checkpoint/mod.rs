@@ -7,7 +7,9 @@
 //!   offsets/<N>         v1 \n {OffsetSeqMetadata} \n <offset per source>   OffsetSeqLog (WAL)
 //!   commits/<N>         v1 \n {"nextBatchWatermarkMs":..}           CommitLog
 //!   sources/<i>/        each source's own log (written by the source)
-//!   state/              the state store (written by `state/`)
+//!   state/<op>/<p>/     the state store of each stateful operator and partition (`state/`)
+//!   state/<op>/_metadata/schema   the operator's recorded key/value schema
+//!   sluice/query.json   the kinds of the sources and the sink (Sluice only)    QueryShape
 //! ```
 //!
 //! Every path under the checkpoint is built by [`CheckpointDir`]; this module owns every byte
@@ -118,6 +120,12 @@ impl CheckpointDir {
         self.state_operator_dir(operator_id)
             .join("_metadata")
             .join("schema")
+    }
+
+    /// `<root>/sluice/query.json`: the kinds of the query's sources and sink (Sluice only, see
+    /// [`shape`]).
+    pub fn query_shape_file(&self) -> PathBuf {
+        self.root.join("sluice").join("query.json")
     }
 
     /// `<root>/.lock`.
@@ -238,6 +246,17 @@ mod tests {
         assert_eq!(d.source_dir(2), PathBuf::from("/ck/sources/2"));
         assert_eq!(d.state_dir(), PathBuf::from("/ck/state"));
         assert_eq!(d.lock_file(), PathBuf::from("/ck/.lock"));
+        assert_eq!(
+            d.query_shape_file(),
+            PathBuf::from("/ck/sluice/query.json")
+        );
+        let op = crate::types::OperatorId(3);
+        assert_eq!(d.state_operator_dir(op), PathBuf::from("/ck/state/3"));
+        assert_eq!(d.state_partition_dir(op, 1), PathBuf::from("/ck/state/3/1"));
+        assert_eq!(
+            d.state_schema_file(op),
+            PathBuf::from("/ck/state/3/_metadata/schema")
+        );
     }
 
     fn seq(n: i64) -> OffsetSeq {

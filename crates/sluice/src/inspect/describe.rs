@@ -10,12 +10,14 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::probe::{self, StoreVersions};
+use super::probe;
 use super::ranges::{format_ranges, to_ranges, IdRange};
 use crate::checkpoint::{shape::QueryShape, CheckpointDir, RecoveryPlan, StreamMetadata};
 use crate::error::Result;
 use crate::operators::stateful::StateField;
+use crate::state::files::FileIndex;
 use crate::state::StateStoreId;
+use crate::types::OperatorId;
 
 /// Everything `sluice checkpoint describe` shows. Serializes to the `--json` document.
 #[derive(Debug, Clone, Serialize)]
@@ -144,7 +146,7 @@ pub fn describe_checkpoint(dir: &Path) -> Result<CheckpointDescription> {
         (Some(o), None) => Some(o),
         _ => None,
     };
-    let shape: Option<QueryShape> = std::fs::read(dir.join("sluice").join("query.json"))
+    let shape: Option<QueryShape> = std::fs::read(ck.query_shape_file())
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     let n_sources = latest
@@ -206,9 +208,8 @@ fn describe_operator(
             None,
             Some(format!(
                 "no schema file at {}",
-                probe::operator_dir(dir, id)
-                    .join("_metadata")
-                    .join("schema")
+                CheckpointDir::new(dir)
+                    .state_schema_file(OperatorId(id))
                     .display()
             )),
         ),
@@ -216,7 +217,7 @@ fn describe_operator(
     };
     let mut partitions = Vec::new();
     for p in probe::list_partitions(dir, id)? {
-        let files = StoreVersions::list(&StateStoreId::new(dir, id, p).dir())?;
+        let files = FileIndex::list(&StateStoreId::new(dir, id, p).dir())?;
         partitions.push(PartitionDescription {
             id: p,
             deltas: to_ranges(files.deltas.iter().copied()),

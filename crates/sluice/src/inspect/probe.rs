@@ -2,7 +2,7 @@
 //! partitions it has, their recorded schemas, and which committed batches' state is on disk.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::ranges::{to_ranges, IdRange};
 use crate::checkpoint::CheckpointDir;
@@ -11,49 +11,7 @@ use crate::error::{Result, SluiceError};
 use crate::operators::stateful::StateSchema;
 use crate::state::files::FileIndex;
 use crate::state::StateStoreId;
-
-/// The state files of one store directory (`state/<op>/<partition>/`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StoreVersions {
-    /// Versions with a `<v>.delta`, ascending.
-    pub deltas: BTreeSet<u64>,
-    /// Versions with a `<v>.snapshot`, ascending.
-    pub snapshots: BTreeSet<u64>,
-}
-
-impl StoreVersions {
-    /// Lists a store directory (a missing directory has no versions). Only reads.
-    pub fn list(dir: &Path) -> Result<Self> {
-        let index = FileIndex::list(dir)?;
-        Ok(Self {
-            deltas: index.deltas,
-            snapshots: index.snapshots,
-        })
-    }
-
-    /// The newest version with a file (0 when there is none).
-    pub fn latest(&self) -> u64 {
-        let d = self.deltas.last().copied().unwrap_or(0);
-        let s = self.snapshots.last().copied().unwrap_or(0);
-        d.max(s)
-    }
-
-    /// The versions (>= 1) that can be loaded from these files, as the engine loads them: the
-    /// newest snapshot at or below the version, then every delta after it.
-    pub fn loadable(&self) -> Vec<IdRange> {
-        let mut ok = Vec::new();
-        // loadable(v) = snapshot at v, or delta v and loadable(v - 1); version 0 is the empty map.
-        let mut previous = true;
-        for v in 1..=self.latest() {
-            let now = self.snapshots.contains(&v) || (previous && self.deltas.contains(&v));
-            if now {
-                ok.push(v);
-            }
-            previous = now;
-        }
-        to_ranges(ok)
-    }
-}
+use crate::types::OperatorId;
 
 /// Checks that `dir` looks like a query checkpoint: it exists and holds `metadata`,
 /// `offsets/` or `commits/`.
@@ -125,23 +83,14 @@ pub fn list_operators(checkpoint: &Path) -> Result<Vec<u32>> {
     numeric_subdirs(&CheckpointDir::new(checkpoint).state_dir())
 }
 
-/// `<checkpoint>/state/<operator>`.
-pub fn operator_dir(checkpoint: &Path, operator_id: u32) -> PathBuf {
-    CheckpointDir::new(checkpoint)
-        .state_dir()
-        .join(operator_id.to_string())
-}
-
 /// The partitions of an operator: the decimal subdirectories of `state/<op>/`, ascending.
 pub fn list_partitions(checkpoint: &Path, operator_id: u32) -> Result<Vec<u32>> {
-    numeric_subdirs(&operator_dir(checkpoint, operator_id))
+    numeric_subdirs(&CheckpointDir::new(checkpoint).state_operator_dir(OperatorId(operator_id)))
 }
 
 /// Reads `state/<op>/_metadata/schema`; `None` when the file does not exist.
 pub fn read_state_schema(checkpoint: &Path, operator_id: u32) -> Result<Option<StateSchema>> {
-    let file = operator_dir(checkpoint, operator_id)
-        .join("_metadata")
-        .join("schema");
+    let file = CheckpointDir::new(checkpoint).state_schema_file(OperatorId(operator_id));
     match std::fs::read(&file) {
         Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
             SluiceError::checkpoint(
@@ -188,11 +137,7 @@ pub fn readable_batches(
     let mut common: Option<BTreeSet<u64>> = None;
     for p in partitions {
         let dir = StateStoreId::new(checkpoint, operator_id, p).dir();
-        let versions: BTreeSet<u64> = StoreVersions::list(&dir)?
-            .loadable()
-            .iter()
-            .flat_map(|r| r.first..=r.last)
-            .collect();
+        let versions: BTreeSet<u64> = FileIndex::list(&dir)?.loadable().into_iter().collect();
         common = Some(match common {
             None => versions,
             Some(c) => c.intersection(&versions).copied().collect(),

@@ -20,14 +20,15 @@ use arrow::array::RecordBatch;
 
 use super::decode::StateDecoder;
 use super::probe::{
-    check_is_checkpoint, list_operators, list_partitions, operator_dir, operator_name,
-    read_state_schema, readable_batches,
+    check_is_checkpoint, list_operators, list_partitions, operator_name, read_state_schema,
+    readable_batches,
 };
 use super::ranges::format_ranges;
 use crate::checkpoint::CheckpointDir;
 use crate::error::class;
 use crate::error::{Result, SluiceError};
 use crate::state::{DefaultStateStoreProvider, StateStoreConf, StateStoreId, StateStoreProvider};
+use crate::types::OperatorId;
 
 /// The state of one operator as of one committed batch.
 #[derive(Debug, Clone)]
@@ -107,9 +108,8 @@ pub fn read_state(
                         "the checkpoint {} has no stateful operator {operator_id} (no schema at \
                          {}); its operators are {}. Pass one of them with --operator",
                         checkpoint.display(),
-                        operator_dir(checkpoint, operator_id)
-                            .join("_metadata")
-                            .join("schema")
+                        CheckpointDir::new(checkpoint)
+                            .state_schema_file(OperatorId(operator_id))
                             .display(),
                         operators
                             .iter()
@@ -171,7 +171,9 @@ pub fn read_state(
                 "the state of operator {operator_id} as of batch {batch_id} (version {version}) \
                  is not on disk under {} (its files were purged by maintenance, or the operator \
                  did not run in that batch); {}. Pass one of them with --batch",
-                operator_dir(checkpoint, operator_id).display(),
+                CheckpointDir::new(checkpoint)
+                    .state_operator_dir(OperatorId(operator_id))
+                    .display(),
                 readable_text()
             ),
         ));

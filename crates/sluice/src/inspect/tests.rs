@@ -1,83 +1,15 @@
 //! Unit tests of the inspection module.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Fields, TimeUnit};
 use arrow::row::{RowConverter, SortField};
 
 use super::decode::{field_type, StateDecoder};
-use super::probe::StoreVersions;
-use super::ranges::{format_ranges, to_ranges, IdRange};
+use super::ranges::{format_ranges, to_ranges};
 use crate::error::class;
 use crate::operators::stateful::{StateField, StateSchema};
-use crate::state::files::FileIndex;
 use crate::state::layout::group_state::NO_TIMEOUT;
-use crate::state::{DefaultStateStoreProvider, StateStoreConf, StateStoreId, StateStoreProvider};
-#[test]
-fn loadable_versions_follow_the_engine_load_plan() {
-    let v = |d: &[u64], s: &[u64]| StoreVersions {
-        deltas: d.iter().copied().collect(),
-        snapshots: s.iter().copied().collect(),
-    };
-    let r = |a: u64, b: u64| IdRange { first: a, last: b };
-    assert_eq!(v(&[1, 2, 3], &[]).loadable(), vec![r(1, 3)]);
-    // Purged up to the snapshot at 10: 10..=12 load from it.
-    assert_eq!(v(&[11, 12], &[10]).loadable(), vec![r(10, 12)]);
-    // A hole in the deltas: versions after it need a snapshot.
-    assert_eq!(v(&[1, 2, 4, 5, 7], &[5]).loadable(), vec![r(1, 2), r(5, 5)]);
-    assert_eq!(v(&[], &[]).loadable(), vec![]);
-    // Cross-check with the engine's own plan.
-    let files = v(&[1, 2, 4, 5, 6, 8, 9], &[5, 8]);
-    let index = FileIndex {
-        deltas: files.deltas.clone(),
-        snapshots: files.snapshots.clone(),
-    };
-    let expect: Vec<u64> = (1..=9).filter(|x| index.plan_load(*x).is_ok()).collect();
-    assert_eq!(files.loadable(), to_ranges(expect));
-}
-
-#[test]
-fn a_read_only_provider_loads_but_never_writes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let id = StateStoreId::new(tmp.path(), 0, 0);
-    let eager = StateStoreConf {
-        min_deltas_for_snapshot: 1,
-        min_versions_to_retain: 1,
-        ..Default::default()
-    };
-    {
-        let mut p = DefaultStateStoreProvider::new(id.clone(), eager.clone()).unwrap();
-        let s = p.get_store(0).unwrap();
-        s.put(b"a", b"1");
-        s.commit().unwrap();
-    }
-    let stale = id.dir().join(".2.delta.0f3c.tmp");
-    std::fs::write(&stale, b"partial").unwrap();
-    let mut ro = DefaultStateStoreProvider::open_read_only(id.clone(), eager.clone()).unwrap();
-    assert!(ro.is_read_only());
-    let s = ro.get_store(1).unwrap();
-    assert_eq!(s.get(b"a"), Some(&b"1"[..]));
-    s.put(b"b", b"2");
-    assert_eq!(s.commit().unwrap_err().class(), "STATE_STORE_READ_ONLY");
-    assert_eq!(
-        ro.do_maintenance().unwrap_err().class(),
-        "STATE_STORE_READ_ONLY"
-    );
-    ro.maintain_in_background();
-    ro.wait_for_background_maintenance();
-    drop(ro);
-    assert!(stale.exists(), "temporary files are left alone");
-    let files = StoreVersions::list(&id.dir()).unwrap();
-    assert_eq!(files.deltas, BTreeSet::from([1]));
-    assert!(files.snapshots.is_empty(), "no maintenance ran");
-    // Nothing is created for a store that does not exist.
-    let missing = StateStoreId::new(tmp.path().join("none"), 0, 0);
-    let mut ro = DefaultStateStoreProvider::open_read_only(missing, eager).unwrap();
-    assert_eq!(ro.get_store(0).unwrap().iter().count(), 0);
-    assert!(!tmp.path().join("none").exists());
-}
-
 #[test]
 fn ranges() {
     assert_eq!(format_ranges(&to_ranges([1, 2, 3, 5, 7, 8])), "1-3, 5, 7-8");

@@ -124,7 +124,9 @@ mod tests;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::checkpoint::CheckpointDir;
 use crate::error::Result;
+use crate::types::OperatorId;
 
 pub use provider::DefaultStateStoreProvider;
 
@@ -149,12 +151,11 @@ impl StateStoreId {
         }
     }
 
-    /// `<checkpoint_root>/state/<operator_id>/<partition_id>`.
+    /// `<checkpoint_root>/state/<operator_id>/<partition_id>`
+    /// ([`CheckpointDir::state_partition_dir`]).
     pub fn dir(&self) -> PathBuf {
-        self.checkpoint_root
-            .join("state")
-            .join(self.operator_id.to_string())
-            .join(self.partition_id.to_string())
+        CheckpointDir::new(&self.checkpoint_root)
+            .state_partition_dir(OperatorId(self.operator_id), self.partition_id as usize)
     }
 }
 
