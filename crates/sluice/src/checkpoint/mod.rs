@@ -246,10 +246,7 @@ mod tests {
         assert_eq!(d.source_dir(2), PathBuf::from("/ck/sources/2"));
         assert_eq!(d.state_dir(), PathBuf::from("/ck/state"));
         assert_eq!(d.lock_file(), PathBuf::from("/ck/.lock"));
-        assert_eq!(
-            d.query_shape_file(),
-            PathBuf::from("/ck/sluice/query.json")
-        );
+        assert_eq!(d.query_shape_file(), PathBuf::from("/ck/sluice/query.json"));
         let op = crate::types::OperatorId(3);
         assert_eq!(d.state_operator_dir(op), PathBuf::from("/ck/state/3"));
         assert_eq!(d.state_partition_dir(op, 1), PathBuf::from("/ck/state/3/1"));

@@ -41,7 +41,7 @@ use super::probe::operator_name;
 use crate::error::class;
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::{StateField, StateSchema};
-use crate::schema::spark_type;
+use crate::schema::parse_spark_type_name;
 use crate::state::layout::aggregate::AggregateLayout;
 use crate::state::layout::dedup::{decode_expiry, DedupLayout, DedupValue};
 use crate::state::layout::group_state::{GroupStateLayout, GroupStateValue};
@@ -197,7 +197,9 @@ impl StateDecoder {
     /// do not decode.
     fn rows_failed(&self, e: DecodeError, what: &str) -> SluiceError {
         self.failed(match e {
-            DecodeError::NotRowFormat => format!("a {what} is not in the recorded types' row format"),
+            DecodeError::NotRowFormat => {
+                format!("a {what} is not in the recorded types' row format")
+            }
             DecodeError::Arrow(e) => format!("{what}: {e}"),
             DecodeError::BytesWithoutFields { index, len } => format!(
                 "{what} {index} has {len} bytes but the recorded schema has no fields for it"
@@ -389,7 +391,7 @@ pub(crate) fn field_type(f: &StateField) -> Result<DataType> {
                 ),
             )
         }),
-        None => spark_type(&f.data_type).map_err(|e| {
+        None => parse_spark_type_name(&f.data_type).map_err(|e| {
             SluiceError::checkpoint(
                 class::STATE_DECODE_FAILED,
                 format!(

@@ -227,9 +227,7 @@ fn describe_operator(
     }
     Ok(OperatorDescription {
         id,
-        name: schema
-            .as_ref()
-            .map(|s| probe::operator_name(s).to_string()),
+        name: schema.as_ref().map(|s| probe::operator_name(s).to_string()),
         recorded_operator: schema.as_ref().map(|s| s.operator.clone()),
         key_schema: schema
             .as_ref()

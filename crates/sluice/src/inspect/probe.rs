@@ -60,8 +60,8 @@ fn numeric_subdirs(dir: &Path) -> Result<Vec<u32>> {
     };
     let mut ids = Vec::new();
     for entry in entries {
-        let entry =
-            entry.map_err(|e| crate::state::files::io_err(format!("listing {}", dir.display()), e))?;
+        let entry = entry
+            .map_err(|e| crate::state::files::io_err(format!("listing {}", dir.display()), e))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {

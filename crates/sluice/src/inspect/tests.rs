@@ -38,11 +38,8 @@ fn recorded_arrow_types_round_trip() {
         DataType::UInt64,
         DataType::new_list(DataType::Int32, true),
     ] {
-        let f = crate::operators::stateful::state_fields(&[Arc::new(Field::new(
-            "x",
-            t.clone(),
-            true,
-        ))]);
+        let f =
+            crate::operators::stateful::state_fields(&[Arc::new(Field::new("x", t.clone(), true))]);
         assert_eq!(field_type(&f[0]).unwrap(), t);
     }
 }
@@ -58,8 +55,7 @@ fn schema(op: &str, keys: Vec<StateField>, values: Vec<StateField>) -> StateSche
 
 fn field(name: &str, t: DataType, exact: bool) -> StateField {
     let mut f =
-        crate::operators::stateful::state_fields(&[Arc::new(Field::new(name, t, true))])
-            .remove(0);
+        crate::operators::stateful::state_fields(&[Arc::new(Field::new(name, t, true))]).remove(0);
     if !exact {
         f.arrow_type = None;
     }
@@ -152,13 +148,7 @@ fn group_state_values_decode_and_joins_are_not_supported_yet() {
 }
 
 /// A join state key and value as `StreamingJoin` writes them.
-fn join_pair(
-    side: u8,
-    key: &[u8],
-    seq: u64,
-    matched: bool,
-    row: &[u8],
-) -> (Box<[u8]>, Box<[u8]>) {
+fn join_pair(side: u8, key: &[u8], seq: u64, matched: bool, row: &[u8]) -> (Box<[u8]>, Box<[u8]>) {
     let mut k = vec![side];
     k.extend_from_slice(&(key.len() as u32).to_le_bytes());
     k.extend_from_slice(key);

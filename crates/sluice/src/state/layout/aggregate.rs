@@ -54,7 +54,10 @@ mod tests {
     }
 
     fn window_fields() -> Fields {
-        Fields::from(vec![Field::new("start", ts(), true), Field::new("end", ts(), true)])
+        Fields::from(vec![
+            Field::new("start", ts(), true),
+            Field::new("end", ts(), true),
+        ])
     }
 
     fn windows(bounds: &[(i64, i64)]) -> ArrayRef {
@@ -131,7 +134,10 @@ mod tests {
         let counts: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![2]))];
         assert_eq!(layout.value().decode(&[&value]).unwrap(), counts);
         assert!(layout.key().encode(&[]).unwrap().is_none());
-        assert_eq!(layout.value().encode(&counts).unwrap().row(0).data(), &value[..]);
+        assert_eq!(
+            layout.value().encode(&counts).unwrap().row(0).data(),
+            &value[..]
+        );
     }
 
     #[test]

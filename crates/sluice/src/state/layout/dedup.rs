@@ -78,7 +78,10 @@ mod tests {
     fn bytes_the_operator_wrote_decode_and_encode_back_identically() {
         // `dropDuplicates(id, ts)` over (1, 10:00), (2, 10:05), (-7, null): keys, empty values.
         let layout = DedupLayout::new(
-            &[DataType::Int32, DataType::Timestamp(TimeUnit::Microsecond, None)],
+            &[
+                DataType::Int32,
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+            ],
             DedupValue::Empty,
         )
         .unwrap();
@@ -92,7 +95,11 @@ mod tests {
         .collect();
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int32Array::from(vec![-7, 1, 2])),
-            Arc::new(TimestampMicrosecondArray::from(vec![None, Some(T1000), Some(T1005)])),
+            Arc::new(TimestampMicrosecondArray::from(vec![
+                None,
+                Some(T1000),
+                Some(T1005),
+            ])),
         ];
         assert_eq!(layout.key().decode(&keys).unwrap(), columns);
         let rows = layout.key().encode(&columns).unwrap().unwrap();
@@ -125,7 +132,10 @@ mod tests {
         }
         assert!(matches!(
             decode_expiry(&[1, 2, 3]),
-            Err(DecodeError::WrongLength { len: 3, expected: 8 })
+            Err(DecodeError::WrongLength {
+                len: 3,
+                expected: 8
+            })
         ));
         assert!(decode_expiry(&[0; 9]).is_err());
         assert!(EMPTY_VALUE.is_empty());

@@ -54,10 +54,12 @@ impl<'a> GroupStateValue<'a> {
 
     /// Reads stored bytes; fewer than 8 is an error.
     pub(crate) fn decode(value: &'a [u8]) -> std::result::Result<Self, DecodeError> {
-        let (t, state_json) = value.split_first_chunk::<8>().ok_or(DecodeError::Truncated {
-            len: value.len(),
-            min: 8,
-        })?;
+        let (t, state_json) = value
+            .split_first_chunk::<8>()
+            .ok_or(DecodeError::Truncated {
+                len: value.len(),
+                min: 8,
+            })?;
         let t = i64::from_le_bytes(*t);
         Ok(Self {
             timeout_ms: (t != NO_TIMEOUT).then_some(t),
@@ -79,8 +81,20 @@ mod tests {
         // one-hour timeout set for alice only: alice -> 2, bob -> 1.
         let layout = GroupStateLayout::new(&[DataType::Utf8]).unwrap();
         let pairs = [
-            ("02616c69636500000005", "15ca7631a201000032", "alice", Some(1_796_126_198_293), "2"),
-            ("02626f62000000000003", "000000000000008031", "bob", None, "1"),
+            (
+                "02616c69636500000005",
+                "15ca7631a201000032",
+                "alice",
+                Some(1_796_126_198_293),
+                "2",
+            ),
+            (
+                "02626f62000000000003",
+                "000000000000008031",
+                "bob",
+                None,
+                "1",
+            ),
         ];
         for (k, v, user, timeout_ms, json) in pairs {
             let (k, v) = (unhex(k), unhex(v));

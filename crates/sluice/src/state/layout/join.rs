@@ -181,7 +181,9 @@ impl JoinLayout {
 mod tests {
     use super::*;
     use crate::state::layout::unhex;
-    use arrow::array::{ArrayRef, Float64Array, Int32Array, StringArray, TimestampMicrosecondArray};
+    use arrow::array::{
+        ArrayRef, Float64Array, Int32Array, StringArray, TimestampMicrosecondArray,
+    };
     use arrow::datatypes::TimeUnit;
     use std::sync::Arc;
 
@@ -290,7 +292,10 @@ mod tests {
             &[0, 1, 0][..],
         ] {
             assert!(
-                matches!(JoinStateKey::decode(bad), Err(DecodeError::MalformedJoinKey { .. })),
+                matches!(
+                    JoinStateKey::decode(bad),
+                    Err(DecodeError::MalformedJoinKey { .. })
+                ),
                 "{bad:?}"
             );
         }

@@ -64,13 +64,19 @@ impl fmt::Display for DecodeError {
             Self::NotRowFormat => write!(f, "bytes not in the row format of the state's types"),
             Self::Arrow(e) => write!(f, "{e}"),
             Self::BytesWithoutFields { index, len } => {
-                write!(f, "row {index} has {len} bytes but the layout has no fields")
+                write!(
+                    f,
+                    "row {index} has {len} bytes but the layout has no fields"
+                )
             }
             Self::EncodesDifferently { index } => {
                 write!(f, "row {index} decodes to values that encode differently")
             }
             Self::KeyWithoutColumns { index, len } => {
-                write!(f, "the operator has no key columns but key {index} has {len} bytes")
+                write!(
+                    f,
+                    "the operator has no key columns but key {index} has {len} bytes"
+                )
             }
             Self::WrongLength { len, expected } => {
                 write!(f, "a value of {len} bytes, not {expected}")
@@ -107,7 +113,9 @@ impl RowLayout {
     /// The layout of columns of `types`, in this order (no types: every row is empty).
     pub(crate) fn new(types: &[DataType]) -> Result<Self> {
         Ok(Self {
-            converter: RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())?,
+            converter: RowConverter::new(
+                types.iter().map(|t| SortField::new(t.clone())).collect(),
+            )?,
         })
     }
 
@@ -151,9 +159,7 @@ impl RowLayout {
                 None => Ok(decoded),
             };
         }
-        let again = conv
-            .convert_columns(&decoded)
-            .map_err(DecodeError::Arrow)?;
+        let again = conv.convert_columns(&decoded).map_err(DecodeError::Arrow)?;
         for (index, r) in rows.iter().enumerate() {
             if again.row(index).data() != r.as_ref() {
                 return Err(DecodeError::EncodesDifferently { index });
