@@ -61,10 +61,12 @@ impl AsRef<Path> for CheckpointDir {
 }
 
 impl CheckpointDir {
+    /// The checkpoint location `root` (nothing is created).
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self { root: root.into() }
     }
 
+    /// The checkpoint location.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -143,10 +145,12 @@ impl CheckpointDir {
         Ok(())
     }
 
+    /// The offsets log (`offsets/`, the write-ahead log).
     pub fn offset_log(&self) -> OffsetSeqLog {
         OffsetSeqLog::new(self.offsets_dir())
     }
 
+    /// The commit log (`commits/`).
     pub fn commit_log(&self) -> CommitLog {
         CommitLog::new(self.commits_dir())
     }

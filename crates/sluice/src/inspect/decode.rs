@@ -1,29 +1,6 @@
-//! Decoding one operator's stored pairs into Arrow rows, from its recorded schema.
-//!
-//! # Decoding
-//!
-//! The operator's recorded schema (`state/<op>/_metadata/schema`, a
-//! [`StateSchema`]) names the operator and its key and value fields. Each field's exact Arrow
-//! type is its `arrowType` (recorded since state inspection exists); for schema files without
-//! it, the type is rebuilt from the Spark type name (`BIGINT`, `STRUCT<start: TIMESTAMP, ..>`).
-//! The bytes are read with the operators' own codecs ([`crate::state::layout`]), checked: every
-//! decoded row is encoded again and compared with the stored bytes, so a type that does not fit
-//! is an error, never wrong values.
-//!
-//! The columns of a snapshot, by operator:
-//!
-//! | operator (schema `operator`) | key | value |
-//! |---|---|---|
-//! | `stateStoreSave` (aggregation, windows and session windows included) | grouping columns (arrow row format) | the accumulators' state fields (arrow row format), e.g. `count[count]` |
-//! | `dedupe` | the deduplication columns | none |
-//! | `dedupeWithinWatermark` | the deduplication columns | `expiresAtMicros` |
-//! | `flatMapGroupsWithState` | the grouping columns | `timeoutTimestampMs`, `groupState` (the user's state as JSON) |
-//! | `symmetricHashJoin ..` (stream-stream join) | `side` (`left`/`right`), the join-key columns (arrow row format), `seq` (the row's sequence number) | `matched`, then the left side's fields and the right side's fields (arrow row format of the row's own side; the other side's columns are null) |
-//!
-//! A join's value schema is the left fields followed by the right fields; where the left ones
-//! end is the schema's `leftFields`. Join schema files written before it was recorded are
-//! refused with `SLUICE_NOT_SUPPORTED_YET` (the file is written once, when the operator first
-//! runs, and is not rewritten on restart).
+//! Decoding one operator's stored pairs into Arrow rows, from its recorded schema, with the
+//! operators' own codecs ([`crate::state::layout`]), checked. The columns by operator are in
+//! the [module doc](crate::inspect).
 
 use std::collections::BTreeSet;
 use std::fmt;

@@ -27,9 +27,11 @@ pub struct CheckpointDescription {
     pub checkpoint: String,
     /// The query id from `metadata` (`None` when the file is missing).
     pub query_id: Option<String>,
+    /// The batches in the offsets and commit logs, and what a restart does.
     pub batches: BatchesDescription,
     /// The latest batch's `batchTimestampMs`.
     pub batch_timestamp_ms: Option<i64>,
+    /// The watermark of the latest batch and of the next one.
     pub watermark: WatermarkDescription,
     /// One entry per source, in source order.
     pub sources: Vec<SourceDescription>,
@@ -45,11 +47,13 @@ pub struct CheckpointDescription {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchesDescription {
-    /// The oldest and newest `offsets/N` (older ones are purged).
+    /// The oldest `offsets/N` (older ones are purged).
     pub first_offsets: Option<u64>,
+    /// The newest `offsets/N`.
     pub last_offsets: Option<u64>,
-    /// The oldest and newest `commits/N`.
+    /// The oldest `commits/N`.
     pub first_committed: Option<u64>,
+    /// The newest `commits/N`: the last committed batch.
     pub last_committed: Option<u64>,
     /// The newest batch when it is planned but not committed: a restart runs it again with the
     /// same offsets.
@@ -72,8 +76,11 @@ pub struct WatermarkDescription {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceDescription {
+    /// The source's position in the query (its offset's position in `offsets/N`).
     pub index: usize,
+    /// The source's kind recorded in `sluice/query.json` (`file`, `kafka`, ...).
     pub kind: Option<String>,
+    /// The source's description recorded in `sluice/query.json`.
     pub description: Option<String>,
     /// The end offset of the latest batch (`null` = the source has no offset yet).
     pub offset: Option<Value>,
@@ -83,7 +90,9 @@ pub struct SourceDescription {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SinkDescription {
+    /// The sink's kind (`file`, `kafka`, ...).
     pub kind: String,
+    /// The sink's description (`FileSink[/out]`, ...).
     pub description: String,
 }
 
@@ -91,15 +100,19 @@ pub struct SinkDescription {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorDescription {
+    /// The operator id (the directory name under `state/`).
     pub id: u32,
     /// The operator's name from its schema (`stateStoreSave`, `dedupe`, ...).
     pub name: Option<String>,
     /// The schema's `operator` as recorded (`0 (stateStoreSave)`).
     pub recorded_operator: Option<String>,
+    /// The recorded key fields (empty when the schema could not be read).
     pub key_schema: Vec<StateField>,
+    /// The recorded value fields (empty when the schema could not be read).
     pub value_schema: Vec<StateField>,
     /// Why the schema could not be read, if it could not.
     pub schema_error: Option<String>,
+    /// The state files of each partition (`state/<id>/<partition>/`), by partition id.
     pub partitions: Vec<PartitionDescription>,
     /// The committed batches whose state `sluice state read` can read.
     pub readable_batches: Vec<IdRange>,
@@ -109,9 +122,13 @@ pub struct OperatorDescription {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PartitionDescription {
+    /// The partition id.
     pub id: u32,
+    /// The versions with a `<v>.delta` file.
     pub deltas: Vec<IdRange>,
+    /// The versions with a `<v>.snapshot` file, ascending.
     pub snapshots: Vec<u64>,
+    /// The newest version with a file (0 when there is none).
     pub latest_version: u64,
 }
 

@@ -15,7 +15,7 @@ use crate::types::OperatorId;
 
 /// Checks that `dir` looks like a query checkpoint: it exists and holds `metadata`,
 /// `offsets/` or `commits/`.
-pub fn check_is_checkpoint(dir: &Path) -> Result<()> {
+pub(crate) fn check_is_checkpoint(dir: &Path) -> Result<()> {
     if !dir.is_dir() {
         return Err(SluiceError::checkpoint(
             class::CHECKPOINT_NOT_FOUND,
@@ -79,17 +79,20 @@ fn numeric_subdirs(dir: &Path) -> Result<Vec<u32>> {
 }
 
 /// The stateful operator ids with a directory under `<checkpoint>/state/`, ascending.
-pub fn list_operators(checkpoint: &Path) -> Result<Vec<u32>> {
+pub(crate) fn list_operators(checkpoint: &Path) -> Result<Vec<u32>> {
     numeric_subdirs(&CheckpointDir::new(checkpoint).state_dir())
 }
 
 /// The partitions of an operator: the decimal subdirectories of `state/<op>/`, ascending.
-pub fn list_partitions(checkpoint: &Path, operator_id: u32) -> Result<Vec<u32>> {
+pub(crate) fn list_partitions(checkpoint: &Path, operator_id: u32) -> Result<Vec<u32>> {
     numeric_subdirs(&CheckpointDir::new(checkpoint).state_operator_dir(OperatorId(operator_id)))
 }
 
 /// Reads `state/<op>/_metadata/schema`; `None` when the file does not exist.
-pub fn read_state_schema(checkpoint: &Path, operator_id: u32) -> Result<Option<StateSchema>> {
+pub(crate) fn read_state_schema(
+    checkpoint: &Path,
+    operator_id: u32,
+) -> Result<Option<StateSchema>> {
     let file = CheckpointDir::new(checkpoint).state_schema_file(OperatorId(operator_id));
     match std::fs::read(&file) {
         Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
@@ -112,7 +115,7 @@ pub fn read_state_schema(checkpoint: &Path, operator_id: u32) -> Result<Option<S
 
 /// The operator's name in a recorded schema: `0 (stateStoreSave)` -> `stateStoreSave`,
 /// `1 (symmetricHashJoin Inner)` -> `symmetricHashJoin Inner`.
-pub fn operator_name(schema: &StateSchema) -> &str {
+pub(crate) fn operator_name(schema: &StateSchema) -> &str {
     let s = schema.operator.as_str();
     match (s.find('('), s.rfind(')')) {
         (Some(open), Some(close)) if open < close => &s[open + 1..close],
@@ -122,7 +125,7 @@ pub fn operator_name(schema: &StateSchema) -> &str {
 
 /// The committed batches whose state (version `batch + 1`) can be loaded in every partition of
 /// the operator, up to `last_committed`.
-pub fn readable_batches(
+pub(crate) fn readable_batches(
     checkpoint: &Path,
     operator_id: u32,
     last_committed: Option<u64>,

@@ -7,7 +7,9 @@ use serde::Serialize;
 /// An inclusive range of versions or batch ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct IdRange {
+    /// The first id of the range.
     pub first: u64,
+    /// The last id of the range (equal to `first` for one id).
     pub last: u64,
 }
 
@@ -22,7 +24,7 @@ impl fmt::Display for IdRange {
 }
 
 /// Collapses ascending ids into ranges.
-pub fn to_ranges(ids: impl IntoIterator<Item = u64>) -> Vec<IdRange> {
+pub(crate) fn to_ranges(ids: impl IntoIterator<Item = u64>) -> Vec<IdRange> {
     let mut out: Vec<IdRange> = Vec::new();
     for id in ids {
         match out.last_mut() {
@@ -38,7 +40,7 @@ pub fn to_ranges(ids: impl IntoIterator<Item = u64>) -> Vec<IdRange> {
 }
 
 /// `1-4, 7` (or `none`).
-pub fn format_ranges(ranges: &[IdRange]) -> String {
+pub(crate) fn format_ranges(ranges: &[IdRange]) -> String {
     if ranges.is_empty() {
         return "none".into();
     }

@@ -1,18 +1,5 @@
-//! Reading a checkpoint's state from outside the query (what Spark 4's state data source
-//! does; `sluice state read`): which operators and versions are on disk, and the live pairs of
-//! one operator as of a committed batch, decoded into an Arrow [`RecordBatch`] with columns
-//! `partition`, the key columns and the value columns.
-//!
-//! Everything here only reads. Stores are opened with
-//! [`DefaultStateStoreProvider::open_read_only`] (no temporary-file cleanup, no commits, no
-//! maintenance) and loaded with the engine's own loader, so the file format lives in one place.
-//!
-//! # Versions and batches
-//!
-//! Batch `b` reads state version `b` and commits version `b + 1` (see the
-//! [module doc](crate::state)), so the state *as of committed batch `b`* is version `b + 1`.
-//! A version can be read while its files are on disk: the newest snapshot at or below it and
-//! every delta after that snapshot (maintenance purges older files).
+//! [`read_state`]: the state of one operator as of a committed batch (`sluice state read`);
+//! see the [module doc](crate::inspect) for versions and the rows' columns.
 
 use std::path::Path;
 
@@ -33,6 +20,7 @@ use crate::types::OperatorId;
 /// The state of one operator as of one committed batch.
 #[derive(Debug, Clone)]
 pub struct StateSnapshot {
+    /// The operator read.
     pub operator_id: u32,
     /// The operator's name from its schema (`stateStoreSave`, `dedupe`, ...).
     pub operator_name: String,
@@ -44,7 +32,7 @@ pub struct StateSnapshot {
     pub partitions: usize,
     /// `partition`, the key columns, the value columns; one row per live key, by partition and
     /// then in key order (a stream-stream join: one row per stored row of either side, see the
-    /// [module doc](self)).
+    /// [module doc](crate::inspect)).
     pub rows: RecordBatch,
 }
 

@@ -30,7 +30,7 @@ pub(crate) fn parse_name(name: &str) -> Option<(FileKind, u64)> {
     Some((kind, num.parse().ok()?))
 }
 
-/// Is `name` a temporary file left by [`write_replace`] (`.<state file name>.<uuid>.tmp`)?
+/// Is `name` a temporary file left by [`write_pending`] (`.<state file name>.<uuid>.tmp`)?
 fn is_temp_name(name: &str) -> bool {
     let Some(rest) = name.strip_prefix('.') else {
         return false;
