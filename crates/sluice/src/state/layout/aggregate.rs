@@ -44,7 +44,7 @@ impl AggregateLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::layout::unhex;
+    use crate::state::layout::golden::{AGGREGATE, GLOBAL};
     use arrow::array::{ArrayRef, Int64Array, StringArray, StructArray, TimestampMicrosecondArray};
     use arrow::datatypes::{Field, Fields, TimeUnit};
     use std::sync::Arc;
@@ -74,24 +74,6 @@ mod tests {
     const T1205: i64 = 1_789_473_900_000_000;
     const T1210: i64 = 1_789_474_200_000_000;
 
-    /// What `StreamingAggregate` wrote for `groupBy(window(ts, "5 minutes"), user)
-    /// .agg(count(x), sum(x))` over (12:00, alice, 3), (12:07, bob, null), (12:02, null, 5):
-    /// the stored (key, value) pairs of both partitions.
-    const WINDOWED: [(&str, &str); 3] = [
-        (
-            "010180065b844a4350000180065b845c24f30000",
-            "018000000000000001018000000000000005",
-        ),
-        (
-            "010180065b844a4350000180065b845c24f30002616c69636500000005",
-            "018000000000000001018000000000000003",
-        ),
-        (
-            "010180065b845c24f3000180065b846e06960002626f62000000000003",
-            "018000000000000000000000000000000000",
-        ),
-    ];
-
     fn windowed_layout() -> AggregateLayout {
         AggregateLayout::new(
             &[DataType::Struct(window_fields()), DataType::Utf8],
@@ -102,9 +84,9 @@ mod tests {
 
     #[test]
     fn bytes_the_operator_wrote_decode_and_encode_back_identically() {
+        // `groupBy(window(ts, "5 minutes"), user).agg(count(x), sum(x))`, see the golden data.
         let layout = windowed_layout();
-        let keys: Vec<Vec<u8>> = WINDOWED.iter().map(|p| unhex(p.0)).collect();
-        let values: Vec<Vec<u8>> = WINDOWED.iter().map(|p| unhex(p.1)).collect();
+        let (keys, values) = (AGGREGATE.keys(), AGGREGATE.values());
         let key_columns: Vec<ArrayRef> = vec![
             windows(&[(T1200, T1205), (T1200, T1205), (T1205, T1210)]),
             Arc::new(StringArray::from(vec![None, Some("alice"), Some("bob")])),
@@ -129,10 +111,11 @@ mod tests {
     fn a_global_aggregation_has_the_empty_key() {
         // What `groupBy().count()` wrote after two rows.
         let layout = AggregateLayout::new(&[], &[DataType::Int64]).unwrap();
-        let (key, value) = (unhex(""), unhex("018000000000000002"));
-        assert!(layout.key().decode(&[&key]).unwrap().is_empty());
+        let (key, value) = (&GLOBAL.keys()[0], &GLOBAL.values()[0]);
+        assert_eq!(GLOBAL.pairs.len(), 1);
+        assert!(layout.key().decode(&[key]).unwrap().is_empty());
         let counts: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![2]))];
-        assert_eq!(layout.value().decode(&[&value]).unwrap(), counts);
+        assert_eq!(layout.value().decode(&[value]).unwrap(), counts);
         assert!(layout.key().encode(&[]).unwrap().is_none());
         assert_eq!(
             layout.value().encode(&counts).unwrap().row(0).data(),
@@ -152,7 +135,6 @@ mod tests {
         assert_eq!(layout.key().decode(&bytes).unwrap(), key_columns);
         // Accumulator states recorded as INT (4 bytes) but stored as BIGINT (8 bytes).
         let narrow = AggregateLayout::new(&[DataType::Utf8], &[DataType::Int32]).unwrap();
-        let stored = unhex(WINDOWED[0].1);
-        assert!(narrow.value().decode(&[&stored]).is_err());
+        assert!(narrow.value().decode(&AGGREGATE.values()[..1]).is_err());
     }
 }

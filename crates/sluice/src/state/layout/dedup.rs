@@ -66,7 +66,7 @@ pub(crate) fn decode_expiry(value: &[u8]) -> std::result::Result<i64, DecodeErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::layout::unhex;
+    use crate::state::layout::golden::{unhex, DEDUP, DEDUP_WITHIN};
     use arrow::array::{ArrayRef, Int32Array, TimestampMicrosecondArray};
     use arrow::datatypes::TimeUnit;
     use std::sync::Arc;
@@ -85,14 +85,8 @@ mod tests {
             DedupValue::Empty,
         )
         .unwrap();
-        let keys: Vec<Vec<u8>> = [
-            "017ffffff9000000000000000000",
-            "018000000101800656027437c800",
-            "0180000002018006560286196b00",
-        ]
-        .iter()
-        .map(|h| unhex(h))
-        .collect();
+        let keys = DEDUP.keys();
+        assert!(DEDUP.values().iter().all(|v| **v == *EMPTY_VALUE));
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int32Array::from(vec![-7, 1, 2])),
             Arc::new(TimestampMicrosecondArray::from(vec![
@@ -111,12 +105,9 @@ mod tests {
         // `dropDuplicatesWithinWatermark(id)` with a 10 minutes delay over the same rows: the
         // expiry is the event time plus the delay, `i64::MAX` without an event time.
         let within = DedupLayout::new(&[DataType::Int32], DedupValue::ExpiresAtMicros).unwrap();
-        let pairs = [
-            ("017ffffff9", "ffffffffffffff7f", i64::MAX),
-            ("0180000002", "00b1dca902560600", T1005 + 600_000_000),
-            ("0180000001", "000efb9702560600", T1000 + 600_000_000),
-        ];
-        for (k, v, expires) in pairs {
+        let expiries = [i64::MAX, T1005 + 600_000_000, T1000 + 600_000_000];
+        assert_eq!(DEDUP_WITHIN.pairs.len(), expiries.len());
+        for ((_, k, v), expires) in DEDUP_WITHIN.pairs.iter().zip(expiries) {
             assert_eq!(decode_expiry(&unhex(v)).unwrap(), expires);
             assert_eq!(encode_expiry(expires).to_vec(), unhex(v));
             let ids = within.key().decode(&[unhex(k)]).unwrap();

@@ -71,7 +71,7 @@ impl<'a> GroupStateValue<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::layout::unhex;
+    use crate::state::layout::golden::GROUP_STATE;
     use arrow::array::{ArrayRef, StringArray};
     use std::sync::Arc;
 
@@ -80,31 +80,17 @@ mod tests {
         // `groupByKey(user).mapGroupsWithState(ProcessingTimeTimeout)` counting rows, with a
         // one-hour timeout set for alice only: alice -> 2, bob -> 1.
         let layout = GroupStateLayout::new(&[DataType::Utf8]).unwrap();
-        let pairs = [
-            (
-                "02616c69636500000005",
-                "15ca7631a201000032",
-                "alice",
-                Some(1_796_126_198_293),
-                "2",
-            ),
-            (
-                "02626f62000000000003",
-                "000000000000008031",
-                "bob",
-                None,
-                "1",
-            ),
-        ];
-        for (k, v, user, timeout_ms, json) in pairs {
-            let (k, v) = (unhex(k), unhex(v));
+        let expected = [("alice", Some(1_796_126_198_293), "2"), ("bob", None, "1")];
+        assert_eq!(GROUP_STATE.pairs.len(), expected.len());
+        let (keys, values) = (GROUP_STATE.keys(), GROUP_STATE.values());
+        for ((k, v), (user, timeout_ms, json)) in keys.iter().zip(&values).zip(expected) {
             let users: Vec<ArrayRef> = vec![Arc::new(StringArray::from(vec![user]))];
-            assert_eq!(layout.key().decode(&[&k]).unwrap(), users);
+            assert_eq!(layout.key().decode(&[k]).unwrap(), users);
             assert_eq!(
                 layout.key().encode(&users).unwrap().unwrap().row(0).data(),
                 &k[..]
             );
-            let value = GroupStateValue::decode(&v).unwrap();
+            let value = GroupStateValue::decode(v).unwrap();
             assert_eq!(
                 value,
                 GroupStateValue {
@@ -112,7 +98,7 @@ mod tests {
                     state_json: json.as_bytes()
                 }
             );
-            assert_eq!(value.encode(), v);
+            assert_eq!(value.encode(), &v[..]);
         }
     }
 

@@ -180,7 +180,7 @@ impl JoinLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::layout::unhex;
+    use crate::state::layout::golden::JOIN;
     use arrow::array::{
         ArrayRef, Float64Array, Int32Array, StringArray, TimestampMicrosecondArray,
     };
@@ -194,24 +194,6 @@ mod tests {
     fn ts() -> DataType {
         DataType::Timestamp(TimeUnit::Microsecond, None)
     }
-
-    /// What `StreamingJoin` wrote for `i JOIN c ON i.ad = c.ad AND c.ct BETWEEN i.it AND
-    /// i.it + 10 minutes` over impressions (a, 10:00, 1), (b, 10:01, 2) and the click
-    /// (a, 10:03, 2.5).
-    const STORED: [(&str, &str); 3] = [
-        (
-            "000a000000026200000000000000010000000000000001",
-            "00026200000000000000010180065f5c56e8ef000180000002",
-        ),
-        (
-            "000a000000026100000000000000010000000000000000",
-            "01026100000000000000010180065f5c535568000180000001",
-        ),
-        (
-            "010a000000026100000000000000010000000000000002",
-            "01026100000000000000010180065f5c5e0ffd0001c004000000000000",
-        ),
-    ];
 
     #[test]
     fn bytes_the_operator_wrote_decode_and_encode_back_identically() {
@@ -227,16 +209,17 @@ mod tests {
             (JoinSide::Right, "a", 2, true),
         ];
         let mut rows: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
-        for ((k, v), (side, ad, seq, matched)) in STORED.iter().zip(expected) {
-            let (k, v) = (unhex(k), unhex(v));
-            let key = JoinStateKey::decode(&k).unwrap();
+        assert_eq!(JOIN.pairs.len(), expected.len());
+        let (keys, values) = (JOIN.keys(), JOIN.values());
+        for ((k, v), (side, ad, seq, matched)) in keys.iter().zip(&values).zip(expected) {
+            let key = JoinStateKey::decode(k).unwrap();
             assert_eq!((key.side, key.seq), (side, seq));
             let ads: Vec<ArrayRef> = vec![Arc::new(StringArray::from(vec![ad]))];
             assert_eq!(layout.key().decode(&[key.key]).unwrap(), ads);
-            assert_eq!(key.encode(), k);
-            let value = JoinStateValue::decode(&v).unwrap();
+            assert_eq!(key.encode(), &k[..]);
+            let value = JoinStateValue::decode(v).unwrap();
             assert_eq!(value.matched, matched);
-            assert_eq!(value.encode(), v);
+            assert_eq!(value.encode(), &v[..]);
             rows[side.index()].push(value.row.to_vec());
         }
         let left: Vec<ArrayRef> = vec![

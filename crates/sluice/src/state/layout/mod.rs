@@ -217,14 +217,8 @@ impl KeyLayout {
     }
 }
 
-/// Decodes lowercase hex (golden bytes in the layout tests).
 #[cfg(test)]
-pub(crate) fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
+pub(crate) mod golden;
 
 #[cfg(test)]
 mod tests {
