@@ -1,6 +1,6 @@
 //! `sluice checkpoint describe DIR [--json]` and
 //! `sluice state read DIR [--operator N] [--batch N] [--json]`: arguments and printing only; the
-//! work is `sluice::checkpoint::describe_checkpoint` and `sluice::state::reader::read_state`.
+//! work is `sluice::inspect::describe_checkpoint` and `sluice::inspect::read_state`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -46,7 +46,7 @@ pub enum StateCommand {
 /// `sluice checkpoint <subcommand> ..`.
 pub fn checkpoint(command: CheckpointCommand) -> Result<ExitCode, String> {
     let CheckpointCommand::Describe { dir, json } = command;
-    let desc = sluice::checkpoint::describe_checkpoint(&dir).map_err(|e| e.to_string())?;
+    let desc = sluice::inspect::describe_checkpoint(&dir).map_err(|e| e.to_string())?;
     if json {
         let text = serde_json::to_string_pretty(&desc.to_json()).map_err(|e| e.to_string())?;
         println!("{text}");
@@ -64,8 +64,7 @@ pub fn state(command: StateCommand) -> Result<ExitCode, String> {
         batch,
         json,
     } = command;
-    let snapshot =
-        sluice::state::reader::read_state(&dir, operator, batch).map_err(|e| e.to_string())?;
+    let snapshot = sluice::inspect::read_state(&dir, operator, batch).map_err(|e| e.to_string())?;
     let bytes = if json {
         snapshot.to_json_lines()
     } else {

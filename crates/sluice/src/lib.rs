@@ -17,6 +17,7 @@
 //! | [`plan`] | streaming analysis (output-mode rules), the staged per-batch plan and the continuous plan on DataFusion, the session's query planner, Spark SQL semantics |
 //! | [`operators`] | watermarks, windows, streaming aggregation |
 //! | [`state`] | the versioned state store under `state/<op>/<partition>/` |
+//! | [`inspect`] | a checkpoint read from outside the query: `sluice checkpoint describe`, `sluice state read` |
 //! | [`progress`] | `StreamingQueryProgress` with Spark's JSON keys, the listener |
 //! | [`error`] | `SluiceError`: fault, stable class, message with the fix |
 //! | [`pipeline`] | pipelines in SQL (`sluice run FILE.sql`): Flink-style `CREATE TABLE` sources, `CREATE SINK .. AS SELECT` queries |
@@ -31,6 +32,7 @@ pub mod error;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod inspect;
 #[cfg(feature = "kafka")]
 pub mod kafka_log;
 pub mod operators;

@@ -7,7 +7,9 @@
 //!   offsets/<N>         v1 \n {OffsetSeqMetadata} \n <offset per source>   OffsetSeqLog (WAL)
 //!   commits/<N>         v1 \n {"nextBatchWatermarkMs":..}           CommitLog
 //!   sources/<i>/        each source's own log (written by the source)
-//!   state/              the state store (written by `state/`)
+//!   state/<op>/<p>/     the state store of each stateful operator and partition (`state/`)
+//!   state/<op>/_metadata/schema   the operator's recorded key/value schema
+//!   sluice/query.json   the kinds of the sources and the sink (Sluice only)    QueryShape
 //! ```
 //!
 //! Every path under the checkpoint is built by [`CheckpointDir`]; this module owns every byte
@@ -19,7 +21,6 @@
 mod atomic;
 mod commits;
 mod compactible;
-pub mod describe;
 mod lock;
 mod log;
 mod metadata;
@@ -36,7 +37,6 @@ pub use compactible::{
     deserialize_entries, serialize_entries, CompactibleLog, COMPACTIBLE_LOG_VERSION,
     DEFAULT_COMPACT_INTERVAL,
 };
-pub use describe::{describe_checkpoint, CheckpointDescription};
 pub use lock::CheckpointLock;
 pub use log::{
     corrupt_log, log_lines, log_text, parse_version_line, unsupported_version, LogEntry,
@@ -61,10 +61,12 @@ impl AsRef<Path> for CheckpointDir {
 }
 
 impl CheckpointDir {
+    /// The checkpoint location `root` (nothing is created).
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self { root: root.into() }
     }
 
+    /// The checkpoint location.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -122,6 +124,12 @@ impl CheckpointDir {
             .join("schema")
     }
 
+    /// `<root>/sluice/query.json`: the kinds of the query's sources and sink (Sluice only, see
+    /// [`shape`]).
+    pub fn query_shape_file(&self) -> PathBuf {
+        self.root.join("sluice").join("query.json")
+    }
+
     /// `<root>/.lock`.
     pub fn lock_file(&self) -> PathBuf {
         self.root.join(".lock")
@@ -137,10 +145,12 @@ impl CheckpointDir {
         Ok(())
     }
 
+    /// The offsets log (`offsets/`, the write-ahead log).
     pub fn offset_log(&self) -> OffsetSeqLog {
         OffsetSeqLog::new(self.offsets_dir())
     }
 
+    /// The commit log (`commits/`).
     pub fn commit_log(&self) -> CommitLog {
         CommitLog::new(self.commits_dir())
     }
@@ -240,6 +250,14 @@ mod tests {
         assert_eq!(d.source_dir(2), PathBuf::from("/ck/sources/2"));
         assert_eq!(d.state_dir(), PathBuf::from("/ck/state"));
         assert_eq!(d.lock_file(), PathBuf::from("/ck/.lock"));
+        assert_eq!(d.query_shape_file(), PathBuf::from("/ck/sluice/query.json"));
+        let op = crate::types::OperatorId(3);
+        assert_eq!(d.state_operator_dir(op), PathBuf::from("/ck/state/3"));
+        assert_eq!(d.state_partition_dir(op, 1), PathBuf::from("/ck/state/3/1"));
+        assert_eq!(
+            d.state_schema_file(op),
+            PathBuf::from("/ck/state/3/_metadata/schema")
+        );
     }
 
     fn seq(n: i64) -> OffsetSeq {

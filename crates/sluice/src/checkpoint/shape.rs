@@ -19,12 +19,9 @@ pub struct QueryShape {
     pub sink_description: String,
 }
 
-/// Error class: a source was added, removed or changed its type.
-/// Error class: the file sink's output changed.
-
 /// Checks `shape` against the one recorded in `checkpoint` (recording it on the first run).
 pub fn check_or_record(checkpoint: &Path, shape: &QueryShape) -> Result<()> {
-    let file = checkpoint.join("sluice").join("query.json");
+    let file = super::CheckpointDir::new(checkpoint).query_shape_file();
     let old: QueryShape = match std::fs::read(&file) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
             SluiceError::checkpoint(

@@ -30,7 +30,7 @@ pub(crate) fn parse_name(name: &str) -> Option<(FileKind, u64)> {
     Some((kind, num.parse().ok()?))
 }
 
-/// Is `name` a temporary file left by [`write_replace`] (`.<state file name>.<uuid>.tmp`)?
+/// Is `name` a temporary file left by [`write_pending`] (`.<state file name>.<uuid>.tmp`)?
 fn is_temp_name(name: &str) -> bool {
     let Some(rest) = name.strip_prefix('.') else {
         return false;
@@ -88,6 +88,23 @@ impl FileIndex {
         let d = self.deltas.last().copied().unwrap_or(0);
         let s = self.snapshots.last().copied().unwrap_or(0);
         d.max(s)
+    }
+
+    /// The versions (>= 1) that can be loaded from these files, ascending: those whose
+    /// [`plan_load`](Self::plan_load) succeeds (the newest snapshot at or below the version,
+    /// then every delta after it).
+    pub(crate) fn loadable(&self) -> Vec<u64> {
+        let mut ok = Vec::new();
+        // loadable(v) = snapshot at v, or delta v and loadable(v - 1); version 0 is the empty map.
+        let mut previous = true;
+        for v in 1..=self.latest() {
+            let now = self.snapshots.contains(&v) || (previous && self.deltas.contains(&v));
+            if now {
+                ok.push(v);
+            }
+            previous = now;
+        }
+        ok
     }
 
     /// The newest snapshot at or below `version` (0 = none: start from the empty version 0).
@@ -383,6 +400,21 @@ mod tests {
         );
         assert_eq!(i.plan_load(8), Err(7));
         assert_eq!(index(&[2, 3], &[]).plan_load(3), Err(1));
+    }
+
+    #[test]
+    fn loadable_versions_follow_the_engine_load_plan() {
+        let v = index;
+        assert_eq!(v(&[1, 2, 3], &[]).loadable(), vec![1, 2, 3]);
+        // Purged up to the snapshot at 10: 10..=12 load from it.
+        assert_eq!(v(&[11, 12], &[10]).loadable(), vec![10, 11, 12]);
+        // A hole in the deltas: versions after it need a snapshot.
+        assert_eq!(v(&[1, 2, 4, 5, 7], &[5]).loadable(), vec![1, 2, 5]);
+        assert_eq!(v(&[], &[]).loadable(), Vec::<u64>::new());
+        // Cross-check with the engine's own plan.
+        let files = v(&[1, 2, 4, 5, 6, 8, 9], &[5, 8]);
+        let expect: Vec<u64> = (1..=9).filter(|x| files.plan_load(*x).is_ok()).collect();
+        assert_eq!(files.loadable(), expect);
     }
 
     #[test]

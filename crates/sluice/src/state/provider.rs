@@ -17,7 +17,7 @@ use super::format::{FileKind, MergedPairs, StateFileReader};
 use super::{StateStore, StateStoreConf, StateStoreId, StateStoreMetrics, StateStoreProvider};
 use crate::error::{Result, SluiceError};
 
-/// Estimated bytes per entry beyond its key and value: B-tree node slots, two boxed-slice
+/// Estimated bytes per entry beyond its key and value: hash-table slots, two boxed-slice
 /// headers, allocator rounding.
 pub(super) const ENTRY_OVERHEAD: u64 = 64;
 

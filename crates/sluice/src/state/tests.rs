@@ -726,3 +726,44 @@ fn random_histories_match_a_model() {
         }
     }
 }
+
+#[test]
+fn a_read_only_provider_loads_but_never_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let id = StateStoreId::new(tmp.path(), 0, 0);
+    let eager = StateStoreConf {
+        min_deltas_for_snapshot: 1,
+        min_versions_to_retain: 1,
+        ..Default::default()
+    };
+    {
+        let mut p = DefaultStateStoreProvider::new(id.clone(), eager.clone()).unwrap();
+        let s = p.get_store(0).unwrap();
+        s.put(b"a", b"1");
+        s.commit().unwrap();
+    }
+    let stale = id.dir().join(".2.delta.0f3c.tmp");
+    std::fs::write(&stale, b"partial").unwrap();
+    let mut ro = DefaultStateStoreProvider::open_read_only(id.clone(), eager.clone()).unwrap();
+    assert!(ro.is_read_only());
+    let s = ro.get_store(1).unwrap();
+    assert_eq!(s.get(b"a"), Some(&b"1"[..]));
+    s.put(b"b", b"2");
+    assert_eq!(s.commit().unwrap_err().class(), "STATE_STORE_READ_ONLY");
+    assert_eq!(
+        ro.do_maintenance().unwrap_err().class(),
+        "STATE_STORE_READ_ONLY"
+    );
+    ro.maintain_in_background();
+    ro.wait_for_background_maintenance();
+    drop(ro);
+    assert!(stale.exists(), "temporary files are left alone");
+    let files = files::FileIndex::list(&id.dir()).unwrap();
+    assert_eq!(files.deltas, std::collections::BTreeSet::from([1]));
+    assert!(files.snapshots.is_empty(), "no maintenance ran");
+    // Nothing is created for a store that does not exist.
+    let missing = StateStoreId::new(tmp.path().join("none"), 0, 0);
+    let mut ro = DefaultStateStoreProvider::open_read_only(missing, eager).unwrap();
+    assert_eq!(ro.get_store(0).unwrap().iter().count(), 0);
+    assert!(!tmp.path().join("none").exists());
+}

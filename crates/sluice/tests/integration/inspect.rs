@@ -10,12 +10,12 @@ use std::time::{Duration, SystemTime};
 
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray, StructArray};
 use arrow::datatypes::{DataType, TimeUnit};
-use sluice::checkpoint::{describe_checkpoint, CheckpointDir};
+use sluice::checkpoint::CheckpointDir;
 use sluice::error::class::{
     CHECKPOINT_NOT_FOUND, STATE_BATCH_NOT_COMMITTED, STATE_OPERATOR_NOT_FOUND,
     STATE_VERSION_NOT_AVAILABLE,
 };
-use sluice::state::reader::read_state;
+use sluice::inspect::{describe_checkpoint, read_state};
 use sluice::{col, OutputMode, Session, Trigger};
 
 use crate::support::{add_file, dirs, events, longs, session, strings, Dirs};

@@ -10,11 +10,14 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{shape::QueryShape, CheckpointDir, RecoveryPlan, StreamMetadata};
+use super::probe;
+use super::ranges::{format_ranges, to_ranges, IdRange};
+use crate::checkpoint::{shape::QueryShape, CheckpointDir, RecoveryPlan, StreamMetadata};
 use crate::error::Result;
 use crate::operators::stateful::StateField;
-use crate::state::reader::{self, format_ranges, IdRange, StoreVersions};
+use crate::state::files::FileIndex;
 use crate::state::StateStoreId;
+use crate::types::OperatorId;
 
 /// Everything `sluice checkpoint describe` shows. Serializes to the `--json` document.
 #[derive(Debug, Clone, Serialize)]
@@ -24,9 +27,11 @@ pub struct CheckpointDescription {
     pub checkpoint: String,
     /// The query id from `metadata` (`None` when the file is missing).
     pub query_id: Option<String>,
+    /// The batches in the offsets and commit logs, and what a restart does.
     pub batches: BatchesDescription,
     /// The latest batch's `batchTimestampMs`.
     pub batch_timestamp_ms: Option<i64>,
+    /// The watermark of the latest batch and of the next one.
     pub watermark: WatermarkDescription,
     /// One entry per source, in source order.
     pub sources: Vec<SourceDescription>,
@@ -42,16 +47,18 @@ pub struct CheckpointDescription {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchesDescription {
-    /// The oldest and newest `offsets/N` (older ones are purged).
+    /// The oldest `offsets/N` (older ones are purged).
     pub first_offsets: Option<u64>,
+    /// The newest `offsets/N`.
     pub last_offsets: Option<u64>,
-    /// The oldest and newest `commits/N`.
+    /// The oldest `commits/N`.
     pub first_committed: Option<u64>,
+    /// The newest `commits/N`: the last committed batch.
     pub last_committed: Option<u64>,
     /// The newest batch when it is planned but not committed: a restart runs it again with the
     /// same offsets.
     pub uncommitted: Option<u64>,
-    /// What a restart does, in words (from [`super::plan_recovery`]).
+    /// What a restart does, in words (from [`crate::checkpoint::plan_recovery`]).
     pub restart: String,
 }
 
@@ -69,8 +76,11 @@ pub struct WatermarkDescription {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceDescription {
+    /// The source's position in the query (its offset's position in `offsets/N`).
     pub index: usize,
+    /// The source's kind recorded in `sluice/query.json` (`file`, `kafka`, ...).
     pub kind: Option<String>,
+    /// The source's description recorded in `sluice/query.json`.
     pub description: Option<String>,
     /// The end offset of the latest batch (`null` = the source has no offset yet).
     pub offset: Option<Value>,
@@ -80,7 +90,9 @@ pub struct SourceDescription {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SinkDescription {
+    /// The sink's kind (`file`, `kafka`, ...).
     pub kind: String,
+    /// The sink's description (`FileSink[/out]`, ...).
     pub description: String,
 }
 
@@ -88,15 +100,19 @@ pub struct SinkDescription {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorDescription {
+    /// The operator id (the directory name under `state/`).
     pub id: u32,
     /// The operator's name from its schema (`stateStoreSave`, `dedupe`, ...).
     pub name: Option<String>,
     /// The schema's `operator` as recorded (`0 (stateStoreSave)`).
     pub recorded_operator: Option<String>,
+    /// The recorded key fields (empty when the schema could not be read).
     pub key_schema: Vec<StateField>,
+    /// The recorded value fields (empty when the schema could not be read).
     pub value_schema: Vec<StateField>,
     /// Why the schema could not be read, if it could not.
     pub schema_error: Option<String>,
+    /// The state files of each partition (`state/<id>/<partition>/`), by partition id.
     pub partitions: Vec<PartitionDescription>,
     /// The committed batches whose state `sluice state read` can read.
     pub readable_batches: Vec<IdRange>,
@@ -106,16 +122,20 @@ pub struct OperatorDescription {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PartitionDescription {
+    /// The partition id.
     pub id: u32,
+    /// The versions with a `<v>.delta` file.
     pub deltas: Vec<IdRange>,
+    /// The versions with a `<v>.snapshot` file, ascending.
     pub snapshots: Vec<u64>,
+    /// The newest version with a file (0 when there is none).
     pub latest_version: u64,
 }
 
 /// Describes the checkpoint at `dir`, reading only. Fails with `CHECKPOINT_NOT_FOUND` when
 /// `dir` is not a checkpoint, and with the logs' own errors when a log file is corrupt.
 pub fn describe_checkpoint(dir: &Path) -> Result<CheckpointDescription> {
-    reader::check_is_checkpoint(dir)?;
+    probe::check_is_checkpoint(dir)?;
     let ck = CheckpointDir::new(dir);
     let query_id = StreamMetadata::read(&ck.metadata_file())?.map(|m| m.id);
     let offsets = ck.offset_log();
@@ -143,7 +163,7 @@ pub fn describe_checkpoint(dir: &Path) -> Result<CheckpointDescription> {
         (Some(o), None) => Some(o),
         _ => None,
     };
-    let shape: Option<QueryShape> = std::fs::read(dir.join("sluice").join("query.json"))
+    let shape: Option<QueryShape> = std::fs::read(ck.query_shape_file())
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     let n_sources = latest
@@ -165,7 +185,7 @@ pub fn describe_checkpoint(dir: &Path) -> Result<CheckpointDescription> {
         })
         .collect();
     let mut operators = Vec::new();
-    for id in reader::list_operators(dir)? {
+    for id in probe::list_operators(dir)? {
         operators.push(describe_operator(dir, id, last_committed)?);
     }
     Ok(CheckpointDescription {
@@ -199,35 +219,32 @@ fn describe_operator(
     id: u32,
     last_committed: Option<u64>,
 ) -> Result<OperatorDescription> {
-    let (schema, schema_error) = match reader::read_state_schema(dir, id) {
+    let (schema, schema_error) = match probe::read_state_schema(dir, id) {
         Ok(Some(s)) => (Some(s), None),
         Ok(None) => (
             None,
             Some(format!(
                 "no schema file at {}",
-                reader::operator_dir(dir, id)
-                    .join("_metadata")
-                    .join("schema")
+                CheckpointDir::new(dir)
+                    .state_schema_file(OperatorId(id))
                     .display()
             )),
         ),
         Err(e) => (None, Some(e.to_string())),
     };
     let mut partitions = Vec::new();
-    for p in reader::list_partitions(dir, id)? {
-        let files = StoreVersions::list(&StateStoreId::new(dir, id, p).dir())?;
+    for p in probe::list_partitions(dir, id)? {
+        let files = FileIndex::list(&StateStoreId::new(dir, id, p).dir())?;
         partitions.push(PartitionDescription {
             id: p,
-            deltas: reader::to_ranges(files.deltas.iter().copied()),
+            deltas: to_ranges(files.deltas.iter().copied()),
             snapshots: files.snapshots.iter().copied().collect(),
             latest_version: files.latest(),
         });
     }
     Ok(OperatorDescription {
         id,
-        name: schema
-            .as_ref()
-            .map(|s| reader::operator_name(s).to_string()),
+        name: schema.as_ref().map(|s| probe::operator_name(s).to_string()),
         recorded_operator: schema.as_ref().map(|s| s.operator.clone()),
         key_schema: schema
             .as_ref()
@@ -239,7 +256,7 @@ fn describe_operator(
             .unwrap_or_default(),
         schema_error,
         partitions,
-        readable_batches: reader::readable_batches(dir, id, last_committed)?,
+        readable_batches: probe::readable_batches(dir, id, last_committed)?,
     })
 }
 
@@ -382,7 +399,7 @@ impl CheckpointDescription {
                 }
             }
             for (ids, p) in groups {
-                let ids = format_ranges(&reader::to_ranges(ids.iter().map(|i| *i as u64)));
+                let ids = format_ranges(&to_ranges(ids.iter().map(|i| *i as u64)));
                 let snapshots = if p.snapshots.is_empty() {
                     "none".to_string()
                 } else {
