@@ -45,6 +45,7 @@ pub mod session;
 pub mod sink;
 pub mod source;
 pub mod state;
+mod sync;
 pub mod testing;
 pub mod time_text;
 pub mod types;

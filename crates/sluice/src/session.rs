@@ -5,6 +5,7 @@
 //! batch of every query of the session executes.
 
 use crate::error::class;
+use crate::sync::RwLockExt;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -147,18 +148,12 @@ impl Session {
     }
     /// A conf value set on the builder or with `set_conf`.
     pub fn conf(&self, key: &str) -> Option<String> {
-        self.inner
-            .conf
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()
+        self.inner.conf.read_unpoisoned().get(key).cloned()
     }
     pub fn set_conf(&self, key: impl Into<String>, value: impl ToString) {
         self.inner
             .conf
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
+            .write_unpoisoned()
             .insert(key.into(), value.to_string());
     }
     /// The DataFusion context behind the session (functions, tables).
@@ -174,18 +169,10 @@ impl Session {
     }
     /// Adds a listener that receives the events of every query started afterwards.
     pub fn add_listener(&self, listener: Arc<dyn StreamingQueryListener>) {
-        self.inner
-            .listeners
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(listener);
+        self.inner.listeners.write_unpoisoned().push(listener);
     }
     pub(crate) fn listeners(&self) -> Vec<Arc<dyn StreamingQueryListener>> {
-        self.inner
-            .listeners
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.listeners.read_unpoisoned().clone()
     }
 
     /// Defines a streaming source (Spark's `readStream`).

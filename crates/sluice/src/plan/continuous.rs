@@ -18,6 +18,7 @@ use datafusion::physical_plan::{collect, displayable, ExecutionPlan};
 use crate::error::{Result, SluiceError};
 use crate::plan::StreamingRelation;
 use crate::session::Session;
+use crate::sync::MutexExt;
 
 /// The rows of one slice, shared between the loop and the plan's leaf.
 type Cell = Arc<Mutex<Vec<RecordBatch>>>;
@@ -34,7 +35,7 @@ impl PartitionStream for SlicePartition {
         &self.schema
     }
     fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let rows = std::mem::take(&mut *self.cell.lock().unwrap_or_else(|p| p.into_inner()));
+        let rows = std::mem::take(&mut *self.cell.lock_unpoisoned());
         match MemoryStream::try_new(rows, self.schema.clone(), None) {
             Ok(s) => Box::pin(s),
             Err(e) => Box::pin(
@@ -117,7 +118,7 @@ impl ContinuousPlan {
     /// Executes the plan over `rows`, the new slice of relation `relation_id`.
     pub(crate) fn run(&self, relation_id: u64, rows: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
         if let Some(cell) = self.cells.get(&relation_id) {
-            *cell.lock().unwrap_or_else(|p| p.into_inner()) = rows;
+            *cell.lock_unpoisoned() = rows;
         }
         Ok(self
             .session

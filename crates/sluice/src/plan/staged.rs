@@ -4,6 +4,7 @@
 //! rows bound to a placeholder relation, and DataFusion runs the rest of the plan over them.
 
 use crate::error::class;
+use crate::sync::MutexExt;
 use std::path::Path;
 
 use arrow::array::RecordBatch;
@@ -64,7 +65,7 @@ fn observed(planned: &PlannedBatch) -> Vec<(i64, EventTimeStats)> {
     planned
         .watermarks
         .iter()
-        .map(|(d, h)| (*d, *h.lock().unwrap_or_else(|p| p.into_inner())))
+        .map(|(d, h)| (*d, *h.lock_unpoisoned()))
         .collect()
 }
 

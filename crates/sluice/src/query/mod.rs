@@ -32,6 +32,7 @@ pub use crate::types::{OutputMode, Trigger};
 
 use crate::error::{Result, SluiceError};
 use crate::progress::StreamingQueryProgress;
+use crate::sync::MutexExt;
 
 /// What the query is doing right now (Spark's `StreamingQueryStatus`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -90,7 +91,7 @@ impl QueryShared {
         }
     }
     pub fn lock(&self) -> MutexGuard<'_, SharedState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock_unpoisoned()
     }
     pub fn update(&self, f: impl FnOnce(&mut SharedState)) {
         let mut st = self.lock();
@@ -222,7 +223,7 @@ impl StreamingQuery {
         self.join();
     }
     fn join(&self) {
-        let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let handle = self.thread.lock_unpoisoned().take();
         if let Some(h) = handle {
             let _ = h.join();
         }

@@ -1,6 +1,7 @@
 //! The console sink: prints each batch as Spark does (`Batch: N` and a `show()` table).
 
 use crate::error::class;
+use crate::sync::MutexExt;
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -103,7 +104,7 @@ impl Sink for ConsoleSink {
             "-------------------------------------------\nBatch: {batch_id}\n-------------------------------------------\n{}\n",
             show_string(data, self.num_rows, self.truncate)?
         );
-        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = self.out.lock_unpoisoned();
         out.write_all(text.as_bytes())
             .and_then(|_| out.flush())
             .map_err(|e| SluiceError::io(crate::Fault::Connector, "console sink", e))

@@ -3,6 +3,7 @@
 //! added batch (Spark's `LongOffset`). Not fault-tolerant across process restarts.
 
 use crate::error::class;
+use crate::sync::MutexExt;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
@@ -44,7 +45,7 @@ impl MemoryStream {
                 ),
             ));
         }
-        let mut b = self.inner.batches.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = self.inner.batches.lock_unpoisoned();
         b.push(batch);
         Ok(b.len() as i64 - 1)
     }
@@ -96,12 +97,7 @@ impl Source for MemorySource {
         start: Option<&Offset>,
         _limit: ReadLimit,
     ) -> Result<Option<Offset>> {
-        let n = self
-            .inner
-            .batches
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len() as i64;
+        let n = self.inner.batches.lock_unpoisoned().len() as i64;
         if n == 0 {
             return Ok(start.cloned());
         }
@@ -110,7 +106,7 @@ impl Source for MemorySource {
     fn get_batch(&mut self, start: Option<&Offset>, end: &Offset) -> Result<SourceBatch> {
         let from = (as_index(start)? + 1) as usize;
         let to = as_index(Some(end))?;
-        let all = self.inner.batches.lock().unwrap_or_else(|p| p.into_inner());
+        let all = self.inner.batches.lock_unpoisoned();
         if to >= all.len() as i64 {
             return Err(SluiceError::checkpoint(
                 class::MEMORY_STREAM_DATA_LOST,
