@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::{shape::QueryShape, CheckpointDir, RecoveryPlan, StreamMetadata};
 use crate::error::Result;
-use crate::operators::stateful::StateField;
 use crate::state::reader::{self, format_ranges, IdRange, StoreVersions};
+use crate::state::schema::StateField;
 use crate::state::StateStoreId;
 
 /// Everything `sluice checkpoint describe` shows. Serializes to the `--json` document.

@@ -264,18 +264,12 @@ fn scalar_duration(name: &str, v: &ColumnarValue) -> DfResult<i64> {
 /// which is what lets a second aggregation or a join group by it.
 fn window_field(args: &ReturnFieldArgs) -> FieldRef {
     let mut field = Field::new("window", window_type(), true);
-    if let Some(delay) = args
+    if let Some(marker) = args
         .arg_fields
         .first()
-        .and_then(|f| f.metadata().get(super::watermark::WATERMARK_DELAY_KEY))
+        .and_then(|f| super::stateful::event_time::marker_of(f))
     {
-        field = field.with_metadata(
-            [(
-                super::watermark::WATERMARK_DELAY_KEY.to_string(),
-                delay.clone(),
-            )]
-            .into(),
-        );
+        field = field.with_metadata(marker);
     }
     Arc::new(field)
 }

@@ -7,7 +7,7 @@ use datafusion::logical_expr::{JoinType, LogicalPlan};
 
 use super::relation::is_streaming;
 use crate::error::{Result, SluiceError};
-use crate::operators::aggregate::{has_event_time_key, has_session_window};
+use crate::operators::analysis::{has_event_time_key, has_session_window};
 use crate::types::OutputMode;
 
 /// Error class of output-mode violations (Spark's meaning, Sluice's class name).

@@ -575,8 +575,6 @@ impl MicroBatchExecution {
         let t = Instant::now();
         let ts = offsets.metadata.batch_timestamp_ms;
         let batch_watermark_ms = offsets.metadata.batch_watermark_ms;
-        let crash_in_commit = self.hooks.crashes_at(CrashPoint::InStateCommit, batch_id);
-        crate::operators::stateful::inject_crash_in_state_commit(crash_in_commit);
         let out = self
             .pipeline
             .run(

@@ -11,25 +11,26 @@ use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::Column;
 use datafusion::datasource::provider_as_source;
-use datafusion::logical_expr::{Aggregate, Distinct, Join, LogicalPlan, LogicalPlanBuilder};
+use datafusion::logical_expr::{Distinct, LogicalPlan, LogicalPlanBuilder};
 use datafusion::prelude::Expr;
 
+use crate::checkpoint::CheckpointDir;
 use crate::error::{Result, SluiceError};
-use crate::operators::aggregate::StreamingAggregate;
-use crate::operators::dedup::{Deduplicate, StreamingDeduplicate};
-use crate::operators::flat_map_groups_with_state::{
-    FlatMapGroupsWithState, FlatMapGroupsWithStateExec,
-};
-use crate::operators::join::StreamingJoin;
-use crate::operators::stateful::{StatefulOperator, ALLOW_KEY_RENAME_CONF};
+use crate::operators::dedup::Deduplicate;
+use crate::operators::flat_map_groups_with_state::FlatMapGroupsWithState;
+use crate::operators::stateful::{BatchContext, OperatorRunner, StateInfo};
 use crate::operators::watermark::{watermark_nodes, EventTimeStats};
+use crate::operators::{create_operator, StatefulNode};
 use crate::plan::incremental::{BatchInputs, PlannedBatch};
 use crate::plan::relation::reads_stream_or_operator;
 use crate::plan::{IncrementalExecution, StreamingRelation};
 use crate::progress::StateOperatorProgress;
 use crate::session::Session;
+use crate::state::schema::is_state_schema_error;
+use crate::testing::TestHooks;
 use crate::types::BatchData;
 use crate::types::OutputMode;
+use crate::types::{BatchId, OperatorId, WatermarkMs};
 
 /// What one batch produced.
 pub(crate) struct PipelineOutput {
@@ -56,7 +57,7 @@ pub(crate) struct Pipeline {
 /// and earlier operators' rows), the operator turns them into rows bound to its placeholder.
 pub(crate) struct StatefulStage {
     inputs: Vec<IncrementalExecution>,
-    operator: Box<dyn StatefulOperator>,
+    operator: OperatorRunner,
     placeholder: u64,
     placeholder_schema: SchemaRef,
 }
@@ -68,14 +69,6 @@ fn observed(planned: &PlannedBatch) -> Vec<(i64, EventTimeStats)> {
         .iter()
         .map(|(d, h)| (*d, *h.lock().unwrap_or_else(|p| p.into_inner())))
         .collect()
-}
-
-/// The stateful node found in a plan.
-enum StatefulNode {
-    Aggregate(Aggregate),
-    Deduplicate(Deduplicate),
-    Join(Join),
-    FlatMapGroupsWithState(FlatMapGroupsWithState),
 }
 
 impl StatefulNode {
@@ -182,7 +175,7 @@ impl Pipeline {
     ) -> Result<Self> {
         let state = session.df_state();
         let allow_rename = session
-            .conf(ALLOW_KEY_RENAME_CONF)
+            .conf(crate::conf::ALLOW_KEY_RENAME)
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let mut store_conf = crate::state::StateStoreConf::default();
         if let Some(v) = session
@@ -197,77 +190,31 @@ impl Pipeline {
         {
             store_conf.min_deltas_for_snapshot = v;
         }
+        let hooks = TestHooks::from_session(session);
         let mut stages = Vec::new();
         let mut rest = plan;
         let mut incompatible = None;
         // Operator ids follow the chain bottom-up: state/0 is the first stateful operator.
         while let Some((node, above, placeholder, placeholder_schema)) = split_stateful(&rest)? {
-            let id = stages.len() as u32;
-            let conf = store_conf.clone();
-            let built: Result<(Box<dyn StatefulOperator>, Vec<LogicalPlan>)> = match &node {
-                StatefulNode::Aggregate(agg) => StreamingAggregate::try_new(
-                    agg,
-                    id,
-                    mode,
-                    checkpoint_root,
-                    partitions,
-                    allow_rename,
-                    conf,
-                )
-                .map(|op| {
-                    (
-                        Box::new(op) as Box<dyn StatefulOperator>,
-                        vec![agg.input.as_ref().clone()],
-                    )
-                }),
-                StatefulNode::Join(j) => {
-                    StreamingJoin::try_new(j, id, checkpoint_root, partitions, allow_rename, conf)
-                        .map(|op| {
-                            (
-                                Box::new(op) as Box<dyn StatefulOperator>,
-                                vec![j.left.as_ref().clone(), j.right.as_ref().clone()],
-                            )
-                        })
-                }
-                StatefulNode::FlatMapGroupsWithState(f) => FlatMapGroupsWithStateExec::try_new(
-                    f,
-                    id,
-                    checkpoint_root,
-                    partitions,
-                    allow_rename,
-                    conf,
-                )
-                .map(|op| {
-                    (
-                        Box::new(op) as Box<dyn StatefulOperator>,
-                        vec![f.input.clone()],
-                    )
-                }),
-                StatefulNode::Deduplicate(d) => StreamingDeduplicate::try_new(
-                    d,
-                    id,
-                    checkpoint_root,
-                    partitions,
-                    allow_rename,
-                    conf,
-                )
-                .map(|op| {
-                    (
-                        Box::new(op) as Box<dyn StatefulOperator>,
-                        vec![d.input.clone()],
-                    )
-                }),
+            let info = StateInfo {
+                checkpoint: CheckpointDir::new(checkpoint_root),
+                operator_id: OperatorId(stages.len() as u32),
+                partitions,
+                store_conf: store_conf.clone(),
+                allow_key_rename: allow_rename,
+                hooks,
             };
-            let (operator, input_plans) = match built {
-                Ok(b) => b,
-                Err(e) if e.class().starts_with("STATE_SCHEMA") => {
+            let operator = match create_operator(&node, mode, &info) {
+                Ok(op) => op,
+                Err(e) if is_state_schema_error(&e) => {
                     incompatible = Some(e);
                     break;
                 }
                 Err(e) => return Err(e),
             };
             stages.push(StatefulStage {
-                inputs: input_plans
+                inputs: node
+                    .input_plans()
                     .into_iter()
                     .map(|p| IncrementalExecution::new(state.clone(), p, partitions))
                     .collect(),
@@ -302,8 +249,10 @@ impl Pipeline {
     ) -> bool {
         self.incompatible.is_none()
             && self.stages.iter().any(|s| {
-                s.operator
-                    .should_run_another_batch(batch_watermark_ms, next_watermark_ms)
+                s.operator.should_run_another_batch(
+                    WatermarkMs(batch_watermark_ms),
+                    WatermarkMs(next_watermark_ms),
+                )
             })
     }
 
@@ -368,13 +317,16 @@ impl Pipeline {
                 watermarks.extend(observed(&planned));
                 operator_inputs.push(data.batches().cloned().collect::<Vec<_>>());
             }
-            stage.operator.set_batch_timestamp(batch_timestamp_ms);
-            let (rows, progress) = stage.operator.process(
+            let out = stage.operator.process(
                 operator_inputs,
-                late_watermark_ms,
-                eviction_watermark_ms,
-                batch_id,
+                &BatchContext {
+                    batch_id: BatchId(batch_id),
+                    batch_timestamp_ms,
+                    late_watermark: WatermarkMs(late_watermark_ms),
+                    eviction_watermark: WatermarkMs(eviction_watermark_ms),
+                },
             )?;
+            let (rows, progress) = (out.rows, out.progress);
             let rows =
                 RecordBatch::try_new(stage.placeholder_schema.clone(), rows.columns().to_vec())?;
             bound.insert(stage.placeholder, vec![rows]);

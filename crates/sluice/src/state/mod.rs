@@ -111,8 +111,10 @@
 
 mod files;
 mod format;
+pub mod indexed;
 mod provider;
 pub mod reader;
+pub mod schema;
 
 #[cfg(test)]
 mod tests;

@@ -56,7 +56,7 @@ use super::files::FileIndex;
 use super::{DefaultStateStoreProvider, StateStoreConf, StateStoreId, StateStoreProvider};
 use crate::checkpoint::CheckpointDir;
 use crate::error::{Result, SluiceError};
-use crate::operators::stateful::{StateField, StateSchema};
+use crate::state::schema::{StateField, StateSchema};
 
 /// Error class: no such stateful operator in the checkpoint.
 /// Error class: the batch asked for is not committed (or nothing is committed yet).
@@ -1173,11 +1173,8 @@ mod tests {
             DataType::UInt64,
             DataType::new_list(DataType::Int32, true),
         ] {
-            let f = crate::operators::stateful::state_fields(&[Arc::new(Field::new(
-                "x",
-                t.clone(),
-                true,
-            ))]);
+            let f =
+                crate::state::schema::state_fields(&[Arc::new(Field::new("x", t.clone(), true))]);
             assert_eq!(field_type(&f[0]).unwrap(), t);
         }
     }
@@ -1236,8 +1233,7 @@ mod tests {
 
     fn field(name: &str, t: DataType, exact: bool) -> StateField {
         let mut f =
-            crate::operators::stateful::state_fields(&[Arc::new(Field::new(name, t, true))])
-                .remove(0);
+            crate::state::schema::state_fields(&[Arc::new(Field::new(name, t, true))]).remove(0);
         if !exact {
             f.arrow_type = None;
         }

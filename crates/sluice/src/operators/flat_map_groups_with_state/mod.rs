@@ -7,19 +7,20 @@
 //! event-time timeout when the watermark passes it. A timed-out key is called with no rows and
 //! `has_timed_out() == true`.
 
-use crate::error::class;
+//!
+//! This module holds the user-facing parts (the [`GroupState`] handle, [`GroupStateTimeout`])
+//! and the logical node; [`operator`] holds the stateful operator that runs it.
+
+mod operator;
+
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
-use arrow::compute::{concat_batches, take_record_batch};
+use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use arrow::row::{RowConverter, SortField};
 use datafusion::common::{DFSchema, DFSchemaRef, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{Extension, LogicalPlan, UserDefinedLogicalNodeCore};
@@ -27,15 +28,11 @@ use datafusion::prelude::Expr;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::stateful::{
-    check_state_schema, nullable, open_stores, partition_of, state_fields, StateSchema,
-    StatefulOperator,
-};
-use super::watermark::WATERMARK_DELAY_KEY;
-use crate::error::{Result, SluiceError};
-use crate::progress::StateOperatorProgress;
-use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf};
+use super::stateful::event_time::event_time_column;
+use crate::error::{class, Result, SluiceError};
 use crate::types::OutputMode;
+
+pub use self::operator::StreamingFlatMapGroupsWithState;
 
 /// Which timeouts a stateful function uses (Spark's `GroupStateTimeout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd)]
@@ -131,13 +128,13 @@ pub(crate) trait GroupFunction: Send + Sync {
 
 /// A key's state as stored: JSON of the user's state, plus timeout bookkeeping.
 pub(crate) struct ErasedState {
-    json: Option<Vec<u8>>,
-    changed: bool,
-    timeout_kind: GroupStateTimeout,
-    timeout_at_ms: Option<i64>,
-    timed_out: bool,
-    watermark_ms: Option<i64>,
-    processing_time_ms: i64,
+    pub(crate) json: Option<Vec<u8>>,
+    pub(crate) changed: bool,
+    pub(crate) timeout_kind: GroupStateTimeout,
+    pub(crate) timeout_at_ms: Option<i64>,
+    pub(crate) timed_out: bool,
+    pub(crate) watermark_ms: Option<i64>,
+    pub(crate) processing_time_ms: i64,
 }
 
 struct Typed<S, F> {
@@ -304,10 +301,7 @@ impl FlatMapGroupsWithState {
 }
 
 fn has_watermark(schema: &DFSchema) -> bool {
-    schema
-        .fields()
-        .iter()
-        .any(|f| f.metadata().contains_key(WATERMARK_DELAY_KEY))
+    event_time_column(schema).is_some()
 }
 
 impl UserDefinedLogicalNodeCore for FlatMapGroupsWithState {
@@ -344,304 +338,5 @@ impl UserDefinedLogicalNodeCore for FlatMapGroupsWithState {
             )
         })?;
         Ok(n)
-    }
-}
-
-const NO_TIMEOUT: i64 = i64::MIN;
-
-/// The operator.
-pub struct FlatMapGroupsWithStateExec {
-    key_columns: Vec<usize>,
-    converter: RowConverter,
-    func: Arc<dyn GroupFunction>,
-    timeout: GroupStateTimeout,
-    input_schema: SchemaRef,
-    output_schema: SchemaRef,
-    partitions: usize,
-    stores: Vec<DefaultStateStoreProvider>,
-    /// Earliest timeout in state (ms), for no-data batches; None until known.
-    min_timeout_ms: Option<i64>,
-    /// Processing time of the batch being run (the batch timestamp).
-    batch_timestamp_ms: i64,
-}
-
-fn encode(timeout: Option<i64>, json: &[u8]) -> Vec<u8> {
-    let mut v = timeout.unwrap_or(NO_TIMEOUT).to_le_bytes().to_vec();
-    v.extend_from_slice(json);
-    v
-}
-
-fn decode(v: &[u8]) -> Result<(Option<i64>, Vec<u8>)> {
-    let t: [u8; 8] = v.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(|| {
-        SluiceError::checkpoint(
-            class::STATE_STORE_CORRUPT,
-            "a group state value is truncated; use a new checkpoint location",
-        )
-    })?;
-    let t = i64::from_le_bytes(t);
-    Ok(((t != NO_TIMEOUT).then_some(t), v[8..].to_vec()))
-}
-
-impl FlatMapGroupsWithStateExec {
-    pub fn try_new(
-        node: &FlatMapGroupsWithState,
-        operator_id: u32,
-        checkpoint_root: &Path,
-        partitions: usize,
-        allow_rename: bool,
-        store_conf: StateStoreConf,
-    ) -> Result<Self> {
-        let schema = node.input.schema();
-        let input_schema: SchemaRef = Arc::new(schema.as_arrow().clone());
-        let mut key_columns = Vec::new();
-        for k in &node.keys {
-            key_columns.push(input_schema.index_of(k).map_err(|_| {
-                SluiceError::query(
-                    class::UNRESOLVED_COLUMN,
-                    format!("no grouping column {k:?}"),
-                )
-            })?);
-        }
-        let fields: Vec<_> = key_columns
-            .iter()
-            .map(|i| Arc::new(input_schema.field(*i).clone()))
-            .collect();
-        let converter = RowConverter::new(
-            fields
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
-        let dir = checkpoint_root.join("state").join(operator_id.to_string());
-        check_state_schema(
-            &dir,
-            &StateSchema {
-                operator: format!("{operator_id} (flatMapGroupsWithState)"),
-                key_schema: state_fields(&fields),
-                value_schema: vec![super::stateful::StateField {
-                    name: "groupState".into(),
-                    data_type: node.state_type.clone(),
-                    nullable: true,
-                    arrow_type: None,
-                }],
-                left_fields: None,
-            },
-            allow_rename,
-        )?;
-        Ok(Self {
-            key_columns,
-            converter,
-            func: node.func.clone(),
-            timeout: node.timeout,
-            input_schema,
-            output_schema: nullable(&Arc::new(node.output_schema.as_arrow().clone())),
-            partitions,
-            stores: open_stores(checkpoint_root, operator_id, partitions, &store_conf)?,
-            min_timeout_ms: None,
-            batch_timestamp_ms: 0,
-        })
-    }
-
-    /// Sets the processing time of the next batch (called by the pipeline before `process`).
-    pub fn set_batch_timestamp(&mut self, ms: i64) {
-        self.batch_timestamp_ms = ms;
-    }
-
-    fn run(
-        &mut self,
-        stores: &mut [&mut dyn StateStore],
-        batch: RecordBatch,
-        watermark_ms: i64,
-    ) -> Result<(RecordBatch, StateOperatorProgress)> {
-        let n = batch.num_rows();
-        let keys: Vec<ArrayRef> = self
-            .key_columns
-            .iter()
-            .map(|c| batch.column(*c).clone())
-            .collect();
-        let rows = self.converter.convert_columns(&keys)?;
-        let mut groups: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
-        let mut pos: HashMap<&[u8], usize> = HashMap::new();
-        for i in 0..n {
-            let k = rows.row(i).data();
-            let g = *pos.entry(k).or_insert_with(|| {
-                groups.push((k.to_vec(), Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push(i as u32);
-        }
-        let wm = (self.timeout == GroupStateTimeout::EventTimeTimeout).then_some(watermark_ms);
-        let mut outputs: Vec<RecordBatch> = Vec::new();
-        let (mut updated, mut removed) = (0i64, 0i64);
-        let key_values = |idx: u32| -> Result<Vec<ScalarValue>> {
-            keys.iter()
-                .map(|a| Ok(ScalarValue::try_from_array(a, idx as usize)?))
-                .collect()
-        };
-        let mut call = |key: &[u8],
-                        key_vals: Vec<ScalarValue>,
-                        rows: RecordBatch,
-                        stored: Option<Vec<u8>>,
-                        timed_out: bool,
-                        stores: &mut [&mut dyn StateStore]|
-         -> Result<()> {
-            let (timeout_at, json) = match &stored {
-                Some(v) => {
-                    let (t, j) = decode(v)?;
-                    (t, Some(j))
-                }
-                None => (None, None),
-            };
-            let mut st = ErasedState {
-                json,
-                changed: false,
-                timeout_kind: self.timeout,
-                timeout_at_ms: timeout_at,
-                timed_out,
-                watermark_ms: wm,
-                processing_time_ms: self.batch_timestamp_ms,
-            };
-            let out = self.func.call(&key_vals, &rows, &mut st)?;
-            for b in out {
-                if b.schema().fields() != self.output_schema.fields()
-                    && b.num_columns() != self.output_schema.fields().len()
-                {
-                    return Err(SluiceError::query(
-                        class::GROUP_FUNCTION_OUTPUT,
-                        format!("the stateful function returned rows with schema {:?}; it must return {:?}", b.schema(), self.output_schema),
-                    ));
-                }
-                outputs.push(RecordBatch::try_new(
-                    self.output_schema.clone(),
-                    b.columns().to_vec(),
-                )?);
-            }
-            let p = partition_of(key, self.partitions);
-            let timeout_after = st.timeout_at_ms;
-            match (&st.json, st.changed || timeout_after != timeout_at) {
-                (_, false) => {}
-                (Some(j), true) => {
-                    stores[p].put(key, &encode(timeout_after, j));
-                    updated += 1;
-                }
-                (None, true) => {
-                    if stored.is_some() {
-                        stores[p].remove(key);
-                        removed += 1;
-                    }
-                }
-            }
-            Ok(())
-        };
-        let mut with_data: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-        for (k, idx) in &groups {
-            let p = partition_of(k, self.partitions);
-            let stored = stores[p].get(k).map(|v| v.to_vec());
-            let rows_of_key = take_record_batch(&batch, &UInt32Array::from(idx.clone()))?;
-            call(k, key_values(idx[0])?, rows_of_key, stored, false, stores)?;
-            with_data.insert(k.clone());
-        }
-        // Timeouts of keys without data in this batch.
-        let deadline = match self.timeout {
-            GroupStateTimeout::NoTimeout => None,
-            GroupStateTimeout::ProcessingTimeTimeout => Some(self.batch_timestamp_ms),
-            GroupStateTimeout::EventTimeTimeout => Some(watermark_ms),
-        };
-        let mut min_timeout: Option<i64> = None;
-        if let Some(deadline) = deadline {
-            let mut due: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-            for store in stores.iter() {
-                for (k, v) in store.iter() {
-                    if with_data.contains(k) {
-                        continue;
-                    }
-                    if let (Some(t), _) = decode(v)? {
-                        let fires = match self.timeout {
-                            GroupStateTimeout::EventTimeTimeout => t < deadline,
-                            _ => t <= deadline,
-                        };
-                        if fires {
-                            due.push((k.to_vec(), v.to_vec()));
-                        }
-                    }
-                }
-            }
-            let empty = RecordBatch::new_empty(self.input_schema.clone());
-            for (k, v) in due {
-                let parser = self.converter.parser();
-                let arrays = self
-                    .converter
-                    .convert_rows(std::iter::once(parser.parse(&k)))?;
-                let kv: Vec<ScalarValue> = arrays
-                    .iter()
-                    .map(|a| ScalarValue::try_from_array(a, 0))
-                    .collect::<DfResult<_>>()?;
-                call(&k, kv, empty.clone(), Some(v), true, stores)?;
-            }
-            for store in stores.iter() {
-                for (_, v) in store.iter() {
-                    if let (Some(t), _) = decode(v)? {
-                        min_timeout = Some(min_timeout.map_or(t, |m: i64| m.min(t)));
-                    }
-                }
-            }
-        }
-        self.min_timeout_ms = min_timeout;
-        let t = std::time::Instant::now();
-        let (total, memory) = super::stateful::commit_stores(stores)?;
-        let out = if outputs.is_empty() {
-            RecordBatch::new_empty(self.output_schema.clone())
-        } else {
-            concat_batches(&self.output_schema, &outputs)?
-        };
-        Ok((
-            out,
-            StateOperatorProgress {
-                operator_name: "flatMapGroupsWithState".into(),
-                num_rows_total: total as i64,
-                num_rows_updated: updated,
-                num_rows_removed: removed,
-                commit_time_ms: t.elapsed().as_millis() as i64,
-                memory_used_bytes: memory as i64,
-                num_shuffle_partitions: self.partitions as i64,
-                num_state_store_instances: self.partitions as i64,
-                ..Default::default()
-            },
-        ))
-    }
-}
-
-impl StatefulOperator for FlatMapGroupsWithStateExec {
-    fn process(
-        &mut self,
-        mut inputs: Vec<Vec<RecordBatch>>,
-        _late_watermark_ms: i64,
-        eviction_watermark_ms: i64,
-        batch_id: u64,
-    ) -> Result<(RecordBatch, StateOperatorProgress)> {
-        let input = inputs.pop().unwrap_or_default();
-        let batch = concat_batches(&self.input_schema, &input)?;
-        let mut providers = std::mem::take(&mut self.stores);
-        let result = super::stateful::with_stores(&mut providers, batch_id, |stores| {
-            self.run(stores, batch, eviction_watermark_ms)
-        });
-        self.stores = providers;
-        result
-    }
-
-    fn should_run_another_batch(&self, batch_watermark_ms: i64, next_watermark_ms: i64) -> bool {
-        match (self.timeout, self.min_timeout_ms) {
-            (GroupStateTimeout::EventTimeTimeout, Some(t)) => {
-                next_watermark_ms > batch_watermark_ms && t < next_watermark_ms
-            }
-            (GroupStateTimeout::ProcessingTimeTimeout, Some(t)) => {
-                t <= chrono::Utc::now().timestamp_millis()
-            }
-            _ => false,
-        }
-    }
-
-    fn set_batch_timestamp(&mut self, ms: i64) {
-        FlatMapGroupsWithStateExec::set_batch_timestamp(self, ms)
     }
 }
