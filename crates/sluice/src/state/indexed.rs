@@ -101,6 +101,33 @@ impl<T> TimeIndex<T> {
         }
     }
 
+    /// Removes the first entry at `time` that `pred` accepts (an entry whose state key went
+    /// before its time came); returns whether there was one.
+    pub fn remove(&mut self, time: i64, mut pred: impl FnMut(&T) -> bool) -> bool {
+        let Entry::Occupied(mut o) = self.by_time.entry(time) else {
+            return false;
+        };
+        let emptied = match o.get_mut() {
+            Bucket::One(item) => {
+                if !pred(item) {
+                    return false;
+                }
+                true
+            }
+            Bucket::Many(items) => {
+                let Some(at) = items.iter().position(&mut pred) else {
+                    return false;
+                };
+                items.remove(at);
+                items.is_empty()
+            }
+        };
+        if emptied {
+            o.remove();
+        }
+        true
+    }
+
     /// Whether the index holds no entry.
     pub fn is_empty(&self) -> bool {
         self.by_time.is_empty()
@@ -120,6 +147,12 @@ pub struct Expired<T> {
 
 impl<T> Iterator for Expired<T> {
     type Item = T;
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let current = self.current.as_ref().map_or(0, ExactSizeIterator::len);
+        // Every remaining time holds at least one entry.
+        (current + self.buckets.len(), None)
+    }
 
     fn next(&mut self) -> Option<T> {
         loop {
@@ -268,6 +301,15 @@ mod tests {
         assert_eq!(ix.expire(5, true).collect::<Vec<_>>(), ["a", "c", "f"]);
         assert!(!ix.is_empty());
         assert_eq!(ix.expire(i64::MAX, true).collect::<Vec<_>>(), ["d"]);
+        assert!(ix.is_empty());
+        for (t, v) in [(1, "p"), (1, "q"), (1, "r"), (2, "s")] {
+            ix.insert(t, v);
+        }
+        assert!(ix.remove(1, |v| *v == "q"));
+        assert!(!ix.remove(1, |v| *v == "q"));
+        assert!(ix.remove(2, |v| *v == "s"));
+        assert!(!ix.remove(3, |_| true));
+        assert_eq!(ix.expire(2, true).collect::<Vec<_>>(), ["p", "r"]);
         assert!(ix.is_empty());
         ix.insert(i64::MAX, "z");
         ix.insert(i64::MIN, "y");

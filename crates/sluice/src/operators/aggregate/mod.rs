@@ -15,9 +15,9 @@
 //! complete mode. Append mode emits a key once the eviction watermark passes its window end and
 //! evicts it; update mode emits changed keys and evicts expired ones; complete mode emits all.
 //!
-//! The operator is cut by concept, as DataFusion's `aggregates/`: [`keys`] (grouping keys,
-//! window assignment, the late-row filter), [`partition`] (merge, update, emit and evict per
-//! state partition, on threads), [`session`] (session windows) and [`output`] (final values and
+//! The operator is cut by concept, as DataFusion's `aggregates/`: `keys` (grouping keys,
+//! window assignment, the late-row filter), `partition` (merge, update, emit and evict per
+//! state partition, on threads), `session` (session windows) and `output` (final values and
 //! progress). Keys in state are indexed by their event time (`crate::state::indexed`), so
 //! eviction touches only expired keys.
 
@@ -122,8 +122,6 @@ pub struct StreamingAggregate {
     event_time_key: Option<EventTimeKey>,
     mode: OutputMode,
     partitions: usize,
-    /// A lower bound of the event times of keys in state (skips eviction scans of sessions).
-    min_event_time_us: i64,
     /// Keys in state by event time (window end or the event-time column), so eviction touches
     /// only expired keys instead of scanning the state. Not used for session windows.
     time_index: KeysByTime,
@@ -218,7 +216,6 @@ impl StreamingAggregate {
             event_time_key,
             mode,
             partitions: info.partitions,
-            min_event_time_us: i64::MIN,
             time_index: KeysByTime::new(),
             sessions: None,
             late_rows: None,
@@ -261,7 +258,8 @@ impl StreamingAggregate {
         let late_us = ctx.late_watermark.as_micros().0;
         let evict_us = ctx.eviction_watermark.as_micros().0;
         if self.sessions.is_some() {
-            return self.process_sessions(stores, &batch, late_us, evict_us);
+            let version = ctx.batch_id.state_version();
+            return self.process_sessions(stores, version, &batch, late_us, evict_us);
         }
         // Row instances (which input row feeds which key), their keys, then the partitions.
         let mut instances = self.assign_instances(&batch, late_us)?;

@@ -3,9 +3,10 @@
 //! sessions of the same other keys merge, with the sessions already in state. A row next to a
 //! session that was already emitted (and evicted) starts a new session.
 //!
-//! The sessions in state are indexed by the encoded values of the other grouping keys
-//! ([`SessionIndex`], read from the stores on the first batch of a run); a session's state key
-//! is the full grouping key, and it lives in the partition of its other keys.
+//! The sessions in state are indexed by the encoded values of the other grouping keys, to merge,
+//! and by their event time (the session's end), to evict (`SessionIndex`, read from the stores on the first batch of a
+//! run); a session's state key is the full grouping key, and it lives in the partition of its
+//! other keys.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -14,24 +15,36 @@ use arrow::array::{Array, ArrayRef, RecordBatch, StructArray, UInt32Array};
 use arrow::compute::take;
 use arrow::row::{RowConverter, SortField};
 
-use super::keys::{key_event_times, KeyPart};
+use super::keys::{key_event_times, EventTimeKey, KeyPart};
 use super::StreamingAggregate;
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::event_time::to_micros;
 use crate::operators::stateful::{partition_of, OperatorOutput};
 use crate::operators::window::window_array;
+use crate::state::indexed::{TimeIndex, Versioned};
 use crate::state::StateStore;
 use crate::types::OutputMode;
 
 /// Sessions of one value of the other keys: (start µs, end µs, full state key).
 type SessionList = Vec<(i64, i64, Vec<u8>)>;
 
-/// Sessions in state, by the encoded values of the grouping keys other than the session.
+/// Sessions in state, by the encoded values of the grouping keys other than the session, and
+/// by end.
 pub(super) struct SessionIndex {
     /// Encodes the other grouping keys (None when the session is the only key).
     other_converter: Option<RowConverter>,
-    /// Built from the state store on the first batch of a run.
-    by_other: Option<HashMap<Vec<u8>, SessionList>>,
+    /// Built from the state store on the first batch of a run (and after a failed batch).
+    sessions: Versioned<Sessions>,
+}
+
+/// The sessions in state.
+#[derive(Default)]
+struct Sessions {
+    /// By the encoded values of the other grouping keys.
+    by_other: HashMap<Vec<u8>, SessionList>,
+    /// (partition, full state key) of every session with an event time, by that time (µs): the
+    /// session's end, or the watermarked column among the other keys when it is the event time.
+    by_time: TimeIndex<(usize, Vec<u8>)>,
 }
 
 /// One session after merging a batch's rows with the stored sessions of the same other keys.
@@ -42,8 +55,8 @@ struct Merged {
     rep_row: usize,
     /// The batch's rows in the session.
     rows: Vec<usize>,
-    /// The full state keys of the stored sessions merged into it.
-    old: Vec<Vec<u8>>,
+    /// The ends and full state keys of the stored sessions merged into it.
+    old: Vec<(i64, Vec<u8>)>,
     /// The encoded other keys.
     other: Vec<u8>,
 }
@@ -81,7 +94,7 @@ impl StreamingAggregate {
         };
         self.sessions = Some(SessionIndex {
             other_converter,
-            by_other: None,
+            sessions: Versioned::default(),
         });
         Ok(self)
     }
@@ -92,10 +105,11 @@ impl StreamingAggregate {
             .position(|k| matches!(k, KeyPart::Session { .. }))
     }
 
-    /// Runs a batch of a session-window aggregation.
+    /// Runs a batch of a session-window aggregation; the stores are open at `version`.
     pub(super) fn process_sessions(
         &mut self,
         stores: &mut [&mut dyn StateStore],
+        version: u64,
         batch: &RecordBatch,
         late_us: i64,
         evict_us: i64,
@@ -108,9 +122,7 @@ impl StreamingAggregate {
         };
         let gap = *gap;
         let rows = self.session_rows(batch, pos, gap, late_us)?;
-        if self.sessions.as_ref().is_some_and(|s| s.by_other.is_none()) {
-            self.build_session_index(stores, pos)?;
-        }
+        self.begin_sessions(stores, version, pos)?;
         let mut merged = self.merge_sessions(&rows, gap)?;
         // Sessions without new rows are unchanged: leave them in state as they are.
         merged.retain(|g| !g.rows.is_empty());
@@ -124,7 +136,7 @@ impl StreamingAggregate {
         let (out, removed) = match self.mode {
             OutputMode::Complete => (self.all_rows(stores)?, 0),
             _ => {
-                let (out, removed) = self.evict(stores, evict_us, true)?;
+                let (out, removed) = self.evict(stores, evict_us)?;
                 (
                     out.unwrap_or_else(|| RecordBatch::new_empty(self.output_schema.clone())),
                     removed,
@@ -132,6 +144,9 @@ impl StreamingAggregate {
             }
         };
         let removals_ms = t_removals.elapsed().as_millis() as i64;
+        if let Some(idx) = &mut self.sessions {
+            idx.sessions.finish(version + 1);
+        }
         Ok(self.report(out, (updated, removed, rows.dropped), (0, removals_ms)))
     }
 
@@ -205,15 +220,40 @@ impl StreamingAggregate {
         })
     }
 
-    /// Builds the index of sessions in state (the first batch of a run).
-    fn build_session_index(&mut self, stores: &[&mut dyn StateStore], pos: usize) -> Result<()> {
-        let mut keys: Vec<Vec<u8>> = Vec::new();
-        for store in stores.iter() {
-            for (k, _) in store.iter() {
-                keys.push(k.to_vec());
+    /// Starts the batch's session index: kept when it describes the stores' `version`, else
+    /// rebuilt with one scan of the state (the first batch of a run, or after a failed batch).
+    fn begin_sessions(
+        &mut self,
+        stores: &[&mut dyn StateStore],
+        version: u64,
+        pos: usize,
+    ) -> Result<()> {
+        let current = self
+            .sessions
+            .as_mut()
+            .ok_or_else(|| SluiceError::internal("session index"))?
+            .sessions
+            .begin(version);
+        if !current {
+            let built = self.read_sessions(stores, pos)?;
+            if let Some(idx) = &mut self.sessions {
+                *idx.sessions.get_mut() = built;
             }
         }
-        let mut map: HashMap<Vec<u8>, SessionList> = HashMap::new();
+        Ok(())
+    }
+
+    /// The sessions in state, read from every store.
+    fn read_sessions(&self, stores: &[&mut dyn StateStore], pos: usize) -> Result<Sessions> {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut parts: Vec<usize> = Vec::new();
+        for (p, store) in stores.iter().enumerate() {
+            for (k, _) in store.iter() {
+                keys.push(k.to_vec());
+                parts.push(p);
+            }
+        }
+        let mut out = Sessions::default();
         if let (Some(conv), false) = (&self.key_converter, keys.is_empty()) {
             let parser = conv.parser();
             let arrays = conv.convert_rows(keys.iter().map(|k| parser.parse(k)))?;
@@ -223,16 +263,30 @@ impl StreamingAggregate {
                 .downcast_ref::<StructArray>()
                 .ok_or_else(|| SluiceError::internal("session struct"))?;
             let (starts, ends) = (to_micros(w.column(0))?, to_micros(w.column(1))?);
+            let times = match self.event_time_key {
+                Some(et) => Some(key_event_times(&arrays, et)?),
+                None => None,
+            };
             for (i, k) in keys.into_iter().enumerate() {
-                map.entry(others[i].clone())
-                    .or_default()
-                    .push((starts.value(i), ends.value(i), k));
+                if let Some(t) = times.as_ref().filter(|t| t.is_valid(i)) {
+                    out.by_time.insert(t.value(i), (parts[i], k.clone()));
+                }
+                out.by_other.entry(others[i].clone()).or_default().push((
+                    starts.value(i),
+                    ends.value(i),
+                    k,
+                ));
             }
         }
-        if let Some(s) = &mut self.sessions {
-            s.by_other = Some(map);
-        }
-        Ok(())
+        Ok(out)
+    }
+
+    /// The sessions in state, to read and update.
+    fn sessions_mut(&mut self) -> Result<&mut Sessions> {
+        self.sessions
+            .as_mut()
+            .map(|s| s.sessions.get_mut())
+            .ok_or_else(|| SluiceError::internal("session index"))
     }
 
     /// Merges the rows of each other key with that key's stored sessions (overlapping intervals
@@ -242,11 +296,13 @@ impl StreamingAggregate {
         for (r, b) in rows.other_bytes.iter().enumerate() {
             rows_of.entry(b.as_slice()).or_default().push(r);
         }
-        let by_other = self
+        let by_other = &self
             .sessions
             .as_ref()
-            .and_then(|s| s.by_other.as_ref())
-            .ok_or_else(|| SluiceError::internal("session index"))?;
+            .ok_or_else(|| SluiceError::internal("session index"))?
+            .sessions
+            .get()
+            .by_other;
         let mut merged: Vec<Merged> = Vec::new();
         let mut other_keys_sorted: Vec<&[u8]> = rows_of.keys().copied().collect();
         other_keys_sorted.sort();
@@ -271,7 +327,7 @@ impl StreamingAggregate {
                             c.rows.push(r);
                         }
                         if let Some(k) = old {
-                            c.old.push(k.clone());
+                            c.old.push((e, k.clone()));
                         }
                     }
                     _ => {
@@ -283,7 +339,7 @@ impl StreamingAggregate {
                             end: e,
                             rep_row: row.unwrap_or(usize::MAX),
                             rows: row.into_iter().collect(),
-                            old: old.into_iter().cloned().collect(),
+                            old: old.into_iter().map(|k| (e, k.clone())).collect(),
                             other: other.to_vec(),
                         });
                     }
@@ -314,7 +370,7 @@ impl StreamingAggregate {
                 group_of_row[*r] = gi;
             }
             let p = partition_of(&g.other, self.partitions);
-            for k in &g.old {
+            for (_, k) in &g.old {
                 if let Some(v) = stores[p].get(k) {
                     old_states.push((gi, v.to_vec()));
                 }
@@ -359,108 +415,99 @@ impl StreamingAggregate {
             .ok_or_else(|| SluiceError::internal("session keys"))?;
         let full_keys = conv.convert_columns(&key_arrays)?;
         let state_rows = self.state_converter.convert_columns(&new_states)?;
-        let index = self
-            .sessions
-            .as_mut()
-            .and_then(|s| s.by_other.as_mut())
-            .ok_or_else(|| SluiceError::internal("session index"))?;
+        let et = self.event_time_key;
+        let times = match et {
+            Some(et) => Some(key_event_times(&key_arrays, et)?),
+            None => None,
+        };
+        let partitions = self.partitions;
+        let Sessions { by_other, by_time } = self.sessions_mut()?;
         for (gi, g) in merged.iter().enumerate() {
-            let p = partition_of(&g.other, self.partitions);
-            let list = index.entry(g.other.clone()).or_default();
-            for k in &g.old {
+            let p = partition_of(&g.other, partitions);
+            // The event time of the merged session; a stored session merged into it had the
+            // same other keys, so the same time unless the time is the session's end.
+            let time = times
+                .as_ref()
+                .filter(|t| t.is_valid(gi))
+                .map(|t| t.value(gi));
+            let list = by_other.entry(g.other.clone()).or_default();
+            for (end, k) in &g.old {
                 stores[p].remove(k);
                 list.retain(|(_, _, full)| full != k);
+                let old_time = match et {
+                    Some(EventTimeKey::WindowEnd(_)) => Some(*end),
+                    _ => time,
+                };
+                if let Some(t) = old_time {
+                    by_time.remove(t, |(_, key)| key == k);
+                }
             }
             let full = full_keys.row(gi).data().to_vec();
             stores[p].put(&full, state_rows.row(gi).data());
+            if let Some(t) = time {
+                by_time.insert(t, (p, full.clone()));
+            }
             list.push((g.start, g.end, full));
-            self.min_event_time_us = self.min_event_time_us.min(g.end);
         }
         Ok(n_groups as u64)
     }
 
-    /// Removes sessions whose end is at or before `evict_us` (one scan of the state, skipped
-    /// while `evict_us` is before the earliest end in state); with `emit`, returns them as rows.
+    /// Removes the sessions whose event time is at or before `evict_us` (through the index by
+    /// time: only expired sessions are touched) and returns them as rows, in the order of the
+    /// stores' keys.
     fn evict(
         &mut self,
         stores: &mut [&mut dyn StateStore],
         evict_us: i64,
-        emit: bool,
     ) -> Result<(Option<RecordBatch>, u64)> {
-        let Some(et) = self.event_time_key else {
-            return Ok((None, 0));
-        };
-
-        if evict_us < self.min_event_time_us {
+        if self.event_time_key.is_none() || self.key_converter.is_none() {
             return Ok((None, 0));
         }
-        let Some(conv) = &self.key_converter else {
+        let mut expired: Vec<(usize, Vec<u8>)> = self
+            .sessions_mut()?
+            .by_time
+            .expire(evict_us, true)
+            .collect();
+        if expired.is_empty() {
             return Ok((None, 0));
-        };
-        let mut keys: Vec<Vec<u8>> = Vec::new();
-        let mut values: Vec<Vec<u8>> = Vec::new();
-        for store in stores.iter() {
-            for (k, v) in store.iter() {
-                keys.push(k.to_vec());
+        }
+        // Partition by partition, each in key order: the order of a scan of the stores.
+        expired.sort_unstable();
+        let mut keys: Vec<Vec<u8>> = Vec::with_capacity(expired.len());
+        let mut values: Vec<Vec<u8>> = Vec::with_capacity(expired.len());
+        for (p, k) in expired {
+            if let Some(v) = stores[p].get(&k) {
                 values.push(v.to_vec());
+                stores[p].remove(&k);
+                keys.push(k);
             }
         }
+        let n = keys.len() as u64;
         if keys.is_empty() {
-            self.min_event_time_us = i64::MAX;
-            return Ok((None, 0));
+            return Ok((None, n));
         }
+        let conv = self
+            .key_converter
+            .as_ref()
+            .ok_or_else(|| SluiceError::internal("session keys"))?;
         let kparser = conv.parser();
-        let key_arrays = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
-        let times = key_event_times(&key_arrays, et)?;
-        let mut expired: Vec<u32> = Vec::new();
-        let mut min_left = i64::MAX;
-        for i in 0..keys.len() {
-            if times.is_valid(i) && times.value(i) <= evict_us {
-                expired.push(i as u32);
-            } else if times.is_valid(i) {
-                min_left = min_left.min(times.value(i));
-            }
-        }
-        self.min_event_time_us = min_left;
-        let session_others = self.session_other_keys(&key_arrays)?;
-        for i in &expired {
-            let k = &keys[*i as usize];
-            let p = match &session_others {
-                Some(others) => partition_of(&others[*i as usize], self.partitions),
-                None => partition_of(k, self.partitions),
-            };
-            stores[p].remove(k);
-            if let (
-                Some(others),
-                Some(SessionIndex {
-                    by_other: Some(map),
-                    ..
-                }),
-            ) = (&session_others, &mut self.sessions)
-            {
-                if let Some(list) = map.get_mut(&others[*i as usize]) {
+        let keys_out = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
+        if let Some(others) = self.session_other_keys(&keys_out)? {
+            let by_other = &mut self.sessions_mut()?.by_other;
+            for (k, other) in keys.iter().zip(&others) {
+                if let Some(list) = by_other.get_mut(other) {
                     list.retain(|(_, _, full)| full != k);
                     if list.is_empty() {
-                        map.remove(&others[*i as usize]);
+                        by_other.remove(other);
                     }
                 }
             }
         }
-        let n = expired.len() as u64;
-        if !emit || expired.is_empty() {
-            return Ok((None, n));
-        }
-        let idx = UInt32Array::from(expired);
-        let keys_out: Vec<ArrayRef> = key_arrays
-            .iter()
-            .map(|a| take(a, &idx, None))
-            .collect::<Result<_, _>>()?;
         let sparser = self.state_converter.parser();
-        let chosen: Vec<&Vec<u8>> = idx.values().iter().map(|i| &values[*i as usize]).collect();
         let states = self
             .state_converter
-            .convert_rows(chosen.iter().map(|b| sparser.parse(b)))?;
-        let finals = self.evaluate_states(&states, chosen.len())?;
+            .convert_rows(values.iter().map(|b| sparser.parse(b)))?;
+        let finals = self.evaluate_states(&states, values.len())?;
         Ok((Some(self.output_batch(keys_out, finals)?), n))
     }
 
