@@ -38,9 +38,12 @@ use crate::types::{OperatorId, WatermarkMs};
 /// The logical node of `drop_duplicates` / `drop_duplicates_within_watermark`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Deduplicate {
+    /// The plan whose rows are deduplicated.
     pub input: LogicalPlan,
     /// Key column names (unqualified), in the input.
     pub keys: Vec<String>,
+    /// `drop_duplicates_within_watermark`: a key lives until the watermark passes its first
+    /// event time plus the delay.
     pub within_watermark: bool,
 }
 
@@ -51,6 +54,7 @@ impl PartialOrd for Deduplicate {
 }
 
 impl Deduplicate {
+    /// Deduplicates `input` on the columns `keys`; within watermark needs a watermark.
     pub fn try_new(input: LogicalPlan, keys: Vec<String>, within_watermark: bool) -> Result<Self> {
         let schema = input.schema();
         for k in &keys {
@@ -82,11 +86,13 @@ impl Deduplicate {
             within_watermark,
         })
     }
+    /// The node as a logical plan.
     pub fn into_plan(self) -> LogicalPlan {
         LogicalPlan::Extension(Extension {
             node: Arc::new(self),
         })
     }
+    /// The node, when `plan` is one.
     pub fn of(plan: &LogicalPlan) -> Option<&Deduplicate> {
         match plan {
             LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<Deduplicate>(),

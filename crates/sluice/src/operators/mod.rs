@@ -1,7 +1,7 @@
 //! Stateful operators and event time.
 //!
 //! - [`stateful`]: the framework every stateful operator is written against (the
-//!   [`StatefulOperator`](stateful::StatefulOperator) trait, its state info and batch context,
+//!   [`stateful::StatefulOperator`] trait, its state info and batch context,
 //!   the partitioned stores it is handed, event-time columns);
 //! - the operators: streaming aggregation ([`aggregate`]), deduplication ([`dedup`]),
 //!   stream-stream joins ([`join`]) and arbitrary stateful processing

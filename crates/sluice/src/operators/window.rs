@@ -103,6 +103,7 @@ pub fn window_fields() -> Fields {
     ])
 }
 
+/// The type of a window column: `struct<start: timestamp, end: timestamp>`.
 pub fn window_type() -> DataType {
     DataType::Struct(window_fields())
 }
@@ -125,13 +126,22 @@ pub fn last_window_start(ts: i64, slide: i64, start: i64) -> i64 {
 pub enum WindowSpec {
     /// `window(ts, size, slide, start)`; tumbling when `slide == size`.
     Time {
+        /// The time column.
         time: Expr,
+        /// The window length (µs).
         size: i64,
+        /// How far apart windows start (µs).
         slide: i64,
+        /// The offset of window starts from the epoch (µs).
         start: i64,
     },
     /// `session_window(ts, gap)`.
-    Session { time: Expr, gap: i64 },
+    Session {
+        /// The time column.
+        time: Expr,
+        /// The gap that closes a session (µs).
+        gap: i64,
+    },
 }
 
 fn literal_str(e: &Expr) -> Option<String> {

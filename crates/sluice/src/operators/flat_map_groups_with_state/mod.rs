@@ -9,7 +9,7 @@
 
 //!
 //! This module holds the user-facing parts (the [`GroupState`] handle, [`GroupStateTimeout`])
-//! and the logical node; [`operator`] holds the stateful operator that runs it.
+//! and the logical node; `operator` holds the stateful operator that runs it.
 
 mod operator;
 
@@ -37,6 +37,7 @@ pub use self::operator::StreamingFlatMapGroupsWithState;
 /// Which timeouts a stateful function uses (Spark's `GroupStateTimeout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd)]
 pub enum GroupStateTimeout {
+    /// Keys never time out.
     NoTimeout,
     /// `set_timeout_duration`: fires when the batch processing time passes it.
     ProcessingTimeTimeout,
@@ -57,16 +58,20 @@ pub struct GroupState<S> {
 }
 
 impl<S> GroupState<S> {
+    /// The key's state, when it has one.
     pub fn get(&self) -> Option<&S> {
         self.value.as_ref()
     }
+    /// Whether the key has a state.
     pub fn exists(&self) -> bool {
         self.value.is_some()
     }
+    /// Sets the key's state (stored when the batch commits).
     pub fn update(&mut self, value: S) {
         self.value = Some(value);
         self.changed = true;
     }
+    /// Removes the key's state and its timeout.
     pub fn remove(&mut self) {
         self.value = None;
         self.changed = true;
@@ -192,11 +197,17 @@ where
 /// The logical node of `flat_map_groups_with_state`.
 #[derive(Clone)]
 pub struct FlatMapGroupsWithState {
+    /// The plan whose rows are grouped.
     pub input: LogicalPlan,
+    /// The grouping columns.
     pub keys: Vec<String>,
+    /// The schema of the rows the function returns.
     pub output_schema: DFSchemaRef,
+    /// The output mode the function's rows are written in (append or update).
     pub mode: OutputMode,
+    /// Which timeouts the function uses.
     pub timeout: GroupStateTimeout,
+    /// The state type's Rust name, recorded in the state schema.
     pub state_type: String,
     pub(crate) func: Arc<dyn GroupFunction>,
     id: u64,
@@ -231,6 +242,8 @@ impl PartialOrd for FlatMapGroupsWithState {
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl FlatMapGroupsWithState {
+    /// Calls `f` for each key of `input` grouped by `keys`, with the key's rows in the batch
+    /// and its [`GroupState`]; `f` returns rows of `output_schema`.
     #[allow(clippy::too_many_arguments)]
     pub fn try_new<S, F>(
         input: LogicalPlan,
@@ -287,11 +300,13 @@ impl FlatMapGroupsWithState {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
+    /// The node as a logical plan.
     pub fn into_plan(self) -> LogicalPlan {
         LogicalPlan::Extension(Extension {
             node: Arc::new(self),
         })
     }
+    /// The node, when `plan` is one.
     pub fn of(plan: &LogicalPlan) -> Option<&FlatMapGroupsWithState> {
         match plan {
             LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<FlatMapGroupsWithState>(),

@@ -21,7 +21,7 @@
 //! their bound is judged on); each batch then writes only what it changed to the state stores:
 //! the rows it added, the rows whose `matched` flag it set, and the rows it evicted.
 //!
-//! [`bounds`] finds the state bounds in the condition; [`index`] holds the state in memory.
+//! `bounds` finds the state bounds in the condition; `index` holds the state in memory.
 
 mod bounds;
 mod index;

@@ -1,6 +1,6 @@
 //! A stateful operator's state stores, one per partition, as one batch sees them
 //! ([`PartitionedStores`]), and the one way work is spread over partitions: each partition on a
-//! thread of its own, as Spark runs one task per partition ([`on_partition_threads`]).
+//! thread of its own, as Spark runs one task per partition (`on_partition_threads`).
 
 use std::ops::{Index, IndexMut};
 
@@ -123,7 +123,7 @@ impl<'a> PartitionedStores<'a> {
     }
 
     /// Every partition's store, in partition order, to update (e.g. on
-    /// [`on_partition_threads`]).
+    /// `on_partition_threads`).
     pub fn all_mut(&mut self) -> &mut [&'a mut dyn StateStore] {
         &mut self.stores
     }
