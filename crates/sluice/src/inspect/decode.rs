@@ -17,13 +17,13 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use super::probe::operator_name;
 use crate::error::class;
 use crate::error::{Result, SluiceError};
-use crate::operators::stateful::{StateField, StateSchema};
 use crate::schema::parse_spark_type_name;
 use crate::state::layout::aggregate::AggregateLayout;
 use crate::state::layout::dedup::{decode_expiry, DedupLayout, DedupValue};
 use crate::state::layout::group_state::{GroupStateLayout, GroupStateValue};
 use crate::state::layout::join::{JoinLayout, JoinSide, JoinStateKey, JoinStateValue};
 use crate::state::layout::{DecodeError, KeyLayout, RowLayout};
+use crate::state::schema::{StateField, StateSchema};
 
 /// The layout of the operator a schema describes.
 enum OperatorLayout {

@@ -14,8 +14,8 @@ use super::probe;
 use super::ranges::{format_ranges, to_ranges, IdRange};
 use crate::checkpoint::{shape::QueryShape, CheckpointDir, RecoveryPlan, StreamMetadata};
 use crate::error::Result;
-use crate::operators::stateful::StateField;
 use crate::state::files::FileIndex;
+use crate::state::schema::StateField;
 use crate::state::StateStoreId;
 use crate::types::OperatorId;
 

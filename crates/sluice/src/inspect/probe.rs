@@ -8,8 +8,8 @@ use super::ranges::{to_ranges, IdRange};
 use crate::checkpoint::CheckpointDir;
 use crate::error::class;
 use crate::error::{Result, SluiceError};
-use crate::operators::stateful::StateSchema;
 use crate::state::files::FileIndex;
+use crate::state::schema::StateSchema;
 use crate::state::StateStoreId;
 use crate::types::OperatorId;
 

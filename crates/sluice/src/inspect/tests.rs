@@ -8,8 +8,8 @@ use arrow::row::{RowConverter, SortField};
 use super::decode::{field_type, StateDecoder};
 use super::ranges::{format_ranges, to_ranges};
 use crate::error::class;
-use crate::operators::stateful::{StateField, StateSchema};
 use crate::state::layout::group_state::NO_TIMEOUT;
+use crate::state::schema::{StateField, StateSchema};
 #[test]
 fn ranges() {
     assert_eq!(format_ranges(&to_ranges([1, 2, 3, 5, 7, 8])), "1-3, 5, 7-8");
@@ -38,8 +38,7 @@ fn recorded_arrow_types_round_trip() {
         DataType::UInt64,
         DataType::new_list(DataType::Int32, true),
     ] {
-        let f =
-            crate::operators::stateful::state_fields(&[Arc::new(Field::new("x", t.clone(), true))]);
+        let f = crate::state::schema::state_fields(&[Arc::new(Field::new("x", t.clone(), true))]);
         assert_eq!(field_type(&f[0]).unwrap(), t);
     }
 }
@@ -55,7 +54,7 @@ fn schema(op: &str, keys: Vec<StateField>, values: Vec<StateField>) -> StateSche
 
 fn field(name: &str, t: DataType, exact: bool) -> StateField {
     let mut f =
-        crate::operators::stateful::state_fields(&[Arc::new(Field::new(name, t, true))]).remove(0);
+        crate::state::schema::state_fields(&[Arc::new(Field::new(name, t, true))]).remove(0);
     if !exact {
         f.arrow_type = None;
     }

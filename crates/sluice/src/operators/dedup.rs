@@ -10,12 +10,10 @@
 //!   new copy passes again. Requires a watermark.
 //! - `SELECT DISTINCT` on a stream is `drop_duplicates` of all columns.
 
-use crate::error::class;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::fmt;
 use std::hash::Hash;
-use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
@@ -27,21 +25,25 @@ use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{Extension, LogicalPlan, UserDefinedLogicalNodeCore};
 use datafusion::prelude::Expr;
 
+use super::stateful::event_time::{event_time_column, is_event_time, to_micros};
 use super::stateful::{
-    check_state_schema, nullable, open_stores, partition_of, state_fields, to_micros, StateSchema,
-    StatefulOperator,
+    nullable, BatchContext, OperatorOutput, PartitionedStores, StateInfo, StatefulOperator,
 };
-use super::watermark::WATERMARK_DELAY_KEY;
-use crate::error::{Result, SluiceError};
+use crate::error::{class, Result, SluiceError};
 use crate::progress::StateOperatorProgress;
-use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreConf};
+use crate::state::indexed::KeysByTime;
+use crate::state::schema::{state_fields, StateSchema};
+use crate::types::{OperatorId, WatermarkMs};
 
 /// The logical node of `drop_duplicates` / `drop_duplicates_within_watermark`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Deduplicate {
+    /// The plan whose rows are deduplicated.
     pub input: LogicalPlan,
     /// Key column names (unqualified), in the input.
     pub keys: Vec<String>,
+    /// `drop_duplicates_within_watermark`: a key lives until the watermark passes its first
+    /// event time plus the delay.
     pub within_watermark: bool,
 }
 
@@ -52,6 +54,7 @@ impl PartialOrd for Deduplicate {
 }
 
 impl Deduplicate {
+    /// Deduplicates `input` on the columns `keys`; within watermark needs a watermark.
     pub fn try_new(input: LogicalPlan, keys: Vec<String>, within_watermark: bool) -> Result<Self> {
         let schema = input.schema();
         for k in &keys {
@@ -70,7 +73,7 @@ impl Deduplicate {
                 ));
             }
         }
-        if within_watermark && watermark_column(schema).is_none() {
+        if within_watermark && event_time_column(schema).is_none() {
             return Err(SluiceError::query(
                 class::UNSUPPORTED_STREAMING_OPERATION,
                 "dropDuplicatesWithinWatermark is not supported on streaming DataFrames/DataSets \
@@ -83,27 +86,19 @@ impl Deduplicate {
             within_watermark,
         })
     }
+    /// The node as a logical plan.
     pub fn into_plan(self) -> LogicalPlan {
         LogicalPlan::Extension(Extension {
             node: Arc::new(self),
         })
     }
+    /// The node, when `plan` is one.
     pub fn of(plan: &LogicalPlan) -> Option<&Deduplicate> {
         match plan {
             LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<Deduplicate>(),
             _ => None,
         }
     }
-}
-
-/// The input's watermarked column: (index, delay ms).
-fn watermark_column(schema: &datafusion::common::DFSchema) -> Option<(usize, i64)> {
-    schema.fields().iter().enumerate().find_map(|(i, f)| {
-        f.metadata()
-            .get(WATERMARK_DELAY_KEY)
-            .and_then(|d| d.parse().ok())
-            .map(|d| (i, d))
-    })
 }
 
 impl UserDefinedLogicalNodeCore for Deduplicate {
@@ -161,27 +156,25 @@ enum Expiry {
 
 /// The deduplication operator.
 pub struct StreamingDeduplicate {
+    operator_id: OperatorId,
     key_columns: Vec<usize>,
+    key_fields: Vec<Arc<Field>>,
+    value_fields: Vec<Arc<Field>>,
     converter: RowConverter,
     expiry: Expiry,
     input_schema: SchemaRef,
-    partitions: usize,
-    stores: Vec<DefaultStateStoreProvider>,
-    min_expiry_us: i64,
+    /// The keys in state by the time they expire (their event time, or within watermark their
+    /// expiry); empty when keys never expire.
+    by_expiry: KeysByTime,
     within: bool,
     /// The late-row side output is on: this batch's input rows dropped as late.
     late_rows: Option<Vec<RecordBatch>>,
 }
 
 impl StreamingDeduplicate {
-    pub fn try_new(
-        node: &Deduplicate,
-        operator_id: u32,
-        checkpoint_root: &Path,
-        partitions: usize,
-        allow_rename: bool,
-        store_conf: StateStoreConf,
-    ) -> Result<Self> {
+    /// Builds the operator for the logical `Deduplicate` node, with its state described by
+    /// `info`.
+    pub fn try_new(node: &Deduplicate, info: &StateInfo) -> Result<Self> {
         let schema = node.input.schema();
         let input_schema: SchemaRef = Arc::new(schema.as_arrow().clone());
         let mut key_columns = Vec::new();
@@ -211,7 +204,7 @@ impl StreamingDeduplicate {
                 .collect(),
         )?;
         let expiry = if node.within_watermark {
-            let (column, delay_ms) = watermark_column(schema).ok_or_else(|| {
+            let (column, delay_ms) = event_time_column(schema).ok_or_else(|| {
                 SluiceError::query(
                     class::UNSUPPORTED_STREAMING_OPERATION,
                     "dropDuplicatesWithinWatermark is not supported on streaming DataFrames/DataSets without watermark",
@@ -222,17 +215,15 @@ impl StreamingDeduplicate {
                 delay_us: delay_ms * 1000,
             }
         } else {
-            match key_columns.iter().position(|c| {
-                schema
-                    .field(*c)
-                    .metadata()
-                    .contains_key(WATERMARK_DELAY_KEY)
-            }) {
+            match key_columns
+                .iter()
+                .position(|c| is_event_time(schema.field(*c)))
+            {
                 Some(p) => Expiry::KeyEventTime(p),
                 None => Expiry::Never,
             }
         };
-        let value_schema = match expiry {
+        let value_fields = match expiry {
             Expiry::WithinWatermark { .. } => vec![Arc::new(Field::new(
                 "expiresAtMicros",
                 arrow::datatypes::DataType::Int64,
@@ -240,42 +231,57 @@ impl StreamingDeduplicate {
             ))],
             _ => vec![],
         };
-        let dir = checkpoint_root.join("state").join(operator_id.to_string());
-        let op = if node.within_watermark {
-            "dedupeWithinWatermark"
-        } else {
-            "dedupe"
-        };
-        check_state_schema(
-            &dir,
-            &StateSchema {
-                operator: format!("{operator_id} ({op})"),
-                key_schema: state_fields(&fields),
-                value_schema: state_fields(&value_schema),
-                left_fields: None,
-            },
-            allow_rename,
-        )?;
         Ok(Self {
+            operator_id: info.operator_id,
             key_columns,
+            key_fields: fields,
+            value_fields,
             converter,
             expiry,
             input_schema,
-            partitions,
-            stores: open_stores(checkpoint_root, operator_id, partitions, &store_conf)?,
-            min_expiry_us: i64::MIN,
+            by_expiry: KeysByTime::new(),
             within: node.within_watermark,
             late_rows: None,
         })
     }
 
+    /// Starts the batch's expiry index: kept when it describes the stores' version, else rebuilt
+    /// with one scan of the state (the first batch of a run, or after a failed batch).
+    fn begin_expiry_index(&mut self, stores: &PartitionedStores<'_>) -> Result<()> {
+        let version = stores.version();
+        let converter = &self.converter;
+        match self.expiry {
+            Expiry::Never => self.by_expiry.begin_empty(version, stores.len()),
+            Expiry::WithinWatermark { .. } => {
+                self.by_expiry.begin(version, stores.all(), |_, values| {
+                    Ok(values
+                        .iter()
+                        .map(|v| (*v).try_into().ok().map(i64::from_le_bytes))
+                        .collect())
+                })?;
+            }
+            Expiry::KeyEventTime(p) => {
+                self.by_expiry.begin(version, stores.all(), |keys, _| {
+                    let parser = converter.parser();
+                    let arrays = converter.convert_rows(keys.iter().map(|k| parser.parse(k)))?;
+                    let ts = to_micros(&arrays[p])?;
+                    Ok((0..ts.len())
+                        .map(|i| ts.is_valid(i).then(|| ts.value(i)))
+                        .collect())
+                })?;
+            }
+        }
+        Ok(())
+    }
+
     fn run(
         &mut self,
-        stores: &mut [&mut dyn StateStore],
+        stores: &mut PartitionedStores<'_>,
         batch: &RecordBatch,
         late_us: i64,
         evict_us: i64,
-    ) -> Result<(RecordBatch, StateOperatorProgress)> {
+    ) -> Result<OperatorOutput> {
+        self.begin_expiry_index(stores)?;
         let n = batch.num_rows();
         let keys: Vec<ArrayRef> = self
             .key_columns
@@ -301,31 +307,30 @@ impl StreamingDeduplicate {
                 }
             }
             let key = rows.row(i).data();
-            let p = partition_of(key, self.partitions);
+            let p = stores.partition_of(key);
             if seen.contains(key) || stores[p].get(key).is_some() {
                 duplicates += 1;
                 continue;
             }
             seen.insert(key);
-            let value: Vec<u8> = match (&self.expiry, &event_time) {
+            let (value, expires): (Vec<u8>, Option<i64>) = match (&self.expiry, &event_time) {
                 (Expiry::WithinWatermark { delay_us, .. }, Some(ts)) => {
                     let expires = if ts.is_valid(i) {
                         ts.value(i) + delay_us
                     } else {
                         i64::MAX
                     };
-                    self.min_expiry_us = self.min_expiry_us.min(expires);
-                    expires.to_le_bytes().to_vec()
+                    (expires.to_le_bytes().to_vec(), Some(expires))
                 }
                 (Expiry::KeyEventTime(_), Some(ts)) => {
-                    if ts.is_valid(i) {
-                        self.min_expiry_us = self.min_expiry_us.min(ts.value(i));
-                    }
-                    Vec::new()
+                    (Vec::new(), ts.is_valid(i).then(|| ts.value(i)))
                 }
-                _ => Vec::new(),
+                _ => (Vec::new(), None),
             };
             stores[p].put(key, &value);
+            if let (Some(t), Some(index)) = (expires, self.by_expiry.partition_mut(p)) {
+                index.insert(t, key.to_vec());
+            }
             updated += 1;
             kept.push(i as u32);
         }
@@ -333,80 +338,35 @@ impl StreamingDeduplicate {
             rows.push(take_record_batch(batch, &UInt32Array::from(late_idx))?);
         }
         let out = take_record_batch(batch, &UInt32Array::from(kept))?;
-        let removed = self.evict(stores, evict_us)?;
-        let t = std::time::Instant::now();
-        let (total, memory) = super::stateful::commit_stores(stores)?;
+        let removed = self.evict(stores, evict_us);
+        self.by_expiry.finish(stores.version() + 1);
         let mut custom = std::collections::BTreeMap::new();
         custom.insert("numDroppedDuplicateRows".to_string(), duplicates);
         let progress = StateOperatorProgress {
-            operator_name: if self.within {
-                "dedupeWithinWatermark".into()
-            } else {
-                "dedupe".into()
-            },
-            num_rows_total: total as i64,
             num_rows_updated: updated,
             num_rows_removed: removed as i64,
-            commit_time_ms: t.elapsed().as_millis() as i64,
             num_rows_dropped_by_watermark: late,
-            memory_used_bytes: memory as i64,
-            num_shuffle_partitions: self.partitions as i64,
-            num_state_store_instances: self.partitions as i64,
             custom_metrics: custom,
             ..Default::default()
         };
         let schema = nullable(&self.input_schema);
-        Ok((
-            RecordBatch::try_new(schema, out.columns().to_vec())?,
+        Ok(OperatorOutput {
+            rows: RecordBatch::try_new(schema, out.columns().to_vec())?,
             progress,
-        ))
+        })
     }
 
-    /// Removes keys whose event time (or expiry) is at or before `evict_us`.
-    fn evict(&mut self, stores: &mut [&mut dyn StateStore], evict_us: i64) -> Result<u64> {
-        if matches!(self.expiry, Expiry::Never) || evict_us < self.min_expiry_us {
-            return Ok(0);
-        }
+    /// Removes keys whose event time (or expiry) is at or before `evict_us`, through the expiry
+    /// index (only the expired keys are touched).
+    fn evict(&mut self, stores: &mut PartitionedStores<'_>, evict_us: i64) -> u64 {
         let mut removed = 0u64;
-        let mut min_left = i64::MAX;
-        for store in stores.iter_mut() {
-            let pairs: Vec<(Vec<u8>, Vec<u8>)> = store
-                .iter()
-                .map(|(k, v)| (k.to_vec(), v.to_vec()))
-                .collect();
-            if pairs.is_empty() {
-                continue;
-            }
-            let times: Vec<Option<i64>> = match self.expiry {
-                Expiry::WithinWatermark { .. } => pairs
-                    .iter()
-                    .map(|(_, v)| v.as_slice().try_into().ok().map(i64::from_le_bytes))
-                    .collect(),
-                Expiry::KeyEventTime(p) => {
-                    let parser = self.converter.parser();
-                    let arrays = self
-                        .converter
-                        .convert_rows(pairs.iter().map(|(k, _)| parser.parse(k)))?;
-                    let ts = to_micros(&arrays[p])?;
-                    (0..ts.len())
-                        .map(|i| ts.is_valid(i).then(|| ts.value(i)))
-                        .collect()
-                }
-                Expiry::Never => continue,
-            };
-            for ((k, _), t) in pairs.iter().zip(times) {
-                match t {
-                    Some(t) if t <= evict_us => {
-                        store.remove(k);
-                        removed += 1;
-                    }
-                    Some(t) => min_left = min_left.min(t),
-                    None => {}
-                }
+        for (p, index) in self.by_expiry.partitions_mut().iter_mut().enumerate() {
+            for key in index.expire(evict_us, true) {
+                stores[p].remove(&key);
+                removed += 1;
             }
         }
-        self.min_expiry_us = min_left;
-        Ok(removed)
+        removed
     }
 
     fn has_expiry(&self) -> bool {
@@ -415,30 +375,41 @@ impl StreamingDeduplicate {
 }
 
 impl StatefulOperator for StreamingDeduplicate {
+    fn name(&self) -> &str {
+        if self.within {
+            "dedupeWithinWatermark"
+        } else {
+            "dedupe"
+        }
+    }
+
+    fn state_schema(&self) -> StateSchema {
+        StateSchema::new(
+            self.operator_id,
+            self.name(),
+            state_fields(&self.key_fields),
+            state_fields(&self.value_fields),
+        )
+    }
+
     fn process(
         &mut self,
         mut inputs: Vec<Vec<RecordBatch>>,
-        late_watermark_ms: i64,
-        eviction_watermark_ms: i64,
-        batch_id: u64,
-    ) -> Result<(RecordBatch, StateOperatorProgress)> {
+        stores: &mut PartitionedStores<'_>,
+        ctx: &BatchContext,
+    ) -> Result<OperatorOutput> {
         let input = inputs.pop().unwrap_or_default();
         let batch = concat_batches(&self.input_schema, &input)?;
         let late_us = if self.has_expiry() {
-            late_watermark_ms.saturating_mul(1000)
+            ctx.late_watermark.as_micros().0
         } else {
             i64::MIN
         };
-        let evict_us = eviction_watermark_ms.saturating_mul(1000);
-        let mut providers = std::mem::take(&mut self.stores);
+        let evict_us = ctx.eviction_watermark.as_micros().0;
         if let Some(kept) = &mut self.late_rows {
             kept.clear();
         }
-        let result = super::stateful::with_stores(&mut providers, batch_id, |stores| {
-            self.run(stores, &batch, late_us, evict_us)
-        });
-        self.stores = providers;
-        result
+        self.run(stores, &batch, late_us, evict_us)
     }
 
     fn keep_late_rows(&mut self) -> Result<SchemaRef> {
@@ -453,7 +424,12 @@ impl StatefulOperator for StreamingDeduplicate {
             .unwrap_or_default()
     }
 
-    fn should_run_another_batch(&self, batch_watermark_ms: i64, next_watermark_ms: i64) -> bool {
-        self.has_expiry() && next_watermark_ms > batch_watermark_ms
+    /// A no-data batch evicts when the watermark moved and keys expire.
+    fn should_run_another_batch(
+        &self,
+        batch_watermark: WatermarkMs,
+        next_watermark: WatermarkMs,
+    ) -> bool {
+        self.has_expiry() && next_watermark > batch_watermark
     }
 }

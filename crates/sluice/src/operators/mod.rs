@@ -1,11 +1,74 @@
-//! Stateful operators and event time: watermarks (`watermark`), windows (`window`), streaming
-//! aggregation (`aggregate`). Deduplication, joins and flatMapGroupsWithState arrive with
-//! issue 4; `plan::analysis` refuses them until then with a `SLUICE_NOT_SUPPORTED_YET` error.
+//! Stateful operators and event time.
+//!
+//! - [`stateful`]: the framework every stateful operator is written against (the
+//!   [`stateful::StatefulOperator`] trait, its state info and batch context,
+//!   the partitioned stores it is handed, event-time columns);
+//! - the operators: streaming aggregation ([`aggregate`]), deduplication ([`dedup`]),
+//!   stream-stream joins ([`join`]) and arbitrary stateful processing
+//!   ([`flat_map_groups_with_state`]), built from their logical node by [`create_operator`];
+//! - event time: watermarks ([`watermark`]) and windows ([`window`]);
+//! - [`analysis`]: what the streaming analysis asks of an aggregation before it is built.
 
 pub mod aggregate;
+pub mod analysis;
 pub mod dedup;
 pub mod flat_map_groups_with_state;
 pub mod join;
 pub mod stateful;
 pub mod watermark;
 pub mod window;
+
+use datafusion::logical_expr::{Aggregate, Join, LogicalPlan};
+
+use self::aggregate::StreamingAggregate;
+use self::dedup::{Deduplicate, StreamingDeduplicate};
+use self::flat_map_groups_with_state::{FlatMapGroupsWithState, StreamingFlatMapGroupsWithState};
+use self::join::StreamingJoin;
+use self::stateful::{OperatorRunner, StateInfo, StatefulOperator};
+use crate::error::Result;
+use crate::types::OutputMode;
+
+/// A stateful node of a logical plan: what [`create_operator`] builds an operator for.
+#[derive(Debug, Clone)]
+pub enum StatefulNode {
+    /// A streaming aggregation.
+    Aggregate(Aggregate),
+    /// `drop_duplicates`, `drop_duplicates_within_watermark` or `SELECT DISTINCT`.
+    Deduplicate(Deduplicate),
+    /// A stream-stream join.
+    Join(Join),
+    /// `flat_map_groups_with_state` / `map_groups_with_state`.
+    FlatMapGroupsWithState(FlatMapGroupsWithState),
+}
+
+impl StatefulNode {
+    /// The node's inputs, one plan per child of the operator (a join's left, then right).
+    pub fn input_plans(&self) -> Vec<LogicalPlan> {
+        match self {
+            StatefulNode::Aggregate(agg) => vec![agg.input.as_ref().clone()],
+            StatefulNode::Join(j) => vec![j.left.as_ref().clone(), j.right.as_ref().clone()],
+            StatefulNode::FlatMapGroupsWithState(f) => vec![f.input.clone()],
+            StatefulNode::Deduplicate(d) => vec![d.input.clone()],
+        }
+    }
+}
+
+/// Builds the operator for `node`, writing in output mode `mode`, with its state where `info`
+/// says: the framework checks (or records) the operator's state schema and opens its stores. A
+/// state that does not fit the checkpoint fails with a class
+/// [`crate::state::schema::is_state_schema_error`] recognises.
+pub fn create_operator(
+    node: &StatefulNode,
+    mode: OutputMode,
+    info: &StateInfo,
+) -> Result<OperatorRunner> {
+    let operator: Box<dyn StatefulOperator> = match node {
+        StatefulNode::Aggregate(agg) => Box::new(StreamingAggregate::try_new(agg, mode, info)?),
+        StatefulNode::Join(j) => Box::new(StreamingJoin::try_new(j, info)?),
+        StatefulNode::FlatMapGroupsWithState(f) => {
+            Box::new(StreamingFlatMapGroupsWithState::try_new(f, info)?)
+        }
+        StatefulNode::Deduplicate(d) => Box::new(StreamingDeduplicate::try_new(d, info)?),
+    };
+    OperatorRunner::try_new(operator, info)
+}

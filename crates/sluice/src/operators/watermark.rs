@@ -39,9 +39,13 @@ pub const WATERMARK_DELAY_KEY: &str = "spark.watermarkDelayMs";
 /// Event-time statistics of the rows that passed a watermark node in one batch, in ms.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct EventTimeStats {
+    /// The latest event time seen (ms).
     pub max: i64,
+    /// The earliest event time seen (ms).
     pub min: i64,
+    /// The sum of the event times seen (ms), for the average.
     pub sum: f64,
+    /// How many rows with an event time were seen.
     pub count: u64,
 }
 
@@ -57,6 +61,7 @@ impl EventTimeStats {
         self.sum += ms as f64;
         self.count += 1;
     }
+    /// Adds the statistics `o` of other rows (another partition, another batch).
     pub fn merge(&mut self, o: &EventTimeStats) {
         if o.count == 0 {
             return;
@@ -70,6 +75,7 @@ impl EventTimeStats {
         self.sum += o.sum;
         self.count += o.count;
     }
+    /// The average event time (ms); none without rows.
     pub fn avg(&self) -> Option<f64> {
         (self.count > 0).then(|| self.sum / self.count as f64)
     }
@@ -81,8 +87,11 @@ pub type StatsHandle = Arc<Mutex<EventTimeStats>>;
 /// The logical node of `with_watermark`.
 #[derive(Debug, Clone)]
 pub struct EventTimeWatermark {
+    /// The plan whose rows pass through.
     pub input: LogicalPlan,
+    /// The event-time column.
     pub column: Column,
+    /// The delay (ms): the watermark is the latest event time minus it.
     pub delay_ms: i64,
     schema: DFSchemaRef,
     /// Set per batch by `plan::incremental`.
@@ -90,6 +99,7 @@ pub struct EventTimeWatermark {
 }
 
 impl EventTimeWatermark {
+    /// `with_watermark(column, delay)` over `input`; the column must be a timestamp.
     pub fn try_new(input: LogicalPlan, column: &str, delay_ms: i64) -> Result<Self> {
         let in_schema = input.schema();
         let col = in_schema
@@ -139,6 +149,7 @@ impl EventTimeWatermark {
         })
     }
 
+    /// The node as a logical plan.
     pub fn into_plan(self) -> LogicalPlan {
         LogicalPlan::Extension(Extension {
             node: Arc::new(self),
@@ -225,6 +236,8 @@ pub struct EventTimeWatermarkExec {
 }
 
 impl EventTimeWatermarkExec {
+    /// Passes `input`'s rows through, recording the event times of column `column_index` in
+    /// `stats`.
     pub fn new(
         input: Arc<dyn ExecutionPlan>,
         column_index: usize,
@@ -343,6 +356,7 @@ pub struct WatermarkTracker {
 }
 
 impl WatermarkTracker {
+    /// A tracker combining nodes by `policy`, starting at the checkpoint's watermark.
     pub fn new(policy: WatermarkPolicy, restored_ms: i64) -> Self {
         Self {
             policy,
@@ -350,6 +364,7 @@ impl WatermarkTracker {
             global_ms: restored_ms,
         }
     }
+    /// The global watermark (ms).
     pub fn current_ms(&self) -> i64 {
         self.global_ms
     }

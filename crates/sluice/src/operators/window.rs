@@ -103,6 +103,7 @@ pub fn window_fields() -> Fields {
     ])
 }
 
+/// The type of a window column: `struct<start: timestamp, end: timestamp>`.
 pub fn window_type() -> DataType {
     DataType::Struct(window_fields())
 }
@@ -125,13 +126,22 @@ pub fn last_window_start(ts: i64, slide: i64, start: i64) -> i64 {
 pub enum WindowSpec {
     /// `window(ts, size, slide, start)`; tumbling when `slide == size`.
     Time {
+        /// The time column.
         time: Expr,
+        /// The window length (µs).
         size: i64,
+        /// How far apart windows start (µs).
         slide: i64,
+        /// The offset of window starts from the epoch (µs).
         start: i64,
     },
     /// `session_window(ts, gap)`.
-    Session { time: Expr, gap: i64 },
+    Session {
+        /// The time column.
+        time: Expr,
+        /// The gap that closes a session (µs).
+        gap: i64,
+    },
 }
 
 fn literal_str(e: &Expr) -> Option<String> {
@@ -264,18 +274,12 @@ fn scalar_duration(name: &str, v: &ColumnarValue) -> DfResult<i64> {
 /// which is what lets a second aggregation or a join group by it.
 fn window_field(args: &ReturnFieldArgs) -> FieldRef {
     let mut field = Field::new("window", window_type(), true);
-    if let Some(delay) = args
+    if let Some(marker) = args
         .arg_fields
         .first()
-        .and_then(|f| f.metadata().get(super::watermark::WATERMARK_DELAY_KEY))
+        .and_then(|f| super::stateful::event_time::marker_of(f))
     {
-        field = field.with_metadata(
-            [(
-                super::watermark::WATERMARK_DELAY_KEY.to_string(),
-                delay.clone(),
-            )]
-            .into(),
-        );
+        field = field.with_metadata(marker);
     }
     Arc::new(field)
 }

@@ -8,7 +8,7 @@ use datafusion::logical_expr::{JoinType, LogicalPlan};
 use super::relation::is_streaming;
 use super::stateful_nodes::is_stateful;
 use crate::error::{Result, SluiceError};
-use crate::operators::aggregate::{has_event_time_key, has_session_window};
+use crate::operators::analysis::{has_event_time_key, has_session_window};
 use crate::types::OutputMode;
 
 /// What the analysis learned about a streaming plan.

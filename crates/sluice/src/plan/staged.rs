@@ -11,21 +11,22 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 
+use crate::checkpoint::CheckpointDir;
 use crate::conf::StreamingConf;
 use crate::error::{Result, SluiceError};
-use crate::operators::aggregate::StreamingAggregate;
-use crate::operators::dedup::StreamingDeduplicate;
-use crate::operators::flat_map_groups_with_state::FlatMapGroupsWithStateExec;
-use crate::operators::join::StreamingJoin;
-use crate::operators::stateful::StatefulOperator;
+use crate::operators::create_operator;
+use crate::operators::stateful::{BatchContext, OperatorRunner, StateInfo};
 use crate::operators::watermark::{watermark_nodes, EventTimeStats};
 use crate::plan::incremental::{BatchInputs, PlannedBatch};
-use crate::plan::stateful_nodes::{split_stateful, StatefulNode};
+use crate::plan::stateful_nodes::split_stateful;
 use crate::plan::IncrementalExecution;
 use crate::progress::StateOperatorProgress;
 use crate::session::Session;
+use crate::state::schema::is_state_schema_error;
+use crate::testing::TestHooks;
 use crate::types::BatchData;
 use crate::types::OutputMode;
+use crate::types::{BatchId, OperatorId, WatermarkMs};
 
 /// What one batch produced.
 pub(crate) struct StagedOutput {
@@ -55,7 +56,7 @@ pub(crate) struct StagedPlan {
 /// and earlier operators' rows), the operator turns them into rows bound to its placeholder.
 pub(crate) struct StatefulStage {
     inputs: Vec<IncrementalExecution>,
-    operator: Box<dyn StatefulOperator>,
+    operator: OperatorRunner,
     placeholder: u64,
     placeholder_schema: SchemaRef,
 }
@@ -89,35 +90,31 @@ impl StagedPlan {
             min_deltas_for_snapshot: query_conf.min_deltas_for_snapshot,
             ..Default::default()
         };
+        let hooks = TestHooks::from_session(session);
         let mut stages = Vec::new();
         let mut rest = plan;
         let mut incompatible = None;
         // Operator ids follow the chain bottom-up: state/0 is the first stateful operator.
         while let Some((node, above, placeholder, placeholder_schema)) = split_stateful(&rest)? {
-            let id = stages.len() as u32;
-            let conf = store_conf.clone();
-            let built = create_operator(
-                &node,
-                id,
-                mode,
-                checkpoint_root,
+            let info = StateInfo {
+                checkpoint: CheckpointDir::new(checkpoint_root),
+                operator_id: OperatorId(stages.len() as u32),
                 partitions,
-                allow_rename,
-                conf,
-            );
-            let (operator, input_plans) = match built {
-                Ok(b) => b,
-                Err(e)
-                    if e.is(class::STATE_SCHEMA_INCOMPATIBLE)
-                        || e.is(class::STATE_SCHEMA_KEY_RENAMED) =>
-                {
+                store_conf: store_conf.clone(),
+                allow_key_rename: allow_rename,
+                hooks,
+            };
+            let operator = match create_operator(&node, mode, &info) {
+                Ok(op) => op,
+                Err(e) if is_state_schema_error(&e) => {
                     incompatible = Some(e);
                     break;
                 }
                 Err(e) => return Err(e),
             };
             stages.push(StatefulStage {
-                inputs: input_plans
+                inputs: node
+                    .input_plans()
                     .into_iter()
                     .map(|p| IncrementalExecution::new(state.clone(), p, partitions))
                     .collect(),
@@ -152,8 +149,10 @@ impl StagedPlan {
     ) -> bool {
         self.incompatible.is_none()
             && self.stages.iter().any(|s| {
-                s.operator
-                    .should_run_another_batch(batch_watermark_ms, next_watermark_ms)
+                s.operator.should_run_another_batch(
+                    WatermarkMs(batch_watermark_ms),
+                    WatermarkMs(next_watermark_ms),
+                )
             })
     }
 
@@ -219,13 +218,16 @@ impl StagedPlan {
                 watermarks.extend(observed(&planned));
                 operator_inputs.push(data.batches().cloned().collect::<Vec<_>>());
             }
-            stage.operator.set_batch_timestamp(batch_timestamp_ms);
-            let (rows, progress) = stage.operator.process(
+            let out = stage.operator.process(
                 operator_inputs,
-                late_watermark_ms,
-                eviction_watermark_ms,
-                batch_id,
+                &BatchContext {
+                    batch_id: BatchId(batch_id),
+                    batch_timestamp_ms,
+                    late_watermark: WatermarkMs(late_watermark_ms),
+                    eviction_watermark: WatermarkMs(eviction_watermark_ms),
+                },
             )?;
+            let (rows, progress) = (out.rows, out.progress);
             let rows =
                 RecordBatch::try_new(stage.placeholder_schema.clone(), rows.columns().to_vec())?;
             bound.insert(stage.placeholder, vec![rows]);
@@ -244,75 +246,5 @@ impl StagedPlan {
             planning_ms,
             late_rows,
         })
-    }
-}
-
-/// Builds the operator of one stateful node and the plans of its inputs.
-// The body is the block moved unchanged from `query/pipeline.rs`; the stateful-operator framework
-// replaces it with one call.
-#[rustfmt::skip]
-#[allow(clippy::too_many_arguments)]
-fn create_operator(
-    node: &StatefulNode,
-    id: u32,
-    mode: OutputMode,
-    checkpoint_root: &Path,
-    partitions: usize,
-    allow_rename: bool,
-    conf: crate::state::StateStoreConf,
-) -> Result<(Box<dyn StatefulOperator>, Vec<LogicalPlan>)> {
-    match &node {
-        StatefulNode::Aggregate(agg) => StreamingAggregate::try_new(
-            agg,
-            id,
-            mode,
-            checkpoint_root,
-            partitions,
-            allow_rename,
-            conf,
-        )
-        .map(|op| {
-            (
-                Box::new(op) as Box<dyn StatefulOperator>,
-                vec![agg.input.as_ref().clone()],
-            )
-        }),
-        StatefulNode::Join(j) => {
-            StreamingJoin::try_new(j, id, checkpoint_root, partitions, allow_rename, conf)
-                .map(|op| {
-                    (
-                        Box::new(op) as Box<dyn StatefulOperator>,
-                        vec![j.left.as_ref().clone(), j.right.as_ref().clone()],
-                    )
-                })
-        }
-        StatefulNode::FlatMapGroupsWithState(f) => FlatMapGroupsWithStateExec::try_new(
-            f,
-            id,
-            checkpoint_root,
-            partitions,
-            allow_rename,
-            conf,
-        )
-        .map(|op| {
-            (
-                Box::new(op) as Box<dyn StatefulOperator>,
-                vec![f.input.clone()],
-            )
-        }),
-        StatefulNode::Deduplicate(d) => StreamingDeduplicate::try_new(
-            d,
-            id,
-            checkpoint_root,
-            partitions,
-            allow_rename,
-            conf,
-        )
-        .map(|op| {
-            (
-                Box::new(op) as Box<dyn StatefulOperator>,
-                vec![d.input.clone()],
-            )
-        }),
     }
 }

@@ -19,6 +19,7 @@ use datafusion::prelude::Expr;
 use crate::error::{Result, SluiceError};
 use crate::operators::dedup::Deduplicate;
 use crate::operators::flat_map_groups_with_state::FlatMapGroupsWithState;
+pub(crate) use crate::operators::StatefulNode;
 use crate::plan::relation::reads_stream_or_operator;
 use crate::plan::StreamingRelation;
 
@@ -58,14 +59,6 @@ impl<'a> StatefulNodeRef<'a> {
 /// True when `node` is a stateful operator over streaming input.
 pub(crate) fn is_stateful(node: &LogicalPlan) -> bool {
     StatefulNodeRef::of(node).is_some()
-}
-
-/// The stateful node found in a plan.
-pub(crate) enum StatefulNode {
-    Aggregate(Aggregate),
-    Deduplicate(Deduplicate),
-    Join(Join),
-    FlatMapGroupsWithState(FlatMapGroupsWithState),
 }
 
 impl StatefulNode {

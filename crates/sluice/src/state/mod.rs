@@ -123,12 +123,13 @@
 
 pub(crate) mod files;
 mod format;
-// The encoders are the operators' (they switch to these codecs with the stateful-operator
-// framework, issue 13 step 3); until then only the tests and `crate::inspect`'s decoders use
-// the layouts.
+// The encoders are the operators' until they switch to these codecs; until then only the tests
+// and `crate::inspect`'s decoders use the layouts.
+pub(crate) mod indexed;
 #[allow(dead_code)]
 pub(crate) mod layout;
 mod provider;
+pub(crate) mod schema;
 
 #[cfg(test)]
 mod tests;

@@ -229,11 +229,6 @@ impl MicroBatchExecution {
     fn add_batch(&mut self, batch: &mut Batch, inputs: BatchInputs) -> Result<StagedOutput> {
         let (batch_id, metadata) = (batch.id, &batch.offsets.metadata);
         let t = Instant::now();
-        let crash_in_commit = self
-            .core
-            .hooks
-            .crashes_at(CrashPoint::InStateCommit, batch_id);
-        crate::operators::stateful::inject_crash_in_state_commit(crash_in_commit);
         let mut out = self
             .plan
             .run(

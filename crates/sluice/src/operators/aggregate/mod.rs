@@ -1,0 +1,348 @@
+//! Streaming aggregation (Spark's `StateStoreRestoreExec` + `StateStoreSaveExec`) on DataFusion's
+//! accumulators.
+//!
+//! No per-function code: every aggregate DataFusion has streams through its
+//! `GroupsAccumulator` (or an `Accumulator` behind `GroupsAccumulatorAdapter`). The state of a
+//! key is the accumulator's intermediate state (`state_fields`), kept in the state store. Each
+//! batch, vectorised: the input rows are grouped (arrow row format keys), the stored states of
+//! the touched keys are merged (`merge_batch`) with the batch's rows (`update_batch`), the new
+//! states are written back, and the final values come from `evaluate`.
+//!
+//! Keys are hash-partitioned into `spark.sql.shuffle.partitions` state stores
+//! (`state/<op>/<partition>/`). Windows: `window(ts, size[, slide])` assigns each row to its
+//! window instance(s) here (sliding windows expand a row into several). Late rows (window end, or
+//! event time, at or before the watermark for late events) are dropped and counted, except in
+//! complete mode. Append mode emits a key once the eviction watermark passes its window end and
+//! evicts it; update mode emits changed keys and evicts expired ones; complete mode emits all.
+//!
+//! The operator is cut by concept, as DataFusion's `aggregates/`: `keys` (grouping keys,
+//! window assignment, the late-row filter), `partition` (merge, update, emit and evict per
+//! state partition, on threads), `session` (session windows) and `output` (final values and
+//! progress). Keys in state are indexed by their event time (`crate::state::indexed`), so
+//! eviction touches only expired keys.
+
+mod keys;
+mod output;
+mod partition;
+mod session;
+
+use std::sync::Arc;
+
+use arrow::array::{Array, RecordBatch};
+use arrow::compute::concat_batches;
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::row::{RowConverter, SortField};
+use datafusion::common::DFSchema;
+use datafusion::execution::context::ExecutionProps;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{Aggregate, GroupsAccumulator};
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::{GroupsAccumulatorAdapter, PhysicalExpr};
+#[allow(deprecated)]
+use datafusion::physical_planner::create_aggregate_expr_and_maybe_filter;
+
+use self::keys::{key_event_times, plan_keys, EventTimeKey, KeyPart};
+use self::session::SessionIndex;
+use super::stateful::{
+    BatchContext, OperatorOutput, PartitionedStores, StateInfo, StatefulOperator,
+};
+use crate::error::{class, Result, SluiceError};
+use crate::state::indexed::KeysByTime;
+use crate::state::schema::{state_fields, StateSchema};
+use crate::types::{OperatorId, OutputMode, WatermarkMs};
+
+pub(super) struct AggFn {
+    pub expr: Arc<AggregateFunctionExpr>,
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+    pub n_state: usize,
+}
+
+impl AggFn {
+    pub fn accumulator(&self) -> Result<Box<dyn GroupsAccumulator>> {
+        if self.expr.groups_accumulator_supported() {
+            Ok(self.expr.create_groups_accumulator()?)
+        } else {
+            let e = self.expr.clone();
+            Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
+                e.create_accumulator()
+            })))
+        }
+    }
+}
+
+/// See [`StreamingAggregate::slim_schema`].
+fn slim_schema(input: &SchemaRef, aggs: &[AggFn]) -> SchemaRef {
+    let mut used = vec![false; input.fields().len()];
+    for a in aggs {
+        let exprs = a.expr.all_expressions();
+        for e in exprs
+            .args
+            .iter()
+            .chain(exprs.order_by_exprs.iter())
+            .chain(a.filter.iter())
+        {
+            for c in datafusion::physical_expr::utils::collect_columns(e) {
+                if let Some(u) = used.get_mut(c.index()) {
+                    *u = true;
+                }
+            }
+        }
+    }
+    Arc::new(Schema::new(
+        input
+            .fields()
+            .iter()
+            .zip(used)
+            .map(|(f, u)| {
+                if u {
+                    f.clone()
+                } else {
+                    Arc::new(Field::new(f.name(), arrow::datatypes::DataType::Null, true))
+                }
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// One streaming aggregation operator.
+pub struct StreamingAggregate {
+    operator_id: OperatorId,
+    keys: Vec<KeyPart>,
+    key_fields: Vec<Arc<Field>>,
+    /// Every aggregate's intermediate state fields, in order: the state value.
+    value_fields: Vec<Arc<Field>>,
+    aggs: Vec<AggFn>,
+    key_converter: Option<RowConverter>,
+    state_converter: RowConverter,
+    output_schema: SchemaRef,
+    input_schema: SchemaRef,
+    /// The input schema with the columns no aggregate reads turned into `Null` columns: row
+    /// instances (a row per window it falls in) copy only what the aggregates need.
+    slim_schema: SchemaRef,
+    event_time_key: Option<EventTimeKey>,
+    mode: OutputMode,
+    partitions: usize,
+    /// Keys in state by event time (window end or the event-time column), so eviction touches
+    /// only expired keys instead of scanning the state. Not used for session windows.
+    time_index: KeysByTime,
+    /// Session windows: the sessions in state per value of the other grouping keys.
+    sessions: Option<SessionIndex>,
+    /// The late-row side output is on: this batch's input rows dropped as late.
+    late_rows: Option<Vec<RecordBatch>>,
+}
+
+impl std::fmt::Debug for StreamingAggregate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "StreamingAggregate(op={}, keys={})",
+            self.operator_id,
+            self.key_fields.len()
+        )
+    }
+}
+
+impl StreamingAggregate {
+    /// Builds the operator for the logical `Aggregate` node, with its state described by `info`.
+    pub fn try_new(agg: &Aggregate, mode: OutputMode, info: &StateInfo) -> Result<Self> {
+        let input_schema: &DFSchema = agg.input.schema();
+        let props = ExecutionProps::new();
+        let planning = PhysicalPlanningContext::default();
+        let out_schema = agg.schema.as_arrow().clone();
+        let n_keys = agg.group_expr.len();
+        let (keys, event_time_key) = plan_keys(agg, &props, &planning)?;
+        let key_fields: Vec<Arc<Field>> = out_schema.fields()[..n_keys].to_vec();
+        let physical_input = Arc::new(input_schema.as_arrow().clone());
+        let mut aggs = Vec::new();
+        let mut value_fields: Vec<Arc<Field>> = Vec::new();
+        for e in &agg.aggr_expr {
+            #[allow(deprecated)]
+            let (expr, filter, ordering) =
+                create_aggregate_expr_and_maybe_filter(e, input_schema, &physical_input, &props)?;
+            // `first_value(x ORDER BY y)` and kin (and Spark's `max_by` / `min_by`, rewritten to
+            // them) keep the ordering values in their state and compare them themselves; an
+            // aggregate that needs its input sorted (`array_agg(x ORDER BY y)`) cannot run on
+            // increments.
+            if !ordering.is_empty()
+                && expr.order_sensitivity()
+                    != datafusion::logical_expr::utils::AggregateOrderSensitivity::Beneficial
+            {
+                return Err(SluiceError::not_supported_yet(
+                    "ordered aggregates (WITHIN GROUP / ORDER BY in an aggregate) in a stream",
+                ));
+            }
+            if expr.is_distinct() {
+                return Err(SluiceError::query(
+                    class::UNSUPPORTED_STREAMING_OPERATION,
+                    "Distinct aggregations are not supported on streaming DataFrames/Datasets. Consider using approx_distinct() instead.",
+                ));
+            }
+            let fields = expr.state_fields()?;
+            value_fields.extend(fields.iter().cloned());
+            aggs.push(AggFn {
+                n_state: fields.len(),
+                expr,
+                filter,
+            });
+        }
+        let key_converter = if key_fields.is_empty() {
+            None
+        } else {
+            Some(RowConverter::new(
+                key_fields
+                    .iter()
+                    .map(|f| SortField::new(f.data_type().clone()))
+                    .collect(),
+            )?)
+        };
+        let state_converter = RowConverter::new(
+            value_fields
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
+        let slim_schema = slim_schema(&physical_input, &aggs);
+        Self {
+            operator_id: info.operator_id,
+            keys,
+            key_fields,
+            value_fields,
+            aggs,
+            key_converter,
+            state_converter,
+            output_schema: Arc::new(out_schema),
+            slim_schema,
+            input_schema: physical_input.clone(),
+            event_time_key,
+            mode,
+            partitions: info.partitions,
+            time_index: KeysByTime::new(),
+            sessions: None,
+            late_rows: None,
+        }
+        .with_session_index()
+    }
+
+    /// Starts the batch's event-time index: kept when it describes the stores' version, else
+    /// rebuilt with one scan of the state (the first batch of a run, or after a failed batch).
+    fn begin_time_index(&mut self, stores: &PartitionedStores<'_>) -> Result<()> {
+        let version = stores.version();
+        let (Some(et), Some(conv), None, false) = (
+            self.event_time_key,
+            &self.key_converter,
+            &self.sessions,
+            self.mode == OutputMode::Complete,
+        ) else {
+            self.time_index.begin_empty(version, stores.len());
+            return Ok(());
+        };
+        self.time_index.begin(version, stores.all(), |keys, _| {
+            let kparser = conv.parser();
+            let key_arrays = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
+            let times = key_event_times(&key_arrays, et)?;
+            Ok((0..keys.len())
+                .map(|i| times.is_valid(i).then(|| times.value(i)))
+                .collect())
+        })?;
+        Ok(())
+    }
+
+    /// Runs one batch over `input` with the stores open.
+    fn run(
+        &mut self,
+        stores: &mut [&mut dyn crate::state::StateStore],
+        input: &[RecordBatch],
+        ctx: &BatchContext,
+    ) -> Result<OperatorOutput> {
+        let batch = concat_batches(&self.input_schema, input)?;
+        let late_us = ctx.late_watermark.as_micros().0;
+        let evict_us = ctx.eviction_watermark.as_micros().0;
+        if self.sessions.is_some() {
+            let version = ctx.batch_id.state_version();
+            return self.process_sessions(stores, version, &batch, late_us, evict_us);
+        }
+        // Row instances (which input row feeds which key), their keys, then the partitions.
+        let mut instances = self.assign_instances(&batch, late_us)?;
+        self.keep_late(&batch, std::mem::take(&mut instances.late_rows))?;
+        let key_arrays = self.instance_keys(&batch, &mut instances)?;
+        let rows = arrow::compute::take_record_batch(&self.slim(&batch)?, &instances.take_idx)?;
+        let results = self.run_partitions(stores, &rows, &key_arrays, evict_us)?;
+        let (mut updated, mut removed, mut updates_ms, mut removals_ms) = (0, 0, 0, 0);
+        let mut outputs = Vec::new();
+        for r in results {
+            updated += r.updated;
+            removed += r.removed;
+            updates_ms += r.updates_ms;
+            removals_ms += r.removals_ms;
+            outputs.extend(r.rows);
+        }
+        let rows = match self.mode {
+            OutputMode::Complete => self.all_rows(stores)?,
+            _ => concat_batches(&self.output_schema, &outputs)?,
+        };
+        Ok(self.report(
+            rows,
+            (updated, removed, instances.dropped),
+            (updates_ms, removals_ms),
+        ))
+    }
+}
+
+impl StatefulOperator for StreamingAggregate {
+    fn name(&self) -> &str {
+        if self.sessions.is_some() {
+            "sessionWindowStateStoreSaveExec"
+        } else {
+            "stateStoreSave"
+        }
+    }
+
+    fn state_schema(&self) -> StateSchema {
+        StateSchema::new(
+            self.operator_id,
+            "stateStoreSave",
+            state_fields(&self.key_fields),
+            state_fields(&self.value_fields),
+        )
+    }
+
+    fn process(
+        &mut self,
+        mut inputs: Vec<Vec<RecordBatch>>,
+        stores: &mut PartitionedStores<'_>,
+        ctx: &BatchContext,
+    ) -> Result<OperatorOutput> {
+        let input = inputs.pop().unwrap_or_default();
+        if let Some(kept) = &mut self.late_rows {
+            kept.clear();
+        }
+        self.begin_time_index(stores)?;
+        let out = self.run(stores.all_mut(), &input, ctx)?;
+        self.time_index.finish(ctx.batch_id.state_version() + 1);
+        Ok(out)
+    }
+
+    /// A no-data batch emits or evicts when the watermark moved and bounds the state (not in
+    /// complete mode, which keeps every key).
+    fn should_run_another_batch(
+        &self,
+        batch_watermark: WatermarkMs,
+        next_watermark: WatermarkMs,
+    ) -> bool {
+        self.event_time_key.is_some()
+            && self.mode != OutputMode::Complete
+            && next_watermark > batch_watermark
+    }
+
+    fn keep_late_rows(&mut self) -> Result<SchemaRef> {
+        self.late_rows = Some(Vec::new());
+        Ok(self.input_schema.clone())
+    }
+
+    fn take_late_rows(&mut self) -> Vec<RecordBatch> {
+        self.late_rows
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+}

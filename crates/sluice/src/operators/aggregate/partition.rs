@@ -1,0 +1,387 @@
+//! One batch's work per state partition, each partition on a thread of its own (as Spark's
+//! tasks): group the partition's row instances by key, merge the stored states of the touched
+//! keys and update them with the rows, write them back, then emit and evict by output mode
+//! through the partition's event-time index.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use arrow::array::UInt32Array;
+use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, TimestampMicrosecondArray};
+use arrow::compute::{concat_batches, take};
+use arrow::row::Rows;
+use datafusion::logical_expr::EmitTo;
+
+use super::keys::key_event_times;
+use super::StreamingAggregate;
+use crate::error::{Result, SluiceError};
+use crate::operators::stateful::partition_of;
+use crate::operators::stateful::stores::on_partition_threads;
+use crate::state::indexed::TimeIndex;
+use crate::state::StateStore;
+use crate::types::OutputMode;
+
+/// What every partition of a batch reads: the row instances (a row per window it falls in),
+/// their key columns and encoded keys, and their event times (for the index).
+pub(super) struct BatchInstances<'a> {
+    pub rows: &'a RecordBatch,
+    pub key_arrays: &'a [ArrayRef],
+    pub key_rows: Option<&'a Rows>,
+    pub times: Option<&'a TimestampMicrosecondArray>,
+    pub evict_us: i64,
+}
+
+/// What one partition's share of a batch produced.
+#[derive(Default)]
+pub(super) struct PartitionOutput {
+    pub rows: Option<RecordBatch>,
+    pub updated: u64,
+    pub removed: u64,
+    pub updates_ms: i64,
+    pub removals_ms: i64,
+}
+
+/// The keys of one partition's instances: (each instance's group, each group's first instance,
+/// each group's encoded key).
+type Groups<'k> = (Vec<usize>, Vec<u32>, Vec<&'k [u8]>);
+
+impl StreamingAggregate {
+    /// Sends each instance to its key's partition (Spark's shuffle) and runs the partitions at
+    /// the same time; returns their outputs in partition order.
+    pub(super) fn run_partitions(
+        &mut self,
+        stores: &mut [&mut dyn StateStore],
+        instances: &RecordBatch,
+        key_arrays: &[ArrayRef],
+        evict_us: i64,
+    ) -> Result<Vec<PartitionOutput>> {
+        let rows_in = instances.num_rows();
+        let key_rows: Option<Rows> = match &self.key_converter {
+            Some(c) => Some(c.convert_columns(key_arrays)?),
+            None => None,
+        };
+        let mut part_rows: Vec<Vec<u32>> = vec![Vec::new(); self.partitions];
+        match &key_rows {
+            Some(rows) => {
+                for r in 0..rows_in {
+                    part_rows[partition_of(rows.row(r).data(), self.partitions)].push(r as u32);
+                }
+            }
+            None => part_rows[partition_of(&[], self.partitions)] = (0..rows_in as u32).collect(),
+        }
+        let times = match (self.event_time_key, self.mode) {
+            (Some(et), OutputMode::Update | OutputMode::Append) => {
+                Some(key_event_times(key_arrays, et)?)
+            }
+            _ => None,
+        };
+        let mut index = std::mem::take(&mut self.time_index);
+        let shared = BatchInstances {
+            rows: instances,
+            key_arrays,
+            key_rows: key_rows.as_ref(),
+            times: times.as_ref(),
+            evict_us,
+        };
+        let this = &*self;
+        let results = on_partition_threads(
+            stores
+                .iter_mut()
+                .zip(index.partitions_mut().iter_mut())
+                .zip(part_rows.iter()),
+            "an aggregation partition thread panicked",
+            |p, ((store, ix), rows)| this.process_partition(p, &mut **store, ix, &shared, rows),
+        );
+        self.time_index = index;
+        results.into_iter().collect()
+    }
+
+    /// Groups a partition's instances by key.
+    fn group<'k>(&self, p: usize, batch: &BatchInstances<'k>, rows: &[u32]) -> Groups<'k> {
+        let mut group_of: HashMap<&[u8], usize, foldhash::fast::RandomState> = HashMap::default();
+        let mut group_indices: Vec<usize> = Vec::with_capacity(rows.len());
+        let mut first_row: Vec<u32> = Vec::new();
+        let mut group_keys: Vec<&[u8]> = Vec::new();
+        match batch.key_rows {
+            Some(key_rows) => {
+                for r in rows {
+                    let bytes: &[u8] = key_rows.row(*r as usize).data();
+                    let next = group_keys.len();
+                    let g = *group_of.entry(bytes).or_insert_with(|| {
+                        first_row.push(*r);
+                        group_keys.push(bytes);
+                        next
+                    });
+                    group_indices.push(g);
+                }
+            }
+            // Global aggregation: one key, present every batch (Spark emits it every batch).
+            None if p == partition_of(&[], self.partitions) => {
+                group_keys.push(&[]);
+                group_indices.resize(rows.len(), 0);
+            }
+            None => {}
+        }
+        (group_indices, first_row, group_keys)
+    }
+
+    /// One partition's share of a batch: reads the stored states of its touched keys, merges
+    /// and updates them with its rows, writes them back, then emits and evicts by output mode.
+    fn process_partition(
+        &self,
+        p: usize,
+        store: &mut dyn StateStore,
+        index: &mut TimeIndex<Vec<u8>>,
+        batch: &BatchInstances<'_>,
+        rows: &[u32],
+    ) -> Result<PartitionOutput> {
+        let t_updates = Instant::now();
+        let (group_indices, first_row, group_keys) = self.group(p, batch, rows);
+        let n_groups = group_keys.len();
+        let mut out = PartitionOutput {
+            updated: n_groups as u64,
+            ..Default::default()
+        };
+        let (finals, direct) = if n_groups > 0 {
+            self.update_groups(
+                store,
+                index,
+                batch,
+                rows,
+                (&group_indices, &first_row, &group_keys),
+            )?
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        out.updates_ms = t_updates.elapsed().as_millis() as i64;
+
+        // Output and eviction, by output mode.
+        let t_removals = Instant::now();
+        match self.mode {
+            OutputMode::Update => {
+                if n_groups > 0 {
+                    let keys: Vec<ArrayRef> = match batch.key_rows {
+                        Some(_) => {
+                            let first = UInt32Array::from(first_row);
+                            batch
+                                .key_arrays
+                                .iter()
+                                .map(|a| take(a, &first, None))
+                                .collect::<Result<_, _>>()?
+                        }
+                        None => vec![],
+                    };
+                    out.rows = Some(self.output_batch(keys, finals)?);
+                }
+                if self.event_time_key.is_some() {
+                    out.removed = self.evict_partition(store, index, batch.evict_us, false)?.1
+                        + direct.len() as u64;
+                }
+            }
+            OutputMode::Append => {
+                let (rows, n) = self.evict_partition(store, index, batch.evict_us, true)?;
+                out.removed = n + direct.len() as u64;
+                out.rows = rows;
+                if !direct.is_empty() {
+                    let idx = UInt32Array::from(direct);
+                    let first = take(&UInt32Array::from(first_row), &idx, None)?;
+                    let keys: Vec<ArrayRef> = batch
+                        .key_arrays
+                        .iter()
+                        .map(|a| take(a, &first, None))
+                        .collect::<Result<_, _>>()?;
+                    let fin: Vec<ArrayRef> = finals
+                        .iter()
+                        .map(|a| take(a, &idx, None))
+                        .collect::<Result<_, _>>()?;
+                    let now = self.output_batch(keys, fin)?;
+                    out.rows = Some(match out.rows.take() {
+                        Some(evicted) => concat_batches(&self.output_schema, &[evicted, now])?,
+                        None => now,
+                    });
+                }
+            }
+            OutputMode::Complete => {}
+        }
+        out.removals_ms = t_removals.elapsed().as_millis() as i64;
+        Ok(out)
+    }
+
+    /// Merges the stored states of a partition's touched keys with its rows and writes the new
+    /// states; indexes the new keys by event time. Returns the final values of every group and
+    /// the groups emitted directly (new keys already behind the eviction watermark).
+    fn update_groups(
+        &self,
+        store: &mut dyn StateStore,
+        index: &mut TimeIndex<Vec<u8>>,
+        batch: &BatchInstances<'_>,
+        rows: &[u32],
+        (group_indices, first_row, group_keys): (&[usize], &[u32], &[&[u8]]),
+    ) -> Result<(Vec<ArrayRef>, Vec<u32>)> {
+        let n_groups = group_keys.len();
+        // Stored states of the touched keys.
+        let mut old_groups: Vec<usize> = Vec::new();
+        let old_states: Vec<ArrayRef> = {
+            let mut old: Vec<&[u8]> = Vec::new();
+            for (g, k) in group_keys.iter().enumerate() {
+                if let Some(v) = store.get(k) {
+                    old_groups.push(g);
+                    old.push(v);
+                }
+            }
+            if old.is_empty() {
+                Vec::new()
+            } else {
+                let parser = self.state_converter.parser();
+                self.state_converter
+                    .convert_rows(old.iter().map(|b| parser.parse(b)))?
+            }
+        };
+        // Merge stored states and update with this partition's rows.
+        let sub = arrow::compute::take_record_batch(batch.rows, &UInt32Array::from(rows.to_vec()))?;
+        let (new_states, finals) =
+            self.accumulate(&old_states, &old_groups, &sub, group_indices, n_groups)?;
+        // A new key whose event time is already behind the eviction watermark would be
+        // written and removed again in this batch: it is emitted straight away instead
+        // (and counted as removed), never touching the store.
+        let mut is_old = vec![false; n_groups];
+        for g in &old_groups {
+            is_old[*g] = true;
+        }
+        let mut direct: Vec<u32> = Vec::new();
+        if let Some(times) = batch.times {
+            for g in 0..n_groups {
+                let r = first_row[g] as usize;
+                if !is_old[g] && times.is_valid(r) && times.value(r) <= batch.evict_us {
+                    direct.push(g as u32);
+                }
+            }
+        }
+        let mut is_direct = vec![false; n_groups];
+        for g in &direct {
+            is_direct[*g as usize] = true;
+        }
+        // Write the new states; index the new keys by event time.
+        let state_rows = self.state_converter.convert_columns(&new_states)?;
+        for (g, k) in group_keys.iter().enumerate() {
+            if !is_direct[g] {
+                store.put(k, state_rows.row(g).as_ref());
+            }
+        }
+        if let Some(times) = batch.times {
+            for (g, key) in group_keys.iter().enumerate() {
+                let r = first_row[g] as usize;
+                if !is_old[g] && !is_direct[g] && times.is_valid(r) {
+                    index.insert(times.value(r), key.to_vec());
+                }
+            }
+        }
+        Ok((finals, direct))
+    }
+
+    /// For each aggregate: merges the stored states of `old_groups` and updates with the `rows`
+    /// (row `i` belongs to group `group_of_row[i]`). Returns the new intermediate states (all
+    /// aggregates' state fields, in order) and the final values, one per group.
+    pub(super) fn accumulate(
+        &self,
+        old_states: &[ArrayRef],
+        old_groups: &[usize],
+        rows: &RecordBatch,
+        group_of_row: &[usize],
+        n_groups: usize,
+    ) -> Result<(Vec<ArrayRef>, Vec<ArrayRef>)> {
+        let n = rows.num_rows();
+        if n_groups == 0 {
+            // Nothing touched (some accumulators cannot emit zero groups).
+            let mut states = Vec::new();
+            let mut finals = Vec::new();
+            for a in &self.aggs {
+                for f in a.expr.state_fields()? {
+                    states.push(arrow::array::new_empty_array(f.data_type()));
+                }
+                finals.push(arrow::array::new_empty_array(a.expr.field().data_type()));
+            }
+            return Ok((states, finals));
+        }
+        let ident: Vec<usize> = (0..n_groups).collect();
+        let mut new_states: Vec<ArrayRef> = Vec::new();
+        let mut finals: Vec<ArrayRef> = Vec::new();
+        let mut offset = 0;
+        for a in &self.aggs {
+            let mut acc = a.accumulator()?;
+            if !old_groups.is_empty() {
+                acc.merge_batch(
+                    &old_states[offset..offset + a.n_state],
+                    old_groups,
+                    n_groups,
+                )?;
+            }
+            // Arguments, then the ORDER BY expressions of an ordered aggregate (what DataFusion's
+            // aggregate execution passes to `update_batch`).
+            let exprs = a.expr.all_expressions();
+            let args: Vec<ArrayRef> = exprs
+                .args
+                .iter()
+                .chain(exprs.order_by_exprs.iter())
+                .map(|e| -> Result<ArrayRef> { Ok(e.evaluate(rows)?.into_array(n)?) })
+                .collect::<Result<_>>()?;
+            let filter: Option<BooleanArray> = match &a.filter {
+                Some(f) => Some(
+                    f.evaluate(rows)?
+                        .into_array(n)?
+                        .as_any()
+                        .downcast_ref::<BooleanArray>()
+                        .cloned()
+                        .ok_or_else(|| SluiceError::internal("filter"))?,
+                ),
+                None => None,
+            };
+            acc.update_batch(&args, group_of_row, filter.as_ref(), n_groups)?;
+            let st = acc.state(EmitTo::All)?;
+            let mut fin = a.accumulator()?;
+            fin.merge_batch(&st, &ident, n_groups)?;
+            finals.push(fin.evaluate(EmitTo::All)?);
+            new_states.extend(st);
+            offset += a.n_state;
+        }
+        Ok((new_states, finals))
+    }
+
+    /// Evicts one partition's keys with event time at or before `evict_us` through its
+    /// event-time index (only the expired keys are touched); with `emit`, returns them as rows.
+    fn evict_partition(
+        &self,
+        store: &mut dyn StateStore,
+        index: &mut TimeIndex<Vec<u8>>,
+        evict_us: i64,
+        emit: bool,
+    ) -> Result<(Option<RecordBatch>, u64)> {
+        let (Some(conv), Some(_)) = (&self.key_converter, self.event_time_key) else {
+            return Ok((None, 0));
+        };
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut values: Vec<Vec<u8>> = Vec::new();
+        for key in index.expire(evict_us, true) {
+            if emit {
+                match store.get(&key) {
+                    Some(v) => values.push(v.to_vec()),
+                    None => continue,
+                }
+            }
+            store.remove(&key);
+            keys.push(key);
+        }
+        let n = keys.len() as u64;
+        if !emit || keys.is_empty() {
+            return Ok((None, n));
+        }
+        let kparser = conv.parser();
+        let keys_out = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
+        let sparser = self.state_converter.parser();
+        let states = self
+            .state_converter
+            .convert_rows(values.iter().map(|b| sparser.parse(b)))?;
+        let finals = self.evaluate_states(&states, values.len())?;
+        Ok((Some(self.output_batch(keys_out, finals)?), n))
+    }
+}

@@ -1,0 +1,314 @@
+//! The operator that runs a `flatMapGroupsWithState` node: groups each batch's rows by key, calls
+//! the user function with each key's stored state, fires due timeouts (keys without rows whose
+//! timeout passed) and stores what the function left.
+//!
+//! A key's state value is its timeout (LE i64, [`NO_TIMEOUT`] for none) followed by the JSON of
+//! the user's state.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use arrow::compute::{concat_batches, take_record_batch};
+use arrow::datatypes::SchemaRef;
+use arrow::row::{RowConverter, SortField};
+use datafusion::common::ScalarValue;
+use datafusion::error::Result as DfResult;
+
+use super::{ErasedState, FlatMapGroupsWithState, GroupFunction, GroupStateTimeout};
+use crate::error::{class, Result, SluiceError};
+use crate::operators::stateful::{
+    nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, StateInfo,
+    StatefulOperator,
+};
+use crate::progress::StateOperatorProgress;
+use crate::state::schema::{state_fields, StateField, StateSchema};
+use crate::state::StateStore;
+use crate::types::{OperatorId, WatermarkMs};
+
+/// The stored timeout of a key without one.
+const NO_TIMEOUT: i64 = i64::MIN;
+
+/// The `flatMapGroupsWithState` operator (Spark's `FlatMapGroupsWithStateExec`).
+pub struct StreamingFlatMapGroupsWithState {
+    operator_id: OperatorId,
+    key_columns: Vec<usize>,
+    key_fields: Vec<Arc<arrow::datatypes::Field>>,
+    /// The user's state type, as the schema records it.
+    state_type: String,
+    converter: RowConverter,
+    func: Arc<dyn GroupFunction>,
+    timeout: GroupStateTimeout,
+    input_schema: SchemaRef,
+    output_schema: SchemaRef,
+    partitions: usize,
+    /// Earliest timeout in state (ms), for no-data batches; None until known.
+    min_timeout_ms: Option<i64>,
+}
+
+fn encode(timeout: Option<i64>, json: &[u8]) -> Vec<u8> {
+    let mut v = timeout.unwrap_or(NO_TIMEOUT).to_le_bytes().to_vec();
+    v.extend_from_slice(json);
+    v
+}
+
+fn decode(v: &[u8]) -> Result<(Option<i64>, Vec<u8>)> {
+    let t: [u8; 8] = v.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(|| {
+        SluiceError::checkpoint(
+            class::STATE_STORE_CORRUPT,
+            "a group state value is truncated; use a new checkpoint location",
+        )
+    })?;
+    let t = i64::from_le_bytes(t);
+    Ok(((t != NO_TIMEOUT).then_some(t), v[8..].to_vec()))
+}
+
+impl StreamingFlatMapGroupsWithState {
+    /// Builds the operator for the logical node, with its state described by `info`.
+    pub fn try_new(node: &FlatMapGroupsWithState, info: &StateInfo) -> Result<Self> {
+        let schema = node.input.schema();
+        let input_schema: SchemaRef = Arc::new(schema.as_arrow().clone());
+        let mut key_columns = Vec::new();
+        for k in &node.keys {
+            key_columns.push(input_schema.index_of(k).map_err(|_| {
+                SluiceError::query(
+                    class::UNRESOLVED_COLUMN,
+                    format!("no grouping column {k:?}"),
+                )
+            })?);
+        }
+        let fields: Vec<_> = key_columns
+            .iter()
+            .map(|i| Arc::new(input_schema.field(*i).clone()))
+            .collect();
+        let converter = RowConverter::new(
+            fields
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
+        Ok(Self {
+            operator_id: info.operator_id,
+            key_columns,
+            key_fields: fields,
+            state_type: node.state_type.clone(),
+            converter,
+            func: node.func.clone(),
+            timeout: node.timeout,
+            input_schema,
+            output_schema: nullable(&Arc::new(node.output_schema.as_arrow().clone())),
+            partitions: info.partitions,
+            min_timeout_ms: None,
+        })
+    }
+
+    /// Runs one batch at the eviction watermark `watermark_ms` and processing time
+    /// `batch_timestamp_ms`.
+    fn run(
+        &mut self,
+        stores: &mut [&mut dyn StateStore],
+        batch: RecordBatch,
+        watermark_ms: i64,
+        batch_timestamp_ms: i64,
+    ) -> Result<OperatorOutput> {
+        let n = batch.num_rows();
+        let keys: Vec<ArrayRef> = self
+            .key_columns
+            .iter()
+            .map(|c| batch.column(*c).clone())
+            .collect();
+        let rows = self.converter.convert_columns(&keys)?;
+        let mut groups: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
+        let mut pos: HashMap<&[u8], usize> = HashMap::new();
+        for i in 0..n {
+            let k = rows.row(i).data();
+            let g = *pos.entry(k).or_insert_with(|| {
+                groups.push((k.to_vec(), Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(i as u32);
+        }
+        let wm = (self.timeout == GroupStateTimeout::EventTimeTimeout).then_some(watermark_ms);
+        let mut outputs: Vec<RecordBatch> = Vec::new();
+        let (mut updated, mut removed) = (0i64, 0i64);
+        let key_values = |idx: u32| -> Result<Vec<ScalarValue>> {
+            keys.iter()
+                .map(|a| Ok(ScalarValue::try_from_array(a, idx as usize)?))
+                .collect()
+        };
+        let mut call = |key: &[u8],
+                        key_vals: Vec<ScalarValue>,
+                        rows: RecordBatch,
+                        stored: Option<Vec<u8>>,
+                        timed_out: bool,
+                        stores: &mut [&mut dyn StateStore]|
+         -> Result<()> {
+            let (timeout_at, json) = match &stored {
+                Some(v) => {
+                    let (t, j) = decode(v)?;
+                    (t, Some(j))
+                }
+                None => (None, None),
+            };
+            let mut st = ErasedState {
+                json,
+                changed: false,
+                timeout_kind: self.timeout,
+                timeout_at_ms: timeout_at,
+                timed_out,
+                watermark_ms: wm,
+                processing_time_ms: batch_timestamp_ms,
+            };
+            let out = self.func.call(&key_vals, &rows, &mut st)?;
+            for b in out {
+                if b.schema().fields() != self.output_schema.fields()
+                    && b.num_columns() != self.output_schema.fields().len()
+                {
+                    return Err(SluiceError::query(
+                        class::GROUP_FUNCTION_OUTPUT,
+                        format!("the stateful function returned rows with schema {:?}; it must return {:?}", b.schema(), self.output_schema),
+                    ));
+                }
+                outputs.push(RecordBatch::try_new(
+                    self.output_schema.clone(),
+                    b.columns().to_vec(),
+                )?);
+            }
+            let p = partition_of(key, self.partitions);
+            let timeout_after = st.timeout_at_ms;
+            match (&st.json, st.changed || timeout_after != timeout_at) {
+                (_, false) => {}
+                (Some(j), true) => {
+                    stores[p].put(key, &encode(timeout_after, j));
+                    updated += 1;
+                }
+                (None, true) => {
+                    if stored.is_some() {
+                        stores[p].remove(key);
+                        removed += 1;
+                    }
+                }
+            }
+            Ok(())
+        };
+        let mut with_data: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        for (k, idx) in &groups {
+            let p = partition_of(k, self.partitions);
+            let stored = stores[p].get(k).map(|v| v.to_vec());
+            let rows_of_key = take_record_batch(&batch, &UInt32Array::from(idx.clone()))?;
+            call(k, key_values(idx[0])?, rows_of_key, stored, false, stores)?;
+            with_data.insert(k.clone());
+        }
+        // Timeouts of keys without data in this batch.
+        let deadline = match self.timeout {
+            GroupStateTimeout::NoTimeout => None,
+            GroupStateTimeout::ProcessingTimeTimeout => Some(batch_timestamp_ms),
+            GroupStateTimeout::EventTimeTimeout => Some(watermark_ms),
+        };
+        let mut min_timeout: Option<i64> = None;
+        if let Some(deadline) = deadline {
+            let mut due: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            for store in stores.iter() {
+                for (k, v) in store.iter() {
+                    if with_data.contains(k) {
+                        continue;
+                    }
+                    if let (Some(t), _) = decode(v)? {
+                        let fires = match self.timeout {
+                            GroupStateTimeout::EventTimeTimeout => t < deadline,
+                            _ => t <= deadline,
+                        };
+                        if fires {
+                            due.push((k.to_vec(), v.to_vec()));
+                        }
+                    }
+                }
+            }
+            let empty = RecordBatch::new_empty(self.input_schema.clone());
+            for (k, v) in due {
+                let parser = self.converter.parser();
+                let arrays = self
+                    .converter
+                    .convert_rows(std::iter::once(parser.parse(&k)))?;
+                let kv: Vec<ScalarValue> = arrays
+                    .iter()
+                    .map(|a| ScalarValue::try_from_array(a, 0))
+                    .collect::<DfResult<_>>()?;
+                call(&k, kv, empty.clone(), Some(v), true, stores)?;
+            }
+            for store in stores.iter() {
+                for (_, v) in store.iter() {
+                    if let (Some(t), _) = decode(v)? {
+                        min_timeout = Some(min_timeout.map_or(t, |m: i64| m.min(t)));
+                    }
+                }
+            }
+        }
+        self.min_timeout_ms = min_timeout;
+        let out = if outputs.is_empty() {
+            RecordBatch::new_empty(self.output_schema.clone())
+        } else {
+            concat_batches(&self.output_schema, &outputs)?
+        };
+        Ok(OperatorOutput {
+            rows: out,
+            progress: StateOperatorProgress {
+                num_rows_updated: updated,
+                num_rows_removed: removed,
+                ..Default::default()
+            },
+        })
+    }
+}
+
+impl StatefulOperator for StreamingFlatMapGroupsWithState {
+    fn name(&self) -> &str {
+        "flatMapGroupsWithState"
+    }
+
+    fn state_schema(&self) -> StateSchema {
+        StateSchema::new(
+            self.operator_id,
+            "flatMapGroupsWithState",
+            state_fields(&self.key_fields),
+            vec![StateField {
+                name: "groupState".into(),
+                data_type: self.state_type.clone(),
+                nullable: true,
+                arrow_type: None,
+            }],
+        )
+    }
+
+    fn process(
+        &mut self,
+        mut inputs: Vec<Vec<RecordBatch>>,
+        stores: &mut PartitionedStores<'_>,
+        ctx: &BatchContext,
+    ) -> Result<OperatorOutput> {
+        let input = inputs.pop().unwrap_or_default();
+        let batch = concat_batches(&self.input_schema, &input)?;
+        self.run(
+            stores.all_mut(),
+            batch,
+            ctx.eviction_watermark.0,
+            ctx.batch_timestamp_ms,
+        )
+    }
+
+    fn should_run_another_batch(
+        &self,
+        batch_watermark: WatermarkMs,
+        next_watermark: WatermarkMs,
+    ) -> bool {
+        match (self.timeout, self.min_timeout_ms) {
+            (GroupStateTimeout::EventTimeTimeout, Some(t)) => {
+                next_watermark > batch_watermark && t < next_watermark.0
+            }
+            (GroupStateTimeout::ProcessingTimeTimeout, Some(t)) => {
+                t <= chrono::Utc::now().timestamp_millis()
+            }
+            _ => false,
+        }
+    }
+}

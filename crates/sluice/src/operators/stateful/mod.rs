@@ -1,0 +1,253 @@
+//! The stateful-operator framework: the [`StatefulOperator`] trait every stateful operator
+//! implements, and the [`OperatorRunner`] that drives one batch by batch.
+//!
+//! An operator *declares* its state ([`StatefulOperator::state_schema`], the equivalent of
+//! Arroyo's `tables()`); the framework records that schema on the first run and checks it on
+//! every restart (`crate::state::schema`), opens one state store per partition at the batch's
+//! version, hands the operator the batch ([`BatchContext`]) and the open stores
+//! ([`PartitionedStores`]), commits every store when the operator is done, and reports the
+//! store-level progress (keys in state, memory, commit time, partitions). What an operator
+//! writes is its own business; where, when and how it is committed is the framework's.
+//!
+//! - [`context`]: [`StateInfo`] (where the state lives, Spark's `StatefulOperatorStateInfo`) and
+//!   [`BatchContext`] (which batch runs, with its two watermarks by name);
+//! - [`stores`]: [`PartitionedStores`], key partitioning and the partition fan-out on threads;
+//! - [`event_time`]: which column is event time, and event times as microseconds.
+
+pub mod context;
+pub mod event_time;
+pub mod stores;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+
+use crate::error::{Result, SluiceError};
+use crate::progress::StateOperatorProgress;
+use crate::state::schema::{check_state_schema, StateSchema};
+use crate::state::DefaultStateStoreProvider;
+use crate::types::WatermarkMs;
+
+pub use context::{BatchContext, StateInfo};
+pub use stores::{partition_of, PartitionedStores};
+
+/// What one batch of an operator produced: its output rows and its progress.
+///
+/// The operator fills the progress fields only it knows (rows updated, removed and dropped by
+/// the watermark, update and removal times, custom metrics); the framework fills the rest
+/// (`operatorName` from [`StatefulOperator::name`], keys in state, memory, commit time, partitions).
+#[derive(Debug)]
+pub struct OperatorOutput {
+    /// The batch's output rows, in the operator's output schema.
+    pub rows: RecordBatch,
+    /// The batch's progress.
+    pub progress: StateOperatorProgress,
+}
+
+/// A stateful operator, driven once per batch by an [`OperatorRunner`].
+///
+/// The framework owns the state stores: an implementation declares the schema of its state
+/// ([`state_schema`](Self::state_schema)) and reads and updates the stores it is handed in
+/// [`process`](Self::process); it never opens, commits or finds the files of a store itself.
+///
+/// # Contract
+///
+/// - `process` for batch N is handed every partition's store at version N. It MUST stage in
+///   them every change the batch makes to its state and MUST NOT commit them: the framework
+///   commits version N + 1 of every partition once `process` returns `Ok`.
+/// - A key MUST be staged in the store of the partition [`PartitionedStores::partition_of`]
+///   gives it (or, for keys grouped under another key, the partition of that key, always the
+///   same one), so that a restart finds it there.
+/// - `process` sees each batch once, except on replay after a failure, when its stores are
+///   handed to it at version N again. Whatever the operator keeps in memory about its state
+///   (an index, a sequence number) MUST be rebuilt from the stores when their version is not
+///   the one it describes (see `crate::state::indexed::Versioned`).
+/// - [`state_schema`](Self::state_schema) MUST describe the stored key and value layout and
+///   MUST NOT change between runs of the same query: it is compared with the recorded schema on
+///   restart, and a different schema refuses the old state.
+/// - A row late for this batch (at or before [`BatchContext::late_watermark`]) MUST NOT reach
+///   the state; it is dropped and counted in `numRowsDroppedByWatermark`. State is emitted and
+///   evicted by [`BatchContext::eviction_watermark`], never by the other.
+///
+/// # Implementation example
+///
+/// A count of rows per batch, kept under one key:
+///
+/// ```ignore
+/// struct CountRows { schema: SchemaRef, op: OperatorId }
+///
+/// impl StatefulOperator for CountRows {
+///     fn name(&self) -> &str {
+///         "countRows"
+///     }
+///     fn state_schema(&self) -> StateSchema {
+///         StateSchema::new(self.op, "countRows", vec![], state_fields(&[count_field()]))
+///     }
+///     fn process(
+///         &mut self,
+///         inputs: Vec<Vec<RecordBatch>>,
+///         stores: &mut PartitionedStores<'_>,
+///         _ctx: &BatchContext,
+///     ) -> Result<OperatorOutput> {
+///         let n: u64 = inputs.iter().flatten().map(|b| b.num_rows() as u64).sum();
+///         let p = stores.partition_of(&[]);
+///         let old = stores[p].get(&[]).map_or(Ok(0), decode_count)?;
+///         stores[p].put(&[], &(old + n).to_le_bytes());
+///         Ok(OperatorOutput {
+///             rows: count_batch(&self.schema, old + n)?,
+///             progress: StateOperatorProgress { num_rows_updated: 1, ..Default::default() },
+///         })
+///     }
+/// }
+/// ```
+pub trait StatefulOperator: Send {
+    /// The operator's name in progress reports (`StateOperatorProgress.operatorName`), as Spark
+    /// names it: `stateStoreSave`, `symmetricHashJoin`, `dedupe`, `flatMapGroupsWithState`, ...
+    fn name(&self) -> &str;
+
+    /// The key and value layout of the operator's state, recorded on the first run and checked
+    /// on every restart before a store is opened.
+    fn state_schema(&self) -> StateSchema;
+
+    /// Runs one batch: `inputs` holds the rows of each input (one entry per child of the
+    /// operator), `stores` every partition's store at the batch's version, `ctx` the batch.
+    /// Returns the output rows and the operator's part of the progress.
+    fn process(
+        &mut self,
+        inputs: Vec<Vec<RecordBatch>>,
+        stores: &mut PartitionedStores<'_>,
+        ctx: &BatchContext,
+    ) -> Result<OperatorOutput>;
+
+    /// Spark's `shouldRunAnotherBatch`: would a no-data batch at `next_watermark` (after a batch
+    /// at `batch_watermark`) emit or evict? The default never asks for one.
+    fn should_run_another_batch(
+        &self,
+        _batch_watermark: WatermarkMs,
+        _next_watermark: WatermarkMs,
+    ) -> bool {
+        false
+    }
+
+    /// Opt-in late-row side output: from now on, keep each batch's input rows that are dropped
+    /// as late (they reach no state) for [`Self::take_late_rows`]. Returns their schema. The
+    /// default refuses.
+    fn keep_late_rows(&mut self) -> Result<SchemaRef> {
+        Err(SluiceError::not_supported_yet(
+            "a late-row side output for this stateful operator (it is supported for streaming \
+             aggregations and deduplication)",
+        ))
+    }
+
+    /// The input rows the last `process` dropped as late, when kept (see `keep_late_rows`).
+    fn take_late_rows(&mut self) -> Vec<RecordBatch> {
+        Vec::new()
+    }
+}
+
+/// Drives one [`StatefulOperator`]: checks (or records) its state schema and opens its stores
+/// when built, then runs it batch by batch (stores opened at the batch's version, committed
+/// after the operator, background maintenance after a successful batch).
+pub struct OperatorRunner {
+    operator: Box<dyn StatefulOperator>,
+    providers: Vec<DefaultStateStoreProvider>,
+    info: StateInfo,
+}
+
+impl std::fmt::Debug for OperatorRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "OperatorRunner({} #{}, {} partitions)",
+            self.operator.name(),
+            self.info.operator_id,
+            self.info.partitions
+        )
+    }
+}
+
+impl OperatorRunner {
+    /// Checks (or records, on the first run) `operator`'s declared state schema under
+    /// `info.checkpoint`, then opens its stores. A schema that does not fit the checkpoint fails
+    /// with a class [`crate::state::schema::is_state_schema_error`] recognises.
+    pub fn try_new(operator: Box<dyn StatefulOperator>, info: &StateInfo) -> Result<Self> {
+        check_state_schema(
+            &info.checkpoint,
+            info.operator_id,
+            &operator.state_schema(),
+            info.allow_key_rename,
+        )?;
+        Ok(Self {
+            providers: stores::open_stores(info)?,
+            operator,
+            info: info.clone(),
+        })
+    }
+
+    /// Runs batch `ctx.batch_id`: opens every store at that version, runs the operator, commits
+    /// version `batch_id + 1` of every store and completes the progress.
+    pub fn process(
+        &mut self,
+        inputs: Vec<Vec<RecordBatch>>,
+        ctx: &BatchContext,
+    ) -> Result<OperatorOutput> {
+        let result = {
+            let mut stores =
+                PartitionedStores::open(&mut self.providers, ctx.batch_id.state_version())?;
+            self.operator
+                .process(inputs, &mut stores, ctx)
+                .and_then(|mut out| {
+                    let t = Instant::now();
+                    let (total, memory) = stores.commit(&self.info.hooks, ctx.batch_id)?;
+                    let p = &mut out.progress;
+                    p.commit_time_ms = t.elapsed().as_millis() as i64;
+                    p.operator_name = self.operator.name().to_string();
+                    p.num_rows_total = total as i64;
+                    p.memory_used_bytes = memory as i64;
+                    p.num_shuffle_partitions = self.info.partitions as i64;
+                    p.num_state_store_instances = self.info.partitions as i64;
+                    Ok(out)
+                })
+        };
+        if result.is_ok() {
+            // Snapshots and purges run in the background, so commits never wait for them.
+            for p in self.providers.iter_mut() {
+                p.maintain_in_background();
+            }
+        }
+        result
+    }
+
+    /// See [`StatefulOperator::should_run_another_batch`].
+    pub fn should_run_another_batch(
+        &self,
+        batch_watermark: WatermarkMs,
+        next_watermark: WatermarkMs,
+    ) -> bool {
+        self.operator
+            .should_run_another_batch(batch_watermark, next_watermark)
+    }
+
+    /// See [`StatefulOperator::keep_late_rows`].
+    pub fn keep_late_rows(&mut self) -> Result<SchemaRef> {
+        self.operator.keep_late_rows()
+    }
+
+    /// See [`StatefulOperator::take_late_rows`].
+    pub fn take_late_rows(&mut self) -> Vec<RecordBatch> {
+        self.operator.take_late_rows()
+    }
+}
+
+/// The schema of an operator's output rows, with every field nullable.
+pub fn nullable(schema: &SchemaRef) -> SchemaRef {
+    Arc::new(arrow::datatypes::Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    ))
+}

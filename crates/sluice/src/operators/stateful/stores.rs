@@ -1,0 +1,334 @@
+//! A stateful operator's state stores, one per partition, as one batch sees them
+//! ([`PartitionedStores`]), and the one way work is spread over partitions: each partition on a
+//! thread of its own, as Spark runs one task per partition (`on_partition_threads`).
+
+use std::ops::{Index, IndexMut};
+
+use crate::error::{Result, SluiceError};
+use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreId, StateStoreProvider};
+use crate::testing::TestHooks;
+use crate::types::BatchId;
+
+use super::context::StateInfo;
+
+/// FNV-1a: a partitioning hash that stays the same across builds and restarts.
+pub fn partition_of(key: &[u8], partitions: usize) -> usize {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in key {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    (h % partitions as u64) as usize
+}
+
+/// Runs `work(p, item)` on every item at once: the first item on the calling thread, each other
+/// item on a scoped thread of its own. Returns the results in item order; a thread that panics
+/// gives an internal error with the message `panicked`. One item runs on the calling thread
+/// without starting any thread.
+pub(crate) fn on_partition_threads<I, T, F>(
+    items: I,
+    panicked: &'static str,
+    work: F,
+) -> Vec<Result<T>>
+where
+    I: IntoIterator,
+    I::IntoIter: ExactSizeIterator,
+    I::Item: Send,
+    T: Send,
+    F: Fn(usize, I::Item) -> Result<T> + Sync,
+{
+    let mut items = items.into_iter().enumerate();
+    let n = items.len();
+    let Some((_, first)) = items.next() else {
+        return Vec::new();
+    };
+    if n == 1 {
+        return vec![work(0, first)];
+    }
+    std::thread::scope(|scope| {
+        let work = &work;
+        let handles: Vec<_> = items
+            .map(|(p, item)| scope.spawn(move || work(p, item)))
+            .collect();
+        let mut out = Vec::with_capacity(n);
+        out.push(work(0, first));
+        out.extend(handles.into_iter().map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(SluiceError::internal(panicked)))
+        }));
+        out
+    })
+}
+
+/// Opens one store provider per partition under `state/<op>/<p>/`.
+pub(crate) fn open_stores(info: &StateInfo) -> Result<Vec<DefaultStateStoreProvider>> {
+    (0..info.partitions)
+        .map(|p| {
+            DefaultStateStoreProvider::new(
+                StateStoreId {
+                    checkpoint_root: info.checkpoint.root().to_path_buf(),
+                    operator_id: info.operator_id.0,
+                    partition_id: p as u32,
+                },
+                info.store_conf.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Every partition's state store, open at the batch's version (each opened once for the whole
+/// batch). Index it by partition (`stores[p]`); [`PartitionedStores::partition_of`] says which
+/// partition a key belongs to. The operator reads and stages changes; the framework commits.
+pub struct PartitionedStores<'a> {
+    stores: Vec<&'a mut dyn StateStore>,
+    version: u64,
+}
+
+impl<'a> PartitionedStores<'a> {
+    /// Opens every provider's store at `version`.
+    pub(crate) fn open(
+        providers: &'a mut [DefaultStateStoreProvider],
+        version: u64,
+    ) -> Result<Self> {
+        let stores = providers
+            .iter_mut()
+            .map(|p| p.get_store(version))
+            .collect::<Result<_>>()?;
+        Ok(Self { stores, version })
+    }
+
+    /// The number of partitions.
+    pub fn len(&self) -> usize {
+        self.stores.len()
+    }
+
+    /// Whether there is no partition.
+    pub fn is_empty(&self) -> bool {
+        self.stores.is_empty()
+    }
+
+    /// The state version the stores were opened at (the batch id).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The partition `key` belongs to.
+    pub fn partition_of(&self, key: &[u8]) -> usize {
+        partition_of(key, self.stores.len())
+    }
+
+    /// Every partition's store, in partition order.
+    pub fn all(&self) -> &[&'a mut dyn StateStore] {
+        &self.stores
+    }
+
+    /// Every partition's store, in partition order, to update (e.g. on
+    /// `on_partition_threads`).
+    pub fn all_mut(&mut self) -> &mut [&'a mut dyn StateStore] {
+        &mut self.stores
+    }
+
+    /// Commits every partition's store (each writes and syncs its own delta file, at the same
+    /// time); returns (keys in state, memory bytes). With the `testing` feature and a crash
+    /// injected in this batch's state commit, the first partition commits and the others fail.
+    pub(crate) fn commit(&mut self, hooks: &TestHooks, batch_id: BatchId) -> Result<(u64, u64)> {
+        #[cfg(feature = "testing")]
+        if hooks.crashes_at(crate::testing::CrashPoint::InStateCommit, batch_id.0) {
+            let mut failing: Vec<crash::CrashInCommit<'_>> = self
+                .stores
+                .iter_mut()
+                .enumerate()
+                .map(|(p, s)| crash::CrashInCommit::new(&mut **s, p == 0))
+                .collect();
+            let mut stores: Vec<&mut dyn StateStore> = failing
+                .iter_mut()
+                .map(|s| s as &mut dyn StateStore)
+                .collect();
+            return commit_all(&mut stores);
+        }
+        #[cfg(not(feature = "testing"))]
+        let _ = (hooks, batch_id);
+        commit_all(&mut self.stores)
+    }
+}
+
+impl<'a> Index<usize> for PartitionedStores<'a> {
+    type Output = dyn StateStore + 'a;
+    fn index(&self, p: usize) -> &Self::Output {
+        &*self.stores[p]
+    }
+}
+
+impl<'a> IndexMut<usize> for PartitionedStores<'a> {
+    fn index_mut(&mut self, p: usize) -> &mut Self::Output {
+        &mut *self.stores[p]
+    }
+}
+
+/// Commits every store, in parallel; returns (keys in state, memory bytes).
+fn commit_all(stores: &mut [&mut dyn StateStore]) -> Result<(u64, u64)> {
+    let results = on_partition_threads(
+        stores.iter_mut(),
+        "a state store commit thread panicked",
+        |_, s| s.commit().map(|_| ()),
+    );
+    for r in results {
+        r?;
+    }
+    let (mut total, mut memory) = (0u64, 0u64);
+    for s in stores.iter() {
+        let m = s.metrics();
+        total += m.num_keys;
+        memory += m.memory_used_bytes;
+    }
+    Ok((total, memory))
+}
+
+/// Test fake (feature `testing`): a store whose commit fails as a crash in the middle of a state
+/// commit would.
+#[cfg(feature = "testing")]
+mod crash {
+    use crate::error::Result;
+    use crate::state::{StateStore, StateStoreMetrics};
+
+    /// Wraps one partition's store for a batch that must crash in its state commit: the first
+    /// partition commits and then fails, the others fail without committing.
+    pub(super) struct CrashInCommit<'s> {
+        inner: &'s mut dyn StateStore,
+        commits: bool,
+    }
+
+    impl<'s> CrashInCommit<'s> {
+        pub(super) fn new(inner: &'s mut dyn StateStore, commits: bool) -> Self {
+            Self { inner, commits }
+        }
+    }
+
+    impl StateStore for CrashInCommit<'_> {
+        fn version(&self) -> u64 {
+            self.inner.version()
+        }
+        fn get(&self, key: &[u8]) -> Option<&[u8]> {
+            self.inner.get(key)
+        }
+        fn put(&mut self, key: &[u8], value: &[u8]) {
+            self.inner.put(key, value)
+        }
+        fn remove(&mut self, key: &[u8]) {
+            self.inner.remove(key)
+        }
+        fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
+            self.inner.iter()
+        }
+        fn num_keys(&self) -> u64 {
+            self.inner.num_keys()
+        }
+        fn commit(&mut self) -> Result<u64> {
+            if self.commits {
+                self.inner.commit()?;
+            }
+            Err(crate::testing::injected_crash(
+                "in the middle of a state store commit",
+            ))
+        }
+        fn abort(&mut self) {
+            self.inner.abort()
+        }
+        fn metrics(&self) -> StateStoreMetrics {
+            self.inner.metrics()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::CheckpointDir;
+    use crate::state::StateStoreConf;
+    use crate::types::OperatorId;
+
+    fn info(root: &std::path::Path, hooks: TestHooks) -> StateInfo {
+        StateInfo {
+            checkpoint: CheckpointDir::new(root),
+            operator_id: OperatorId(0),
+            partitions: 3,
+            store_conf: StateStoreConf::default(),
+            allow_key_rename: false,
+            hooks,
+        }
+    }
+
+    #[test]
+    fn partition_threads_keep_the_item_order_and_report_a_panic() {
+        let out = on_partition_threads(vec![10, 20, 30, 40], "boom", |p, x| {
+            if x == 30 {
+                panic!("a partition fails");
+            }
+            Ok((p, x))
+        });
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[0].as_ref().unwrap(), &(0, 10));
+        assert_eq!(out[1].as_ref().unwrap(), &(1, 20));
+        assert!(out[2].as_ref().unwrap_err().to_string().contains("boom"));
+        assert_eq!(out[3].as_ref().unwrap(), &(3, 40));
+        assert!(on_partition_threads(Vec::<u8>::new(), "boom", |_, x| Ok(x)).is_empty());
+    }
+
+    #[test]
+    fn every_partition_commits_its_own_version() {
+        let tmp = tempfile::tempdir().unwrap();
+        let info = info(tmp.path(), TestHooks::default());
+        let mut providers = open_stores(&info).unwrap();
+        {
+            let mut stores = PartitionedStores::open(&mut providers, 0).unwrap();
+            for k in [b"a", b"b", b"c", b"d"] {
+                let p = stores.partition_of(k);
+                stores[p].put(k, b"1");
+            }
+            let (keys, _) = stores.commit(&info.hooks, BatchId(0)).unwrap();
+            assert_eq!(keys, 4);
+        }
+        assert!(providers.iter().all(|p| p.latest_version_on_disk() == 1));
+    }
+
+    #[cfg(feature = "testing")]
+    #[test]
+    fn an_injected_crash_commits_the_first_partition_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let session = crate::session::Session::builder()
+            .config(crate::testing::CRASH_POINT, "inStateCommit:4")
+            .build()
+            .unwrap();
+        let hooks = TestHooks::from_session(&session);
+        let info = info(tmp.path(), hooks);
+        let mut providers = open_stores(&info).unwrap();
+        // Batch 3 reads version 0 and commits 1; batch 4 reads 1 and must crash committing 2.
+        for (batch, version) in [(3, 0), (4, 1)] {
+            let mut stores = PartitionedStores::open(&mut providers, version).unwrap();
+            for p in 0..stores.len() {
+                stores[p].put(b"k", b"v");
+            }
+            let result = stores.commit(&info.hooks, BatchId(batch));
+            if batch == 3 {
+                result.unwrap();
+                continue;
+            }
+            let err = result.unwrap_err();
+            assert!(err.is(crate::error::class::SLUICE_INJECTED_CRASH), "{err}");
+            assert!(
+                err.to_string()
+                    .contains("injected crash in the middle of a state store commit"),
+                "{err}"
+            );
+        }
+        let on_disk: Vec<u64> = providers
+            .iter()
+            .map(|p| p.latest_version_on_disk())
+            .collect();
+        assert_eq!(
+            on_disk,
+            [2, 1, 1],
+            "batch 4 committed its first partition only"
+        );
+    }
+}
