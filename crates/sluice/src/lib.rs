@@ -26,6 +26,8 @@
 //! `offsets/N` -> plan on DataFusion over exactly this batch's rows -> `sink.add_batch(N)` ->
 //! write `commits/N` -> report progress.
 
+#![warn(missing_docs)]
+
 pub mod checkpoint;
 pub mod conf;
 pub mod error;
@@ -34,10 +36,10 @@ pub mod frame;
 pub mod fuzzing;
 pub mod inspect;
 #[cfg(feature = "kafka")]
-pub mod kafka_log;
-pub mod operators;
+mod kafka_log;
+pub(crate) mod operators;
 pub mod pipeline;
-pub mod plan;
+pub(crate) mod plan;
 pub mod progress;
 pub mod query;
 pub mod schema;
