@@ -326,8 +326,7 @@ fn execute_variant(
                         format!("{point}:{n}"),
                     ));
                 }
-                let before = seen.len();
-                match execute(s, run, mode, ws, &conf, false) {
+                match execute_keeping_partial(s, run, mode, ws, &conf, false) {
                     Ok((got, prog)) => {
                         let ran = !got.is_empty();
                         for b in got {
@@ -348,11 +347,9 @@ fn execute_variant(
                             ));
                         }
                     }
-                    Err(e) if e.is(sluice::error::class::SLUICE_INJECTED_CRASH) => {
-                        let _ = before;
+                    Err((e, (got, prog))) if e.is(sluice::error::class::SLUICE_INJECTED_CRASH) => {
                         // What the sink got before the crash stays (an exactly-once consumer
                         // dedupes by batch id); the replay replaces it.
-                        let (got, prog) = take_partial(ws);
                         for b in got {
                             seen.insert(b.batch_id, b);
                         }
@@ -361,7 +358,7 @@ fn execute_variant(
                             progress.insert(p.batch_id, p);
                         }
                     }
-                    Err(e) => return Err(e),
+                    Err((e, _)) => return Err(e),
                 }
             }
             Err(SluiceError::internal(
@@ -371,15 +368,8 @@ fn execute_variant(
     }
 }
 
-thread_local! {
-    /// Batches the sink saw in an attempt that then crashed.
-    static PARTIAL: std::cell::RefCell<(Vec<SeenBatch>, Vec<StreamingQueryProgress>)> =
-        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
-}
-
-fn take_partial(_ws: &Workspace) -> (Vec<SeenBatch>, Vec<StreamingQueryProgress>) {
-    PARTIAL.with(|p| std::mem::take(&mut *p.borrow_mut()))
-}
+/// What one attempt of a run saw: the batches the sink got and the progress reported.
+type Attempt = (Vec<SeenBatch>, Vec<StreamingQueryProgress>);
 
 fn execute(
     s: &Scenario,
@@ -389,9 +379,24 @@ fn execute(
     conf: &[(String, String)],
     one_file_per_trigger: bool,
 ) -> RunResult {
+    execute_keeping_partial(s, run, mode, ws, conf, one_file_per_trigger).map_err(|(e, _)| e)
+}
+
+/// [`execute`], keeping what a failed attempt saw before it failed (the crash matrix merges it
+/// with the replay's).
+fn execute_keeping_partial(
+    s: &Scenario,
+    run: &Run,
+    mode: OutputMode,
+    ws: &Workspace,
+    conf: &[(String, String)],
+    one_file_per_trigger: bool,
+) -> Result<Attempt, (SluiceError, Attempt)> {
+    let nothing = |e: SluiceError| (e, Attempt::default());
     let session = Session::builder()
         .shuffle_partitions(s.shuffle_partitions)
-        .build()?;
+        .build()
+        .map_err(nothing)?;
     for (k, v) in conf {
         session.set_conf(k, v);
     }
@@ -402,11 +407,11 @@ fn execute(
                 .entry("maxFilesPerTrigger".to_string())
                 .or_insert_with(|| "1".to_string());
         }
-        let frame = source_frame(&session, name, &def, ws)?;
-        frame.create_or_replace_temp_view(name)?;
+        let frame = source_frame(&session, name, &def, ws).map_err(nothing)?;
+        frame.create_or_replace_temp_view(name).map_err(nothing)?;
     }
     let query_text = run.query.as_deref().unwrap_or(&s.query);
-    let frame = session.sql(query_text)?;
+    let frame = session.sql(query_text).map_err(nothing)?;
     let seen: Arc<Mutex<Vec<SeenBatch>>> = Arc::default();
     let sink = seen.clone();
     let query = frame
@@ -421,15 +426,15 @@ fn execute(
                 .push(SeenBatch { batch_id, rows });
             Ok(())
         })
-        .start()?;
+        .start()
+        .map_err(nothing)?;
     let result = query.await_termination();
     let progress = query.recent_progress();
     let seen = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    if let Err(e) = result {
-        PARTIAL.with(|p| *p.borrow_mut() = (seen, progress));
-        return Err(e);
+    match result {
+        Err(e) => Err((e, (seen, progress))),
+        Ok(()) => Ok((seen, progress)),
     }
-    Ok((seen, progress))
 }
 
 fn source_frame(

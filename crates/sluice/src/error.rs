@@ -67,7 +67,17 @@ pub mod class {
     pub const PARSE_SYNTAX_ERROR: &str = "PARSE_SYNTAX_ERROR";
     pub const PATH_NOT_FOUND: &str = "PATH_NOT_FOUND";
     pub const PATH_NOT_SPECIFIED: &str = "PATH_NOT_SPECIFIED";
+    pub const PIPELINE_DUPLICATE_NAME: &str = "PIPELINE_DUPLICATE_NAME";
+    pub const PIPELINE_INVALID_COLUMN: &str = "PIPELINE_INVALID_COLUMN";
+    pub const PIPELINE_INVALID_OPTION: &str = "PIPELINE_INVALID_OPTION";
+    pub const PIPELINE_INVALID_WATERMARK: &str = "PIPELINE_INVALID_WATERMARK";
+    pub const PIPELINE_MISSING_OPTION: &str = "PIPELINE_MISSING_OPTION";
+    pub const PIPELINE_MISSING_SCHEMA: &str = "PIPELINE_MISSING_SCHEMA";
+    pub const PIPELINE_NO_QUERY: &str = "PIPELINE_NO_QUERY";
     pub const PIPELINE_SYNTAX_ERROR: &str = "PIPELINE_SYNTAX_ERROR";
+    pub const PIPELINE_TABLE_NOT_FOUND: &str = "PIPELINE_TABLE_NOT_FOUND";
+    pub const PIPELINE_UNDEFINED_VARIABLE: &str = "PIPELINE_UNDEFINED_VARIABLE";
+    pub const PIPELINE_UNKNOWN_CONNECTOR: &str = "PIPELINE_UNKNOWN_CONNECTOR";
     pub const QUERY_NAME_NOT_SPECIFIED: &str = "QUERY_NAME_NOT_SPECIFIED";
     pub const SLUICE_INJECTED_CRASH: &str = "SLUICE_INJECTED_CRASH";
     pub const SLUICE_NOT_SUPPORTED_YET: &str = "SLUICE_NOT_SUPPORTED_YET";
@@ -77,6 +87,7 @@ pub mod class {
     pub const STATE_SCHEMA_INCOMPATIBLE: &str = "STATE_SCHEMA_INCOMPATIBLE";
     pub const STATE_SCHEMA_KEY_RENAMED: &str = "STATE_SCHEMA_KEY_RENAMED";
     pub const STATE_STORE_CORRUPT: &str = "STATE_STORE_CORRUPT";
+    pub const STATE_STORE_READ_ONLY: &str = "STATE_STORE_READ_ONLY";
     pub const STATE_STORE_UNSUPPORTED_FORMAT: &str = "STATE_STORE_UNSUPPORTED_FORMAT";
     pub const STATE_STORE_VERSION_MISSING: &str = "STATE_STORE_VERSION_MISSING";
     pub const STATE_VERSION_NOT_AVAILABLE: &str = "STATE_VERSION_NOT_AVAILABLE";
@@ -126,9 +137,11 @@ pub struct SluiceError {
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
+/// The engine's `Result`, with [`SluiceError`] as the default error type.
 pub type Result<T, E = SluiceError> = std::result::Result<T, E>;
 
 impl SluiceError {
+    /// An error with an explicit fault, class (one of the [`class`] constants) and message.
     pub fn new(fault: Fault, class: &'static str, message: impl Into<String>) -> Self {
         Self {
             fault,
@@ -169,6 +182,7 @@ impl SluiceError {
     pub fn io(fault: Fault, what: impl fmt::Display, err: std::io::Error) -> Self {
         Self::new(fault, class::IO_ERROR, format!("{what}: {err}")).with_source(err)
     }
+    /// Attaches the underlying error, returned by [`std::error::Error::source`].
     pub fn with_source(mut self, err: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.source = Some(Box::new(err));
         self
@@ -178,6 +192,7 @@ impl SluiceError {
         self.message = format!("{ctx}: {}", self.message);
         self
     }
+    /// Who is at fault for this error.
     pub fn fault(&self) -> Fault {
         self.fault
     }
@@ -189,6 +204,7 @@ impl SluiceError {
     pub fn class(&self) -> &'static str {
         self.class
     }
+    /// The message, without the class (including any context added with [`SluiceError::context`]).
     pub fn message(&self) -> &str {
         &self.message
     }

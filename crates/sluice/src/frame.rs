@@ -34,9 +34,11 @@ impl StreamFrame {
     pub(crate) fn new(session: Session, plan: LogicalPlan) -> Self {
         Self { session, plan }
     }
+    /// The session the frame was created in.
     pub fn session(&self) -> &Session {
         &self.session
     }
+    /// The DataFusion logical plan the frame's operations have built so far.
     pub fn logical_plan(&self) -> &LogicalPlan {
         &self.plan
     }
@@ -44,6 +46,7 @@ impl StreamFrame {
     pub fn is_streaming(&self) -> bool {
         is_streaming(&self.plan)
     }
+    /// The frame's output schema, as an Arrow schema.
     pub fn schema(&self) -> SchemaRef {
         Arc::new(self.plan.schema().as_arrow().clone())
     }
@@ -129,7 +132,7 @@ impl StreamFrame {
     /// operators that group by this column or a window over it drop rows older than it and evict
     /// state behind it.
     pub fn with_watermark(&self, column: &str, delay: &str) -> Result<Self> {
-        let delay_us = crate::operators::window::parse_interval_micros(delay)?;
+        let delay_us = crate::time_text::parse_interval_micros(delay)?;
         if delay_us < 0 {
             return Err(SluiceError::query(
                 class::INVALID_WATERMARK_DELAY,

@@ -6,21 +6,38 @@
 //!
 //! ## Architecture map (one concept, one home)
 //!
-//! | module | concept |
+//! Public API (what a user of the library touches):
+//!
+//! | module | concept (Spark's name) |
 //! |---|---|
-//! | [`session`] | `Session`: configuration, `read_stream()`, `sql()`, the catalog of views |
-//! | [`frame`] | `StreamFrame`: the streaming DataFrame (`filter`, `select`, ...) -> a DataFusion `LogicalPlan` |
-//! | [`query`] | `StreamingQuery` handle, the writer, the execution core and its micro-batch and continuous loops |
-//! | [`checkpoint`] | the checkpoint directory and its logs: `metadata`, `offsets/`, `commits/` |
-//! | [`source`] | `Source` trait; file (json/csv/parquet/text), rate, rate-micro-batch, memory |
-//! | [`sink`] | `Sink` trait; file (+ `_spark_metadata` manifest), console, memory, foreach(_batch) |
-//! | [`plan`] | streaming analysis (output-mode rules), the staged per-batch plan and the continuous plan on DataFusion, the session's query planner, Spark SQL semantics |
-//! | [`operators`] | watermarks, windows, streaming aggregation |
-//! | [`state`] | the versioned state store under `state/<op>/<partition>/` |
-//! | [`inspect`] | a checkpoint read from outside the query: `sluice checkpoint describe`, `sluice state read` |
-//! | [`progress`] | `StreamingQueryProgress` with Spark's JSON keys, the listener |
-//! | [`error`] | `SluiceError`: fault, stable class, message with the fix |
+//! | [`session`] | `Session` (SparkSession): configuration, `read_stream()` (DataStreamReader), `read()`, `sql()`, the catalog of views, listeners |
+//! | [`frame`] | `StreamFrame` (a streaming DataFrame: `filter`, `select`, `with_watermark`, `group_by`, joins, ...) over a DataFusion `LogicalPlan` |
+//! | [`query`] | `StreamingQuery` handle, `DataStreamWriter`, and the execution: one core (`StreamExecution`) with a micro-batch and a continuous driver |
+//! | [`source`] | the `Source`/`SourceProvider` contract and the built-in sources (file json/csv/parquet/text, rate, rate-micro-batch, memory, kafka, nexmark) behind one registry |
+//! | [`sink`] | the `Sink`/`SinkProvider` contract and the built-in sinks (file + `_spark_metadata` manifest, console, memory, foreach, foreachBatch, noop, kafka) behind one registry |
+//! | [`progress`] | `StreamingQueryProgress` and friends with Spark's JSON keys, `StreamingQueryListener` |
+//! | [`error`] | `SluiceError`: fault, stable class (every class listed once in [`error::class`]), message with the fix |
+//! | [`types`] | the shared vocabulary: `OutputMode`, `Trigger`, `BatchData`, `Offset`, batch/operator ids, watermark and event-time units |
+//! | [`conf`] | every conf key the engine reads, its default, `StreamingConf` (parsed once per query) and `PinnedConf` (frozen into `offsets/N`) |
+//! | [`schema`] | Spark's DDL schema strings and type names (one grammar) to Arrow |
 //! | [`pipeline`] | pipelines in SQL (`sluice run FILE.sql`): Flink-style `CREATE TABLE` sources, `CREATE SINK .. AS SELECT` queries |
+//! | [`inspect`] | a checkpoint read from outside its query: `sluice checkpoint describe`, `sluice state read` |
+//! | [`checkpoint`] | the checkpoint directory (`CheckpointDir` builds every path) and its logs: `metadata`, `offsets/`, `commits/`, recovery |
+//! | [`state`] | the versioned state store contract (`StateStore`, `StateStoreProvider`) and the default provider under `state/<op>/<partition>/` |
+//! | [`testing`] | test hooks (feature `testing`): injected crashes and stops, no-ops without the feature |
+//! | [`time_text`] | timestamps as text, in Spark's two forms |
+//!
+//! Inside the engine (crate-private): `plan` (the only code that talks to DataFusion's planner:
+//! streaming analysis, the staged per-batch plan, the continuous plan, the session's query
+//! planner, Spark SQL semantics), `operators` (watermarks, windows, and the stateful operators
+//! on one framework: aggregation, deduplication, stream-stream join, flatMapGroupsWithState),
+//! `sync` (poison-recovering locks) and `kafka_log` (librdkafka's logs to the `log` crate).
+//!
+//! Dependencies run one way: the vocabulary (`types`, `error`, `conf`, `testing`, `time_text`)
+//! depends on nothing else here; sources and sinks are leaves; `state` knows ids and versions,
+//! never queries; `checkpoint` owns every byte under `offsets/` and `commits/`; `plan` turns
+//! plans into per-batch work; `query` is the only code that knows the *order* of things;
+//! `inspect` sits above `checkpoint` and `state`.
 //!
 //! The life of one micro-batch (see `ARCHITECTURE.md`): construct (latest offsets) -> write
 //! `offsets/N` -> plan on DataFusion over exactly this batch's rows -> `sink.add_batch(N)` ->
@@ -63,3 +80,46 @@ pub use progress::{StreamingQueryListener, StreamingQueryProgress};
 pub use query::StreamingQuery;
 pub use session::{Session, SessionBuilder};
 pub use types::{BatchData, OutputMode, Trigger};
+
+#[cfg(test)]
+mod tests {
+    /// The map above and `ARCHITECTURE.md`'s module table name every module of this file.
+    #[test]
+    fn the_architecture_map_names_every_module() {
+        let lib = include_str!("lib.rs");
+        let architecture = include_str!("../../../ARCHITECTURE.md");
+        let (map, code) = lib.split_at(lib.find("#![warn(missing_docs)]").unwrap_or(0));
+        let mut modules = Vec::new();
+        for line in code.lines() {
+            let line = line.trim();
+            let Some(rest) = line.strip_suffix(';') else {
+                continue;
+            };
+            let name = ["pub mod ", "pub(crate) mod ", "mod "]
+                .iter()
+                .find_map(|p| rest.strip_prefix(p));
+            if let Some(name) = name {
+                modules.push((name.to_string(), line.starts_with("pub mod")));
+            }
+        }
+        assert!(modules.len() > 15, "{modules:?}");
+        for (name, public) in modules {
+            if name == "fuzzing" {
+                continue; // hidden: the fuzz targets' entry points
+            }
+            let in_map = if public {
+                map.contains(&format!("[`{name}`]"))
+            } else {
+                map.contains(&format!("`{name}`"))
+            };
+            assert!(in_map, "the lib.rs map does not name module {name}");
+            let row = ["/", ".rs"]
+                .iter()
+                .any(|end| architecture.contains(&format!("| `{name}{end}`")));
+            assert!(
+                row,
+                "ARCHITECTURE.md's module table has no row `{name}/` or `{name}.rs`"
+            );
+        }
+    }
+}

@@ -9,26 +9,37 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamingQueryProgress {
-    /// The query id, stable across restarts (stored in the checkpoint's `metadata`).
+    /// `id`: the query id, stable across restarts (stored in the checkpoint's `metadata`).
     pub id: String,
-    /// A new id for every start of the query.
+    /// `runId`: a new id for every start of the query.
     pub run_id: String,
+    /// `name`: the query's name (`queryName`), if it has one.
     pub name: Option<String>,
-    /// When the trigger started, ISO-8601 UTC (`2026-11-29T10:00:00.000Z`).
+    /// `timestamp`: when the trigger started, ISO-8601 UTC (`2026-11-29T10:00:00.000Z`).
     pub timestamp: String,
+    /// `batchId`: the micro-batch's id (the epoch in continuous processing).
     pub batch_id: i64,
+    /// `batchDuration`: how long the whole trigger took, in milliseconds.
     pub batch_duration: i64,
+    /// `numInputRows`: rows read from all sources in this trigger.
     pub num_input_rows: i64,
+    /// `inputRowsPerSecond`: rows read over the time since the previous trigger started.
     pub input_rows_per_second: f64,
+    /// `processedRowsPerSecond`: rows read over the time spent processing them.
     pub processed_rows_per_second: f64,
-    /// `latestOffset`, `getBatch`, `queryPlanning`, `walCommit`, `addBatch`, `commitOffsets`,
-    /// `triggerExecution` in milliseconds.
+    /// `durationMs`: milliseconds per phase of the trigger (`latestOffset`, `getBatch`,
+    /// `queryPlanning`, `walCommit`, `addBatch`, `commitOffsets`, `sinkCommit` in continuous
+    /// processing, and `triggerExecution` for the whole); phases that did not run are left out.
     pub duration_ms: BTreeMap<String, i64>,
-    /// `avg`, `max`, `min`, `watermark` of the event-time column (ISO-8601), when there is one.
+    /// `eventTime`: `avg`, `max`, `min`, `watermark` of the event-time column (ISO-8601), when
+    /// there is one.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub event_time: BTreeMap<String, String>,
+    /// `stateOperators`: one entry per stateful operator of the query.
     pub state_operators: Vec<StateOperatorProgress>,
+    /// `sources`: one entry per source, in the query's source order.
     pub sources: Vec<SourceProgress>,
+    /// `sink`: what was written to the sink.
     pub sink: SinkProgress,
 }
 
@@ -47,17 +58,29 @@ impl StreamingQueryProgress {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct StateOperatorProgress {
+    /// `operatorName`: the operator's name, e.g. `stateStoreSave` or `dedupe`.
     pub operator_name: String,
+    /// `numRowsTotal`: rows (keys) in the operator's state after the batch.
     pub num_rows_total: i64,
+    /// `numRowsUpdated`: state rows added or updated by the batch.
     pub num_rows_updated: i64,
+    /// `numRowsRemoved`: state rows removed by the batch (e.g. evicted once behind the watermark).
     pub num_rows_removed: i64,
+    /// `allUpdatesTimeMs`: time spent updating state, in milliseconds.
     pub all_updates_time_ms: i64,
+    /// `allRemovalsTimeMs`: time spent removing state rows, in milliseconds.
     pub all_removals_time_ms: i64,
+    /// `commitTimeMs`: time spent committing the state stores, in milliseconds.
     pub commit_time_ms: i64,
+    /// `numRowsDroppedByWatermark`: input rows dropped as later than the watermark.
     pub num_rows_dropped_by_watermark: i64,
+    /// `memoryUsedBytes`: memory used by the operator's state stores, in bytes.
     pub memory_used_bytes: i64,
+    /// `numShufflePartitions`: the number of partitions the operator's state is split in.
     pub num_shuffle_partitions: i64,
+    /// `numStateStoreInstances`: the number of state stores (one per partition).
     pub num_state_store_instances: i64,
+    /// `customMetrics`: operator-specific figures, e.g. `numDroppedDuplicateRows`.
     #[serde(default)]
     pub custom_metrics: BTreeMap<String, i64>,
 }
@@ -66,13 +89,21 @@ pub struct StateOperatorProgress {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceProgress {
+    /// `description`: the source's description, e.g. `FileStreamSource[/data/in]`.
     pub description: String,
+    /// `startOffset`: where the trigger started reading (the previous trigger's end offset).
     pub start_offset: Option<serde_json::Value>,
+    /// `endOffset`: where the trigger stopped reading.
     pub end_offset: Option<serde_json::Value>,
+    /// `latestOffset`: the latest offset the source had (Sluice reports the end offset).
     pub latest_offset: Option<serde_json::Value>,
+    /// `numInputRows`: rows read from this source in the trigger.
     pub num_input_rows: i64,
+    /// `inputRowsPerSecond`: this source's rows over the time since the previous trigger started.
     pub input_rows_per_second: f64,
+    /// `processedRowsPerSecond`: this source's rows over the time spent processing them.
     pub processed_rows_per_second: f64,
+    /// `metrics`: source-specific figures (e.g. Kafka's `avgOffsetsBehindLatest`).
     #[serde(default)]
     pub metrics: BTreeMap<String, String>,
 }
@@ -81,19 +112,26 @@ pub struct SourceProgress {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SinkProgress {
+    /// `description`: the sink's description.
     pub description: String,
+    /// `numOutputRows`: rows written to the sink in the trigger.
     pub num_output_rows: i64,
+    /// `metrics`: sink-specific figures.
     #[serde(default)]
     pub metrics: BTreeMap<String, String>,
 }
 
-/// `onQueryStarted`.
+/// `onQueryStarted` (Spark's `QueryStartedEvent`): the query's thread has started.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryStartedEvent {
+    /// `id`: the query id, stable across restarts.
     pub id: String,
+    /// `runId`: the id of this run of the query.
     pub run_id: String,
+    /// `name`: the query's name (`queryName`), if it has one.
     pub name: Option<String>,
+    /// `timestamp`: when the query started, ISO-8601 UTC.
     pub timestamp: String,
 }
 
@@ -101,8 +139,11 @@ pub struct QueryStartedEvent {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryIdleEvent {
+    /// `id`: the query id, stable across restarts.
     pub id: String,
+    /// `runId`: the id of this run of the query.
     pub run_id: String,
+    /// `timestamp`: when the idle trigger was reported, ISO-8601 UTC.
     pub timestamp: String,
 }
 
@@ -110,18 +151,27 @@ pub struct QueryIdleEvent {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryTerminatedEvent {
+    /// `id`: the query id, stable across restarts.
     pub id: String,
+    /// `runId`: the id of this run of the query.
     pub run_id: String,
+    /// `exception`: the error the query failed with (`[CLASS] message`), `None` after a clean stop.
     pub exception: Option<String>,
+    /// `errorClassOnException`: the failing error's class, `None` after a clean stop.
     pub error_class_on_exception: Option<String>,
 }
 
 /// Receives the events of every query of a session (Spark's `StreamingQueryListener`).
 /// Methods are called on the query's own thread; keep them quick.
 pub trait StreamingQueryListener: Send + Sync {
+    /// Called once when the query's thread starts, before its first trigger (`onQueryStarted`).
     fn on_query_started(&self, _event: &QueryStartedEvent) {}
+    /// Called after every trigger that ran a batch or epoch, with its progress
+    /// (`onQueryProgress`).
     fn on_query_progress(&self, _progress: &StreamingQueryProgress) {}
+    /// Called when a trigger found no new data, at most every 10 s per query (`onQueryIdle`).
     fn on_query_idle(&self, _event: &QueryIdleEvent) {}
+    /// Called once when the query stops, cleanly or with an error (`onQueryTerminated`).
     fn on_query_terminated(&self, _event: &QueryTerminatedEvent) {}
 }
 

@@ -61,6 +61,7 @@ impl SessionBuilder {
         self.conf.insert(key.into(), value.to_string());
         self
     }
+    /// Creates the session: its DataFusion context (Spark dialect and functions) and runtime.
     pub fn build(self) -> Result<Session> {
         let mut partitions = self.shuffle_partitions;
         if let Some(v) = self.conf.get(SHUFFLE_PARTITIONS) {
@@ -139,6 +140,7 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
+    /// A builder with the default settings (Spark's `SparkSession.builder`).
     pub fn builder() -> SessionBuilder {
         SessionBuilder::default()
     }
@@ -150,6 +152,7 @@ impl Session {
     pub fn conf(&self, key: &str) -> Option<String> {
         self.inner.conf.read_unpoisoned().get(key).cloned()
     }
+    /// Sets a conf value (Spark's `spark.conf.set`); queries started afterwards see it.
     pub fn set_conf(&self, key: impl Into<String>, value: impl ToString) {
         self.inner
             .conf
@@ -273,6 +276,7 @@ impl DataStreamReader {
         self.options.insert(key.into(), value.to_string());
         self
     }
+    /// Several source options at once, as with [`DataStreamReader::option`].
     pub fn options<K: Into<String>, V: ToString>(
         mut self,
         opts: impl IntoIterator<Item = (K, V)>,
@@ -292,15 +296,20 @@ impl DataStreamReader {
     pub fn load_source(self) -> Result<StreamFrame> {
         self.load("")
     }
+    /// A JSON-lines file stream reading the directory `path` (`format("json").load(path)`).
     pub fn json(self, path: impl AsRef<str>) -> Result<StreamFrame> {
         self.format("json").load(path)
     }
+    /// A CSV file stream reading the directory `path` (`format("csv").load(path)`).
     pub fn csv(self, path: impl AsRef<str>) -> Result<StreamFrame> {
         self.format("csv").load(path)
     }
+    /// A Parquet file stream reading the directory `path` (`format("parquet").load(path)`).
     pub fn parquet(self, path: impl AsRef<str>) -> Result<StreamFrame> {
         self.format("parquet").load(path)
     }
+    /// A text file stream reading the directory `path`, one `value` row per line
+    /// (`format("text").load(path)`).
     pub fn text(self, path: impl AsRef<str>) -> Result<StreamFrame> {
         self.format("text").load(path)
     }
@@ -316,14 +325,17 @@ pub struct DataFrameReader {
 }
 
 impl DataFrameReader {
+    /// The file format: `parquet` (default), `json` or `csv`.
     pub fn format(mut self, format: impl Into<String>) -> Self {
         self.format = format.into().to_ascii_lowercase();
         self
     }
+    /// The schema as a Spark DDL string; needed to read a directory with no committed files.
     pub fn schema(mut self, ddl: &str) -> Result<Self> {
         self.schema = Some(crate::schema::parse_ddl_schema(ddl)?);
         Ok(self)
     }
+    /// A read option of the format (`header`, `sep` for CSV; Spark's reader options).
     pub fn option(mut self, key: impl Into<String>, value: impl ToString) -> Self {
         self.options.insert(key.into(), value.to_string());
         self
@@ -332,8 +344,12 @@ impl DataFrameReader {
     /// sink, only the files its manifest lists.
     pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
         let path = PathBuf::from(path.as_ref());
-        let batches =
-            crate::sink::file::read_sink_output(&path, &self.format, self.schema.clone())?;
+        let batches = crate::sink::file::read_sink_output_with_options(
+            &path,
+            &self.format,
+            self.schema.clone(),
+            &self.options,
+        )?;
         let schema = match (&self.schema, batches.first()) {
             (Some(s), _) => s.clone(),
             (None, Some(b)) => b.schema(),
@@ -360,5 +376,30 @@ impl MemoryStream {
     /// A streaming frame reading this stream.
     pub fn to_frame(&self, session: &Session) -> Result<StreamFrame> {
         session.stream(Arc::new(self.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_reads_honour_reader_options() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("part-0.csv"), "a;b\n1;x\n2;y\n").unwrap();
+        let session = Session::builder().shuffle_partitions(1).build().unwrap();
+        let read = |header: bool| -> Result<usize> {
+            let mut reader = session.read().format("csv").schema("a INT, b STRING")?;
+            reader = reader.option("sep", ";");
+            if header {
+                reader = reader.option("header", "true");
+            }
+            let frame = reader.load(dir.path().to_str().unwrap_or_default())?;
+            Ok(frame.collect()?.iter().map(|b| b.num_rows()).sum())
+        };
+        assert_eq!(read(true).unwrap(), 2, "the header line is not a row");
+        // without header=true the line `a;b` is data, and `a` is no INT
+        let e = read(false).unwrap_err();
+        assert!(e.message().contains("'a' as type 'Int32'"), "{e}");
     }
 }

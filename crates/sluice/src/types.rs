@@ -72,11 +72,14 @@ impl OutputMode {
 /// The materialised result of one micro-batch, split in partitions as it was computed.
 #[derive(Debug, Clone)]
 pub struct BatchData {
+    /// The schema every record batch in `partitions` has.
     pub schema: SchemaRef,
+    /// The record batches, one `Vec` per partition, in partition order.
     pub partitions: Vec<Vec<RecordBatch>>,
 }
 
 impl BatchData {
+    /// The number of rows across all partitions.
     pub fn num_rows(&self) -> usize {
         self.batches().map(|b| b.num_rows()).sum()
     }

@@ -21,6 +21,7 @@ pub struct CommitMetadata {
 }
 
 impl CommitMetadata {
+    /// The commit of a batch after which the watermark is `next_batch_watermark_ms`.
     pub fn new(next_batch_watermark_ms: i64) -> Self {
         Self {
             next_batch_watermark_ms,

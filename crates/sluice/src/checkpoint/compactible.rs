@@ -71,10 +71,12 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
         }
     }
 
+    /// The log's directory (e.g. `<output>/_spark_metadata`).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// Every how many batches the log is compacted (Spark's `compactInterval`; at least 1).
     pub fn compact_interval(&self) -> u64 {
         self.compact_interval
     }

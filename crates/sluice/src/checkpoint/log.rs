@@ -64,6 +64,7 @@ impl<T> MetadataLog<T> {
         }
     }
 
+    /// The log's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -14,6 +14,7 @@ use crate::error::{Fault, Result, SluiceError};
 /// is the query's `id` in progress and stays the same across restarts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamMetadata {
+    /// The query's id, a UUID string.
     pub id: String,
 }
 

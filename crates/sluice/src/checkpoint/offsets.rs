@@ -120,11 +120,14 @@ impl OffsetSeqMetadata {
 /// offset for the batch (`None` = the source has no offset yet, written `-`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OffsetSeq {
+    /// Line 2: the batch's watermark, timestamp and pinned conf.
     pub metadata: OffsetSeqMetadata,
+    /// One end offset per source, in plan order (`None` = no offset yet).
     pub offsets: Vec<Option<Value>>,
 }
 
 impl OffsetSeq {
+    /// An offsets entry from its metadata and per-source end offsets.
     pub fn new(metadata: OffsetSeqMetadata, offsets: Vec<Option<Value>>) -> Self {
         Self { metadata, offsets }
     }

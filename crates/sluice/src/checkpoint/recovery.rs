@@ -13,6 +13,7 @@ pub enum RecoveryPlan {
     Fresh,
     /// The latest planned batch was committed: plan batch `next_batch_id` from `start_offsets`.
     ResumeAfter {
+        /// The batch to plan next: the committed batch's id + 1.
         next_batch_id: u64,
         /// The end offsets of the committed batch (`offsets/<next_batch_id - 1>`); its metadata
         /// carries the pinned conf.
@@ -23,6 +24,7 @@ pub enum RecoveryPlan {
     /// The latest planned batch was not committed: re-run it with exactly the logged offsets
     /// (and the logged batch timestamp), without writing `offsets/<batch_id>` again.
     Replay {
+        /// The uncommitted batch to re-run.
         batch_id: u64,
         /// `offsets/<batch_id>`: the end offsets and metadata to re-run with.
         offsets: OffsetSeq,

@@ -15,7 +15,9 @@ use crate::error::{Result, SluiceError};
 pub struct QueryShape {
     /// `(kind, description)` per source, in source order.
     pub sources: Vec<(String, String)>,
+    /// The sink's kind (`SinkProvider::kind`: `file`, `kafka` or `other`).
     pub sink_kind: String,
+    /// The sink's description (`sink.description`), e.g. `FileSink[/out]` for a file sink.
     pub sink_description: String,
 }
 

@@ -66,6 +66,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
+use crate::error::class;
 use crate::error::{Result, SluiceError};
 use crate::query::StreamingQuery;
 use crate::session::{Session, SessionBuilder};
@@ -77,7 +78,9 @@ use parser::SourceText;
 /// A line and column in the pipeline file, both from 1 (columns count characters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Position {
+    /// The line, from 1.
     pub line: u64,
+    /// The column, from 1, in characters.
     pub column: u64,
 }
 
@@ -90,15 +93,20 @@ impl std::fmt::Display for Position {
 /// A table, view or sink name. Unquoted names are lowercased (they are case-insensitive).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Name {
+    /// The name: lowercased if unquoted, as written if quoted; dotted parts joined with `.`.
     pub value: String,
+    /// Where the name starts.
     pub position: Position,
 }
 
 /// `key = 'value'` in `WITH (...)`. The value is as written (variables not yet substituted).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OptionDef {
+    /// The option name as written, quotes removed (matched case-insensitively).
     pub key: String,
+    /// The value as written, quotes removed.
     pub value: String,
+    /// Where the key starts.
     pub key_position: Position,
     /// Where the value starts.
     pub position: Position,
@@ -107,17 +115,22 @@ pub struct OptionDef {
 /// A column of a `CREATE TABLE`: its Spark DDL text (`amount DECIMAL(10, 2) NOT NULL`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnDef {
+    /// The column name as written.
     pub name: String,
+    /// The column's Spark DDL text, name and type included.
     pub ddl: String,
+    /// Where the column starts.
     pub position: Position,
 }
 
 /// `WATERMARK FOR col AS col - INTERVAL '10' MINUTE`: Spark's `withWatermark("col", "10 minute")`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Watermark {
+    /// The event-time column, as written after `AS`.
     pub column: String,
     /// A Spark interval string, e.g. `10 minute`.
     pub delay: String,
+    /// Where `WATERMARK` starts.
     pub position: Position,
 }
 
@@ -125,76 +138,109 @@ pub struct Watermark {
 /// `INSERT INTO` writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableDef {
+    /// The table's name.
     pub name: Name,
+    /// The declared columns, in order (may be empty for sources with fixed columns).
     pub columns: Vec<ColumnDef>,
+    /// The `WATERMARK FOR` clause, if any.
     pub watermark: Option<Watermark>,
+    /// The `WITH (...)` options, in order.
     pub options: Vec<OptionDef>,
 }
 
 /// A query: its Spark SQL text and the tables it reads (CTEs left out).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueryDef {
+    /// The query's text as in the file (`SELECT * FROM t` for `CREATE SINK .. FROM t`).
     pub sql: String,
+    /// Where the query starts.
     pub position: Position,
+    /// The tables and views the query reads, in the order they appear.
     pub relations: Vec<Name>,
 }
 
 /// `CREATE SINK name WITH (options) AS query`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SinkDef {
+    /// The sink's name, also the query's name.
     pub name: Name,
+    /// The `WITH (...)` options, in order.
     pub options: Vec<OptionDef>,
+    /// The query whose rows the sink writes.
     pub query: QueryDef,
 }
 
 /// `INSERT INTO table query`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InsertDef {
+    /// The `CREATE TABLE` written to (its connector must be a sink); also the query's name.
     pub target: Name,
+    /// The query whose rows are inserted.
     pub query: QueryDef,
 }
 
 /// `CREATE VIEW name AS query`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewDef {
+    /// The view's name.
     pub name: Name,
+    /// The query the view names.
     pub query: QueryDef,
 }
 
 /// `SET 'key' = 'value'`: a session conf.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetDef {
+    /// The conf key, e.g. `spark.sql.shuffle.partitions`.
     pub key: String,
+    /// The value as written (variables not yet substituted).
     pub value: String,
+    /// Where the key starts.
     pub position: Position,
 }
 
+/// What a statement is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StatementKind {
+    /// `SET 'key' = 'value'`.
     Set(SetDef),
+    /// `CREATE TABLE` (or `CREATE SOURCE`): a source, or a sink for `INSERT INTO`.
     CreateTable(TableDef),
+    /// `CREATE VIEW name AS query`.
     CreateView(ViewDef),
+    /// `CREATE SINK name WITH (..) AS query`.
     CreateSink(SinkDef),
+    /// `INSERT INTO table query`.
     Insert(InsertDef),
 }
 
 /// One statement and where it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Statement {
+    /// Where the statement's first keyword starts.
     pub position: Position,
+    /// The statement itself.
     pub kind: StatementKind,
 }
 
 /// What a `connector` option names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Connector {
+    /// `filesystem`: Spark's file source and file sink (`format`, `path`).
     Filesystem,
+    /// `kafka`: Spark's Kafka source and sink.
     Kafka,
+    /// `rate`: Spark's rate source (`rowsPerSecond`).
     Rate,
+    /// `rate-micro-batch`: Spark's rate-per-micro-batch source (`rowsPerBatch`).
     RateMicroBatch,
+    /// `nexmark`: the Nexmark benchmark's generator (`table` = person, auction, bid).
     Nexmark,
+    /// `console` (Flink: `print`): Spark's console sink.
     Console,
+    /// `memory`: Spark's memory sink, a table named after the query.
     Memory,
+    /// `noop` (Flink: `blackhole`): Spark's noop sink, which discards rows.
     Noop,
 }
 
@@ -212,12 +258,14 @@ const CONNECTORS: &[(&str, Connector)] = &[
 ];
 
 impl Connector {
+    /// The connector a `connector` value names (case-insensitive, Flink's aliases included).
     pub fn parse(name: &str) -> Option<Self> {
         CONNECTORS
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name.trim()))
             .map(|(_, c)| *c)
     }
+    /// The connector's `connector` value (the first of its names).
     pub fn name(self) -> &'static str {
         CONNECTORS
             .iter()
@@ -225,6 +273,7 @@ impl Connector {
             .map(|(n, _)| *n)
             .unwrap_or("?")
     }
+    /// Whether the connector can be a source.
     pub fn can_read(self) -> bool {
         matches!(
             self,
@@ -235,6 +284,7 @@ impl Connector {
                 | Connector::Nexmark
         )
     }
+    /// Whether the connector can be a sink.
     pub fn can_write(self) -> bool {
         matches!(
             self,
@@ -293,10 +343,12 @@ impl Pipeline {
         self
     }
 
+    /// The parsed statements, in file order.
     pub fn statements(&self) -> &[Statement] {
         &self.statements
     }
 
+    /// The file name errors show, as given to [`Pipeline::parse`].
     pub fn file_name(&self) -> &str {
         &self.src.file_name
     }
@@ -411,7 +463,7 @@ impl Pipeline {
             let after = &rest[i + 2..];
             let Some(close) = after.find('}') else {
                 return Err(self.error(
-                    "PIPELINE_UNDEFINED_VARIABLE",
+                    class::PIPELINE_UNDEFINED_VARIABLE,
                     at,
                     format!("`${{` without a closing `}}` in '{value}': write ${{name}}"),
                 ));
@@ -432,7 +484,7 @@ impl Pipeline {
                 Some(v) => out.push_str(&v),
                 None => {
                     return Err(self.error(
-                        "PIPELINE_UNDEFINED_VARIABLE",
+                        class::PIPELINE_UNDEFINED_VARIABLE,
                         at,
                         format!(
                             "the variable {name} is not set: pass --set {name}=VALUE to sluice \
@@ -471,7 +523,7 @@ impl Pipeline {
             };
             if let Some((_, prev, prev_what)) = declared.get(name.value.as_str()) {
                 return Err(self.error(
-                    "PIPELINE_DUPLICATE_NAME",
+                    class::PIPELINE_DUPLICATE_NAME,
                     name.position,
                     format!(
                         "{} is already declared as a {prev_what} at line {}: tables, views and \
@@ -495,7 +547,7 @@ impl Pipeline {
                     if !c.can_write() {
                         let at = option(&k.options, "connector").map(|o| o.position);
                         return Err(self.error(
-                            "PIPELINE_UNKNOWN_CONNECTOR",
+                            class::PIPELINE_UNKNOWN_CONNECTOR,
                             at.unwrap_or(k.name.position),
                             format!(
                                 "{} is a source connector; a sink writes to {SINK_CONNECTORS}",
@@ -515,7 +567,7 @@ impl Pipeline {
                             None => format!("no CREATE TABLE declares {}", t.value),
                         };
                         return Err(self.error(
-                            "PIPELINE_TABLE_NOT_FOUND",
+                            class::PIPELINE_TABLE_NOT_FOUND,
                             t.position,
                             format!(
                                 "INSERT INTO {}: {hint}; declare it with CREATE TABLE {} WITH \
@@ -527,7 +579,7 @@ impl Pipeline {
                     };
                     if !written.insert(&t.value) {
                         return Err(self.error(
-                            "PIPELINE_DUPLICATE_NAME",
+                            class::PIPELINE_DUPLICATE_NAME,
                             t.position,
                             format!(
                                 "a second INSERT INTO {}: each sink table takes one query; \
@@ -539,7 +591,7 @@ impl Pipeline {
                     let c = self.connector(&table.options, &table.name, "table")?;
                     if !c.can_write() {
                         return Err(self.error(
-                            "PIPELINE_UNKNOWN_CONNECTOR",
+                            class::PIPELINE_UNKNOWN_CONNECTOR,
                             t.position,
                             format!(
                                 "INSERT INTO {}: its connector {} only reads; a sink table \
@@ -560,7 +612,7 @@ impl Pipeline {
                 .map(|s| s.position)
                 .unwrap_or(Position { line: 1, column: 1 });
             return Err(self.error(
-                "PIPELINE_NO_QUERY",
+                class::PIPELINE_NO_QUERY,
                 at,
                 "the pipeline runs no query: add CREATE SINK name WITH (connector = 'console') \
                  AS SELECT ... (or INSERT INTO a sink table)",
@@ -572,7 +624,7 @@ impl Pipeline {
     fn connector(&self, options: &[OptionDef], name: &Name, what: &str) -> Result<Connector> {
         let Some(o) = option(options, "connector") else {
             return Err(self.error(
-                "PIPELINE_MISSING_OPTION",
+                class::PIPELINE_MISSING_OPTION,
                 name.position,
                 format!(
                     "the {what} {} has no connector: add connector = '...' to its WITH (...) \
@@ -596,7 +648,7 @@ impl Pipeline {
                     .unwrap_or_default()
             };
             self.error(
-                "PIPELINE_UNKNOWN_CONNECTOR",
+                class::PIPELINE_UNKNOWN_CONNECTOR,
                 o.position,
                 format!(
                     "unknown connector '{}': {guess}sources are {SOURCE_CONNECTORS}; sinks are \
@@ -633,7 +685,7 @@ impl Pipeline {
     ) -> Result<()> {
         if option(options, key).is_none() {
             return Err(self.error(
-                "PIPELINE_MISSING_OPTION",
+                class::PIPELINE_MISSING_OPTION,
                 t.name.position,
                 format!(
                     "the table {} needs the option {key}: add {example} to its WITH (...)",
@@ -648,7 +700,7 @@ impl Pipeline {
         let need = |key: &str, example: &str| -> Result<()> {
             if option(options, key).is_none() {
                 return Err(self.error(
-                    "PIPELINE_MISSING_OPTION",
+                    class::PIPELINE_MISSING_OPTION,
                     name.position,
                     format!(
                         "the sink {} needs the option {key}: add {example} to its WITH (...)",
@@ -687,7 +739,7 @@ impl Pipeline {
             };
             if *i >= at {
                 return Err(self.error(
-                    "PIPELINE_TABLE_NOT_FOUND",
+                    class::PIPELINE_TABLE_NOT_FOUND,
                     r.position,
                     format!(
                         "{} is declared below this query (line {}): move its CREATE {} above \
@@ -701,7 +753,7 @@ impl Pipeline {
             match *what {
                 "sink" => {
                     return Err(self.error(
-                        "PIPELINE_TABLE_NOT_FOUND",
+                        class::PIPELINE_TABLE_NOT_FOUND,
                         r.position,
                         format!(
                             "{} is a sink, and a sink cannot be read: read the tables it reads, \
@@ -715,7 +767,7 @@ impl Pipeline {
                     let c = self.connector(&t.options, &t.name, "table")?;
                     if !c.can_read() {
                         return Err(self.error(
-                            "PIPELINE_UNKNOWN_CONNECTOR",
+                            class::PIPELINE_UNKNOWN_CONNECTOR,
                             r.position,
                             format!(
                                 "{} cannot be read: its connector {} only writes; sources are \

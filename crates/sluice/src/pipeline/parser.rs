@@ -615,7 +615,7 @@ fn watermark_clause(c: &mut Cursor, to: usize) -> Result<Watermark> {
                 describe(c.peek())
             )));
         }
-        crate::operators::window::parse_interval_micros(&delay)
+        crate::time_text::parse_interval_micros(&delay)
             .map_err(|e| c.src.wrap(at, "the watermark delay", e))?;
         delay
     };

@@ -13,6 +13,7 @@ use super::{
     TableDef,
 };
 use crate::conf::{CHECKPOINT_LOCATION, SHUFFLE_PARTITIONS};
+use crate::error::class;
 use crate::error::Result;
 use crate::frame::StreamFrame;
 use crate::query::{DataStreamWriter, StreamingQuery};
@@ -78,7 +79,7 @@ fn plan(p: &Pipeline, session: &Session) -> Result<Vec<Planned>> {
                     && v.trim().parse::<usize>().ok() != Some(session.shuffle_partitions())
                 {
                     return Err(p.error(
-                        "PIPELINE_INVALID_OPTION",
+                        class::PIPELINE_INVALID_OPTION,
                         set.position,
                         format!(
                             "SET spark.sql.shuffle.partitions = {v}: the session has {} \
@@ -169,7 +170,7 @@ fn unknown_table(p: &Pipeline, at: usize, r: &Name) -> crate::SluiceError {
         format!("declared above: {}", above.join(", "))
     };
     p.error(
-        "PIPELINE_TABLE_NOT_FOUND",
+        class::PIPELINE_TABLE_NOT_FOUND,
         r.position,
         format!(
             "unknown table {}: {guess}declare it above the query with CREATE TABLE {} (...) WITH \
@@ -203,7 +204,7 @@ fn source_frame(p: &Pipeline, session: &Session, t: &TableDef) -> Result<StreamF
             let fmt = fmt.to_ascii_lowercase();
             if !["json", "csv", "parquet", "text"].contains(&fmt.as_str()) {
                 return Err(p.error(
-                    "PIPELINE_INVALID_OPTION",
+                    class::PIPELINE_INVALID_OPTION,
                     at,
                     format!("the filesystem source reads json, csv, parquet or text, not '{fmt}'"),
                 ));
@@ -214,7 +215,7 @@ fn source_frame(p: &Pipeline, session: &Session, t: &TableDef) -> Result<StreamF
                 reader = reader.schema(&ddl.join(", ")).map_err(cannot)?;
             } else if fmt != "text" {
                 return Err(p.error(
-                    "PIPELINE_MISSING_SCHEMA",
+                    class::PIPELINE_MISSING_SCHEMA,
                     t.name.position,
                     format!(
                         "the table {name} is read as a stream but declares no columns: a file \
@@ -251,7 +252,7 @@ fn source_frame(p: &Pipeline, session: &Session, t: &TableDef) -> Result<StreamF
                 .find(|f| f.name().eq_ignore_ascii_case(&w.column))
             else {
                 return Err(p.error(
-                    "PIPELINE_INVALID_WATERMARK",
+                    class::PIPELINE_INVALID_WATERMARK,
                     w.position,
                     format!(
                         "WATERMARK FOR {}: the table {name} has no such column (its columns: \
@@ -288,7 +289,7 @@ fn declared_columns(
             .find(|f| f.name().eq_ignore_ascii_case(&c.name))
         else {
             return Err(p.error(
-                "PIPELINE_INVALID_COLUMN",
+                class::PIPELINE_INVALID_COLUMN,
                 c.position,
                 format!(
                     "the {} source has no column {}: its columns are fixed ({}); list some of \
@@ -301,7 +302,7 @@ fn declared_columns(
         };
         if actual.data_type() != declared.data_type() {
             return Err(p.error(
-                "PIPELINE_INVALID_COLUMN",
+                class::PIPELINE_INVALID_COLUMN,
                 c.position,
                 format!(
                     "the column {} of the {} source is {}, not {}: declare it as {}",
@@ -332,7 +333,7 @@ fn conform(p: &Pipeline, frame: StreamFrame, t: &TableDef, q: &QueryDef) -> Resu
         let got: Vec<&str> = fields.iter().map(|(_, f)| f.name().as_str()).collect();
         let want: Vec<&str> = t.columns.iter().map(|c| c.name.as_str()).collect();
         return Err(p.error(
-            "PIPELINE_INVALID_COLUMN",
+            class::PIPELINE_INVALID_COLUMN,
             q.position,
             format!(
                 "INSERT INTO {}: the query gives {} columns ({}) but the table declares {} ({}); \
@@ -388,7 +389,7 @@ fn sink_writer(
                 let f = v.to_ascii_lowercase();
                 if !["parquet", "json", "csv"].contains(&f.as_str()) {
                     return Err(p.error(
-                        "PIPELINE_INVALID_OPTION",
+                        class::PIPELINE_INVALID_OPTION,
                         o.position,
                         format!("the filesystem sink writes parquet, json or csv, not '{v}'"),
                     ));
@@ -403,7 +404,7 @@ fn sink_writer(
             "trigger" => {
                 let trigger = parse_trigger(&v).map_err(|why| {
                     p.error(
-                        "PIPELINE_INVALID_OPTION",
+                        class::PIPELINE_INVALID_OPTION,
                         o.position,
                         format!(
                             "trigger '{v}': {why}; use 'available-now', 'once', \
@@ -425,7 +426,7 @@ fn sink_writer(
         && session.conf(CHECKPOINT_LOCATION).is_none()
     {
         return Err(p.error(
-            "PIPELINE_MISSING_OPTION",
+            class::PIPELINE_MISSING_OPTION,
             name.position,
             format!(
                 "the sink {} needs checkpoint = '/path/to/checkpoint' (where its progress and \
@@ -450,7 +451,7 @@ pub(super) fn parse_trigger(v: &str) -> std::result::Result<Trigger, String> {
     }
     let interval = |rest: &str| {
         let rest = rest.trim_start_matches([' ', '=', ':']).trim();
-        crate::operators::window::parse_interval_micros(rest)
+        crate::time_text::parse_interval_micros(rest)
             .map(|us| Duration::from_micros(us.max(0) as u64))
             .map_err(|e| e.message().to_string())
     };

@@ -17,6 +17,6 @@ pub mod sql;
 pub(crate) mod staged;
 pub(crate) mod stateful_nodes;
 
-pub use analysis::{check_streaming_plan, StreamingPlanInfo};
+pub use analysis::check_streaming_plan;
 pub use incremental::IncrementalExecution;
 pub use relation::{is_streaming, streaming_relations, StreamingRelation};

@@ -53,9 +53,6 @@ impl StreamingRelation {
     pub fn id(&self) -> u64 {
         self.id
     }
-    pub fn provider(&self) -> Option<&Arc<dyn SourceProvider>> {
-        self.provider.as_ref()
-    }
     pub fn relation_schema(&self) -> SchemaRef {
         self.schema.clone()
     }

@@ -38,8 +38,11 @@ use crate::sync::MutexExt;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamingQueryStatus {
+    /// `message`: what the query is doing, e.g. `Waiting for data to arrive` or `Stopped`.
     pub message: String,
+    /// `isDataAvailable`: whether the current trigger has new data to process.
     pub is_data_available: bool,
+    /// `isTriggerActive`: whether a trigger is running right now.
     pub is_trigger_active: bool,
 }
 
@@ -157,9 +160,11 @@ impl StreamingQuery {
     pub fn run_id(&self) -> &str {
         &self.shared.run_id
     }
+    /// The query's name (`queryName`), if it has one.
     pub fn name(&self) -> Option<&str> {
         self.shared.name.as_deref()
     }
+    /// Whether the query is still running (false once it stopped or failed).
     pub fn is_active(&self) -> bool {
         self.shared.lock().active
     }
@@ -261,6 +266,7 @@ impl StreamingQuery {
     pub fn recent_progress(&self) -> Vec<StreamingQueryProgress> {
         self.shared.lock().progress.iter().cloned().collect()
     }
+    /// What the query is doing right now (Spark's `StreamingQuery.status`).
     pub fn status(&self) -> StreamingQueryStatus {
         self.shared.lock().status.clone()
     }

@@ -59,6 +59,7 @@ impl DataStreamWriter {
         self.options.insert(key.into(), value.to_string());
         self
     }
+    /// Several options at once, as with [`DataStreamWriter::option`].
     pub fn options<K: Into<String>, V: ToString>(
         mut self,
         opts: impl IntoIterator<Item = (K, V)>,
@@ -68,6 +69,7 @@ impl DataStreamWriter {
         }
         self
     }
+    /// When batches run (default: `ProcessingTime(0)`, as fast as possible).
     pub fn trigger(mut self, trigger: Trigger) -> Self {
         self.trigger = trigger;
         self

@@ -34,6 +34,7 @@ impl std::fmt::Debug for ConsoleSinkProvider {
 }
 
 impl ConsoleSinkProvider {
+    /// A console sink printing to stdout, from the options `numRows` and `truncate` (any case).
     pub fn from_options(options: &HashMap<String, String>) -> Result<Self> {
         let get = |k: &str| {
             options

@@ -51,8 +51,11 @@ const LOCAL_BLOCK_SIZE: i64 = 33_554_432;
 /// A data file format of the file sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileFormat {
+    /// Apache Parquet (snappy-compressed by default).
     Parquet,
+    /// JSON lines, one object per row.
     Json,
+    /// Comma-separated values.
     Csv,
 }
 
@@ -75,6 +78,7 @@ impl FileFormat {
         }
     }
 
+    /// The format's name: `parquet`, `json` or `csv`.
     pub fn name(&self) -> &'static str {
         match self {
             FileFormat::Parquet => "parquet",
@@ -171,14 +175,19 @@ impl FileOptions {
 pub struct SinkFileStatus {
     /// A `file://` URI, percent-encoded.
     pub path: String,
+    /// The file's length in bytes.
     #[serde(default)]
     pub size: i64,
+    /// Whether the path is a directory (always false for the files Sluice writes).
     #[serde(default)]
     pub is_dir: bool,
+    /// The file's modification time, in milliseconds since the epoch.
     #[serde(default)]
     pub modification_time: i64,
+    /// The file system's replication factor (1 on a local file system).
     #[serde(default = "one")]
     pub block_replication: i64,
+    /// The file system's block size in bytes (Hadoop's local default, 32 MiB).
     #[serde(default = "block_size")]
     pub block_size: i64,
     /// `add` (or `delete`, which Spark writes only when compacting with retention).
@@ -261,6 +270,7 @@ impl FileSinkProvider {
         &self.path
     }
 
+    /// The data file format.
     pub fn format(&self) -> FileFormat {
         self.options.format
     }

@@ -19,6 +19,7 @@ pub struct ForeachBatchSinkProvider {
 }
 
 impl ForeachBatchSinkProvider {
+    /// A sink that calls `f` with each batch's rows and id.
     pub fn new(f: ForeachBatchFn) -> Self {
         Self { f }
     }
@@ -57,6 +58,7 @@ pub struct Row<'a> {
 }
 
 impl<'a> Row<'a> {
+    /// Row `index` of `batch`.
     pub fn new(batch: &'a RecordBatch, index: usize) -> Self {
         Self { batch, index }
     }
@@ -92,8 +94,11 @@ impl<'a> Row<'a> {
 /// `open(partition, epoch)`; if it returns true, `process` for each row; `close` is always called
 /// after a successful `open`, with the error if processing failed.
 pub trait ForeachWriter: Send {
+    /// Starts partition `partition_id` of batch (epoch) `epoch_id`; `false` skips its rows.
     fn open(&mut self, partition_id: usize, epoch_id: u64) -> Result<bool>;
+    /// Writes one row; an error stops the partition and fails the batch.
     fn process(&mut self, row: Row<'_>) -> Result<()>;
+    /// Ends the partition (always, once `open` returned `Ok`), with the error if `process` failed.
     fn close(&mut self, error: Option<&SluiceError>);
 }
 
@@ -106,6 +111,7 @@ pub struct ForeachSinkProvider {
 }
 
 impl ForeachSinkProvider {
+    /// A sink that writes each partition of each batch with a new writer from `factory`.
     pub fn new(factory: ForeachWriterFactory) -> Self {
         Self { factory }
     }

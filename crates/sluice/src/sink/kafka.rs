@@ -40,6 +40,8 @@ pub struct KafkaSinkProvider {
 }
 
 impl KafkaSinkProvider {
+    /// A Kafka sink from its options: `kafka.bootstrap.servers` (required), other `kafka.*`
+    /// client settings, `topic` and `exactlyOnce` (default false).
     pub fn try_new(options: &HashMap<String, String>) -> Result<Self> {
         let get = |k: &str| {
             options

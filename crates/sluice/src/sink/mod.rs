@@ -25,6 +25,7 @@ pub use crate::types::BatchData;
 pub struct SinkContext {
     /// The query's checkpoint directory.
     pub checkpoint_dir: PathBuf,
+    /// The query's output mode (`outputMode`).
     pub output_mode: OutputMode,
     /// The query's name (`queryName`), if any.
     pub query_name: Option<String>,
@@ -44,6 +45,7 @@ pub trait SinkProvider: Debug + Send + Sync {
     fn supports_output_mode(&self, _mode: OutputMode) -> bool {
         true
     }
+    /// Creates the running sink, once per query start (and once per side output).
     fn create_sink(&self, ctx: &SinkContext) -> Result<Box<dyn Sink>>;
     /// Whether the sink can run under `Trigger::Continuous` (memory, console, foreach, kafka).
     fn supports_continuous(&self) -> bool {
@@ -57,6 +59,8 @@ pub trait SinkProvider: Debug + Send + Sync {
 /// the same id after a crash (the file sink checks its manifest log; `foreach_batch` passes the
 /// id to the user, who can dedupe by it).
 pub trait Sink: Send {
+    /// Writes the rows of batch `batch_id`. It MUST add them once, even when called
+    /// again with the same id after a crash.
     fn add_batch(&mut self, batch_id: u64, data: &BatchData) -> Result<()>;
     /// Sink metrics for progress (`sink.metrics`).
     fn metrics(&self) -> std::collections::BTreeMap<String, String> {

@@ -172,6 +172,10 @@ pub fn offsets_json(o: &PartitionOffsets) -> Offset {
 }
 
 impl KafkaSourceProvider {
+    /// A Kafka source from its options: one of `subscribe`, `subscribePattern` or `assign`,
+    /// `kafka.bootstrap.servers` (required), other `kafka.*` client settings,
+    /// `startingOffsets`, `maxOffsetsPerTrigger`, `minOffsetsPerTrigger`, `maxTriggerDelay`,
+    /// `failOnDataLoss` and `includeHeaders`.
     pub fn try_new(options: &HashMap<String, String>) -> Result<Self> {
         let subs: Vec<(&str, &str)> = ["subscribe", "subscribePattern", "assign"]
             .iter()
@@ -238,9 +242,9 @@ impl KafkaSourceProvider {
                 .transpose()
         };
         let max_trigger_delay = match opt(options, "maxTriggerDelay") {
-            Some(v) => Duration::from_micros(
-                crate::operators::window::parse_interval_micros(v)?.max(0) as u64,
-            ),
+            Some(v) => {
+                Duration::from_micros(crate::time_text::parse_interval_micros(v)?.max(0) as u64)
+            }
             None => Duration::from_secs(15 * 60),
         };
         let fail_on_data_loss = match opt(options, "failOnDataLoss") {

@@ -25,6 +25,7 @@ pub struct MemoryStream {
 }
 
 impl MemoryStream {
+    /// An empty stream of rows of `schema`.
     pub fn new(schema: SchemaRef) -> Self {
         Self {
             inner: Arc::new(Inner {

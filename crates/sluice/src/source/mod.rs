@@ -50,12 +50,14 @@ pub struct SourceContext {
 /// Rows of one batch range plus per-batch metrics for progress (`sources[i].metrics`).
 #[derive(Debug, Default)]
 pub struct SourceBatch {
+    /// The rows of the range.
     pub batches: Vec<RecordBatch>,
     /// E.g. `numMalformedRecords`, `numFilesRead`. Values are strings, as in Spark's progress.
     pub metrics: BTreeMap<String, String>,
 }
 
 impl SourceBatch {
+    /// The number of rows in `batches`.
     pub fn num_rows(&self) -> usize {
         self.batches.iter().map(|b| b.num_rows()).sum()
     }
@@ -125,7 +127,8 @@ pub trait Source: Send {
     fn prepare_for_trigger_available_now(&mut self) -> Result<()> {
         Ok(())
     }
-    /// The rows in `(start, end]`.
+    /// The rows in `(start, end]`. MUST return the same rows for the same range every time,
+    /// across restarts: a replayed batch is computed from exactly the rows it had.
     fn get_batch(&mut self, start: Option<&Offset>, end: &Offset) -> Result<SourceBatch>;
     /// Everything up to `end` is committed and will never be asked for again.
     fn commit(&mut self, _end: &Offset) -> Result<()> {

@@ -98,12 +98,16 @@ const DEFAULT_BASE_TIME_US: i64 = 1_767_225_600_000_000;
 /// One of the three Nexmark tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NexmarkTable {
+    /// `person`: a new user (1 in 50 events).
     Person,
+    /// `auction`: a new item for sale (3 in 50 events).
     Auction,
+    /// `bid`: a bid on an auction (46 in 50 events).
     Bid,
 }
 
 impl NexmarkTable {
+    /// The table's name: `person`, `auction` or `bid`.
     pub fn name(self) -> &'static str {
         match self {
             Self::Person => "person",
@@ -766,6 +770,7 @@ pub struct NexmarkSourceProvider {
 }
 
 impl NexmarkSourceProvider {
+    /// A nexmark source from its options (see the module docs); `table` is required.
     pub fn try_new(options: &HashMap<String, String>) -> Result<Self> {
         let table = match opt_str(options, "table") {
             Some(v) => NexmarkTable::parse(v)?,
@@ -833,6 +838,7 @@ impl NexmarkSourceProvider {
         })
     }
 
+    /// The table this source yields.
     pub fn table(&self) -> NexmarkTable {
         self.table
     }

@@ -64,6 +64,7 @@ pub struct RateSourceProvider {
 }
 
 impl RateSourceProvider {
+    /// A `rate` source from its options `rowsPerSecond` (positive) and `rampUpTime` (only 0).
     pub fn try_new(options: &HashMap<String, String>) -> Result<Self> {
         let rows_per_second = opt_i64(options, "rowsPerSecond", Some(1))?;
         if rows_per_second <= 0 {
@@ -277,6 +278,8 @@ pub struct RatePerMicroBatchProvider {
 }
 
 impl RatePerMicroBatchProvider {
+    /// A `rate-micro-batch` source from its options `rowsPerBatch`, `startTimestamp` and
+    /// `advanceMillisPerBatch`.
     pub fn try_new(options: &HashMap<String, String>) -> Result<Self> {
         let rows_per_batch = opt_i64(options, "rowsPerBatch", None)?;
         if rows_per_batch <= 0 {

@@ -74,7 +74,7 @@ impl Inner {
     fn read_only_error(&self, what: &str) -> SluiceError {
         SluiceError::new(
             crate::error::Fault::Internal,
-            "STATE_STORE_READ_ONLY",
+            class::STATE_STORE_READ_ONLY,
             format!(
                 "{what} was asked of the state store of {} in {}, which was opened read-only \
                  (for inspection); open it with DefaultStateStoreProvider::new to write",
@@ -423,10 +423,12 @@ impl DefaultStateStoreProvider {
         self.inner.read_only
     }
 
+    /// Which store this provider serves: operator and partition of a query's checkpoint.
     pub fn id(&self) -> &StateStoreId {
         &self.inner.id
     }
 
+    /// The store settings (snapshot interval, versions to retain, maintenance interval).
     pub fn conf(&self) -> &StateStoreConf {
         &self.inner.conf
     }

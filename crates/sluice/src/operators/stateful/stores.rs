@@ -102,11 +102,6 @@ impl<'a> PartitionedStores<'a> {
         self.stores.len()
     }
 
-    /// Whether there is no partition.
-    pub fn is_empty(&self) -> bool {
-        self.stores.is_empty()
-    }
-
     /// The state version the stores were opened at (the batch id).
     pub fn version(&self) -> u64 {
         self.version
