@@ -95,6 +95,7 @@ pub struct Logged<T> {
 }
 
 impl<C: ConsumerContext> Logged<BaseConsumer<C>> {
+    /// Wraps `consumer`, starting its log forwarder.
     pub fn new(consumer: BaseConsumer<C>) -> Self {
         Self {
             _forwarder: Forwarder::start(consumer.client().native_ptr()),
