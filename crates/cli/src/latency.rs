@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use datafusion::arrow::array::RecordBatch;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -190,7 +191,7 @@ fn rate_to_memory(
     let watcher = std::thread::spawn(move || {
         let mut seen = 0usize;
         while !watch_stop.load(Ordering::Relaxed) {
-            let fresh: Vec<datafusion::arrow::array::RecordBatch> = {
+            let fresh: Vec<RecordBatch> = {
                 let rows = buffer.blocking_read();
                 if rows.len() == seen {
                     Vec::new()

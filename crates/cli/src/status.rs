@@ -87,6 +87,7 @@ pub fn stdout_shares_the_terminal() -> bool {
 pub fn terminal_width() -> Option<usize> {
     // SAFETY: TIOCGWINSZ fills a winsize struct; a descriptor that is not a terminal is an error.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: `ws` is a valid winsize for the ioctl to fill; descriptor 2 is this process's.
     if unsafe { libc::ioctl(2, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_col > 0 {
         return Some(ws.ws_col as usize);
     }

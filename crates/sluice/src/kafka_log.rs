@@ -127,6 +127,7 @@ struct Forwarder {
 
 // SAFETY: see `Ptr`; the pointers are only used by `drop`, after the thread has ended.
 unsafe impl Send for Forwarder {}
+// SAFETY: as for `Send`: no method reads the pointers through a shared reference.
 unsafe impl Sync for Forwarder {}
 
 /// Serves the events waiting on `queue` for up to `timeout_ms` (then until none is waiting);
@@ -136,26 +137,31 @@ unsafe impl Sync for Forwarder {}
 /// `queue` must be a live librdkafka queue.
 unsafe fn serve(queue: *mut rd::rd_kafka_queue_t, mut timeout_ms: c_int) {
     loop {
-        let ev = rd::rd_kafka_queue_poll(queue, timeout_ms);
+        // SAFETY: the caller keeps `queue` alive; an event returned is ours until destroyed.
+        let ev = unsafe { rd::rd_kafka_queue_poll(queue, timeout_ms) };
         if ev.is_null() {
             return;
         }
         timeout_ms = 0;
-        if rd::rd_kafka_event_type(ev) == rd::RD_KAFKA_EVENT_LOG {
-            let (mut fac, mut text, mut level): (*const c_char, *const c_char, c_int) =
-                (std::ptr::null(), std::ptr::null(), 0);
-            if rd::rd_kafka_event_log(ev, &mut fac, &mut text, &mut level) == 0
-                && !fac.is_null()
-                && !text.is_null()
-            {
-                emit(
-                    level,
-                    &CStr::from_ptr(fac).to_string_lossy(),
-                    &CStr::from_ptr(text).to_string_lossy(),
-                );
+        // SAFETY: `ev` is a live event; librdkafka sets `fac` and `text` to NUL-terminated strings
+        // owned by the event (checked for null), read before the event is destroyed, once.
+        unsafe {
+            if rd::rd_kafka_event_type(ev) == rd::RD_KAFKA_EVENT_LOG {
+                let (mut fac, mut text, mut level): (*const c_char, *const c_char, c_int) =
+                    (std::ptr::null(), std::ptr::null(), 0);
+                if rd::rd_kafka_event_log(ev, &mut fac, &mut text, &mut level) == 0
+                    && !fac.is_null()
+                    && !text.is_null()
+                {
+                    emit(
+                        level,
+                        &CStr::from_ptr(fac).to_string_lossy(),
+                        &CStr::from_ptr(text).to_string_lossy(),
+                    );
+                }
             }
+            rd::rd_kafka_event_destroy(ev);
         }
-        rd::rd_kafka_event_destroy(ev);
     }
 }
 

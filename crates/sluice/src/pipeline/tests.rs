@@ -475,7 +475,7 @@ fn rows(session: &Session, sql: &str) -> Vec<String> {
     out
 }
 
-fn write_events(dir: &std::path::Path) {
+fn write_events(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(
         dir.join("1.json"),

@@ -162,7 +162,7 @@ impl ScalarUDFImpl for SparkTimestampString {
 
 /// Translates a Spark datetime pattern (`yyyy-MM-dd HH:mm:ss.SSS`, `'quoted'` text) into a
 /// chrono format string; an error names a letter Sluice cannot translate yet.
-pub fn spark_pattern_to_chrono(pattern: &str) -> std::result::Result<String, String> {
+pub fn spark_pattern_to_chrono(pattern: &str) -> Result<String, String> {
     let chars: Vec<char> = pattern.chars().collect();
     let mut out = String::new();
     let mut i = 0;

@@ -262,9 +262,9 @@ fn spark_type_names_rebuild_arrow_types() {
         DataType::Binary,
         DataType::Decimal128(7, 3),
     ] {
-        let name = crate::schema::spark_type_name(&t);
+        let name = spark_type_name(&t);
         assert_eq!(
-            crate::schema::spark_type_name(&parse_spark_type_name(&name).unwrap()),
+            spark_type_name(&parse_spark_type_name(&name).unwrap()),
             name
         );
     }

@@ -518,7 +518,7 @@ fn metrics_count_the_last_commit() {
     // 2 entries: key + value bytes + overhead each.
     assert_eq!(
         m.memory_used_bytes,
-        (1 + 2) + (1 + 1) + 2 * super::provider::ENTRY_OVERHEAD
+        (1 + 2) + (1 + 1) + 2 * provider::ENTRY_OVERHEAD
     );
 
     let s = p.get_store(1).unwrap();
@@ -531,7 +531,7 @@ fn metrics_count_the_last_commit() {
     assert_eq!((m.num_keys, m.num_updated, m.num_removed), (2, 1, 2));
     assert_eq!(
         m.memory_used_bytes,
-        (1 + 1) + (1 + 1) + 2 * super::provider::ENTRY_OVERHEAD
+        (1 + 1) + (1 + 1) + 2 * provider::ENTRY_OVERHEAD
     );
 
     let s = p.get_store(2).unwrap();
@@ -743,7 +743,7 @@ fn a_read_only_provider_loads_but_never_writes() {
         s.commit().unwrap();
     }
     let stale = id.dir().join(".2.delta.0f3c.tmp");
-    std::fs::write(&stale, b"partial").unwrap();
+    fs::write(&stale, b"partial").unwrap();
     let mut ro = DefaultStateStoreProvider::open_read_only(id.clone(), eager.clone()).unwrap();
     assert!(ro.is_read_only());
     let s = ro.get_store(1).unwrap();

@@ -436,10 +436,7 @@ mod tests {
         );
     }
 
-    fn parse(
-        o: &ParseOptions,
-        lines: &[&str],
-    ) -> crate::error::Result<(Vec<Vec<Value>>, u64, u64)> {
+    fn parse(o: &ParseOptions, lines: &[&str]) -> Result<(Vec<Vec<Value>>, u64, u64)> {
         let mut asm = Assembler::new(o)?;
         let FormatKind::Csv(c) = &o.kind else {
             unreachable!()

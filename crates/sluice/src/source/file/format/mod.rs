@@ -1296,7 +1296,7 @@ mod tests {
 pub fn parse_json_documents(docs: &[Option<&str>], schema: &SchemaRef) -> Result<RecordBatch> {
     let mut o = std::collections::HashMap::new();
     o.insert("multiLine".to_string(), "true".to_string());
-    let opts = ParseOptions::new("json", schema, &super::options::Options::new(&o))?;
+    let opts = ParseOptions::new("json", schema, &Options::new(&o))?;
     let FormatKind::Json(j) = &opts.kind else {
         return Err(SluiceError::internal("from_json options"));
     };
@@ -1318,7 +1318,7 @@ pub(crate) fn fuzz_text(format: &str, text: &str, schema: &SchemaRef) -> Result<
     if format == "csv" {
         o.insert("header".to_string(), "true".to_string());
     }
-    let opts = ParseOptions::new(format, schema, &super::options::Options::new(&o))?;
+    let opts = ParseOptions::new(format, schema, &Options::new(&o))?;
     let mut asm = Assembler::new(&opts)?;
     match &opts.kind {
         FormatKind::Json(j) => json::read(text, "fuzz", &j.clone(), &mut asm)?,
