@@ -257,18 +257,6 @@ impl From<arrow::error::ArrowError> for SluiceError {
     }
 }
 
-/// Builds a query-fault error with `format!` arguments.
-#[macro_export]
-macro_rules! query_err {
-    ($class:expr, $($arg:tt)*) => { $crate::error::SluiceError::query($class, format!($($arg)*)) };
-}
-
-/// Builds an internal error with `format!` arguments.
-#[macro_export]
-macro_rules! internal_err {
-    ($($arg:tt)*) => { $crate::error::SluiceError::internal(format!($($arg)*)) };
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,7 +26,7 @@ use crate::state::schema::is_state_schema_error;
 use crate::testing::TestHooks;
 use crate::types::BatchData;
 use crate::types::OutputMode;
-use crate::types::{BatchId, OperatorId, WatermarkMs};
+use crate::types::{OperatorId, WatermarkMs};
 
 /// What one batch produced.
 pub(crate) struct StagedOutput {
@@ -195,11 +195,9 @@ impl StagedPlan {
         &mut self,
         session: &Session,
         inputs: &BatchInputs,
-        batch_timestamp_ms: i64,
-        late_watermark_ms: i64,
-        eviction_watermark_ms: i64,
-        batch_id: u64,
+        ctx: &BatchContext,
     ) -> Result<StagedOutput> {
+        let batch_timestamp_ms = ctx.batch_timestamp_ms;
         if let Some(e) = &self.incompatible {
             return Err(e.clone());
         }
@@ -218,15 +216,7 @@ impl StagedPlan {
                 watermarks.extend(observed(&planned));
                 operator_inputs.push(data.batches().cloned().collect::<Vec<_>>());
             }
-            let out = stage.operator.process(
-                operator_inputs,
-                &BatchContext {
-                    batch_id: BatchId(batch_id),
-                    batch_timestamp_ms,
-                    late_watermark: WatermarkMs(late_watermark_ms),
-                    eviction_watermark: WatermarkMs(eviction_watermark_ms),
-                },
-            )?;
+            let out = stage.operator.process(operator_inputs, ctx)?;
             let (rows, progress) = (out.rows, out.progress);
             let rows =
                 RecordBatch::try_new(stage.placeholder_schema.clone(), rows.columns().to_vec())?;

@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use crate::checkpoint::{OffsetSeq, RecoveryPlan};
 use crate::error::Result;
+use crate::operators::stateful::BatchContext;
 use crate::operators::watermark::{EventTimeStats, WatermarkTracker};
 use crate::plan::incremental::BatchInputs;
 use crate::plan::staged::{StagedOutput, StagedPlan};
@@ -32,6 +33,7 @@ use crate::query::writer::LateRowsSpec;
 use crate::query::StreamingQuery;
 use crate::source::Offset;
 use crate::testing::CrashPoint;
+use crate::types::{BatchId, WatermarkMs};
 
 use super::core::{now_ms, Driver, QuerySpec, StreamExecution};
 use super::late_rows::LateRowsSink;
@@ -234,10 +236,13 @@ impl MicroBatchExecution {
             .run(
                 &self.core.session,
                 &inputs,
-                metadata.batch_timestamp_ms,
-                self.late_watermark_ms,
-                metadata.batch_watermark_ms,
-                batch_id,
+                &BatchContext {
+                    batch_id: BatchId(batch_id),
+                    batch_timestamp_ms: metadata.batch_timestamp_ms,
+                    // Spark 3.4+: late rows by the previous batch's watermark, eviction by this one's
+                    late_watermark: WatermarkMs(self.late_watermark_ms),
+                    eviction_watermark: WatermarkMs(metadata.batch_watermark_ms),
+                },
             )
             .map_err(|e| e.context(format!("batch {batch_id}")))?;
         batch.durations.query_planning = Some(out.planning_ms);
