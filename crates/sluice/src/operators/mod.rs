@@ -18,6 +18,9 @@ pub mod stateful;
 pub mod watermark;
 pub mod window;
 
+#[cfg(test)]
+mod golden_tests;
+
 use datafusion::logical_expr::{Aggregate, Join, LogicalPlan};
 
 use self::aggregate::StreamingAggregate;
