@@ -19,12 +19,12 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{concat_batches, take_record_batch};
 use arrow::datatypes::{Field, SchemaRef};
-use arrow::row::{RowConverter, SortField};
 use datafusion::common::DFSchemaRef;
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{Extension, LogicalPlan, UserDefinedLogicalNodeCore};
 use datafusion::prelude::Expr;
 
+use super::stateful::context::StateLocation;
 use super::stateful::event_time::{event_time_column, is_event_time, to_micros};
 use super::stateful::{
     nullable, BatchContext, OperatorOutput, PartitionedStores, StateInfo, StatefulOperator,
@@ -32,6 +32,9 @@ use super::stateful::{
 use crate::error::{class, Result, SluiceError};
 use crate::progress::StateOperatorProgress;
 use crate::state::indexed::KeysByTime;
+use crate::state::layout::dedup::{
+    decode_expiry, encode_expiry, DedupLayout, DedupValue, EMPTY_VALUE,
+};
 use crate::state::schema::{state_fields, StateSchema};
 use crate::types::{OperatorId, WatermarkMs};
 
@@ -160,7 +163,10 @@ pub struct StreamingDeduplicate {
     key_columns: Vec<usize>,
     key_fields: Vec<Arc<Field>>,
     value_fields: Vec<Arc<Field>>,
-    converter: RowConverter,
+    /// The state's key and value layout.
+    layout: DedupLayout,
+    /// Where the state is, for errors.
+    location: StateLocation,
     expiry: Expiry,
     input_schema: SchemaRef,
     /// The keys in state by the time they expire (their event time, or within watermark their
@@ -197,12 +203,13 @@ impl StreamingDeduplicate {
             .iter()
             .map(|i| Arc::new(input_schema.field(*i).clone()))
             .collect();
-        let converter = RowConverter::new(
-            fields
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
+        let key_types: Vec<_> = fields.iter().map(|f| f.data_type().clone()).collect();
+        let value = if node.within_watermark {
+            DedupValue::ExpiresAtMicros
+        } else {
+            DedupValue::Empty
+        };
+        let layout = DedupLayout::new(&key_types, value)?;
         let expiry = if node.within_watermark {
             let (column, delay_ms) = event_time_column(schema).ok_or_else(|| {
                 SluiceError::query(
@@ -236,7 +243,8 @@ impl StreamingDeduplicate {
             key_columns,
             key_fields: fields,
             value_fields,
-            converter,
+            layout,
+            location: info.location(),
             expiry,
             input_schema,
             by_expiry: KeysByTime::new(),
@@ -249,22 +257,33 @@ impl StreamingDeduplicate {
     /// with one scan of the state (the first batch of a run, or after a failed batch).
     fn begin_expiry_index(&mut self, stores: &PartitionedStores<'_>) -> Result<()> {
         let version = stores.version();
-        let converter = &self.converter;
+        let (layout, location) = (&self.layout, &self.location);
         match self.expiry {
             Expiry::Never => self.by_expiry.begin_empty(version, stores.len()),
             Expiry::WithinWatermark { .. } => {
-                self.by_expiry.begin(version, stores.all(), |_, values| {
-                    Ok(values
-                        .iter()
-                        .map(|v| (*v).try_into().ok().map(i64::from_le_bytes))
-                        .collect())
-                })?;
+                self.by_expiry
+                    .begin(version, stores.all(), |p, _, values| {
+                        values
+                            .iter()
+                            .map(|v| {
+                                decode_expiry(v).map(Some).map_err(|e| {
+                                    location.corrupt(Some(p), "a deduplication expiry", e)
+                                })
+                            })
+                            .collect()
+                    })?;
             }
-            Expiry::KeyEventTime(p) => {
-                self.by_expiry.begin(version, stores.all(), |keys, _| {
-                    let parser = converter.parser();
-                    let arrays = converter.convert_rows(keys.iter().map(|k| parser.parse(k)))?;
-                    let ts = to_micros(&arrays[p])?;
+            Expiry::KeyEventTime(k) => {
+                self.by_expiry.begin(version, stores.all(), |p, keys, _| {
+                    let arrays = layout
+                        .key()
+                        .decode_trusted(keys)
+                        .map_err(|e| location.corrupt(Some(p), "a deduplication key", e))?;
+                    let ts = to_micros(
+                        arrays
+                            .get(k)
+                            .ok_or_else(|| SluiceError::internal("dedup event-time key"))?,
+                    )?;
                     Ok((0..ts.len())
                         .map(|i| ts.is_valid(i).then(|| ts.value(i)))
                         .collect())
@@ -288,7 +307,8 @@ impl StreamingDeduplicate {
             .iter()
             .map(|c| batch.column(*c).clone())
             .collect();
-        let rows = self.converter.convert_columns(&keys)?;
+        // None without key columns: every key is the empty key.
+        let rows = self.layout.key().encode(&keys)?;
         let event_time = match self.expiry {
             Expiry::Never => None,
             Expiry::KeyEventTime(p) => Some(to_micros(&keys[p])?),
@@ -306,28 +326,33 @@ impl StreamingDeduplicate {
                     continue;
                 }
             }
-            let key = rows.row(i).data();
+            let key: &[u8] = match &rows {
+                Some(rows) => rows.row(i).data(),
+                None => &[],
+            };
             let p = stores.partition_of(key);
             if seen.contains(key) || stores[p].get(key).is_some() {
                 duplicates += 1;
                 continue;
             }
             seen.insert(key);
-            let (value, expires): (Vec<u8>, Option<i64>) = match (&self.expiry, &event_time) {
+            let expiry_value: [u8; 8];
+            let (value, expires): (&[u8], Option<i64>) = match (&self.expiry, &event_time) {
                 (Expiry::WithinWatermark { delay_us, .. }, Some(ts)) => {
                     let expires = if ts.is_valid(i) {
                         ts.value(i) + delay_us
                     } else {
                         i64::MAX
                     };
-                    (expires.to_le_bytes().to_vec(), Some(expires))
+                    expiry_value = encode_expiry(expires);
+                    (&expiry_value, Some(expires))
                 }
                 (Expiry::KeyEventTime(_), Some(ts)) => {
-                    (Vec::new(), ts.is_valid(i).then(|| ts.value(i)))
+                    (EMPTY_VALUE, ts.is_valid(i).then(|| ts.value(i)))
                 }
-                _ => (Vec::new(), None),
+                _ => (EMPTY_VALUE, None),
             };
-            stores[p].put(key, &value);
+            stores[p].put(key, value);
             if let (Some(t), Some(index)) = (expires, self.by_expiry.partition_mut(p)) {
                 index.insert(t, key.to_vec());
             }

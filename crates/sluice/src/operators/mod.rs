@@ -18,6 +18,9 @@ pub mod stateful;
 pub mod watermark;
 pub mod window;
 
+#[cfg(test)]
+mod golden_tests;
+
 use datafusion::logical_expr::{Aggregate, Join, LogicalPlan};
 
 use self::aggregate::StreamingAggregate;
@@ -56,7 +59,7 @@ impl StatefulNode {
 /// Builds the operator for `node`, writing in output mode `mode`, with its state where `info`
 /// says: the framework checks (or records) the operator's state schema and opens its stores. A
 /// state that does not fit the checkpoint fails with a class
-/// [`crate::state::schema::is_state_schema_error`] recognises.
+/// `crate::state::schema::is_state_schema_error` recognises.
 pub fn create_operator(
     node: &StatefulNode,
     mode: OutputMode,

@@ -228,14 +228,14 @@ impl KeysByTime {
 
     /// Starts a batch whose stores (one per partition) are open at `version`: keeps the index
     /// when it describes that version, otherwise rebuilds it with one scan of every store.
-    /// `times` gives the time of each of a partition's pairs (called once per non-empty
-    /// partition with all its keys and values, in the store's order); a pair without a time
-    /// (`None`) never expires and is not indexed. Returns whether the index was rebuilt.
+    /// `times(p, keys, values)` gives the time of each of partition `p`'s pairs (called once per
+    /// non-empty partition with all its keys and values, in the store's order); a pair without
+    /// a time (`None`) never expires and is not indexed. Returns whether the index was rebuilt.
     pub fn begin(
         &mut self,
         version: u64,
         stores: &[&mut dyn StateStore],
-        mut times: impl FnMut(&[&[u8]], &[&[u8]]) -> Result<Vec<Option<i64>>>,
+        mut times: impl FnMut(usize, &[&[u8]], &[&[u8]]) -> Result<Vec<Option<i64>>>,
     ) -> Result<bool> {
         if self.index.begin(version) {
             return Ok(false);
@@ -243,12 +243,12 @@ impl KeysByTime {
         let parts = self.index.get_mut();
         parts.clear();
         parts.resize_with(stores.len(), TimeIndex::new);
-        for (store, part) in stores.iter().zip(parts.iter_mut()) {
+        for (p, (store, part)) in stores.iter().zip(parts.iter_mut()).enumerate() {
             let (keys, values): (Vec<&[u8]>, Vec<&[u8]>) = store.iter().unzip();
             if keys.is_empty() {
                 continue;
             }
-            for (key, time) in keys.iter().zip(times(&keys, &values)?) {
+            for (key, time) in keys.iter().zip(times(p, &keys, &values)?) {
                 if let Some(t) = time {
                     part.insert(t, key.to_vec());
                 }

@@ -123,10 +123,7 @@
 
 pub(crate) mod files;
 mod format;
-// The encoders are the operators' until they switch to these codecs; until then only the tests
-// and `crate::inspect`'s decoders use the layouts.
 pub(crate) mod indexed;
-#[allow(dead_code)]
 pub(crate) mod layout;
 mod provider;
 pub(crate) mod schema;

@@ -48,6 +48,11 @@ mod engine_join_state;
 // path: recovered or refused with the file named.
 mod engine_bad_checkpoints;
 
+// State bytes its operator's layout does not write (a join key with a trailing byte, a matched
+// flag above 1, truncated values, keys arrow cannot decode): STATE_STORE_CORRUPT naming the
+// store, never a panic.
+mod engine_corrupt_state;
+
 // Invalid UTF-8, empty files, a source directory that disappears while running.
 mod engine_bad_input;
 

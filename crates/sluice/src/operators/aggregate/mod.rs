@@ -31,7 +31,6 @@ use std::sync::Arc;
 use arrow::array::{Array, RecordBatch};
 use arrow::compute::concat_batches;
 use arrow::datatypes::{Field, Schema, SchemaRef};
-use arrow::row::{RowConverter, SortField};
 use datafusion::common::DFSchema;
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
@@ -43,11 +42,13 @@ use datafusion::physical_planner::create_aggregate_expr_and_maybe_filter;
 
 use self::keys::{key_event_times, plan_keys, EventTimeKey, KeyPart};
 use self::session::SessionIndex;
+use super::stateful::context::StateLocation;
 use super::stateful::{
     BatchContext, OperatorOutput, PartitionedStores, StateInfo, StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
 use crate::state::indexed::KeysByTime;
+use crate::state::layout::aggregate::AggregateLayout;
 use crate::state::schema::{state_fields, StateSchema};
 use crate::types::{OperatorId, OutputMode, WatermarkMs};
 
@@ -112,8 +113,11 @@ pub struct StreamingAggregate {
     /// Every aggregate's intermediate state fields, in order: the state value.
     value_fields: Vec<Arc<Field>>,
     aggs: Vec<AggFn>,
-    key_converter: Option<RowConverter>,
-    state_converter: RowConverter,
+    /// The state's layout: the grouping key (none for a global aggregation) and the
+    /// accumulators' state fields.
+    layout: AggregateLayout,
+    /// Where the state is, for errors.
+    location: StateLocation,
     output_schema: SchemaRef,
     input_schema: SchemaRef,
     /// The input schema with the columns no aggregate reads turned into `Null` columns: row
@@ -185,22 +189,10 @@ impl StreamingAggregate {
                 filter,
             });
         }
-        let key_converter = if key_fields.is_empty() {
-            None
-        } else {
-            Some(RowConverter::new(
-                key_fields
-                    .iter()
-                    .map(|f| SortField::new(f.data_type().clone()))
-                    .collect(),
-            )?)
+        let types = |fields: &[Arc<Field>]| -> Vec<_> {
+            fields.iter().map(|f| f.data_type().clone()).collect()
         };
-        let state_converter = RowConverter::new(
-            value_fields
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
+        let layout = AggregateLayout::new(&types(&key_fields), &types(&value_fields))?;
         let slim_schema = slim_schema(&physical_input, &aggs);
         Self {
             operator_id: info.operator_id,
@@ -208,8 +200,8 @@ impl StreamingAggregate {
             key_fields,
             value_fields,
             aggs,
-            key_converter,
-            state_converter,
+            layout,
+            location: info.location(),
             output_schema: Arc::new(out_schema),
             slim_schema,
             input_schema: physical_input.clone(),
@@ -227,18 +219,20 @@ impl StreamingAggregate {
     /// rebuilt with one scan of the state (the first batch of a run, or after a failed batch).
     fn begin_time_index(&mut self, stores: &PartitionedStores<'_>) -> Result<()> {
         let version = stores.version();
-        let (Some(et), Some(conv), None, false) = (
+        let (Some(et), Some(key), None, false) = (
             self.event_time_key,
-            &self.key_converter,
+            self.layout.key().rows(),
             &self.sessions,
             self.mode == OutputMode::Complete,
         ) else {
             self.time_index.begin_empty(version, stores.len());
             return Ok(());
         };
-        self.time_index.begin(version, stores.all(), |keys, _| {
-            let kparser = conv.parser();
-            let key_arrays = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
+        let location = &self.location;
+        self.time_index.begin(version, stores.all(), |p, keys, _| {
+            let key_arrays = key
+                .decode_trusted(keys)
+                .map_err(|e| location.corrupt(Some(p), "an aggregation key", e))?;
             let times = key_event_times(&key_arrays, et)?;
             Ok((0..keys.len())
                 .map(|i| times.is_valid(i).then(|| times.value(i)))

@@ -50,19 +50,36 @@ impl StreamingAggregate {
         if keys.is_empty() {
             return Ok(RecordBatch::new_empty(self.output_schema.clone()));
         }
-        let key_arrays = match &self.key_converter {
-            Some(conv) => {
-                let kparser = conv.parser();
-                conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?
-            }
-            None => vec![],
-        };
-        let sparser = self.state_converter.parser();
-        let states = self
-            .state_converter
-            .convert_rows(values.iter().map(|b| sparser.parse(b)))?;
+        let key_arrays = self.decode_keys(None, &keys)?;
+        let states = self.decode_states(None, &values)?;
         let finals = self.evaluate_states(&states, values.len())?;
         self.output_batch(key_arrays, finals)
+    }
+
+    /// Decodes stored keys (from partition `p`'s store; `None`: from any) into the key
+    /// columns (none for a global aggregation).
+    pub(super) fn decode_keys<B: AsRef<[u8]>>(
+        &self,
+        p: Option<usize>,
+        keys: &[B],
+    ) -> Result<Vec<ArrayRef>> {
+        self.layout
+            .key()
+            .decode_trusted(keys)
+            .map_err(|e| self.location.corrupt(p, "an aggregation key", e))
+    }
+
+    /// Decodes stored values (from partition `p`'s store; `None`: from any) into the
+    /// accumulators' state fields.
+    pub(super) fn decode_states<B: AsRef<[u8]>>(
+        &self,
+        p: Option<usize>,
+        values: &[B],
+    ) -> Result<Vec<ArrayRef>> {
+        self.layout
+            .value()
+            .decode_trusted(values)
+            .map_err(|e| self.location.corrupt(p, "an aggregation state value", e))
     }
 
     /// The final values of `n` stored states (all aggregates' state fields, in order).

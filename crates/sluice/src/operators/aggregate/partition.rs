@@ -56,10 +56,7 @@ impl StreamingAggregate {
         evict_us: i64,
     ) -> Result<Vec<PartitionOutput>> {
         let rows_in = instances.num_rows();
-        let key_rows: Option<Rows> = match &self.key_converter {
-            Some(c) => Some(c.convert_columns(key_arrays)?),
-            None => None,
-        };
+        let key_rows: Option<Rows> = self.layout.key().encode(key_arrays)?;
         let mut part_rows: Vec<Vec<u32>> = vec![Vec::new(); self.partitions];
         match &key_rows {
             Some(rows) => {
@@ -144,6 +141,7 @@ impl StreamingAggregate {
         };
         let (finals, direct) = if n_groups > 0 {
             self.update_groups(
+                p,
                 store,
                 index,
                 batch,
@@ -174,12 +172,14 @@ impl StreamingAggregate {
                     out.rows = Some(self.output_batch(keys, finals)?);
                 }
                 if self.event_time_key.is_some() {
-                    out.removed = self.evict_partition(store, index, batch.evict_us, false)?.1
+                    out.removed = self
+                        .evict_partition(p, store, index, batch.evict_us, false)?
+                        .1
                         + direct.len() as u64;
                 }
             }
             OutputMode::Append => {
-                let (rows, n) = self.evict_partition(store, index, batch.evict_us, true)?;
+                let (rows, n) = self.evict_partition(p, store, index, batch.evict_us, true)?;
                 out.removed = n + direct.len() as u64;
                 out.rows = rows;
                 if !direct.is_empty() {
@@ -209,9 +209,11 @@ impl StreamingAggregate {
 
     /// Merges the stored states of a partition's touched keys with its rows and writes the new
     /// states; indexes the new keys by event time. Returns the final values of every group and
-    /// the groups emitted directly (new keys already behind the eviction watermark).
+    /// the groups emitted directly (new keys already behind the eviction watermark). `store` is
+    /// partition `p`'s.
     fn update_groups(
         &self,
+        p: usize,
         store: &mut dyn StateStore,
         index: &mut TimeIndex<Vec<u8>>,
         batch: &BatchInstances<'_>,
@@ -232,9 +234,7 @@ impl StreamingAggregate {
             if old.is_empty() {
                 Vec::new()
             } else {
-                let parser = self.state_converter.parser();
-                self.state_converter
-                    .convert_rows(old.iter().map(|b| parser.parse(b)))?
+                self.decode_states(Some(p), &old)?
             }
         };
         // Merge stored states and update with this partition's rows.
@@ -262,7 +262,7 @@ impl StreamingAggregate {
             is_direct[*g as usize] = true;
         }
         // Write the new states; index the new keys by event time.
-        let state_rows = self.state_converter.convert_columns(&new_states)?;
+        let state_rows = self.layout.value().encode(&new_states)?;
         for (g, k) in group_keys.iter().enumerate() {
             if !is_direct[g] {
                 store.put(k, state_rows.row(g).as_ref());
@@ -349,14 +349,16 @@ impl StreamingAggregate {
 
     /// Evicts one partition's keys with event time at or before `evict_us` through its
     /// event-time index (only the expired keys are touched); with `emit`, returns them as rows.
+    /// `store` is partition `p`'s.
     fn evict_partition(
         &self,
+        p: usize,
         store: &mut dyn StateStore,
         index: &mut TimeIndex<Vec<u8>>,
         evict_us: i64,
         emit: bool,
     ) -> Result<(Option<RecordBatch>, u64)> {
-        let (Some(conv), Some(_)) = (&self.key_converter, self.event_time_key) else {
+        let (Some(_), Some(_)) = (self.layout.key().rows(), self.event_time_key) else {
             return Ok((None, 0));
         };
         let mut keys: Vec<Vec<u8>> = Vec::new();
@@ -375,12 +377,8 @@ impl StreamingAggregate {
         if !emit || keys.is_empty() {
             return Ok((None, n));
         }
-        let kparser = conv.parser();
-        let keys_out = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
-        let sparser = self.state_converter.parser();
-        let states = self
-            .state_converter
-            .convert_rows(values.iter().map(|b| sparser.parse(b)))?;
+        let keys_out = self.decode_keys(Some(p), &keys)?;
+        let states = self.decode_states(Some(p), &values)?;
         let finals = self.evaluate_states(&states, values.len())?;
         Ok((Some(self.output_batch(keys_out, finals)?), n))
     }

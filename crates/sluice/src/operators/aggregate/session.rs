@@ -254,9 +254,8 @@ impl StreamingAggregate {
             }
         }
         let mut out = Sessions::default();
-        if let (Some(conv), false) = (&self.key_converter, keys.is_empty()) {
-            let parser = conv.parser();
-            let arrays = conv.convert_rows(keys.iter().map(|k| parser.parse(k)))?;
+        if let (Some(_), false) = (self.layout.key().rows(), keys.is_empty()) {
+            let arrays = self.decode_keys(None, &keys)?;
             let others = self.session_other_keys(&arrays)?.unwrap_or_default();
             let w = arrays[pos]
                 .as_any()
@@ -364,7 +363,8 @@ impl StreamingAggregate {
     ) -> Result<u64> {
         let n_groups = merged.len();
         let mut group_of_row: Vec<usize> = vec![0; rows.keep.len()];
-        let mut old_states: Vec<(usize, Vec<u8>)> = Vec::new();
+        // The stored states of the merged sessions, and the group of each.
+        let (mut old_groups, mut old_states): (Vec<usize>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
         for (gi, g) in merged.iter().enumerate() {
             for r in &g.rows {
                 group_of_row[*r] = gi;
@@ -372,7 +372,8 @@ impl StreamingAggregate {
             let p = partition_of(&g.other, self.partitions);
             for (_, k) in &g.old {
                 if let Some(v) = stores[p].get(k) {
-                    old_states.push((gi, v.to_vec()));
+                    old_groups.push(gi);
+                    old_states.push(v.to_vec());
                 }
             }
         }
@@ -392,13 +393,10 @@ impl StreamingAggregate {
             }
         }
         // Accumulate: stored states of merged sessions + the rows.
-        let old_groups: Vec<usize> = old_states.iter().map(|(g, _)| *g).collect();
-        let parser = self.state_converter.parser();
         let old_arrays: Vec<ArrayRef> = if old_states.is_empty() {
             Vec::new()
         } else {
-            self.state_converter
-                .convert_rows(old_states.iter().map(|(_, b)| parser.parse(b)))?
+            self.decode_states(None, &old_states)?
         };
         let kept_batch = arrow::compute::take_record_batch(batch, &rows.keep)?;
         let (new_states, _finals) = self.accumulate(
@@ -409,12 +407,12 @@ impl StreamingAggregate {
             n_groups,
         )?;
         // Replace the merged sessions in state.
-        let conv = self
-            .key_converter
-            .as_ref()
+        let full_keys = self
+            .layout
+            .key()
+            .encode(&key_arrays)?
             .ok_or_else(|| SluiceError::internal("session keys"))?;
-        let full_keys = conv.convert_columns(&key_arrays)?;
-        let state_rows = self.state_converter.convert_columns(&new_states)?;
+        let state_rows = self.layout.value().encode(&new_states)?;
         let et = self.event_time_key;
         let times = match et {
             Some(et) => Some(key_event_times(&key_arrays, et)?),
@@ -460,7 +458,7 @@ impl StreamingAggregate {
         stores: &mut [&mut dyn StateStore],
         evict_us: i64,
     ) -> Result<(Option<RecordBatch>, u64)> {
-        if self.event_time_key.is_none() || self.key_converter.is_none() {
+        if self.event_time_key.is_none() || self.layout.key().rows().is_none() {
             return Ok((None, 0));
         }
         let mut expired: Vec<(usize, Vec<u8>)> = self
@@ -486,12 +484,7 @@ impl StreamingAggregate {
         if keys.is_empty() {
             return Ok((None, n));
         }
-        let conv = self
-            .key_converter
-            .as_ref()
-            .ok_or_else(|| SluiceError::internal("session keys"))?;
-        let kparser = conv.parser();
-        let keys_out = conv.convert_rows(keys.iter().map(|k| kparser.parse(k)))?;
+        let keys_out = self.decode_keys(None, &keys)?;
         if let Some(others) = self.session_other_keys(&keys_out)? {
             let by_other = &mut self.sessions_mut()?.by_other;
             for (k, other) in keys.iter().zip(&others) {
@@ -503,10 +496,7 @@ impl StreamingAggregate {
                 }
             }
         }
-        let sparser = self.state_converter.parser();
-        let states = self
-            .state_converter
-            .convert_rows(values.iter().map(|b| sparser.parse(b)))?;
+        let states = self.decode_states(None, &values)?;
         let finals = self.evaluate_states(&states, values.len())?;
         Ok((Some(self.output_batch(keys_out, finals)?), n))
     }

@@ -2,8 +2,8 @@
 //! the user function with each key's stored state, fires due timeouts (keys without rows whose
 //! timeout passed) and stores what the function left.
 //!
-//! A key's state value is its timeout (LE i64, [`NO_TIMEOUT`] for none) followed by the JSON of
-//! the user's state.
+//! A key's state is stored as `crate::state::layout::group_state` lays it out: the grouping
+//! columns as the key, the timeout and the JSON of the user's state as the value.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,23 +11,21 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{concat_batches, take_record_batch};
 use arrow::datatypes::SchemaRef;
-use arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::error::Result as DfResult;
 
 use super::{ErasedState, FlatMapGroupsWithState, GroupFunction, GroupStateTimeout};
 use crate::error::{class, Result, SluiceError};
+use crate::operators::stateful::context::StateLocation;
 use crate::operators::stateful::{
     nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, StateInfo,
     StatefulOperator,
 };
 use crate::progress::StateOperatorProgress;
+use crate::state::layout::group_state::{GroupStateLayout, GroupStateValue};
 use crate::state::schema::{state_fields, StateField, StateSchema};
 use crate::state::StateStore;
 use crate::types::{OperatorId, WatermarkMs};
-
-/// The stored timeout of a key without one.
-const NO_TIMEOUT: i64 = i64::MIN;
 
 /// The `flatMapGroupsWithState` operator (Spark's `FlatMapGroupsWithStateExec`).
 pub struct StreamingFlatMapGroupsWithState {
@@ -36,7 +34,10 @@ pub struct StreamingFlatMapGroupsWithState {
     key_fields: Vec<Arc<arrow::datatypes::Field>>,
     /// The user's state type, as the schema records it.
     state_type: String,
-    converter: RowConverter,
+    /// The state's key layout (values are `GroupStateValue`s).
+    layout: GroupStateLayout,
+    /// Where the state is, for errors.
+    location: StateLocation,
     func: Arc<dyn GroupFunction>,
     timeout: GroupStateTimeout,
     input_schema: SchemaRef,
@@ -44,23 +45,6 @@ pub struct StreamingFlatMapGroupsWithState {
     partitions: usize,
     /// Earliest timeout in state (ms), for no-data batches; None until known.
     min_timeout_ms: Option<i64>,
-}
-
-fn encode(timeout: Option<i64>, json: &[u8]) -> Vec<u8> {
-    let mut v = timeout.unwrap_or(NO_TIMEOUT).to_le_bytes().to_vec();
-    v.extend_from_slice(json);
-    v
-}
-
-fn decode(v: &[u8]) -> Result<(Option<i64>, Vec<u8>)> {
-    let t: [u8; 8] = v.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(|| {
-        SluiceError::checkpoint(
-            class::STATE_STORE_CORRUPT,
-            "a group state value is truncated; use a new checkpoint location",
-        )
-    })?;
-    let t = i64::from_le_bytes(t);
-    Ok(((t != NO_TIMEOUT).then_some(t), v[8..].to_vec()))
 }
 
 impl StreamingFlatMapGroupsWithState {
@@ -81,18 +65,14 @@ impl StreamingFlatMapGroupsWithState {
             .iter()
             .map(|i| Arc::new(input_schema.field(*i).clone()))
             .collect();
-        let converter = RowConverter::new(
-            fields
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
+        let key_types: Vec<_> = fields.iter().map(|f| f.data_type().clone()).collect();
         Ok(Self {
             operator_id: info.operator_id,
             key_columns,
             key_fields: fields,
             state_type: node.state_type.clone(),
-            converter,
+            layout: GroupStateLayout::new(&key_types)?,
+            location: info.location(),
             func: node.func.clone(),
             timeout: node.timeout,
             input_schema,
@@ -117,11 +97,15 @@ impl StreamingFlatMapGroupsWithState {
             .iter()
             .map(|c| batch.column(*c).clone())
             .collect();
-        let rows = self.converter.convert_columns(&keys)?;
+        // None without grouping columns: every key is the empty key.
+        let rows = self.layout.key().encode(&keys)?;
         let mut groups: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
         let mut pos: HashMap<&[u8], usize> = HashMap::new();
         for i in 0..n {
-            let k = rows.row(i).data();
+            let k: &[u8] = match &rows {
+                Some(rows) => rows.row(i).data(),
+                None => &[],
+            };
             let g = *pos.entry(k).or_insert_with(|| {
                 groups.push((k.to_vec(), Vec::new()));
                 groups.len() - 1
@@ -143,10 +127,12 @@ impl StreamingFlatMapGroupsWithState {
                         timed_out: bool,
                         stores: &mut [&mut dyn StateStore]|
          -> Result<()> {
+            let p = partition_of(key, self.partitions);
             let (timeout_at, json) = match &stored {
                 Some(v) => {
-                    let (t, j) = decode(v)?;
-                    (t, Some(j))
+                    let value = GroupStateValue::decode(v)
+                        .map_err(|e| self.location.corrupt(Some(p), "a group state value", e))?;
+                    (value.timeout_ms, Some(value.state_json.to_vec()))
                 }
                 None => (None, None),
             };
@@ -174,12 +160,15 @@ impl StreamingFlatMapGroupsWithState {
                     b.columns().to_vec(),
                 )?);
             }
-            let p = partition_of(key, self.partitions);
             let timeout_after = st.timeout_at_ms;
             match (&st.json, st.changed || timeout_after != timeout_at) {
                 (_, false) => {}
                 (Some(j), true) => {
-                    stores[p].put(key, &encode(timeout_after, j));
+                    let value = GroupStateValue {
+                        timeout_ms: timeout_after,
+                        state_json: j,
+                    };
+                    stores[p].put(key, &value.encode());
                     updated += 1;
                 }
                 (None, true) => {
@@ -207,38 +196,44 @@ impl StreamingFlatMapGroupsWithState {
         };
         let mut min_timeout: Option<i64> = None;
         if let Some(deadline) = deadline {
-            let mut due: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-            for store in stores.iter() {
+            let timeout_of = |p: usize, v: &[u8]| -> Result<Option<i64>> {
+                Ok(GroupStateValue::decode(v)
+                    .map_err(|e| self.location.corrupt(Some(p), "a group state value", e))?
+                    .timeout_ms)
+            };
+            let mut due: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+            for (p, store) in stores.iter().enumerate() {
                 for (k, v) in store.iter() {
                     if with_data.contains(k) {
                         continue;
                     }
-                    if let (Some(t), _) = decode(v)? {
+                    if let Some(t) = timeout_of(p, v)? {
                         let fires = match self.timeout {
                             GroupStateTimeout::EventTimeTimeout => t < deadline,
                             _ => t <= deadline,
                         };
                         if fires {
-                            due.push((k.to_vec(), v.to_vec()));
+                            due.push((p, k.to_vec(), v.to_vec()));
                         }
                     }
                 }
             }
             let empty = RecordBatch::new_empty(self.input_schema.clone());
-            for (k, v) in due {
-                let parser = self.converter.parser();
+            for (p, k, v) in due {
                 let arrays = self
-                    .converter
-                    .convert_rows(std::iter::once(parser.parse(&k)))?;
+                    .layout
+                    .key()
+                    .decode_trusted(&[&k])
+                    .map_err(|e| self.location.corrupt(Some(p), "a group state key", e))?;
                 let kv: Vec<ScalarValue> = arrays
                     .iter()
                     .map(|a| ScalarValue::try_from_array(a, 0))
                     .collect::<DfResult<_>>()?;
                 call(&k, kv, empty.clone(), Some(v), true, stores)?;
             }
-            for store in stores.iter() {
+            for (p, store) in stores.iter().enumerate() {
                 for (_, v) in store.iter() {
-                    if let (Some(t), _) = decode(v)? {
+                    if let Some(t) = timeout_of(p, v)? {
                         min_timeout = Some(min_timeout.map_or(t, |m: i64| m.min(t)));
                     }
                 }

@@ -13,10 +13,10 @@ use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::logical_expr::{BinaryExpr, Join, JoinType, Operator};
 use datafusion::prelude::Expr;
 
-use super::{LEFT, RIGHT};
 use crate::error::{class, Result, SluiceError};
 use crate::operators::stateful::event_time::{event_time_column, is_event_time, window_end_micros};
 use crate::operators::window::{last_window_start, WindowSpec};
+use crate::state::layout::join::JoinSide;
 
 /// How a row's time (µs) is read from one column of its side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,17 +135,17 @@ fn locate<'a>(
     c: &Column,
     left: &'a DFSchema,
     right: &'a DFSchema,
-) -> Option<(u8, usize, &'a DataType)> {
+) -> Option<(JoinSide, usize, &'a DataType)> {
     if let Ok(i) = left.index_of_column(c) {
-        return Some((LEFT, i, left.field(i).data_type()));
+        return Some((JoinSide::Left, i, left.field(i).data_type()));
     }
     let i = right.index_of_column(c).ok()?;
-    Some((RIGHT, i, right.field(i).data_type()))
+    Some((JoinSide::Right, i, right.field(i).data_type()))
 }
 
 /// A window of one side's rows, as a time (its `end`): a window struct column, or `window(..)`
 /// / `session_window(..)` over one of the side's columns.
-fn window_term(e: &Expr, left: &DFSchema, right: &DFSchema) -> Option<(u8, Term)> {
+fn window_term(e: &Expr, left: &DFSchema, right: &DFSchema) -> Option<(JoinSide, Term)> {
     let e = match e {
         Expr::Alias(a) => a.expr.as_ref(),
         e => e,
@@ -228,8 +228,8 @@ fn constraints(e: &Expr, left: &DFSchema, right: &DFSchema, out: &mut Vec<Constr
                 (window_term(a, left, right), window_term(b, left, right))
             {
                 let (l, r) = match (sa, sb) {
-                    (LEFT, RIGHT) => (ta, tb),
-                    (RIGHT, LEFT) => (tb, ta),
+                    (JoinSide::Left, JoinSide::Right) => (ta, tb),
+                    (JoinSide::Right, JoinSide::Left) => (tb, ta),
                     _ => return,
                 };
                 out.push(Constraint {
@@ -263,8 +263,8 @@ fn constraints(e: &Expr, left: &DFSchema, right: &DFSchema, out: &mut Vec<Constr
             }
             // L + ka op R + kb  <=>  L - R op kb - ka
             let (op, l, ka, r, kb) = match (sa, sb) {
-                (LEFT, RIGHT) => (*op, ia, ka, ib, kb),
-                (RIGHT, LEFT) => (flip(*op), ib, kb, ia, ka),
+                (JoinSide::Left, JoinSide::Right) => (*op, ia, ka, ib, kb),
+                (JoinSide::Right, JoinSide::Left) => (flip(*op), ib, kb, ia, ka),
                 _ => return,
             };
             out.push(Constraint {

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use arrow::array::{new_null_array, Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
 use arrow::compute::concat_batches;
 use arrow::datatypes::{Field, SchemaRef};
-use arrow::row::{RowConverter, Rows, SortField};
+use arrow::row::Rows;
 use datafusion::common::DFSchema;
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
@@ -40,7 +40,8 @@ use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
 pub use self::bounds::check_stream_stream_join;
 use self::bounds::{join_state_bounds, term_times, with_equi_keys, StateBound};
-use self::index::{state_key, write_state_key, write_value, JoinIndex};
+use self::index::JoinIndex;
+use super::stateful::context::StateLocation;
 use super::stateful::event_time::{event_time_column, window_end_micros};
 use super::stateful::{
     nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, StateInfo,
@@ -49,12 +50,10 @@ use super::stateful::{
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
 use crate::state::indexed::Versioned;
+use crate::state::layout::join::{JoinLayout, JoinSide};
 use crate::state::schema::{state_fields, StateSchema};
 use crate::state::StateStore;
 use crate::types::{OperatorId, WatermarkMs};
-
-const LEFT: u8 = 0;
-const RIGHT: u8 = 1;
 
 /// The stream-stream join operator.
 pub struct StreamingJoin {
@@ -62,9 +61,10 @@ pub struct StreamingJoin {
     join_type: JoinType,
     left_keys: Vec<Arc<dyn PhysicalExpr>>,
     right_keys: Vec<Arc<dyn PhysicalExpr>>,
-    key_converter: RowConverter,
-    left_rows: RowConverter,
-    right_rows: RowConverter,
+    /// The state's layout: the join key and each side's rows.
+    layout: JoinLayout,
+    /// Where the state is, for errors.
+    location: StateLocation,
     filter: Option<Arc<dyn PhysicalExpr>>,
     left_schema: SchemaRef,
     right_schema: SchemaRef,
@@ -117,25 +117,18 @@ impl StreamingJoin {
         let planning = PhysicalPlanningContext::default();
         let mut left_keys = Vec::new();
         let mut right_keys = Vec::new();
-        let mut sort_fields = Vec::new();
+        let mut key_types = Vec::new();
         for (l, r) in &join.on {
             left_keys.push(create_physical_expr(l, left, &props, &planning)?);
             right_keys.push(create_physical_expr(r, right, &props, &planning)?);
-            sort_fields.push(SortField::new(
-                datafusion::logical_expr::ExprSchemable::get_type(l, left)?,
-            ));
+            key_types.push(datafusion::logical_expr::ExprSchemable::get_type(l, left)?);
         }
-        let key_converter = RowConverter::new(sort_fields)?;
         let ls: SchemaRef = Arc::new(left.as_arrow().clone());
         let rs: SchemaRef = Arc::new(right.as_arrow().clone());
-        let conv = |s: &SchemaRef| {
-            RowConverter::new(
-                s.fields()
-                    .iter()
-                    .map(|f| SortField::new(f.data_type().clone()))
-                    .collect(),
-            )
+        let types = |s: &SchemaRef| -> Vec<_> {
+            s.fields().iter().map(|f| f.data_type().clone()).collect()
         };
+        let layout = JoinLayout::new(&key_types, &types(&ls), &types(&rs))?;
         let filter = match &join.filter {
             Some(f) => {
                 let joined = left.join(right)?;
@@ -164,9 +157,8 @@ impl StreamingJoin {
             join_type: join.join_type,
             left_keys,
             right_keys,
-            key_converter,
-            left_rows: conv(&ls)?,
-            right_rows: conv(&rs)?,
+            layout,
+            location: info.location(),
             filter,
             pair_schema: nullable(&Arc::new(arrow::datatypes::Schema::new(
                 ls.fields()
@@ -188,16 +180,15 @@ impl StreamingJoin {
         })
     }
 
-    fn bound(&self, side: u8) -> Option<StateBound> {
-        if side == LEFT {
-            self.left_bound
-        } else {
-            self.right_bound
+    fn bound(&self, side: JoinSide) -> Option<StateBound> {
+        match side {
+            JoinSide::Left => self.left_bound,
+            JoinSide::Right => self.right_bound,
         }
     }
 
     /// The times a side's state bound judges, per row of its batch (empty without a bound).
-    fn bound_times(&self, side: u8, batch: &RecordBatch) -> Result<Vec<Option<i64>>> {
+    fn bound_times(&self, side: JoinSide, batch: &RecordBatch) -> Result<Vec<Option<i64>>> {
         match self.bound(side) {
             Some(b) => term_times(b.term, batch.column(b.term.column)),
             None => Ok(Vec::new()),
@@ -220,7 +211,8 @@ impl StreamingJoin {
             *self.index.get_mut() = index::build(
                 stores.all(),
                 [self.left_bound, self.right_bound],
-                [&self.left_rows, &self.right_rows],
+                &self.layout,
+                &self.location,
             )?;
         }
         let mut dropped = 0i64;
@@ -230,8 +222,8 @@ impl StreamingJoin {
         let (mut outputs, changed) = self.match_pairs(&added.pairs)?;
         let evicted = self.evict(evict_us);
         self.persist(stores.all_mut(), &evicted.removals, &added.slots, &changed);
-        for side in [LEFT, RIGHT] {
-            let rows = &evicted.unmatched[side as usize];
+        for side in JoinSide::BOTH {
+            let rows = &evicted.unmatched[side.index()];
             if !rows.is_empty() {
                 outputs.push(self.with_nulls(side, rows)?);
             }
@@ -258,10 +250,10 @@ impl StreamingJoin {
     fn add_rows(&mut self, left: &RecordBatch, right: &RecordBatch) -> Result<Added> {
         let (lkeys, lvalid) = self.keys(left, &self.left_keys)?;
         let (rkeys, rvalid) = self.keys(right, &self.right_keys)?;
-        let lrows = self.left_rows.convert_columns(left.columns())?;
-        let rrows = self.right_rows.convert_columns(right.columns())?;
-        let ltimes = self.bound_times(LEFT, left)?;
-        let rtimes = self.bound_times(RIGHT, right)?;
+        let lrows = self.layout.side(JoinSide::Left).encode(left.columns())?;
+        let rrows = self.layout.side(JoinSide::Right).encode(right.columns())?;
+        let ltimes = self.bound_times(JoinSide::Left, left)?;
+        let rtimes = self.bound_times(JoinSide::Right, right)?;
         let index = self.index.get_mut();
         // Rows this batch adds (to put), candidate pairs as (left slot, right slot).
         let mut added = Added {
@@ -269,10 +261,13 @@ impl StreamingJoin {
             pairs: Vec::new(),
         };
         for (side, keys, valid, rows, times) in [
-            (LEFT, &lkeys, &lvalid, &lrows, &ltimes),
-            (RIGHT, &rkeys, &rvalid, &rrows, &rtimes),
+            (JoinSide::Left, &lkeys, &lvalid, &lrows, &ltimes),
+            (JoinSide::Right, &rkeys, &rvalid, &rrows, &rtimes),
         ] {
-            let other = if side == LEFT { RIGHT } else { LEFT };
+            let other = match side {
+                JoinSide::Left => JoinSide::Right,
+                JoinSide::Right => JoinSide::Left,
+            };
             for (i, &valid) in valid.iter().enumerate() {
                 let key = if valid { keys.row(i).data() } else { &[] };
                 let id = index.insert(
@@ -287,8 +282,8 @@ impl StreamingJoin {
                 index.next_seq += 1;
                 added.slots.push(id);
                 if valid {
-                    if let Some(others) = index.sides[other as usize].by_key.get(key) {
-                        if side == LEFT {
+                    if let Some(others) = index.sides[other.index()].by_key.get(key) {
+                        if side == JoinSide::Left {
                             added.pairs.extend(others.iter().map(|&o| (id, o)));
                         } else {
                             added.pairs.extend(others.iter().map(|&o| (o, id)));
@@ -308,9 +303,8 @@ impl StreamingJoin {
         if pairs.is_empty() {
             return Ok((outputs, changed));
         }
-        let index = self.index.get_mut();
         let joined = {
-            let view: &JoinIndex = index;
+            let view: &JoinIndex = self.index.get();
             let lbytes: Vec<&[u8]> = pairs
                 .iter()
                 .map(|(l, _)| view.slot(*l).map(|s| &*s.row))
@@ -319,17 +313,11 @@ impl StreamingJoin {
                 .iter()
                 .map(|(_, r)| view.slot(*r).map(|s| &*s.row))
                 .collect::<Result<_>>()?;
-            let lparser = self.left_rows.parser();
-            let rparser = self.right_rows.parser();
-            let mut cols = self
-                .left_rows
-                .convert_rows(lbytes.iter().map(|b| lparser.parse(b)))?;
-            cols.extend(
-                self.right_rows
-                    .convert_rows(rbytes.iter().map(|b| rparser.parse(b)))?,
-            );
+            let mut cols = self.decode_rows(JoinSide::Left, &lbytes)?;
+            cols.extend(self.decode_rows(JoinSide::Right, &rbytes)?);
             RecordBatch::try_new(self.pair_schema.clone(), cols)?
         };
+        let index = self.index.get_mut();
         let idx: Vec<u32> = match &self.filter {
             Some(f) => {
                 let v = f.evaluate(&joined)?.into_array(joined.num_rows())?;
@@ -348,11 +336,11 @@ impl StreamingJoin {
         let mut first_matches: Vec<u32> = Vec::new();
         for i in &idx {
             let (l, r) = pairs[*i as usize];
-            for (side, id) in [(LEFT, l), (RIGHT, r)] {
+            for (side, id) in [(JoinSide::Left, l), (JoinSide::Right, r)] {
                 let slot = index.slot_mut(id)?;
                 if !slot.matched {
                     // Left semi: a left row is emitted once, on its first match.
-                    if semi && side == LEFT {
+                    if semi && side == JoinSide::Left {
                         first_matches.push(*i);
                     }
                     slot.matched = true;
@@ -392,8 +380,8 @@ impl StreamingJoin {
         };
         let index = self.index.get_mut();
         for (side, bound, emit) in [
-            (LEFT, self.left_bound, emit_left),
-            (RIGHT, self.right_bound, emit_right),
+            (JoinSide::Left, self.left_bound, emit_left),
+            (JoinSide::Right, self.right_bound, emit_right),
         ] {
             let Some(b) = bound else { continue };
             let threshold = evict_us.saturating_add(b.offset);
@@ -402,11 +390,11 @@ impl StreamingJoin {
                 if slot.persisted {
                     out.removals.push((
                         partition_of(&slot.key, self.partitions),
-                        state_key(side, &slot.key, slot.seq),
+                        slot.state_key().encode(),
                     ));
                 }
                 if emit && !slot.matched {
-                    out.unmatched[side as usize].push(slot.row);
+                    out.unmatched[side.index()].push(slot.row);
                 }
             }
         }
@@ -432,8 +420,8 @@ impl StreamingJoin {
             let Some(slot) = index.slots.get_mut(id).and_then(|s| s.as_mut()) else {
                 continue;
             };
-            write_state_key(&mut k, slot.side, &slot.key, slot.seq);
-            write_value(&mut v, slot.matched, &slot.row);
+            slot.state_key().encode_into(&mut k);
+            slot.state_value().encode_into(&mut v);
             stores[partition_of(&slot.key, self.partitions)].put(&k, &v);
             slot.persisted = true;
         }
@@ -474,28 +462,38 @@ impl StreamingJoin {
             .iter()
             .map(|e| e.evaluate(batch)?.into_array(n))
             .collect::<Result<_, _>>()?;
-        let rows = self.key_converter.convert_columns(&arrays)?;
+        let rows = self
+            .layout
+            .key()
+            .encode(&arrays)?
+            .ok_or_else(|| SluiceError::internal("a stream-stream join without join keys"))?;
         let valid = (0..n)
             .map(|i| arrays.iter().all(|a| !a.is_null(i)))
             .collect();
         Ok((rows, valid))
     }
 
+    /// Decodes rows of one side (held in memory: read from the state, or this batch's).
+    fn decode_rows<B: AsRef<[u8]>>(&self, side: JoinSide, rows: &[B]) -> Result<Vec<ArrayRef>> {
+        self.layout
+            .side(side)
+            .decode_trusted(rows)
+            .map_err(|e| self.location.corrupt(None, "a stream-stream join row", e))
+    }
+
     /// Rows of one side with nulls for the other side, in the output schema.
-    fn with_nulls(&self, side: u8, rows: &[Box<[u8]>]) -> Result<RecordBatch> {
-        let (conv, other) = if side == LEFT {
-            (&self.left_rows, &self.right_schema)
-        } else {
-            (&self.right_rows, &self.left_schema)
+    fn with_nulls(&self, side: JoinSide, rows: &[Box<[u8]>]) -> Result<RecordBatch> {
+        let other = match side {
+            JoinSide::Left => &self.right_schema,
+            JoinSide::Right => &self.left_schema,
         };
-        let parser = conv.parser();
-        let cols = conv.convert_rows(rows.iter().map(|r| parser.parse(r)))?;
+        let cols = self.decode_rows(side, rows)?;
         let nulls: Vec<ArrayRef> = other
             .fields()
             .iter()
             .map(|f| new_null_array(f.data_type(), rows.len()))
             .collect();
-        let all = if side == LEFT {
+        let all = if side == JoinSide::Left {
             [cols, nulls].concat()
         } else {
             [nulls, cols].concat()

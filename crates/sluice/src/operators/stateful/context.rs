@@ -2,6 +2,8 @@
 //! construction) and which batch it runs ([`BatchContext`], every batch).
 
 use crate::checkpoint::CheckpointDir;
+use crate::error::{class, SluiceError};
+use crate::state::layout::DecodeError;
 use crate::state::StateStoreConf;
 use crate::testing::TestHooks;
 use crate::types::{BatchId, OperatorId, WatermarkMs};
@@ -25,6 +27,58 @@ pub struct StateInfo {
     /// The query's test hooks (an injected crash in the middle of a state commit); empty without
     /// the `testing` feature.
     pub hooks: TestHooks,
+}
+
+impl StateInfo {
+    /// Where this operator's state is, for the operator to name it in errors.
+    pub(crate) fn location(&self) -> StateLocation {
+        StateLocation {
+            checkpoint: self.checkpoint.clone(),
+            operator_id: self.operator_id,
+        }
+    }
+}
+
+/// Where one operator's state is ([`StateInfo::location`]), to name a store in errors.
+#[derive(Debug, Clone)]
+pub(crate) struct StateLocation {
+    checkpoint: CheckpointDir,
+    operator_id: OperatorId,
+}
+
+impl StateLocation {
+    /// `STATE_STORE_CORRUPT`: `what` (e.g. "a join state key"), read from the store of
+    /// `partition` (`None`: from one of the operator's stores), does not decode with the
+    /// operator's state layout. The operator only writes bytes that decode, so the state files
+    /// were changed or damaged outside the query.
+    pub(crate) fn corrupt(
+        &self,
+        partition: Option<usize>,
+        what: &str,
+        e: DecodeError,
+    ) -> SluiceError {
+        let store = match partition {
+            Some(p) => format!(
+                "the state store {}",
+                self.checkpoint
+                    .state_partition_dir(self.operator_id, p)
+                    .display()
+            ),
+            None => format!(
+                "a state store under {}",
+                self.checkpoint
+                    .state_operator_dir(self.operator_id)
+                    .display()
+            ),
+        };
+        SluiceError::checkpoint(
+            class::STATE_STORE_CORRUPT,
+            format!(
+                "{store} holds {what} that does not decode with the operator's state layout \
+                 ({e}): restore the checkpoint, or start the query with a new checkpoint location"
+            ),
+        )
+    }
 }
 
 /// The batch an operator runs: its id (the state version it reads), its processing time and the

@@ -171,7 +171,7 @@ impl std::fmt::Debug for OperatorRunner {
 impl OperatorRunner {
     /// Checks (or records, on the first run) `operator`'s declared state schema under
     /// `info.checkpoint`, then opens its stores. A schema that does not fit the checkpoint fails
-    /// with a class [`crate::state::schema::is_state_schema_error`] recognises.
+    /// with a class `crate::state::schema::is_state_schema_error` recognises.
     pub fn try_new(operator: Box<dyn StatefulOperator>, info: &StateInfo) -> Result<Self> {
         check_state_schema(
             &info.checkpoint,

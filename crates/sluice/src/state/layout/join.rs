@@ -125,7 +125,8 @@ impl<'a> JoinStateValue<'a> {
         out.extend_from_slice(self.row);
     }
 
-    /// The stored bytes.
+    /// The stored bytes (the operator reuses one buffer with [`JoinStateValue::encode_into`]).
+    #[cfg(test)]
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         self.encode_into(&mut out);

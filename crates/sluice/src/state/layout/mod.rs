@@ -16,7 +16,9 @@
 //!
 //! Row-format bytes decode *checked* ([`RowLayout::decode`]): every decoded row is encoded
 //! again and compared with the stored bytes, so bytes that do not fit the types are an error,
-//! never wrong values.
+//! never wrong values. An operator reads back the state it wrote with
+//! [`RowLayout::decode_trusted`]: arrow's decoding alone, on the hot path (bytes arrow refuses
+//! are an error there too, never a panic).
 
 pub(crate) mod aggregate;
 pub(crate) mod dedup;
@@ -119,11 +121,6 @@ impl RowLayout {
         })
     }
 
-    /// The converter, for callers that work with arrow's [`Rows`] directly.
-    pub(crate) fn converter(&self) -> &RowConverter {
-        &self.converter
-    }
-
     /// Encodes columns (one per type, equal lengths): row `i`'s bytes are `rows.row(i).data()`.
     pub(crate) fn encode(&self, columns: &[ArrayRef]) -> Result<Rows> {
         Ok(self.converter.convert_columns(columns)?)
@@ -132,6 +129,41 @@ impl RowLayout {
     /// Decodes stored rows into one column per type, checked: bytes that are not this layout's
     /// row format, or that decode to values encoding differently, are an error.
     pub(crate) fn decode<B: AsRef<[u8]>>(
+        &self,
+        rows: &[B],
+    ) -> std::result::Result<Vec<ArrayRef>, DecodeError> {
+        let decoded = self.decode_trusted(rows)?;
+        if rows.is_empty() {
+            return Ok(decoded);
+        }
+        if decoded.is_empty() {
+            // No fields: every row must be empty.
+            return match rows.iter().position(|r| !r.as_ref().is_empty()) {
+                Some(index) => Err(DecodeError::BytesWithoutFields {
+                    index,
+                    len: rows[index].as_ref().len(),
+                }),
+                None => Ok(decoded),
+            };
+        }
+        let again = self
+            .converter
+            .convert_columns(&decoded)
+            .map_err(DecodeError::Arrow)?;
+        for (index, r) in rows.iter().enumerate() {
+            if again.row(index).data() != r.as_ref() {
+                return Err(DecodeError::EncodesDifferently { index });
+            }
+        }
+        Ok(decoded)
+    }
+
+    /// Decodes rows that this layout encoded (an operator reading back the state it wrote), as
+    /// [`RowLayout::decode`] but without encoding the values again to compare: the operators'
+    /// path, at the cost of arrow's decoding alone. Bytes arrow's decoder refuses are still an
+    /// error ([`DecodeError::NotRowFormat`], never a panic), but bytes that happen to decode to
+    /// other values go unnoticed: reading state from outside its query uses `decode`.
+    pub(crate) fn decode_trusted<B: AsRef<[u8]>>(
         &self,
         rows: &[B],
     ) -> std::result::Result<Vec<ArrayRef>, DecodeError> {
@@ -144,28 +176,11 @@ impl RowLayout {
         }
         let parser = conv.parser();
         // Arrow's row decoder trusts its input and panics on bytes it did not write.
-        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             conv.convert_rows(rows.iter().map(|r| parser.parse(r.as_ref())))
         }))
         .map_err(|_| DecodeError::NotRowFormat)?
-        .map_err(DecodeError::Arrow)?;
-        if decoded.is_empty() {
-            // No fields: every row must be empty.
-            return match rows.iter().position(|r| !r.as_ref().is_empty()) {
-                Some(index) => Err(DecodeError::BytesWithoutFields {
-                    index,
-                    len: rows[index].as_ref().len(),
-                }),
-                None => Ok(decoded),
-            };
-        }
-        let again = conv.convert_columns(&decoded).map_err(DecodeError::Arrow)?;
-        for (index, r) in rows.iter().enumerate() {
-            if again.row(index).data() != r.as_ref() {
-                return Err(DecodeError::EncodesDifferently { index });
-            }
-        }
-        Ok(decoded)
+        .map_err(DecodeError::Arrow)
     }
 }
 
@@ -215,6 +230,18 @@ impl KeyLayout {
             },
         }
     }
+
+    /// Decodes keys that this layout encoded, as [`KeyLayout::decode`] but through
+    /// [`RowLayout::decode_trusted`] (the operators' path).
+    pub(crate) fn decode_trusted<B: AsRef<[u8]>>(
+        &self,
+        keys: &[B],
+    ) -> std::result::Result<Vec<ArrayRef>, DecodeError> {
+        match &self.rows {
+            Some(r) => r.decode_trusted(keys),
+            None => self.decode(keys),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -243,6 +270,13 @@ mod tests {
             .encode(&[Arc::new(Int64Array::from(vec![3])) as ArrayRef])
             .unwrap();
         assert!(layout.decode(&[wrong.row(0).data()]).is_err());
+        // The operators' path: the same columns, and bytes arrow refuses are an error.
+        assert_eq!(layout.decode_trusted(&bytes).unwrap(), columns);
+        assert_eq!(layout.decode_trusted::<Vec<u8>>(&[]).unwrap()[0].len(), 0);
+        assert!(matches!(
+            layout.decode_trusted(&[&b"\x01"[..]]),
+            Err(DecodeError::NotRowFormat)
+        ));
         // No fields: only empty rows.
         let none = RowLayout::new(&[]).unwrap();
         assert!(none.decode(&[&b""[..]]).unwrap().is_empty());
@@ -255,9 +289,14 @@ mod tests {
         assert!(key.rows().is_none());
         assert!(key.encode(&[]).unwrap().is_none());
         assert!(key.decode(&[&b""[..]]).unwrap().is_empty());
+        assert!(key.decode_trusted(&[&b""[..]]).unwrap().is_empty());
         assert!(matches!(
             key.decode(&[&b"k"[..]]),
             Err(DecodeError::KeyWithoutColumns { index: 0, len: 1 })
+        ));
+        assert!(matches!(
+            key.decode_trusted(&[&b""[..], &b"k"[..]]),
+            Err(DecodeError::KeyWithoutColumns { index: 1, len: 1 })
         ));
     }
 }
