@@ -4,7 +4,14 @@
 //! - [`analysis`]: which streaming plans may run, in which output mode.
 //! - [`incremental`]: per-batch planning: bind each stream to this batch's rows, optimise,
 //!   execute (Spark's `IncrementalExecution`).
-//! - [`spark`]: Spark SQL semantics DataFusion lacks (registered into every session).
+//! - [`spark`]: Spark SQL semantics DataFusion lacks (registered into every session); [`sql`]:
+//!   Spark's name resolution (`window.start`, `max_by`/`min_by`); [`json`]: `from_json`/`to_json`.
+//! - `stateful_nodes`: which plan nodes are stateful (one decision, for the analysis and the
+//!   staged plan).
+//! - `staged`: how a query's plan runs per batch (`StagedPlan`: stateful stages bottom-up, then
+//!   DataFusion over the last operator's rows).
+//! - `continuous`: the plan of a continuous query, built once, fed slice by slice.
+//! - [`planner`]: the session's query planner (the watermark node's physical planning).
 
 pub mod analysis;
 pub(crate) mod continuous;

@@ -6,7 +6,7 @@
 //! declared schema with the recorded one before it opens a store, so a query whose state does not
 //! fit the checkpoint fails clearly instead of decoding another layout. Only the operator and the
 //! Spark type names are compared; the Arrow types and the join's `leftFields` are recorded for
-//! inspection (`crate::state::reader`) and never compared.
+//! inspection (`crate::inspect`) and never compared.
 
 use std::sync::Arc;
 
@@ -29,7 +29,7 @@ pub struct StateSchema {
     /// The fields of a state value.
     pub value_schema: Vec<StateField>,
     /// Stream-stream joins: how many of the value fields are the left side's (the value
-    /// schema is the left fields followed by the right fields), so that `crate::state::reader`
+    /// schema is the left fields followed by the right fields), so that `crate::inspect`
     /// can decode each side's rows. Absent for other operators and in join schema files
     /// written before it was recorded; never compared on restart.
     #[serde(
@@ -69,7 +69,7 @@ pub struct StateField {
     /// Whether the field may be null.
     pub nullable: bool,
     /// The exact Arrow type (`DataType`'s `Display` form, read back with its `FromStr`), so
-    /// that state can be decoded without the query (`crate::state::reader`). Absent in schema
+    /// that state can be decoded without the query (`crate::inspect`). Absent in schema
     /// files written before it was recorded, and for values that are not Arrow data; never
     /// compared on restart.
     #[serde(rename = "arrowType", default, skip_serializing_if = "Option::is_none")]
