@@ -130,6 +130,12 @@ impl CheckpointDir {
         self.root.join("sluice").join("query.json")
     }
 
+    /// `<root>/lateRows`: the late-row sink's own checkpoint (Sluice only: its `metadata` id, and
+    /// what the sink keeps there, e.g. a Kafka transaction marker).
+    pub fn late_rows_dir(&self) -> CheckpointDir {
+        CheckpointDir::new(self.root.join("lateRows"))
+    }
+
     /// `<root>/.lock`.
     pub fn lock_file(&self) -> PathBuf {
         self.root.join(".lock")

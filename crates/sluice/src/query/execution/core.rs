@@ -206,14 +206,14 @@ impl StreamExecution {
         Ok((core, sources, resumed))
     }
 
-    /// The sink of a side output (the late-row sink): it runs under `<checkpoint>/<dir>`, with
-    /// an id of its own in that directory's `metadata`, in append mode.
+    /// The sink of a side output (the late-row sink): it runs under its own checkpoint `side`
+    /// (`CheckpointDir::late_rows_dir`), with an id of its own in that directory's `metadata`, in
+    /// append mode.
     pub(crate) fn create_side_sink(
         &self,
         provider: &dyn SinkProvider,
-        dir: &str,
+        side: CheckpointDir,
     ) -> Result<Box<dyn Sink>> {
-        let side = CheckpointDir::new(self.checkpoint.root().join(dir));
         let query_id = side.read_or_create_metadata()?.id;
         provider.create_sink(&SinkContext {
             checkpoint_dir: side.root().to_path_buf(),

@@ -40,7 +40,7 @@ impl LateRowsSink {
             None,
         )?;
         Ok(Self {
-            sink: core.create_side_sink(provider.as_ref(), "lateRows")?,
+            sink: core.create_side_sink(provider.as_ref(), core.checkpoint.late_rows_dir())?,
             schema,
             description: provider.description(),
         })
