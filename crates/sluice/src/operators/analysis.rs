@@ -8,7 +8,7 @@ use super::window::WindowSpec;
 
 /// True when the aggregation groups by a watermarked column or a window over one (Spark's
 /// condition for append mode, late-row dropping and eviction).
-pub fn has_event_time_key(agg: &Aggregate) -> bool {
+pub(crate) fn has_event_time_key(agg: &Aggregate) -> bool {
     let schema = agg.input.schema();
     agg.group_expr.iter().any(|g| match WindowSpec::of(g) {
         Ok(Some(WindowSpec::Time { time, .. })) | Ok(Some(WindowSpec::Session { time, .. })) => {
@@ -19,7 +19,7 @@ pub fn has_event_time_key(agg: &Aggregate) -> bool {
 }
 
 /// True when the aggregation groups by `session_window(..)`.
-pub fn has_session_window(agg: &Aggregate) -> bool {
+pub(crate) fn has_session_window(agg: &Aggregate) -> bool {
     agg.group_expr
         .iter()
         .any(|g| matches!(WindowSpec::of(g), Ok(Some(WindowSpec::Session { .. }))))

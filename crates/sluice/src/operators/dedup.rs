@@ -40,7 +40,7 @@ use crate::types::{OperatorId, WatermarkMs};
 
 /// The logical node of `drop_duplicates` / `drop_duplicates_within_watermark`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Deduplicate {
+pub(crate) struct Deduplicate {
     /// The plan whose rows are deduplicated.
     pub input: LogicalPlan,
     /// Key column names (unqualified), in the input.
@@ -58,7 +58,11 @@ impl PartialOrd for Deduplicate {
 
 impl Deduplicate {
     /// Deduplicates `input` on the columns `keys`; within watermark needs a watermark.
-    pub fn try_new(input: LogicalPlan, keys: Vec<String>, within_watermark: bool) -> Result<Self> {
+    pub(crate) fn try_new(
+        input: LogicalPlan,
+        keys: Vec<String>,
+        within_watermark: bool,
+    ) -> Result<Self> {
         let schema = input.schema();
         for k in &keys {
             if schema.qualified_field_with_unqualified_name(k).is_err() {
@@ -90,13 +94,13 @@ impl Deduplicate {
         })
     }
     /// The node as a logical plan.
-    pub fn into_plan(self) -> LogicalPlan {
+    pub(crate) fn into_plan(self) -> LogicalPlan {
         LogicalPlan::Extension(Extension {
             node: Arc::new(self),
         })
     }
     /// The node, when `plan` is one.
-    pub fn of(plan: &LogicalPlan) -> Option<&Deduplicate> {
+    pub(crate) fn of(plan: &LogicalPlan) -> Option<&Deduplicate> {
         match plan {
             LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<Deduplicate>(),
             _ => None,
@@ -158,7 +162,7 @@ enum Expiry {
 }
 
 /// The deduplication operator.
-pub struct StreamingDeduplicate {
+pub(crate) struct StreamingDeduplicate {
     operator_id: OperatorId,
     key_columns: Vec<usize>,
     key_fields: Vec<Arc<Field>>,
@@ -180,7 +184,7 @@ pub struct StreamingDeduplicate {
 impl StreamingDeduplicate {
     /// Builds the operator for the logical `Deduplicate` node, with its state described by
     /// `info`.
-    pub fn try_new(node: &Deduplicate, info: &StateInfo) -> Result<Self> {
+    pub(crate) fn try_new(node: &Deduplicate, info: &StateInfo) -> Result<Self> {
         let schema = node.input.schema();
         let input_schema: SchemaRef = Arc::new(schema.as_arrow().clone());
         let mut key_columns = Vec::new();

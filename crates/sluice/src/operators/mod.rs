@@ -9,14 +9,14 @@
 //! - event time: watermarks ([`watermark`]) and windows ([`window`]);
 //! - [`analysis`]: what the streaming analysis asks of an aggregation before it is built.
 
-pub mod aggregate;
-pub mod analysis;
-pub mod dedup;
-pub mod flat_map_groups_with_state;
-pub mod join;
-pub mod stateful;
-pub mod watermark;
-pub mod window;
+pub(crate) mod aggregate;
+pub(crate) mod analysis;
+pub(crate) mod dedup;
+pub(crate) mod flat_map_groups_with_state;
+pub(crate) mod join;
+pub(crate) mod stateful;
+pub(crate) mod watermark;
+pub(crate) mod window;
 
 #[cfg(test)]
 mod golden_tests;
@@ -33,7 +33,7 @@ use crate::types::OutputMode;
 
 /// A stateful node of a logical plan: what [`create_operator`] builds an operator for.
 #[derive(Debug, Clone)]
-pub enum StatefulNode {
+pub(crate) enum StatefulNode {
     /// A streaming aggregation.
     Aggregate(Aggregate),
     /// `drop_duplicates`, `drop_duplicates_within_watermark` or `SELECT DISTINCT`.
@@ -46,7 +46,7 @@ pub enum StatefulNode {
 
 impl StatefulNode {
     /// The node's inputs, one plan per child of the operator (a join's left, then right).
-    pub fn input_plans(&self) -> Vec<LogicalPlan> {
+    pub(crate) fn input_plans(&self) -> Vec<LogicalPlan> {
         match self {
             StatefulNode::Aggregate(agg) => vec![agg.input.as_ref().clone()],
             StatefulNode::Join(j) => vec![j.left.as_ref().clone(), j.right.as_ref().clone()],
@@ -60,7 +60,7 @@ impl StatefulNode {
 /// says: the framework checks (or records) the operator's state schema and opens its stores. A
 /// state that does not fit the checkpoint fails with a class
 /// `crate::state::schema::is_state_schema_error` recognises.
-pub fn create_operator(
+pub(crate) fn create_operator(
     node: &StatefulNode,
     mode: OutputMode,
     info: &StateInfo,

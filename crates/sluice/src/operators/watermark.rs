@@ -34,11 +34,11 @@ use futures::StreamExt;
 use crate::error::{Result, SluiceError};
 
 /// Field metadata key marking the event-time column (Spark's name).
-pub const WATERMARK_DELAY_KEY: &str = "spark.watermarkDelayMs";
+pub(crate) const WATERMARK_DELAY_KEY: &str = "spark.watermarkDelayMs";
 
 /// Event-time statistics of the rows that passed a watermark node in one batch, in ms.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct EventTimeStats {
+pub(crate) struct EventTimeStats {
     /// The latest event time seen (ms).
     pub max: i64,
     /// The earliest event time seen (ms).
@@ -62,7 +62,7 @@ impl EventTimeStats {
         self.count += 1;
     }
     /// Adds the statistics `o` of other rows (another partition, another batch).
-    pub fn merge(&mut self, o: &EventTimeStats) {
+    pub(crate) fn merge(&mut self, o: &EventTimeStats) {
         if o.count == 0 {
             return;
         }
@@ -76,17 +76,17 @@ impl EventTimeStats {
         self.count += o.count;
     }
     /// The average event time (ms); none without rows.
-    pub fn avg(&self) -> Option<f64> {
+    pub(crate) fn avg(&self) -> Option<f64> {
         (self.count > 0).then(|| self.sum / self.count as f64)
     }
 }
 
 /// Shared between a watermark node's exec and the query loop for one batch.
-pub type StatsHandle = Arc<Mutex<EventTimeStats>>;
+pub(crate) type StatsHandle = Arc<Mutex<EventTimeStats>>;
 
 /// The logical node of `with_watermark`.
 #[derive(Debug, Clone)]
-pub struct EventTimeWatermark {
+pub(crate) struct EventTimeWatermark {
     /// The plan whose rows pass through.
     pub input: LogicalPlan,
     /// The event-time column.
@@ -100,7 +100,7 @@ pub struct EventTimeWatermark {
 
 impl EventTimeWatermark {
     /// `with_watermark(column, delay)` over `input`; the column must be a timestamp.
-    pub fn try_new(input: LogicalPlan, column: &str, delay_ms: i64) -> Result<Self> {
+    pub(crate) fn try_new(input: LogicalPlan, column: &str, delay_ms: i64) -> Result<Self> {
         let in_schema = input.schema();
         let col = in_schema
             .qualified_field_with_unqualified_name(column)
@@ -150,14 +150,14 @@ impl EventTimeWatermark {
     }
 
     /// The node as a logical plan.
-    pub fn into_plan(self) -> LogicalPlan {
+    pub(crate) fn into_plan(self) -> LogicalPlan {
         LogicalPlan::Extension(Extension {
             node: Arc::new(self),
         })
     }
 
     /// The node behind an extension plan, if it is a watermark.
-    pub fn of(plan: &LogicalPlan) -> Option<&EventTimeWatermark> {
+    pub(crate) fn of(plan: &LogicalPlan) -> Option<&EventTimeWatermark> {
         match plan {
             LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<EventTimeWatermark>(),
             _ => None,
@@ -228,7 +228,7 @@ impl UserDefinedLogicalNodeCore for EventTimeWatermark {
 
 /// Passes batches through and records event-time statistics.
 #[derive(Debug)]
-pub struct EventTimeWatermarkExec {
+pub(crate) struct EventTimeWatermarkExec {
     input: Arc<dyn ExecutionPlan>,
     column_index: usize,
     delay_ms: i64,
@@ -238,7 +238,7 @@ pub struct EventTimeWatermarkExec {
 impl EventTimeWatermarkExec {
     /// Passes `input`'s rows through, recording the event times of column `column_index` in
     /// `stats`.
-    pub fn new(
+    pub(crate) fn new(
         input: Arc<dyn ExecutionPlan>,
         column_index: usize,
         delay_ms: i64,
@@ -345,11 +345,11 @@ impl ExecutionPlan for EventTimeWatermarkExec {
     }
 }
 
-pub use crate::conf::WatermarkPolicy;
+pub(crate) use crate::conf::WatermarkPolicy;
 
 /// The query's watermark across batches (Spark's `WatermarkTracker`).
 #[derive(Debug, Clone)]
-pub struct WatermarkTracker {
+pub(crate) struct WatermarkTracker {
     policy: WatermarkPolicy,
     per_node: BTreeMap<usize, i64>,
     global_ms: i64,
@@ -357,7 +357,7 @@ pub struct WatermarkTracker {
 
 impl WatermarkTracker {
     /// A tracker combining nodes by `policy`, starting at the checkpoint's watermark.
-    pub fn new(policy: WatermarkPolicy, restored_ms: i64) -> Self {
+    pub(crate) fn new(policy: WatermarkPolicy, restored_ms: i64) -> Self {
         Self {
             policy,
             per_node: BTreeMap::new(),
@@ -365,17 +365,17 @@ impl WatermarkTracker {
         }
     }
     /// The global watermark (ms).
-    pub fn current_ms(&self) -> i64 {
+    pub(crate) fn current_ms(&self) -> i64 {
         self.global_ms
     }
     /// Restores the global watermark from the checkpoint (per-node values start afresh, as in
     /// Spark; only the global value is fault-tolerant).
-    pub fn restore(&mut self, ms: i64) {
+    pub(crate) fn restore(&mut self, ms: i64) {
         self.global_ms = self.global_ms.max(ms);
     }
     /// Updates with one batch's statistics per watermark node (node index -> (delay, stats)).
     /// Nodes that saw no rows keep their value; the global watermark never moves back.
-    pub fn update(&mut self, observed: &HashMap<usize, (i64, EventTimeStats)>) -> i64 {
+    pub(crate) fn update(&mut self, observed: &HashMap<usize, (i64, EventTimeStats)>) -> i64 {
         for (node, (delay, stats)) in observed {
             if stats.count == 0 {
                 continue;
@@ -400,7 +400,7 @@ impl WatermarkTracker {
 }
 
 /// The watermark nodes of a plan, in a stable order (depth first).
-pub fn watermark_nodes(plan: &LogicalPlan) -> Vec<&EventTimeWatermark> {
+pub(crate) fn watermark_nodes(plan: &LogicalPlan) -> Vec<&EventTimeWatermark> {
     let mut out = Vec::new();
     fn walk<'a>(p: &'a LogicalPlan, out: &mut Vec<&'a EventTimeWatermark>) {
         if let Some(w) = EventTimeWatermark::of(p) {

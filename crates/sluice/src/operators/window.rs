@@ -23,10 +23,10 @@ use datafusion::prelude::{lit, Expr};
 
 use crate::error::{Result, SluiceError};
 
-pub use crate::time_text::parse_interval_micros;
+pub(crate) use crate::time_text::parse_interval_micros;
 
 /// The `{start, end}` struct type of windows.
-pub fn window_fields() -> Fields {
+pub(crate) fn window_fields() -> Fields {
     Fields::from(vec![
         Field::new(
             "start",
@@ -42,12 +42,16 @@ pub fn window_fields() -> Fields {
 }
 
 /// The type of a window column: `struct<start: timestamp, end: timestamp>`.
-pub fn window_type() -> DataType {
+pub(crate) fn window_type() -> DataType {
     DataType::Struct(window_fields())
 }
 
 /// Builds the window struct array from starts/ends (null where `valid` is false).
-pub fn window_array(starts: Vec<i64>, ends: Vec<i64>, nulls: Option<NullBuffer>) -> ArrayRef {
+pub(crate) fn window_array(
+    starts: Vec<i64>,
+    ends: Vec<i64>,
+    nulls: Option<NullBuffer>,
+) -> ArrayRef {
     let s: ArrayRef = Arc::new(TimestampMicrosecondArray::new(starts.into(), nulls.clone()));
     let e: ArrayRef = Arc::new(TimestampMicrosecondArray::new(ends.into(), nulls.clone()));
     Arc::new(StructArray::new(window_fields(), vec![s, e], nulls))
@@ -55,13 +59,13 @@ pub fn window_array(starts: Vec<i64>, ends: Vec<i64>, nulls: Option<NullBuffer>)
 
 /// Start of the latest window (of `slide` with offset `start`) that contains `ts` (Spark's
 /// `lastStart`).
-pub fn last_window_start(ts: i64, slide: i64, start: i64) -> i64 {
+pub(crate) fn last_window_start(ts: i64, slide: i64, start: i64) -> i64 {
     ts - (ts - start).rem_euclid(slide)
 }
 
 /// What a `window`/`session_window` call in a grouping means.
 #[derive(Debug, Clone, PartialEq)]
-pub enum WindowSpec {
+pub(crate) enum WindowSpec {
     /// `window(ts, size, slide, start)`; tumbling when `slide == size`.
     Time {
         /// The time column.
@@ -98,7 +102,7 @@ fn literal_str(e: &Expr) -> Option<String> {
 
 impl WindowSpec {
     /// Recognises `window(..)` / `session_window(..)` (possibly aliased).
-    pub fn of(expr: &Expr) -> Result<Option<WindowSpec>> {
+    pub(crate) fn of(expr: &Expr) -> Result<Option<WindowSpec>> {
         let e = match expr {
             Expr::Alias(a) => a.expr.as_ref(),
             e => e,
@@ -172,7 +176,7 @@ impl WindowSpec {
 /// that starts last before `ts` (the tumbling window); a streaming aggregation expands sliding
 /// windows itself.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct WindowUdf {
+pub(crate) struct WindowUdf {
     signature: Signature,
 }
 
@@ -282,7 +286,7 @@ impl ScalarUDFImpl for WindowUdf {
 /// `session_window(ts, gap)`: per row `[ts, ts + gap)`; the streaming aggregation merges
 /// overlapping sessions of a key.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct SessionWindowUdf {
+pub(crate) struct SessionWindowUdf {
     signature: Signature,
 }
 
@@ -327,7 +331,7 @@ impl ScalarUDFImpl for SessionWindowUdf {
 }
 
 /// The functions to register in a session.
-pub fn window_udfs() -> Vec<ScalarUDF> {
+pub(crate) fn window_udfs() -> Vec<ScalarUDF> {
     vec![
         ScalarUDF::new_from_impl(WindowUdf::default()),
         ScalarUDF::new_from_impl(SessionWindowUdf::default()),

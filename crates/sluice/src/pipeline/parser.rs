@@ -28,7 +28,7 @@ pub(super) struct SourceText {
 }
 
 impl SourceText {
-    pub fn new(text: &str, file_name: &str) -> Self {
+    pub(super) fn new(text: &str, file_name: &str) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
         Self {
@@ -39,7 +39,7 @@ impl SourceText {
     }
 
     /// The byte offset of a position (sqlparser counts lines from 1 and columns in chars from 1).
-    pub fn offset(&self, p: Position) -> usize {
+    pub(super) fn offset(&self, p: Position) -> usize {
         let Some(&start) = self.line_starts.get((p.line.max(1) - 1) as usize) else {
             return self.text.len();
         };
@@ -53,7 +53,7 @@ impl SourceText {
                 .unwrap_or(line.len())
     }
 
-    pub fn slice(&self, from: Position, to: Position) -> &str {
+    pub(super) fn slice(&self, from: Position, to: Position) -> &str {
         let (a, b) = (self.offset(from), self.offset(to));
         &self.text[a..b.max(a)]
     }
@@ -83,7 +83,7 @@ impl SourceText {
     }
 
     /// `file:line:col: message` plus the line with a caret.
-    pub fn error(
+    pub(super) fn error(
         &self,
         class: &'static str,
         p: Position,
@@ -103,7 +103,7 @@ impl SourceText {
     }
 
     /// An engine error, located at `p` with `context` in front (same fault and class).
-    pub fn wrap(
+    pub(super) fn wrap(
         &self,
         p: Position,
         context: impl std::fmt::Display,

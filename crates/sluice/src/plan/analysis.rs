@@ -13,7 +13,7 @@ use crate::types::OutputMode;
 
 /// What the analysis learned about a streaming plan.
 #[derive(Debug, Clone, Default)]
-pub struct StreamingPlanInfo {
+pub(crate) struct StreamingPlanInfo {
     /// Number of streaming aggregations.
     pub aggregations: usize,
     /// Number of stateful operators (aggregations, deduplications, stream-stream joins).
@@ -25,7 +25,7 @@ pub struct StreamingPlanInfo {
 /// `check_correctness` is Spark's `spark.sql.streaming.statefulOperator.checkCorrectness.enabled`
 /// (default true): refuse chains of stateful operators that can emit rows older than the
 /// watermark into a downstream stateful operator.
-pub fn check_streaming_plan(
+pub(crate) fn check_streaming_plan(
     plan: &LogicalPlan,
     mode: OutputMode,
     check_correctness: bool,
@@ -264,7 +264,7 @@ fn check_chained_stateful(plan: &LogicalPlan, mode: OutputMode) -> Result<()> {
 /// `UnsupportedOperationChecker.checkForContinuous`): only projections and selections over
 /// streams, no aggregate functions, no current-time functions. Runs before the micro-batch
 /// checks so an aggregation gets the continuous message.
-pub fn check_continuous_plan(plan: &LogicalPlan) -> Result<()> {
+pub(crate) fn check_continuous_plan(plan: &LogicalPlan) -> Result<()> {
     use datafusion::common::tree_node::TreeNodeRecursion;
     let mut error: Option<SluiceError> = None;
     let fail = |what: &str| {

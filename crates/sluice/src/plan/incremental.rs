@@ -24,7 +24,7 @@ use crate::types::BatchData;
 
 /// Plans and runs one streaming query's batches.
 #[derive(Debug)]
-pub struct IncrementalExecution {
+pub(crate) struct IncrementalExecution {
     state: SessionState,
     /// The analysed plan (views inlined), with streaming scans still unbound.
     plan: LogicalPlan,
@@ -32,13 +32,13 @@ pub struct IncrementalExecution {
 }
 
 /// The rows of each stream for one batch, by `StreamingRelation::id`.
-pub type BatchInputs = HashMap<u64, Vec<RecordBatch>>;
+pub(crate) type BatchInputs = HashMap<u64, Vec<RecordBatch>>;
 
 /// A watermark node's delay (ms) and the handle its exec fills during the batch.
-pub type WatermarkObservation = (i64, StatsHandle);
+pub(crate) type WatermarkObservation = (i64, StatsHandle);
 
 /// One batch's physical plan, ready to run.
-pub struct PlannedBatch {
+pub(crate) struct PlannedBatch {
     pub plan: Arc<dyn ExecutionPlan>,
     pub task_ctx: Arc<datafusion::execution::TaskContext>,
     /// One entry per watermark node, in post-order (stable across batches).
@@ -47,7 +47,7 @@ pub struct PlannedBatch {
 
 impl IncrementalExecution {
     /// `plan` must already be analysed (see `Session::analyze`).
-    pub fn new(state: SessionState, plan: LogicalPlan, partitions: usize) -> Self {
+    pub(crate) fn new(state: SessionState, plan: LogicalPlan, partitions: usize) -> Self {
         Self {
             state,
             plan,
@@ -55,13 +55,16 @@ impl IncrementalExecution {
         }
     }
 
-    pub fn logical_plan(&self) -> &LogicalPlan {
+    pub(crate) fn logical_plan(&self) -> &LogicalPlan {
         &self.plan
     }
 
     /// The plan with every stream bound to this batch's rows, and every watermark node given a
     /// fresh statistics handle (returned in post-order: delay, handle).
-    pub fn bind(&self, inputs: &BatchInputs) -> Result<(LogicalPlan, Vec<WatermarkObservation>)> {
+    pub(crate) fn bind(
+        &self,
+        inputs: &BatchInputs,
+    ) -> Result<(LogicalPlan, Vec<WatermarkObservation>)> {
         let partitions = self.partitions;
         let mut observations: Vec<WatermarkObservation> = Vec::new();
         let bound = self
@@ -107,7 +110,7 @@ impl IncrementalExecution {
     }
 
     /// Binds, optimises and plans one batch.
-    pub async fn physical_plan(
+    pub(crate) async fn physical_plan(
         &self,
         inputs: &BatchInputs,
         batch_timestamp_ms: i64,
@@ -123,7 +126,7 @@ impl IncrementalExecution {
     }
 
     /// Runs a planned batch and materialises its result partitions.
-    pub async fn execute(planned: &PlannedBatch) -> Result<BatchData> {
+    pub(crate) async fn execute(planned: &PlannedBatch) -> Result<BatchData> {
         let schema = planned.plan.schema();
         let partitions =
             collect_partitioned(planned.plan.clone(), planned.task_ctx.clone()).await?;
@@ -131,7 +134,7 @@ impl IncrementalExecution {
     }
 
     /// The logical and physical plans of a batch with no rows (Spark's `explain`).
-    pub async fn explain(&self) -> Result<String> {
+    pub(crate) async fn explain(&self) -> Result<String> {
         let physical = self.physical_plan(&HashMap::new(), 0).await?.plan;
         Ok(format!(
             "== Analyzed Logical Plan ==\n{}\n\n== Physical Plan ==\n{}",

@@ -29,7 +29,7 @@ fn ddl_arg(args: &[Option<&ScalarValue>]) -> DfResult<Arc<arrow::datatypes::Sche
 
 /// `from_json(value, 'user STRING, amount DOUBLE')` -> struct.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct FromJson {
+pub(crate) struct FromJson {
     signature: Signature,
 }
 
@@ -89,7 +89,7 @@ impl ScalarUDFImpl for FromJson {
 
 /// `to_json(struct)` -> a JSON object string per row (null fields omitted, as Spark).
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct ToJson {
+pub(crate) struct ToJson {
     signature: Signature,
 }
 
@@ -145,7 +145,7 @@ impl ScalarUDFImpl for ToJson {
     }
 }
 
-pub fn json_udfs() -> Vec<ScalarUDF> {
+pub(crate) fn json_udfs() -> Vec<ScalarUDF> {
     vec![
         ScalarUDF::new_from_impl(FromJson::default()),
         ScalarUDF::new_from_impl(ToJson::default()),

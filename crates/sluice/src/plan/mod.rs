@@ -13,17 +13,17 @@
 //! - `continuous`: the plan of a continuous query, built once, fed slice by slice.
 //! - [`planner`]: the session's query planner (the watermark node's physical planning).
 
-pub mod analysis;
+pub(crate) mod analysis;
 pub(crate) mod continuous;
-pub mod incremental;
-pub mod json;
-pub mod planner;
-pub mod relation;
-pub mod spark;
-pub mod sql;
+pub(crate) mod incremental;
+pub(crate) mod json;
+pub(crate) mod planner;
+pub(crate) mod relation;
+pub(crate) mod spark;
+pub(crate) mod sql;
 pub(crate) mod staged;
 pub(crate) mod stateful_nodes;
 
-pub use analysis::check_streaming_plan;
-pub use incremental::IncrementalExecution;
-pub use relation::{is_streaming, streaming_relations, StreamingRelation};
+pub(crate) use analysis::check_streaming_plan;
+pub(crate) use incremental::IncrementalExecution;
+pub(crate) use relation::{is_streaming, streaming_relations, StreamingRelation};

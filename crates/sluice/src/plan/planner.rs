@@ -15,7 +15,7 @@ use crate::operators::watermark::{EventTimeWatermark, EventTimeWatermarkExec};
 
 /// Plans [`EventTimeWatermark`] nodes.
 #[derive(Debug, Default)]
-pub struct WatermarkExtensionPlanner;
+pub(crate) struct WatermarkExtensionPlanner;
 
 #[async_trait]
 impl ExtensionPlanner for WatermarkExtensionPlanner {
@@ -42,7 +42,7 @@ impl ExtensionPlanner for WatermarkExtensionPlanner {
 
 /// DataFusion's planner plus Sluice's extension nodes.
 #[derive(Debug, Default)]
-pub struct SluiceQueryPlanner;
+pub(crate) struct SluiceQueryPlanner;
 
 #[async_trait]
 impl QueryPlanner for SluiceQueryPlanner {

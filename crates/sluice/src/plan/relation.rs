@@ -27,14 +27,14 @@ static NEXT_RELATION_ID: AtomicU64 = AtomicU64::new(1);
 /// Without a provider it is a *placeholder*: rows computed by a stateful operator for the part
 /// of the plan above it, bound per batch like a source.
 #[derive(Debug)]
-pub struct StreamingRelation {
+pub(crate) struct StreamingRelation {
     id: u64,
     provider: Option<Arc<dyn SourceProvider>>,
     schema: SchemaRef,
 }
 
 impl StreamingRelation {
-    pub fn new(provider: Arc<dyn SourceProvider>) -> Self {
+    pub(crate) fn new(provider: Arc<dyn SourceProvider>) -> Self {
         let schema = provider.schema();
         Self {
             id: NEXT_RELATION_ID.fetch_add(1, Ordering::Relaxed),
@@ -43,22 +43,22 @@ impl StreamingRelation {
         }
     }
     /// A placeholder for rows that an operator produces each batch.
-    pub fn placeholder(schema: SchemaRef) -> Self {
+    pub(crate) fn placeholder(schema: SchemaRef) -> Self {
         Self {
             id: NEXT_RELATION_ID.fetch_add(1, Ordering::Relaxed),
             provider: None,
             schema,
         }
     }
-    pub fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
-    pub fn relation_schema(&self) -> SchemaRef {
+    pub(crate) fn relation_schema(&self) -> SchemaRef {
         self.schema.clone()
     }
 
     /// The relation behind a table scan, if the scan reads a stream.
-    pub fn of_scan(scan: &TableScan) -> Option<&StreamingRelation> {
+    pub(crate) fn of_scan(scan: &TableScan) -> Option<&StreamingRelation> {
         let any: &dyn Any = scan.source.as_ref();
         let default_source = any.downcast_ref::<datafusion::datasource::DefaultTableSource>()?;
         let table: &dyn Any = default_source.table_provider.as_ref();
@@ -68,7 +68,7 @@ impl StreamingRelation {
 
 /// The streaming relations of a plan, in order of first appearance (depth first, left to right);
 /// the position is the source index `i` of `sources/<i>/` and of the lines in `offsets/N`.
-pub fn streaming_relations(plan: &LogicalPlan) -> Vec<(u64, Arc<dyn SourceProvider>)> {
+pub(crate) fn streaming_relations(plan: &LogicalPlan) -> Vec<(u64, Arc<dyn SourceProvider>)> {
     let mut out: Vec<(u64, Arc<dyn SourceProvider>)> = Vec::new();
     collect(plan, &mut out);
     out
@@ -95,12 +95,12 @@ fn collect(plan: &LogicalPlan, out: &mut Vec<(u64, Arc<dyn SourceProvider>)>) {
 }
 
 /// True when the plan reads at least one stream.
-pub fn is_streaming(plan: &LogicalPlan) -> bool {
+pub(crate) fn is_streaming(plan: &LogicalPlan) -> bool {
     !streaming_relations(plan).is_empty()
 }
 
 /// True when the plan reads a stream or the output of a stateful operator (a placeholder).
-pub fn reads_stream_or_operator(plan: &LogicalPlan) -> bool {
+pub(crate) fn reads_stream_or_operator(plan: &LogicalPlan) -> bool {
     let mut found = false;
     let _ = plan.apply_with_subqueries(|p| {
         if let LogicalPlan::TableScan(scan) = p {

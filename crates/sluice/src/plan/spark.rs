@@ -34,19 +34,19 @@ use datafusion::prelude::Expr;
 
 /// Spark's `round`: HALF_UP on the decimal form for doubles, `datafusion-spark`'s otherwise.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct SparkRound {
+pub(crate) struct SparkRound {
     inner: Arc<ScalarUDF>,
 }
 
 impl SparkRound {
     /// Wraps the registered `round` (from `datafusion-spark`).
-    pub fn new(inner: Arc<ScalarUDF>) -> Self {
+    pub(crate) fn new(inner: Arc<ScalarUDF>) -> Self {
         Self { inner }
     }
 }
 
 /// Spark's rounding of one double: `BigDecimal(d.toString).setScale(s, HALF_UP).toDouble`.
-pub fn spark_round_f64(v: f64, scale: i64) -> f64 {
+pub(crate) fn spark_round_f64(v: f64, scale: i64) -> f64 {
     if !v.is_finite() {
         return v;
     }
@@ -109,11 +109,11 @@ impl ScalarUDFImpl for SparkRound {
     }
 }
 
-pub use crate::time_text::spark_timestamp_text;
+pub(crate) use crate::time_text::spark_timestamp_text;
 
 /// `CAST(<timestamp> AS STRING)` as Spark writes it (see [`spark_timestamp_text`]).
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct SparkTimestampString {
+pub(crate) struct SparkTimestampString {
     signature: Signature,
 }
 
@@ -162,7 +162,7 @@ impl ScalarUDFImpl for SparkTimestampString {
 
 /// Translates a Spark datetime pattern (`yyyy-MM-dd HH:mm:ss.SSS`, `'quoted'` text) into a
 /// chrono format string; an error names a letter Sluice cannot translate yet.
-pub fn spark_pattern_to_chrono(pattern: &str) -> Result<String, String> {
+pub(crate) fn spark_pattern_to_chrono(pattern: &str) -> Result<String, String> {
     let chars: Vec<char> = pattern.chars().collect();
     let mut out = String::new();
     let mut i = 0;
@@ -240,13 +240,13 @@ pub fn spark_pattern_to_chrono(pattern: &str) -> Result<String, String> {
 /// Spark's `date_format(ts, pattern)`: the pattern translated by [`spark_pattern_to_chrono`],
 /// the formatting done by DataFusion's `to_char`.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct SparkDateFormat {
+pub(crate) struct SparkDateFormat {
     inner: Arc<ScalarUDF>,
 }
 
 impl SparkDateFormat {
     /// Wraps DataFusion's `to_char`.
-    pub fn new(inner: Arc<ScalarUDF>) -> Self {
+    pub(crate) fn new(inner: Arc<ScalarUDF>) -> Self {
         Self { inner }
     }
 }
@@ -293,7 +293,7 @@ impl ScalarUDFImpl for SparkDateFormat {
 
 /// Rewrites `CAST(<timestamp> AS <integer>)` to Spark's epoch seconds.
 #[derive(Debug, Default)]
-pub struct SparkCastRule;
+pub(crate) struct SparkCastRule;
 
 impl AnalyzerRule for SparkCastRule {
     fn name(&self) -> &str {

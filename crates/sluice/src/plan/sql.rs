@@ -23,7 +23,7 @@ use crate::error::{Result, SluiceError};
 const WINDOW_FUNCTIONS: [&str; 2] = ["window", "session_window"];
 
 /// Rewrites window references; returns the SQL unchanged when there are none.
-pub fn rewrite_window_references(sql: &str) -> Result<String> {
+pub(crate) fn rewrite_window_references(sql: &str) -> Result<String> {
     let dialect = SparkSqlDialect {};
     let mut statements = Parser::parse_sql(&dialect, sql)
         .map_err(|e| SluiceError::query(class::PARSE_SYNTAX_ERROR, format!("{e} in {sql:?}")))?;

@@ -75,7 +75,7 @@ impl StagedPlan {
     /// `state/<i>` of `checkpoint_root`, in `partitions` partitions), and builds each operator with
     /// the state store conf of `query_conf`. A checkpoint whose state does not fit is not an error
     /// here: the first batch fails with it (see `incompatible`).
-    pub fn try_new(
+    pub(crate) fn try_new(
         session: &Session,
         plan: LogicalPlan,
         mode: OutputMode,
@@ -132,7 +132,7 @@ impl StagedPlan {
     }
 
     /// True when the plan defines a watermark (progress then reports `eventTime.watermark`).
-    pub fn has_watermark(&self) -> bool {
+    pub(crate) fn has_watermark(&self) -> bool {
         !watermark_nodes(self.last.logical_plan()).is_empty()
             || self
                 .stages
@@ -142,7 +142,7 @@ impl StagedPlan {
     }
 
     /// Spark's `shouldRunAnotherBatch`: would a no-data batch emit or evict?
-    pub fn should_run_another_batch(
+    pub(crate) fn should_run_another_batch(
         &self,
         batch_watermark_ms: i64,
         next_watermark_ms: i64,
@@ -157,7 +157,7 @@ impl StagedPlan {
     }
 
     /// Each stage's plans as `explain()` shows them (or why the plan cannot run).
-    pub async fn explain(&self) -> Result<String> {
+    pub(crate) async fn explain(&self) -> Result<String> {
         if let Some(e) = &self.incompatible {
             return Ok(format!("(cannot run: {e})"));
         }
@@ -176,7 +176,7 @@ impl StagedPlan {
 
     /// Turns on the late-row side output: the query's stateful operator keeps the input rows it
     /// drops as late. Returns their schema (the operator's input).
-    pub fn keep_late_rows(&mut self) -> Result<SchemaRef> {
+    pub(crate) fn keep_late_rows(&mut self) -> Result<SchemaRef> {
         match self.stages.as_mut_slice() {
             [] => Err(SluiceError::query(
                 class::LATE_ROWS_WITHOUT_STATE,
@@ -191,7 +191,7 @@ impl StagedPlan {
     }
 
     /// Runs one batch over `inputs`.
-    pub fn run(
+    pub(crate) fn run(
         &mut self,
         session: &Session,
         inputs: &BatchInputs,

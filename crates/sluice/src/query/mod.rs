@@ -72,7 +72,7 @@ pub(crate) struct QueryShared {
 }
 
 impl QueryShared {
-    pub fn new(id: String, run_id: String, name: Option<String>, trigger: Trigger) -> Self {
+    pub(crate) fn new(id: String, run_id: String, name: Option<String>, trigger: Trigger) -> Self {
         Self {
             id,
             run_id,
@@ -93,20 +93,20 @@ impl QueryShared {
             changed: Condvar::new(),
         }
     }
-    pub fn lock(&self) -> MutexGuard<'_, SharedState> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, SharedState> {
         self.state.lock_unpoisoned()
     }
-    pub fn update(&self, f: impl FnOnce(&mut SharedState)) {
+    pub(crate) fn update(&self, f: impl FnOnce(&mut SharedState)) {
         let mut st = self.lock();
         f(&mut st);
         drop(st);
         self.changed.notify_all();
     }
-    pub fn stopping(&self) -> bool {
+    pub(crate) fn stopping(&self) -> bool {
         self.stop_requested.load(Ordering::SeqCst)
     }
     /// Sleeps up to `d`, waking early when the query is asked to stop.
-    pub fn sleep(&self, d: Duration) {
+    pub(crate) fn sleep(&self, d: Duration) {
         let deadline = Instant::now() + d;
         let mut st = self.lock();
         while !self.stopping() {

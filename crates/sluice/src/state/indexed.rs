@@ -47,7 +47,7 @@ impl<T> Bucket<T> {
 
 /// Entries ordered by a time (µs); see the [module docs](self).
 #[derive(Debug)]
-pub struct TimeIndex<T> {
+pub(crate) struct TimeIndex<T> {
     by_time: BTreeMap<i64, Bucket<T>>,
 }
 
@@ -61,12 +61,12 @@ impl<T> Default for TimeIndex<T> {
 
 impl<T> TimeIndex<T> {
     /// An empty index.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Adds `item` at `time`, after the entries already at that time.
-    pub fn insert(&mut self, time: i64, item: T) {
+    pub(crate) fn insert(&mut self, time: i64, item: T) {
         match self.by_time.entry(time) {
             Entry::Vacant(v) => {
                 v.insert(Bucket::One(item));
@@ -81,7 +81,7 @@ impl<T> TimeIndex<T> {
 
     /// Takes out every entry whose time is before `time` (or at it, when `inclusive`), in time
     /// order and, within one time, in insertion order. Only the expired range is touched.
-    pub fn expire(&mut self, time: i64, inclusive: bool) -> Expired<T> {
+    pub(crate) fn expire(&mut self, time: i64, inclusive: bool) -> Expired<T> {
         let first_kept = if inclusive {
             time.checked_add(1)
         } else {
@@ -103,7 +103,7 @@ impl<T> TimeIndex<T> {
 
     /// Removes the first entry at `time` that `pred` accepts (an entry whose state key went
     /// before its time came); returns whether there was one.
-    pub fn remove(&mut self, time: i64, mut pred: impl FnMut(&T) -> bool) -> bool {
+    pub(crate) fn remove(&mut self, time: i64, mut pred: impl FnMut(&T) -> bool) -> bool {
         let Entry::Occupied(mut o) = self.by_time.entry(time) else {
             return false;
         };
@@ -130,13 +130,13 @@ impl<T> TimeIndex<T> {
 
     /// Whether the index holds no entry.
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.by_time.is_empty()
     }
 }
 
 /// The entries [`TimeIndex::expire`] took out, in order.
-pub struct Expired<T> {
+pub(crate) struct Expired<T> {
     buckets: btree_map::IntoValues<i64, Bucket<T>>,
     current: Option<std::vec::IntoIter<T>>,
 }
@@ -176,7 +176,7 @@ impl<T> Iterator for Expired<T> {
 /// leaves the index describing no version, so the next batch rebuilds it; a batch whose commit
 /// fails after `finish` is replayed at version `v`, which the index does not describe either.
 #[derive(Debug, Default)]
-pub struct Versioned<I> {
+pub(crate) struct Versioned<I> {
     index: I,
     version: Option<u64>,
 }
@@ -184,7 +184,7 @@ pub struct Versioned<I> {
 impl<I> Versioned<I> {
     /// `index`, describing no version yet.
     #[cfg(test)]
-    pub fn new(index: I) -> Self {
+    pub(crate) fn new(index: I) -> Self {
         Self {
             index,
             version: None,
@@ -193,22 +193,22 @@ impl<I> Versioned<I> {
 
     /// Starts a batch at state version `version`: true when the index describes it. Until
     /// [`Versioned::finish`], the index describes no version.
-    pub fn begin(&mut self, version: u64) -> bool {
+    pub(crate) fn begin(&mut self, version: u64) -> bool {
         self.version.take() == Some(version)
     }
 
     /// Ends a batch: the index now describes state version `version`.
-    pub fn finish(&mut self, version: u64) {
+    pub(crate) fn finish(&mut self, version: u64) {
         self.version = Some(version);
     }
 
     /// The index.
-    pub fn get(&self) -> &I {
+    pub(crate) fn get(&self) -> &I {
         &self.index
     }
 
     /// The index, to keep in step with the stores.
-    pub fn get_mut(&mut self) -> &mut I {
+    pub(crate) fn get_mut(&mut self) -> &mut I {
         &mut self.index
     }
 }
@@ -216,13 +216,13 @@ impl<I> Versioned<I> {
 /// The keys of a partitioned state by time: one [`TimeIndex`] of state keys per partition,
 /// with the state version it describes (see [`Versioned`]).
 #[derive(Debug, Default)]
-pub struct KeysByTime {
+pub(crate) struct KeysByTime {
     index: Versioned<Vec<TimeIndex<Vec<u8>>>>,
 }
 
 impl KeysByTime {
     /// An empty index, describing no version.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -231,7 +231,7 @@ impl KeysByTime {
     /// `times(p, keys, values)` gives the time of each of partition `p`'s pairs (called once per
     /// non-empty partition with all its keys and values, in the store's order); a pair without
     /// a time (`None`) never expires and is not indexed. Returns whether the index was rebuilt.
-    pub fn begin(
+    pub(crate) fn begin(
         &mut self,
         version: u64,
         stores: &[&mut dyn StateStore],
@@ -259,7 +259,7 @@ impl KeysByTime {
 
     /// Starts a batch that keeps no index (the state has no time to expire by): the index stays
     /// empty, one (empty) partition per store.
-    pub fn begin_empty(&mut self, version: u64, partitions: usize) {
+    pub(crate) fn begin_empty(&mut self, version: u64, partitions: usize) {
         if !self.index.begin(version) {
             let parts = self.index.get_mut();
             parts.clear();
@@ -268,17 +268,17 @@ impl KeysByTime {
     }
 
     /// Ends a batch: the index describes state version `version`.
-    pub fn finish(&mut self, version: u64) {
+    pub(crate) fn finish(&mut self, version: u64) {
         self.index.finish(version);
     }
 
     /// Partition `p`'s keys by time.
-    pub fn partition_mut(&mut self, p: usize) -> Option<&mut TimeIndex<Vec<u8>>> {
+    pub(crate) fn partition_mut(&mut self, p: usize) -> Option<&mut TimeIndex<Vec<u8>>> {
         self.index.get_mut().get_mut(p)
     }
 
     /// Every partition's keys by time, in partition order.
-    pub fn partitions_mut(&mut self) -> &mut [TimeIndex<Vec<u8>>] {
+    pub(crate) fn partitions_mut(&mut self) -> &mut [TimeIndex<Vec<u8>>] {
         self.index.get_mut()
     }
 }

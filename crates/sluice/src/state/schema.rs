@@ -20,7 +20,7 @@ use crate::types::OperatorId;
 /// The recorded key/value schema of an operator's state (`state/<op>/_metadata/schema`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StateSchema {
+pub(crate) struct StateSchema {
     /// The operator, as `<id> (<kind>)`, e.g. `0 (stateStoreSave)`: a different operator cannot
     /// reuse the state.
     pub operator: String,
@@ -43,7 +43,7 @@ pub struct StateSchema {
 impl StateSchema {
     /// The schema of operator `operator_id`'s state; `kind` is how Spark names the operator in
     /// the schema file (`stateStoreSave`, `dedupe`, `symmetricHashJoin Inner`, ...).
-    pub fn new(
+    pub(crate) fn new(
         operator_id: OperatorId,
         kind: &str,
         key_schema: Vec<StateField>,
@@ -77,7 +77,7 @@ pub struct StateField {
 }
 
 /// The state fields of Arrow fields: name, Spark type name, nullability and exact Arrow type.
-pub fn state_fields(fields: &[Arc<Field>]) -> Vec<StateField> {
+pub(crate) fn state_fields(fields: &[Arc<Field>]) -> Vec<StateField> {
     fields
         .iter()
         .map(|f| StateField {
@@ -100,14 +100,14 @@ fn describe(fields: &[StateField]) -> String {
 /// Whether `e` says that the checkpoint's state does not fit the query (the classes
 /// [`check_state_schema`] fails with). As in Spark, such a query fails in its first batch, not
 /// at start.
-pub fn is_state_schema_error(e: &SluiceError) -> bool {
+pub(crate) fn is_state_schema_error(e: &SluiceError) -> bool {
     e.is(class::STATE_SCHEMA_INCOMPATIBLE) || e.is(class::STATE_SCHEMA_KEY_RENAMED)
 }
 
 /// Checks (or records, on the first run) the state schema of operator `operator_id` in
 /// `checkpoint`. `allow_rename` accepts renamed key columns of the same types
 /// ([`crate::conf::ALLOW_KEY_RENAME`]).
-pub fn check_state_schema(
+pub(crate) fn check_state_schema(
     checkpoint: &CheckpointDir,
     operator_id: OperatorId,
     schema: &StateSchema,

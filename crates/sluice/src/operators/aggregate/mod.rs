@@ -59,7 +59,7 @@ pub(super) struct AggFn {
 }
 
 impl AggFn {
-    pub fn accumulator(&self) -> Result<Box<dyn GroupsAccumulator>> {
+    pub(super) fn accumulator(&self) -> Result<Box<dyn GroupsAccumulator>> {
         if self.expr.groups_accumulator_supported() {
             Ok(self.expr.create_groups_accumulator()?)
         } else {
@@ -106,7 +106,7 @@ fn slim_schema(input: &SchemaRef, aggs: &[AggFn]) -> SchemaRef {
 }
 
 /// One streaming aggregation operator.
-pub struct StreamingAggregate {
+pub(crate) struct StreamingAggregate {
     operator_id: OperatorId,
     keys: Vec<KeyPart>,
     key_fields: Vec<Arc<Field>>,
@@ -148,7 +148,7 @@ impl std::fmt::Debug for StreamingAggregate {
 
 impl StreamingAggregate {
     /// Builds the operator for the logical `Aggregate` node, with its state described by `info`.
-    pub fn try_new(agg: &Aggregate, mode: OutputMode, info: &StateInfo) -> Result<Self> {
+    pub(crate) fn try_new(agg: &Aggregate, mode: OutputMode, info: &StateInfo) -> Result<Self> {
         let input_schema: &DFSchema = agg.input.schema();
         let props = ExecutionProps::new();
         let planning = PhysicalPlanningContext::default();

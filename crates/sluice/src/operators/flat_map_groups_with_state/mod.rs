@@ -32,7 +32,7 @@ use super::stateful::event_time::event_time_column;
 use crate::error::{class, Result, SluiceError};
 use crate::types::OutputMode;
 
-pub use self::operator::StreamingFlatMapGroupsWithState;
+pub(crate) use self::operator::StreamingFlatMapGroupsWithState;
 
 /// Which timeouts a stateful function uses (Spark's `GroupStateTimeout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd)]
@@ -196,7 +196,7 @@ where
 
 /// The logical node of `flat_map_groups_with_state`.
 #[derive(Clone)]
-pub struct FlatMapGroupsWithState {
+pub(crate) struct FlatMapGroupsWithState {
     /// The plan whose rows are grouped.
     pub input: LogicalPlan,
     /// The grouping columns.
@@ -245,7 +245,7 @@ impl FlatMapGroupsWithState {
     /// Calls `f` for each key of `input` grouped by `keys`, with the key's rows in the batch
     /// and its [`GroupState`]; `f` returns rows of `output_schema`.
     #[allow(clippy::too_many_arguments)]
-    pub fn try_new<S, F>(
+    pub(crate) fn try_new<S, F>(
         input: LogicalPlan,
         keys: Vec<String>,
         output_schema: SchemaRef,
@@ -301,13 +301,13 @@ impl FlatMapGroupsWithState {
         })
     }
     /// The node as a logical plan.
-    pub fn into_plan(self) -> LogicalPlan {
+    pub(crate) fn into_plan(self) -> LogicalPlan {
         LogicalPlan::Extension(Extension {
             node: Arc::new(self),
         })
     }
     /// The node, when `plan` is one.
-    pub fn of(plan: &LogicalPlan) -> Option<&FlatMapGroupsWithState> {
+    pub(crate) fn of(plan: &LogicalPlan) -> Option<&FlatMapGroupsWithState> {
         match plan {
             LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<FlatMapGroupsWithState>(),
             _ => None,

@@ -28,7 +28,7 @@ use crate::state::StateStore;
 use crate::types::{OperatorId, WatermarkMs};
 
 /// The `flatMapGroupsWithState` operator (Spark's `FlatMapGroupsWithStateExec`).
-pub struct StreamingFlatMapGroupsWithState {
+pub(crate) struct StreamingFlatMapGroupsWithState {
     operator_id: OperatorId,
     key_columns: Vec<usize>,
     key_fields: Vec<Arc<arrow::datatypes::Field>>,
@@ -49,7 +49,7 @@ pub struct StreamingFlatMapGroupsWithState {
 
 impl StreamingFlatMapGroupsWithState {
     /// Builds the operator for the logical node, with its state described by `info`.
-    pub fn try_new(node: &FlatMapGroupsWithState, info: &StateInfo) -> Result<Self> {
+    pub(crate) fn try_new(node: &FlatMapGroupsWithState, info: &StateInfo) -> Result<Self> {
         let schema = node.input.schema();
         let input_schema: SchemaRef = Arc::new(schema.as_arrow().clone());
         let mut key_columns = Vec::new();

@@ -397,7 +397,7 @@ pub(super) fn join_state_bounds(join: &Join) -> (Option<StateBound>, Option<Stat
 }
 
 /// Whether a stream-stream join of this kind can bound the state it must keep (Spark's rules).
-pub fn check_stream_stream_join(join: &Join) -> Result<()> {
+pub(crate) fn check_stream_stream_join(join: &Join) -> Result<()> {
     let (lb, rb) = join_state_bounds(join);
     let kind = match join.join_type {
         JoinType::Inner => return Ok(()),

@@ -30,7 +30,7 @@ pub(super) struct Slot {
 
 impl Slot {
     /// The row's state key.
-    pub fn state_key(&self) -> JoinStateKey<'_> {
+    pub(super) fn state_key(&self) -> JoinStateKey<'_> {
         JoinStateKey {
             side: self.side,
             key: &self.key,
@@ -39,7 +39,7 @@ impl Slot {
     }
 
     /// The row's state value.
-    pub fn state_value(&self) -> JoinStateValue<'_> {
+    pub(super) fn state_value(&self) -> JoinStateValue<'_> {
         JoinStateValue {
             matched: self.matched,
             row: &self.row,
@@ -70,7 +70,7 @@ pub(super) struct JoinIndex {
 
 impl JoinIndex {
     #[allow(clippy::too_many_arguments)]
-    pub fn insert(
+    pub(super) fn insert(
         &mut self,
         side: JoinSide,
         key: &[u8],
@@ -117,14 +117,14 @@ impl JoinIndex {
         id
     }
 
-    pub fn slot(&self, id: usize) -> Result<&Slot> {
+    pub(super) fn slot(&self, id: usize) -> Result<&Slot> {
         self.slots
             .get(id)
             .and_then(|s| s.as_ref())
             .ok_or_else(|| SluiceError::internal("join state slot"))
     }
 
-    pub fn slot_mut(&mut self, id: usize) -> Result<&mut Slot> {
+    pub(super) fn slot_mut(&mut self, id: usize) -> Result<&mut Slot> {
         self.slots
             .get_mut(id)
             .and_then(|s| s.as_mut())
@@ -133,7 +133,7 @@ impl JoinIndex {
 
     /// Takes out a side's rows whose time is before `threshold` (or at it, when `inclusive`),
     /// in time order. Only the expired range of the time index is touched.
-    pub fn evict(&mut self, side: JoinSide, threshold: i64, inclusive: bool) -> Vec<Slot> {
+    pub(super) fn evict(&mut self, side: JoinSide, threshold: i64, inclusive: bool) -> Vec<Slot> {
         let expired = self.sides[side.index()]
             .by_time
             .expire(threshold, inclusive);

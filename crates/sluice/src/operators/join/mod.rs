@@ -38,7 +38,7 @@ use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext
 use datafusion::logical_expr::{Join, JoinType};
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
-pub use self::bounds::check_stream_stream_join;
+pub(crate) use self::bounds::check_stream_stream_join;
 use self::bounds::{join_state_bounds, term_times, with_equi_keys, StateBound};
 use self::index::JoinIndex;
 use super::stateful::context::StateLocation;
@@ -56,7 +56,7 @@ use crate::state::StateStore;
 use crate::types::{OperatorId, WatermarkMs};
 
 /// The stream-stream join operator.
-pub struct StreamingJoin {
+pub(crate) struct StreamingJoin {
     operator_id: OperatorId,
     join_type: JoinType,
     left_keys: Vec<Arc<dyn PhysicalExpr>>,
@@ -102,7 +102,7 @@ struct Evicted {
 impl StreamingJoin {
     /// Builds the operator for the logical `Join` of two streams, with its state described by
     /// `info`.
-    pub fn try_new(join: &Join, info: &StateInfo) -> Result<Self> {
+    pub(crate) fn try_new(join: &Join, info: &StateInfo) -> Result<Self> {
         check_stream_stream_join(join)?;
         let join = &with_equi_keys(join);
         if join.on.is_empty() {

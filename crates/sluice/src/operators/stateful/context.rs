@@ -12,7 +12,7 @@ use crate::types::{BatchId, OperatorId, WatermarkMs};
 /// checkpoint, the operator's id in it, how many partitions (state stores) it has and how the
 /// stores are kept.
 #[derive(Debug, Clone)]
-pub struct StateInfo {
+pub(crate) struct StateInfo {
     /// The query's checkpoint location: the state is under `state/<operator_id>/`.
     pub checkpoint: CheckpointDir,
     /// The operator's id, counted bottom-up in the plan (`state/0` is the first operator).
@@ -84,7 +84,7 @@ impl StateLocation {
 /// The batch an operator runs: its id (the state version it reads), its processing time and the
 /// two watermarks, by name so they cannot be swapped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchContext {
+pub(crate) struct BatchContext {
     /// The batch: the operator reads state version `batch_id` and the framework commits
     /// `batch_id + 1`.
     pub batch_id: BatchId,

@@ -18,7 +18,7 @@ use crate::error::{Result, SluiceError};
 use crate::operators::watermark::WATERMARK_DELAY_KEY;
 
 /// The watermark delay (ms) of an event-time field; `None` for a field without the marker.
-pub fn delay_ms(field: &Field) -> Option<i64> {
+pub(crate) fn delay_ms(field: &Field) -> Option<i64> {
     field
         .metadata()
         .get(WATERMARK_DELAY_KEY)
@@ -26,12 +26,12 @@ pub fn delay_ms(field: &Field) -> Option<i64> {
 }
 
 /// Whether `field` carries event time (has the watermark marker).
-pub fn is_event_time(field: &Field) -> bool {
+pub(crate) fn is_event_time(field: &Field) -> bool {
     delay_ms(field).is_some()
 }
 
 /// The first event-time column of `schema`: its index and watermark delay (ms).
-pub fn event_time_column(schema: &DFSchema) -> Option<(usize, i64)> {
+pub(crate) fn event_time_column(schema: &DFSchema) -> Option<(usize, i64)> {
     schema
         .fields()
         .iter()
@@ -40,7 +40,7 @@ pub fn event_time_column(schema: &DFSchema) -> Option<(usize, i64)> {
 }
 
 /// True when `expr` is an event-time column of `schema` (through aliases and casts).
-pub fn is_event_time_expr(expr: &Expr, schema: &DFSchema) -> bool {
+pub(crate) fn is_event_time_expr(expr: &Expr, schema: &DFSchema) -> bool {
     let e = match expr {
         Expr::Alias(a) => a.expr.as_ref(),
         e => e,
@@ -57,7 +57,7 @@ pub fn is_event_time_expr(expr: &Expr, schema: &DFSchema) -> bool {
 
 /// The marker metadata of `from`, when it carries event time, to put on a field derived from it
 /// (a window over an event-time column is an event-time column, as in Spark).
-pub fn marker_of(from: &Field) -> Option<HashMap<String, String>> {
+pub(crate) fn marker_of(from: &Field) -> Option<HashMap<String, String>> {
     from.metadata()
         .get(WATERMARK_DELAY_KEY)
         .map(|delay| [(WATERMARK_DELAY_KEY.to_string(), delay.clone())].into())
@@ -65,7 +65,7 @@ pub fn marker_of(from: &Field) -> Option<HashMap<String, String>> {
 
 /// Event times (µs) of a time column. A window struct (`window(..)`, `session_window(..)`)
 /// stands for its `end`, as Spark compares a window event-time column with the watermark.
-pub fn to_micros(a: &ArrayRef) -> Result<TimestampMicrosecondArray> {
+pub(crate) fn to_micros(a: &ArrayRef) -> Result<TimestampMicrosecondArray> {
     if let Some(s) = a.as_any().downcast_ref::<StructArray>() {
         let end = s
             .column_by_name("end")
@@ -82,7 +82,7 @@ pub fn to_micros(a: &ArrayRef) -> Result<TimestampMicrosecondArray> {
 /// Like [`to_micros`], but a window struct must be a `{start, end}` pair and a null window is a
 /// null time (its `end` may hold a value under the struct's null): the times of a join side's
 /// time column.
-pub fn window_end_micros(a: &ArrayRef) -> Result<TimestampMicrosecondArray> {
+pub(crate) fn window_end_micros(a: &ArrayRef) -> Result<TimestampMicrosecondArray> {
     if let Some(s) = a.as_any().downcast_ref::<StructArray>() {
         if s.num_columns() != 2 {
             return Err(SluiceError::internal(

@@ -14,9 +14,9 @@
 //! - [`stores`]: [`PartitionedStores`], key partitioning and the partition fan-out on threads;
 //! - [`event_time`]: which column is event time, and event times as microseconds.
 
-pub mod context;
-pub mod event_time;
-pub mod stores;
+pub(crate) mod context;
+pub(crate) mod event_time;
+pub(crate) mod stores;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,8 +30,8 @@ use crate::state::schema::{check_state_schema, StateSchema};
 use crate::state::DefaultStateStoreProvider;
 use crate::types::WatermarkMs;
 
-pub use context::{BatchContext, StateInfo};
-pub use stores::{partition_of, PartitionedStores};
+pub(crate) use context::{BatchContext, StateInfo};
+pub(crate) use stores::{partition_of, PartitionedStores};
 
 /// What one batch of an operator produced: its output rows and its progress.
 ///
@@ -39,7 +39,7 @@ pub use stores::{partition_of, PartitionedStores};
 /// the watermark, update and removal times, custom metrics); the framework fills the rest
 /// (`operatorName` from [`StatefulOperator::name`], keys in state, memory, commit time, partitions).
 #[derive(Debug)]
-pub struct OperatorOutput {
+pub(crate) struct OperatorOutput {
     /// The batch's output rows, in the operator's output schema.
     pub rows: RecordBatch,
     /// The batch's progress.
@@ -102,7 +102,7 @@ pub struct OperatorOutput {
 ///     }
 /// }
 /// ```
-pub trait StatefulOperator: Send {
+pub(crate) trait StatefulOperator: Send {
     /// The operator's name in progress reports (`StateOperatorProgress.operatorName`), as Spark
     /// names it: `stateStoreSave`, `symmetricHashJoin`, `dedupe`, `flatMapGroupsWithState`, ...
     fn name(&self) -> &str;
@@ -150,7 +150,7 @@ pub trait StatefulOperator: Send {
 /// Drives one [`StatefulOperator`]: checks (or records) its state schema and opens its stores
 /// when built, then runs it batch by batch (stores opened at the batch's version, committed
 /// after the operator, background maintenance after a successful batch).
-pub struct OperatorRunner {
+pub(crate) struct OperatorRunner {
     operator: Box<dyn StatefulOperator>,
     providers: Vec<DefaultStateStoreProvider>,
     info: StateInfo,
@@ -172,7 +172,7 @@ impl OperatorRunner {
     /// Checks (or records, on the first run) `operator`'s declared state schema under
     /// `info.checkpoint`, then opens its stores. A schema that does not fit the checkpoint fails
     /// with a class `crate::state::schema::is_state_schema_error` recognises.
-    pub fn try_new(operator: Box<dyn StatefulOperator>, info: &StateInfo) -> Result<Self> {
+    pub(crate) fn try_new(operator: Box<dyn StatefulOperator>, info: &StateInfo) -> Result<Self> {
         check_state_schema(
             &info.checkpoint,
             info.operator_id,
@@ -188,7 +188,7 @@ impl OperatorRunner {
 
     /// Runs batch `ctx.batch_id`: opens every store at that version, runs the operator, commits
     /// version `batch_id + 1` of every store and completes the progress.
-    pub fn process(
+    pub(crate) fn process(
         &mut self,
         inputs: Vec<Vec<RecordBatch>>,
         ctx: &BatchContext,
@@ -221,7 +221,7 @@ impl OperatorRunner {
     }
 
     /// See [`StatefulOperator::should_run_another_batch`].
-    pub fn should_run_another_batch(
+    pub(crate) fn should_run_another_batch(
         &self,
         batch_watermark: WatermarkMs,
         next_watermark: WatermarkMs,
@@ -231,18 +231,18 @@ impl OperatorRunner {
     }
 
     /// See [`StatefulOperator::keep_late_rows`].
-    pub fn keep_late_rows(&mut self) -> Result<SchemaRef> {
+    pub(crate) fn keep_late_rows(&mut self) -> Result<SchemaRef> {
         self.operator.keep_late_rows()
     }
 
     /// See [`StatefulOperator::take_late_rows`].
-    pub fn take_late_rows(&mut self) -> Vec<RecordBatch> {
+    pub(crate) fn take_late_rows(&mut self) -> Vec<RecordBatch> {
         self.operator.take_late_rows()
     }
 }
 
 /// The schema of an operator's output rows, with every field nullable.
-pub fn nullable(schema: &SchemaRef) -> SchemaRef {
+pub(crate) fn nullable(schema: &SchemaRef) -> SchemaRef {
     Arc::new(arrow::datatypes::Schema::new(
         schema
             .fields()

@@ -12,7 +12,7 @@ use crate::types::BatchId;
 use super::context::StateInfo;
 
 /// FNV-1a: a partitioning hash that stays the same across builds and restarts.
-pub fn partition_of(key: &[u8], partitions: usize) -> usize {
+pub(crate) fn partition_of(key: &[u8], partitions: usize) -> usize {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in key {
         h ^= *b as u64;
@@ -79,7 +79,7 @@ pub(crate) fn open_stores(info: &StateInfo) -> Result<Vec<DefaultStateStoreProvi
 /// Every partition's state store, open at the batch's version (each opened once for the whole
 /// batch). Index it by partition (`stores[p]`); [`PartitionedStores::partition_of`] says which
 /// partition a key belongs to. The operator reads and stages changes; the framework commits.
-pub struct PartitionedStores<'a> {
+pub(crate) struct PartitionedStores<'a> {
     stores: Vec<&'a mut dyn StateStore>,
     version: u64,
 }
@@ -98,28 +98,28 @@ impl<'a> PartitionedStores<'a> {
     }
 
     /// The number of partitions.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.stores.len()
     }
 
     /// The state version the stores were opened at (the batch id).
-    pub fn version(&self) -> u64 {
+    pub(crate) fn version(&self) -> u64 {
         self.version
     }
 
     /// The partition `key` belongs to.
-    pub fn partition_of(&self, key: &[u8]) -> usize {
+    pub(crate) fn partition_of(&self, key: &[u8]) -> usize {
         partition_of(key, self.stores.len())
     }
 
     /// Every partition's store, in partition order.
-    pub fn all(&self) -> &[&'a mut dyn StateStore] {
+    pub(crate) fn all(&self) -> &[&'a mut dyn StateStore] {
         &self.stores
     }
 
     /// Every partition's store, in partition order, to update (e.g. on
     /// `on_partition_threads`).
-    pub fn all_mut(&mut self) -> &mut [&'a mut dyn StateStore] {
+    pub(crate) fn all_mut(&mut self) -> &mut [&'a mut dyn StateStore] {
         &mut self.stores
     }
 

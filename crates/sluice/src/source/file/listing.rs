@@ -43,7 +43,7 @@ pub(crate) struct ListedFile {
 impl Location {
     /// Parses a user path: relative paths are made absolute against the current directory,
     /// `file:` prefixes are accepted, and glob characters are allowed in the last component.
-    pub fn parse(path: &str) -> Result<Self> {
+    pub(super) fn parse(path: &str) -> Result<Self> {
         let trimmed = path.trim();
         if trimmed.is_empty() {
             return Err(SluiceError::query(
@@ -105,12 +105,12 @@ impl Location {
     }
 
     /// Whether the path is a glob (Spark does not check that a glob path exists).
-    pub fn is_glob(&self) -> bool {
+    pub(super) fn is_glob(&self) -> bool {
         matches!(self.filter, NameFilter::Glob(_))
     }
 
     /// Whether the directory (or file) exists.
-    pub fn exists(&self) -> bool {
+    pub(super) fn exists(&self) -> bool {
         match &self.filter {
             NameFilter::Exact(n) => self.dir.join(n).is_file(),
             _ => self.dir.is_dir(),
@@ -118,7 +118,7 @@ impl Location {
     }
 
     /// The visible files, unsorted. A missing directory lists as empty.
-    pub fn list(&self, name_filter: Option<&Glob>) -> Result<Vec<ListedFile>> {
+    pub(super) fn list(&self, name_filter: Option<&Glob>) -> Result<Vec<ListedFile>> {
         let rd = match fs::read_dir(&self.dir) {
             Ok(rd) => rd,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
@@ -390,7 +390,7 @@ enum GlobTok {
 const MAX_GLOB_ALTERNATIVES: usize = 1024;
 
 impl Glob {
-    pub fn new(pattern: &str) -> std::result::Result<Self, String> {
+    pub(super) fn new(pattern: &str) -> std::result::Result<Self, String> {
         let expanded = expand_braces(pattern)?;
         let mut alternatives = Vec::with_capacity(expanded.len());
         for p in expanded {
@@ -399,7 +399,7 @@ impl Glob {
         Ok(Self { alternatives })
     }
 
-    pub fn matches(&self, name: &str) -> bool {
+    pub(super) fn matches(&self, name: &str) -> bool {
         let chars: Vec<char> = name.chars().collect();
         self.alternatives
             .iter()

@@ -13,7 +13,7 @@ pub(crate) struct Options {
 }
 
 impl Options {
-    pub fn new(options: &HashMap<String, String>) -> Self {
+    pub(super) fn new(options: &HashMap<String, String>) -> Self {
         let mut keys: Vec<&String> = options.keys().collect();
         // Deterministic when two keys differ only in case: the last in sorted order wins.
         keys.sort();
@@ -25,13 +25,13 @@ impl Options {
         Self { map }
     }
 
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub(super) fn get(&self, key: &str) -> Option<&str> {
         self.map
             .get(&key.to_ascii_lowercase())
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn invalid(key: &str, value: &str, expected: &str) -> SluiceError {
+    pub(super) fn invalid(key: &str, value: &str, expected: &str) -> SluiceError {
         SluiceError::query(
             class::INVALID_OPTION,
             format!("invalid value {value:?} for the option '{key}': {expected}"),
@@ -39,7 +39,7 @@ impl Options {
     }
 
     /// `true`/`false` (case-insensitive), else the default.
-    pub fn bool(&self, key: &str, default: bool) -> Result<bool> {
+    pub(super) fn bool(&self, key: &str, default: bool) -> Result<bool> {
         match self.get(key) {
             None => Ok(default),
             Some(v) if v.trim().eq_ignore_ascii_case("true") => Ok(true),
@@ -49,7 +49,7 @@ impl Options {
     }
 
     /// A positive integer.
-    pub fn positive(&self, key: &str) -> Result<Option<u64>> {
+    pub(super) fn positive(&self, key: &str) -> Result<Option<u64>> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => match v.trim().parse::<u64>() {
@@ -60,7 +60,7 @@ impl Options {
     }
 
     /// A single character (`""` means none, `\0`); Spark's `CSVOptions.getChar`.
-    pub fn char_or(&self, key: &str, default: char) -> Result<char> {
+    pub(super) fn char_or(&self, key: &str, default: char) -> Result<char> {
         match self.get(key) {
             None => Ok(default),
             Some(v) => {
@@ -76,7 +76,7 @@ impl Options {
 
     /// A duration like `7d`, `12h`, `30m`, `10s`, `500ms` (no unit: milliseconds), as Spark's
     /// `Utils.timeStringAsMs`.
-    pub fn duration_ms(&self, key: &str) -> Result<Option<i64>> {
+    pub(super) fn duration_ms(&self, key: &str) -> Result<Option<i64>> {
         let Some(v) = self.get(key) else {
             return Ok(None);
         };

@@ -26,29 +26,29 @@ pub(crate) struct SourceLog {
 }
 
 impl SourceLog {
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
+    pub(super) fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             log: CompactibleLog::new(dir, DEFAULT_COMPACT_INTERVAL, Fault::Checkpoint),
         }
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(super) fn dir(&self) -> &Path {
         self.log.dir()
     }
 
     /// The newest log offset written, if any.
-    pub fn latest_id(&self) -> Result<Option<u64>> {
+    pub(super) fn latest_id(&self) -> Result<Option<u64>> {
         self.log.latest_batch_id()
     }
 
     /// Every entry of the log (the newest compact file plus the batches after it).
-    pub fn all_entries(&self) -> Result<Vec<FileEntry>> {
+    pub(super) fn all_entries(&self) -> Result<Vec<FileEntry>> {
         self.log.all_entries()
     }
 
     /// Writes log offset `id`. Fails if it exists already: another query is using the
     /// checkpoint.
-    pub fn add(&self, id: u64, entries: Vec<FileEntry>) -> Result<()> {
+    pub(super) fn add(&self, id: u64, entries: Vec<FileEntry>) -> Result<()> {
         if self.log.add(id, entries)? {
             Ok(())
         } else {
@@ -65,7 +65,7 @@ impl SourceLog {
     }
 
     /// The files of log offset `id`, in log order.
-    pub fn batch(&self, id: u64) -> Result<Vec<FileEntry>> {
+    pub(super) fn batch(&self, id: u64) -> Result<Vec<FileEntry>> {
         let want = id as i64;
         if let Some(entries) = self.log.get(id)? {
             return Ok(entries.into_iter().filter(|e| e.batch_id == want).collect());

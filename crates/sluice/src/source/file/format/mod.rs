@@ -180,7 +180,7 @@ fn parse_sep(v: &str) -> Result<u8> {
 
 impl ParseOptions {
     /// Validates the options of `format` against `schema` (the given, not yet nullable one).
-    pub fn new(format: &str, schema: &SchemaRef, opts: &Options) -> Result<Self> {
+    pub(super) fn new(format: &str, schema: &SchemaRef, opts: &Options) -> Result<Self> {
         let schema = nullable_schema(schema);
         let mode = match opts.get("mode") {
             None => ParseMode::Permissive,
@@ -553,7 +553,7 @@ pub(crate) struct Assembler<'o> {
 }
 
 impl<'o> Assembler<'o> {
-    pub fn new(opts: &'o ParseOptions) -> Result<Self> {
+    pub(super) fn new(opts: &'o ParseOptions) -> Result<Self> {
         let builders = match opts.kind {
             // Parquet batches are adapted whole; no row builders needed.
             FormatKind::Parquet => Vec::new(),
@@ -576,7 +576,7 @@ impl<'o> Assembler<'o> {
     }
 
     /// Adds one record. `cells` has one cell per data column (missing ones are null).
-    pub fn record(
+    pub(super) fn record(
         &mut self,
         cells: &[Cell<'_>],
         bad: Option<Bad>,
@@ -628,7 +628,7 @@ impl<'o> Assembler<'o> {
     }
 
     /// Adds a one-string row (the text format).
-    pub fn text_row(&mut self, value: &str) -> Result<()> {
+    pub(super) fn text_row(&mut self, value: &str) -> Result<()> {
         if let Some(b) = self.builders.first_mut() {
             b.append_str(value);
         }
@@ -644,7 +644,7 @@ impl<'o> Assembler<'o> {
     }
 
     /// Adds a ready batch (of the output schema) after the pending rows.
-    pub fn push_batch(&mut self, batch: RecordBatch) -> Result<()> {
+    pub(super) fn push_batch(&mut self, batch: RecordBatch) -> Result<()> {
         self.flush()?;
         if batch.num_rows() > 0 {
             self.batches.push(batch);
@@ -664,7 +664,7 @@ impl<'o> Assembler<'o> {
         Ok(())
     }
 
-    pub fn finish(mut self) -> Result<AssembledRows> {
+    pub(super) fn finish(mut self) -> Result<AssembledRows> {
         self.flush()?;
         Ok(AssembledRows {
             batches: self.batches,
@@ -1164,7 +1164,7 @@ pub(crate) mod test_util {
     use super::*;
 
     /// The rows of batches as JSON values (timestamps as micros, dates as days).
-    pub fn rows(batches: &[RecordBatch]) -> Vec<Vec<Value>> {
+    pub(crate) fn rows(batches: &[RecordBatch]) -> Vec<Vec<Value>> {
         let mut out = Vec::new();
         for b in batches {
             for r in 0..b.num_rows() {
