@@ -8,7 +8,7 @@
 //! with `sluice.`. Test hooks (`sluice.testing.*`) are not read here: they live in
 //! [`crate::testing`] behind the `testing` feature, and the production loop never reads them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::error::{class, Result, SluiceError};
 use crate::session::Session;
@@ -128,6 +128,15 @@ impl StreamingConf {
             checkpoint_location: get(CHECKPOINT_LOCATION),
         })
     }
+}
+
+/// The value of source/sink option `key`: option names are case-insensitive, as in Spark's
+/// `CaseInsensitiveMap`.
+pub(crate) fn option<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
+    options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v.as_str())
 }
 
 /// Parses a positive number of partitions (`spark.sql.shuffle.partitions`).

@@ -73,7 +73,7 @@ fn observed(planned: &PlannedBatch) -> Vec<(i64, EventTimeStats)> {
 impl StagedPlan {
     /// Cuts `plan` at its stateful operators, bottom-up (operator `i` keeps its state in
     /// `state/<i>` of `checkpoint_root`, in `partitions` partitions), and builds each operator with
-    /// the state store conf of `query_conf`. A checkpoint whose state does not fit is not an error
+    /// the state store conf of `query_conf` and the query's test `hooks`. A checkpoint whose state does not fit is not an error
     /// here: the first batch fails with it (see `incompatible`).
     pub(crate) fn try_new(
         session: &Session,
@@ -82,6 +82,7 @@ impl StagedPlan {
         checkpoint_root: &Path,
         partitions: usize,
         query_conf: &StreamingConf,
+        hooks: TestHooks,
     ) -> Result<Self> {
         let state = session.df_state();
         let allow_rename = query_conf.allow_key_rename;
@@ -90,7 +91,6 @@ impl StagedPlan {
             min_deltas_for_snapshot: query_conf.min_deltas_for_snapshot,
             ..Default::default()
         };
-        let hooks = TestHooks::from_session(session);
         let mut stages = Vec::new();
         let mut rest = plan;
         let mut incompatible = None;

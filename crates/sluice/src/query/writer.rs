@@ -1,5 +1,6 @@
 //! `DataStreamWriter`: how a streaming frame becomes a running query (`write_stream().start()`).
 
+use crate::conf::option as opt;
 use crate::error::class;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -262,13 +263,6 @@ impl DataStreamWriter {
 pub(crate) struct LateRowsSpec {
     pub format: String,
     pub options: HashMap<String, String>,
-}
-
-fn opt<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
-    options
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(key))
-        .map(|(_, v)| v.as_str())
 }
 
 /// The sink of `format` with `options` for rows of `schema` (through the sink registry); also

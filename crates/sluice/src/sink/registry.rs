@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use datafusion::prelude::SessionContext;
 
+use crate::conf::option as opt;
 use crate::error::{class, Result, SluiceError};
 use crate::sink::console::ConsoleSinkProvider;
 use crate::sink::file::FileSinkProvider;
@@ -83,13 +84,6 @@ impl SinkFormat {
     pub fn allows_temporary_checkpoint(self) -> bool {
         matches!(self, Self::Console | Self::Memory | Self::Noop)
     }
-}
-
-fn opt<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
-    options
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(key))
-        .map(|(_, v)| v.as_str())
 }
 
 /// The provider of `format` with `options` for rows of `schema`. `catalog` is where a memory

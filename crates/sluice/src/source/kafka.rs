@@ -12,6 +12,7 @@
 //! that aged out of the topic before they were read fail the query (naming the topic,
 //! partition and lost range) unless `failOnDataLoss` is false, when they are skipped and logged.
 
+use crate::conf::option as opt;
 use crate::error::class;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -106,13 +107,6 @@ pub struct KafkaSourceProvider {
     max_trigger_delay: Duration,
     fail_on_data_loss: bool,
     include_headers: bool,
-}
-
-fn opt<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
-    options
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(key))
-        .map(|(_, v)| v.as_str())
 }
 
 fn bad_option(msg: impl Into<String>) -> SluiceError {

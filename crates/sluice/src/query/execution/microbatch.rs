@@ -96,6 +96,7 @@ impl MicroBatchExecution {
             core.checkpoint.root(),
             core.pinned.shuffle_partitions,
             &core.conf,
+            core.hooks,
         )?;
         let late_sink = match late_rows {
             Some(spec) => Some(LateRowsSink::open(&core, &mut plan, &spec)?),

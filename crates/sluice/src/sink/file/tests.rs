@@ -1,0 +1,382 @@
+//! Tests of the file sink, its manifest and the reader of its output.
+
+use super::*;
+use arrow::array::{Float64Array, Int64Array, TimestampMicrosecondArray};
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+        Field::new("user", DataType::Utf8, true),
+        Field::new("amount", DataType::Float64, true),
+    ]))
+}
+
+/// `n` rows starting at `start`, split in `parts` partitions (round robin by row).
+fn data(start: i64, n: i64, parts: usize) -> BatchData {
+    let s = schema();
+    let mut partitions = vec![Vec::new(); parts];
+    for i in start..start + n {
+        let b = RecordBatch::try_new(
+            s.clone(),
+            vec![
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![Some(
+                        1_789_473_660_000_000 + i * 60_000_000,
+                    )])
+                    .with_timezone("UTC"),
+                ),
+                Arc::new(StringArray::from(vec![if i % 3 == 0 {
+                    None
+                } else {
+                    Some(format!("u{i}"))
+                }])),
+                Arc::new(Float64Array::from(vec![Some(i as f64 * 1.5)])),
+            ],
+        )
+        .unwrap();
+        partitions[(i as usize) % parts].push(b);
+    }
+    BatchData {
+        schema: s,
+        partitions,
+    }
+}
+
+fn sink(dir: &Path, format: &str, opts: &[(&str, &str)]) -> (FileSinkProvider, Box<dyn Sink>) {
+    let options: HashMap<String, String> = opts
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let p = FileSinkProvider::try_new(format, dir.to_str().unwrap(), &options).unwrap();
+    let ctx = SinkContext {
+        checkpoint_dir: dir.join("_ck"),
+        output_mode: OutputMode::Append,
+        query_name: None,
+        query_id: "test-query".into(),
+    };
+    let s = p.create_sink(&ctx).unwrap();
+    (p, s)
+}
+
+fn amounts(batches: &[RecordBatch]) -> Vec<f64> {
+    let mut v: Vec<f64> = batches
+        .iter()
+        .flat_map(|b| {
+            let idx = b.schema().index_of("amount").unwrap();
+            let c = arrow::compute::cast(b.column(idx), &DataType::Float64).unwrap();
+            c.as_primitive::<arrow::datatypes::Float64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v
+}
+
+fn count_data_files(dir: &Path) -> usize {
+    fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("part-")
+        })
+        .count()
+}
+
+#[test]
+fn two_batches_then_replay_adds_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let (p, mut s) = sink(&out, "parquet", &[]);
+    assert_eq!(p.description(), format!("FileSink[{}]", out.display()));
+    s.add_batch(0, &data(0, 3, 2)).unwrap();
+    assert_eq!(s.metrics().get("numFiles").map(String::as_str), Some("2"));
+    assert_eq!(
+        s.metrics().get("numOutputRows").map(String::as_str),
+        Some("3")
+    );
+    s.add_batch(1, &data(3, 1, 2)).unwrap();
+    assert_eq!(s.metrics().get("numFiles").map(String::as_str), Some("1"));
+
+    // Manifest files in Spark's format.
+    let m0 = fs::read_to_string(out.join("_spark_metadata/0")).unwrap();
+    let lines: Vec<&str> = m0.split('\n').collect();
+    assert_eq!(lines[0], "v1");
+    assert_eq!(lines.len(), 3);
+    assert!(!m0.ends_with('\n'));
+    let first: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+    let keys: Vec<&str> = first
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(keys.len(), 7);
+    let line = lines[1];
+    let prefix = format!("{{\"path\":\"file://{}/part-00000-", out.display());
+    assert!(line.starts_with(&prefix), "{line}");
+    assert!(line.contains("-c000.snappy.parquet\",\"size\":"), "{line}");
+    assert!(
+        line.ends_with(",\"blockReplication\":1,\"blockSize\":33554432,\"action\":\"add\"}"),
+        "{line}"
+    );
+    assert!(line.contains(",\"isDir\":false,\"modificationTime\":"));
+    let size = first["size"].as_i64().unwrap();
+    let file = committed_files(&out).unwrap().unwrap()[0].clone();
+    assert_eq!(fs::metadata(&file).unwrap().len() as i64, size);
+
+    let rows = read_sink_output(&out, "parquet", None).unwrap();
+    assert_eq!(amounts(&rows), vec![0.0, 1.5, 3.0, 4.5]);
+    assert_eq!(
+        rows[0].schema().field(0).data_type(),
+        schema().field(0).data_type()
+    );
+
+    // Replaying batch 1 (and 0) adds nothing.
+    let files_before = count_data_files(&out);
+    s.add_batch(1, &data(3, 1, 2)).unwrap();
+    s.add_batch(0, &data(0, 3, 2)).unwrap();
+    assert_eq!(s.metrics().get("numFiles").map(String::as_str), Some("0"));
+    assert_eq!(count_data_files(&out), files_before);
+    assert_eq!(
+        amounts(&read_sink_output(&out, "parquet", None).unwrap()),
+        vec![0.0, 1.5, 3.0, 4.5]
+    );
+
+    // A new sink on the same path (a restart) also skips.
+    let (_, mut s2) = sink(&out, "parquet", &[]);
+    s2.add_batch(1, &data(3, 1, 2)).unwrap();
+    assert_eq!(count_data_files(&out), files_before);
+}
+
+#[test]
+fn empty_batch_writes_an_empty_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, mut s) = sink(tmp.path(), "json", &[]);
+    s.add_batch(0, &data(0, 0, 2)).unwrap();
+    assert_eq!(
+        fs::read_to_string(tmp.path().join("_spark_metadata/0")).unwrap(),
+        "v1"
+    );
+    assert_eq!(committed_files(tmp.path()).unwrap(), Some(vec![]));
+    assert!(read_sink_output(tmp.path(), "json", Some(schema()))
+        .unwrap()
+        .is_empty());
+    // Replay is skipped: the batch is known to be done.
+    s.add_batch(0, &data(0, 5, 2)).unwrap();
+    assert_eq!(count_data_files(tmp.path()), 0);
+}
+
+#[test]
+fn orphan_files_are_invisible() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path();
+    let (_, mut s) = sink(out, "json", &[]);
+    s.add_batch(0, &data(0, 2, 1)).unwrap();
+    // A crashed attempt of batch 1 left a data file but no manifest.
+    fs::write(
+        out.join("part-00000-0c1f6fb5-6a5f-4a4c-8d5e-2d7f1f8a9b00-c000.json"),
+        "{\"amount\":99.0}\n",
+    )
+    .unwrap();
+    let files = committed_files(out).unwrap().unwrap();
+    assert_eq!(files.len(), 1);
+    assert!(files
+        .iter()
+        .all(|f| !f.to_string_lossy().contains("0c1f6fb5")));
+    assert_eq!(
+        amounts(&read_sink_output(out, "json", Some(schema())).unwrap()),
+        vec![0.0, 1.5]
+    );
+    // Without a manifest a reader lists the directory and sees everything.
+    fs::remove_dir_all(out.join("_spark_metadata")).unwrap();
+    assert_eq!(committed_files(out).unwrap(), None);
+    assert_eq!(
+        amounts(&read_sink_output(out, "json", Some(schema())).unwrap()),
+        vec![0.0, 1.5, 99.0]
+    );
+}
+
+#[test]
+fn compaction_at_batch_9() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path();
+    let (_, mut s) = sink(out, "parquet", &[]);
+    let mut expected = Vec::new();
+    for b in 0..12i64 {
+        s.add_batch(b as u64, &data(b * 2, 2, 1)).unwrap();
+        expected.extend([(b * 2) as f64 * 1.5, (b * 2 + 1) as f64 * 1.5]);
+    }
+    let meta = out.join("_spark_metadata");
+    assert!(meta.join("9.compact").exists());
+    assert!(!meta.join("9").exists());
+    assert!(meta.join("10").exists());
+    let compact = fs::read_to_string(meta.join("9.compact")).unwrap();
+    assert_eq!(compact.split('\n').count(), 11); // v1 + 10 files
+    assert_eq!(committed_files(out).unwrap().unwrap().len(), 12);
+    expected.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(
+        amounts(&read_sink_output(out, "parquet", None).unwrap()),
+        expected
+    );
+    // Readers are also right once the files before the compaction are gone.
+    for b in 0..9 {
+        fs::remove_file(meta.join(b.to_string())).unwrap();
+    }
+    assert_eq!(committed_files(out).unwrap().unwrap().len(), 12);
+    // And the sink still knows what was committed.
+    s.add_batch(5, &data(100, 1, 1)).unwrap();
+    assert_eq!(committed_files(out).unwrap().unwrap().len(), 12);
+}
+
+#[test]
+fn append_only_and_option_errors() {
+    let p = FileSinkProvider::try_new("parquet", "/tmp/x", &HashMap::new()).unwrap();
+    assert!(p.supports_output_mode(OutputMode::Append));
+    assert!(!p.supports_output_mode(OutputMode::Update));
+    assert!(!p.supports_output_mode(OutputMode::Complete));
+    let ctx = SinkContext {
+        checkpoint_dir: PathBuf::from("/tmp/ck"),
+        output_mode: OutputMode::Complete,
+        query_name: None,
+        query_id: "test-query".into(),
+    };
+    assert_eq!(p.create_sink(&ctx).err().unwrap().fault(), Fault::Query);
+
+    let e = FileSinkProvider::try_new("xml", "/tmp/x", &HashMap::new()).unwrap_err();
+    assert_eq!(e.class(), "UNSUPPORTED_DATA_SOURCE");
+    let e = FileSinkProvider::try_new("json", "", &HashMap::new()).unwrap_err();
+    assert_eq!(e.class(), "PATH_NOT_SPECIFIED");
+    let mut o = HashMap::new();
+    o.insert("path".to_string(), "/tmp/y".to_string());
+    assert_eq!(
+        FileSinkProvider::try_new("JSON", "", &o).unwrap().path(),
+        Path::new("/tmp/y")
+    );
+    o.insert("sep".to_string(), "ab".to_string());
+    assert_eq!(
+        FileSinkProvider::try_new("csv", "", &o)
+            .unwrap_err()
+            .class(),
+        "INVALID_DELIMITER_VALUE"
+    );
+    let u = FileSinkProvider::try_new("parquet", "file:///tmp/a%20b", &HashMap::new()).unwrap();
+    assert_eq!(u.path(), Path::new("/tmp/a b"));
+}
+
+#[test]
+fn race_on_the_manifest_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p =
+        FileSinkProvider::try_new("json", tmp.path().to_str().unwrap(), &HashMap::new()).unwrap();
+    let mut a = p.open_sink().unwrap();
+    a.add_batch(0, &data(0, 1, 1)).unwrap();
+    let before = count_data_files(tmp.path());
+    // Another writer committed batch 0 between this sink's check and its manifest write.
+    let e = a.write_batch(0, &data(5, 2, 1)).unwrap_err();
+    assert_eq!(e.fault(), Fault::Connector);
+    assert_eq!(e.class(), "FILE_SINK_RACE");
+    assert!(
+        e.message().contains("Race while writing batch 0"),
+        "{}",
+        e.message()
+    );
+    // Its data files were cleaned up, and readers never saw them anyway.
+    assert_eq!(count_data_files(tmp.path()), before);
+    assert_eq!(committed_files(tmp.path()).unwrap().unwrap().len(), 1);
+}
+
+#[test]
+fn json_and_csv_text_like_spark() {
+    let tmp = tempfile::tempdir().unwrap();
+    let jdir = tmp.path().join("j");
+    let (_, mut j) = sink(&jdir, "json", &[]);
+    j.add_batch(0, &data(0, 2, 1)).unwrap();
+    let f = &committed_files(&jdir).unwrap().unwrap()[0];
+    assert!(f.to_string_lossy().ends_with("-c000.json"));
+    assert_eq!(
+        fs::read_to_string(f).unwrap(),
+        "{\"ts\":\"2026-09-15T12:01:00.000Z\",\"amount\":0.0}\n{\"ts\":\"2026-09-15T12:02:00.000Z\",\"user\":\"u1\",\"amount\":1.5}\n"
+    );
+    let back = read_sink_output(&jdir, "json", Some(schema())).unwrap();
+    let back = arrow::compute::concat_batches(&schema(), &back).unwrap();
+    assert_eq!(back, data(0, 2, 1).concat().unwrap());
+
+    let cdir = tmp.path().join("c");
+    let (_, mut c) = sink(&cdir, "csv", &[("header", "true"), ("sep", ";")]);
+    let s = Arc::new(Schema::new(vec![
+        Field::new("s", DataType::Utf8, true),
+        Field::new("n", DataType::Int64, true),
+    ]));
+    let b = RecordBatch::try_new(
+        s.clone(),
+        vec![
+            Arc::new(StringArray::from(vec![
+                Some("a;b"),
+                Some(""),
+                None,
+                Some("say \"hi\""),
+                Some(" x "),
+            ])),
+            Arc::new(Int64Array::from(vec![
+                Some(1),
+                None,
+                Some(3),
+                Some(4),
+                Some(5),
+            ])),
+        ],
+    )
+    .unwrap();
+    c.add_batch(
+        0,
+        &BatchData {
+            schema: s.clone(),
+            partitions: vec![vec![b]],
+        },
+    )
+    .unwrap();
+    let f = &committed_files(&cdir).unwrap().unwrap()[0];
+    assert!(f.to_string_lossy().ends_with("-c000.csv"));
+    assert_eq!(
+        fs::read_to_string(f).unwrap(),
+        "s;n\n\"a;b\";1\n\"\";\n;3\n\"say \\\"hi\\\"\";4\nx;5\n"
+    );
+    let mut o = HashMap::new();
+    o.insert("header".to_string(), "true".to_string());
+    o.insert("sep".to_string(), ";".to_string());
+    let back = read_sink_output_with_options(&cdir, "csv", Some(s.clone()), &o).unwrap();
+    let back = arrow::compute::concat_batches(&s, &back).unwrap();
+    assert_eq!(back.num_rows(), 5);
+    assert_eq!(
+        back.column(1)
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .value(4),
+        5
+    );
+    assert_eq!(back.column(0).as_string::<i32>().value(0), "a;b");
+}
+
+#[test]
+fn uris() {
+    assert_eq!(
+        path_to_uri(Path::new("/data/out/a b%.parquet")),
+        "file:///data/out/a%20b%25.parquet"
+    );
+    assert_eq!(
+        local_path("file:///data/out/a%20b%25.parquet"),
+        PathBuf::from("/data/out/a b%.parquet")
+    );
+    assert_eq!(local_path("file:/data/x"), PathBuf::from("/data/x"));
+    assert_eq!(
+        entry_path("part-0.json", Path::new("/o")),
+        PathBuf::from("/o/part-0.json")
+    );
+}
