@@ -3,8 +3,12 @@
 //!
 //! - `drop_duplicates(cols)`: the first row of each key passes, later copies are dropped. When
 //!   the watermarked event-time column is among the keys, rows at or before the watermark are
-//!   late (dropped and counted) and keys behind the watermark are evicted; otherwise every key is
-//!   kept forever (state grows with the number of distinct keys).
+//!   late (dropped and counted) and keys behind the watermark are evicted. When the input has a
+//!   watermarked event-time column that is not a key, late rows are still dropped and counted
+//!   but keys are never evicted (Spark's `watermarkPredicateForData` without
+//!   `watermarkPredicateForKeys`), and no-data batches run when the watermark moves, as in
+//!   Spark. Without a watermark every key is kept forever (state grows with the number of
+//!   distinct keys).
 //! - `drop_duplicates_within_watermark(cols)`: keys on `cols` alone; a key lives until the
 //!   watermark passes the first occurrence's event time plus the watermark delay, after which a
 //!   new copy passes again. Requires a watermark.
@@ -152,8 +156,11 @@ impl UserDefinedLogicalNodeCore for Deduplicate {
 /// How a key's lifetime is bounded.
 #[derive(Debug, Clone, Copy)]
 enum Expiry {
-    /// No watermark on the keys: kept forever.
+    /// No watermark at all: kept forever.
     Never,
+    /// The input's event-time column (at this input position) is not a key: rows at or before
+    /// the watermark are late, keys are kept forever.
+    DataEventTime(usize),
     /// The key column at this position is the event time: late and evicted at the watermark.
     KeyEventTime(usize),
     /// Within watermark: the value holds first event time + delay (µs); input column index of
@@ -231,7 +238,10 @@ impl StreamingDeduplicate {
                 .position(|c| is_event_time(schema.field(*c)))
             {
                 Some(p) => Expiry::KeyEventTime(p),
-                None => Expiry::Never,
+                None => match event_time_column(schema) {
+                    Some((column, _)) => Expiry::DataEventTime(column),
+                    None => Expiry::Never,
+                },
             }
         };
         let value_fields = match expiry {
@@ -263,7 +273,9 @@ impl StreamingDeduplicate {
         let version = stores.version();
         let (layout, location) = (&self.layout, &self.location);
         match self.expiry {
-            Expiry::Never => self.by_expiry.begin_empty(version, stores.len()),
+            Expiry::Never | Expiry::DataEventTime(_) => {
+                self.by_expiry.begin_empty(version, stores.len())
+            }
             Expiry::WithinWatermark { .. } => {
                 self.by_expiry
                     .begin(version, stores.all(), |p, _, values| {
@@ -316,6 +328,7 @@ impl StreamingDeduplicate {
         let event_time = match self.expiry {
             Expiry::Never => None,
             Expiry::KeyEventTime(p) => Some(to_micros(&keys[p])?),
+            Expiry::DataEventTime(column) => Some(to_micros(batch.column(column))?),
             Expiry::WithinWatermark { column, .. } => Some(to_micros(batch.column(column))?),
         };
         let mut kept: Vec<u32> = Vec::new();
@@ -398,7 +411,9 @@ impl StreamingDeduplicate {
         removed
     }
 
-    fn has_expiry(&self) -> bool {
+    /// The input carries a watermark: late rows are dropped, and a moving watermark runs a
+    /// no-data batch (Spark's `shouldRunAnotherBatch` for deduplication).
+    fn watches_watermark(&self) -> bool {
         !matches!(self.expiry, Expiry::Never)
     }
 }
@@ -429,7 +444,7 @@ impl StatefulOperator for StreamingDeduplicate {
     ) -> Result<OperatorOutput> {
         let input = inputs.pop().unwrap_or_default();
         let batch = concat_batches(&self.input_schema, &input)?;
-        let late_us = if self.has_expiry() {
+        let late_us = if self.watches_watermark() {
             ctx.late_watermark.as_micros().0
         } else {
             i64::MIN
@@ -459,6 +474,6 @@ impl StatefulOperator for StreamingDeduplicate {
         batch_watermark: WatermarkMs,
         next_watermark: WatermarkMs,
     ) -> bool {
-        self.has_expiry() && next_watermark > batch_watermark
+        self.watches_watermark() && next_watermark > batch_watermark
     }
 }

@@ -374,10 +374,13 @@ impl WatermarkTracker {
         self.global_ms = self.global_ms.max(ms);
     }
     /// Updates with one batch's statistics per watermark node (node index -> (delay, stats)).
-    /// Nodes that saw no rows keep their value; the global watermark never moves back.
+    /// Nodes that saw no rows keep their value; a node that has seen no rows since the query
+    /// (re)started counts as 0, as in Spark, so after a restart the global watermark waits until
+    /// every input has had data again. The global watermark never moves back.
     pub(crate) fn update(&mut self, observed: &HashMap<usize, (i64, EventTimeStats)>) -> i64 {
         for (node, (delay, stats)) in observed {
             if stats.count == 0 {
+                self.per_node.entry(*node).or_insert(0);
                 continue;
             }
             let candidate = stats.max - delay;
@@ -457,6 +460,40 @@ mod tests {
             WatermarkTracker::new(WatermarkPolicy::Min, 500).update(&obs),
             500,
             "restored value is a floor"
+        );
+    }
+
+    /// Spark's `WatermarkTracker` puts 0 for a node that has seen no rows since the query
+    /// started: after a restart (per-node values are not in the checkpoint) the min policy keeps
+    /// the restored watermark until every input has had data again.
+    #[test]
+    fn after_a_restart_an_input_without_data_holds_the_min_watermark() {
+        let empty = EventTimeStats::default();
+        let mut t = WatermarkTracker::new(WatermarkPolicy::Min, 0);
+        t.restore(1_000);
+        let only_left: HashMap<usize, (i64, EventTimeStats)> =
+            [(0, (0, stats(5_000))), (1, (0, empty))]
+                .into_iter()
+                .collect();
+        assert_eq!(
+            t.update(&only_left),
+            1_000,
+            "right input unseen: counts as 0"
+        );
+        let right_too: HashMap<usize, (i64, EventTimeStats)> =
+            [(0, (0, empty)), (1, (0, stats(3_000)))]
+                .into_iter()
+                .collect();
+        assert_eq!(
+            t.update(&right_too),
+            3_000,
+            "both seen: min of their values"
+        );
+        let mut max = WatermarkTracker::new(WatermarkPolicy::Max, 0);
+        assert_eq!(
+            max.update(&only_left),
+            5_000,
+            "max policy ignores the unseen input"
         );
     }
 }
