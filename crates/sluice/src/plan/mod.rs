@@ -26,4 +26,4 @@ pub(crate) mod stateful_nodes;
 
 pub(crate) use analysis::check_streaming_plan;
 pub(crate) use incremental::IncrementalExecution;
-pub(crate) use relation::{is_streaming, streaming_relations, StreamingRelation};
+pub(crate) use relation::{is_streaming, relation_uses, streaming_relations, StreamingRelation};

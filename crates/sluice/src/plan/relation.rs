@@ -94,6 +94,29 @@ fn collect(plan: &LogicalPlan, out: &mut Vec<(u64, Arc<dyn SourceProvider>)>) {
     });
 }
 
+/// How many scans of the plan read the stream `relation_id` (a view used twice is read twice:
+/// Spark counts a source's input rows per use, e.g. both sides of a `UNION ALL` of one view).
+pub(crate) fn relation_uses(plan: &LogicalPlan, relation_id: u64) -> usize {
+    let mut n = 0;
+    count_uses(plan, relation_id, &mut n);
+    n.max(1)
+}
+
+fn count_uses(plan: &LogicalPlan, relation_id: u64, n: &mut usize) {
+    if let LogicalPlan::TableScan(scan) = plan {
+        if StreamingRelation::of_scan(scan).is_some_and(|rel| rel.id == relation_id) {
+            *n += 1;
+        }
+    }
+    for input in plan.inputs() {
+        count_uses(input, relation_id, n);
+    }
+    let _ = plan.apply_subqueries(|sub| {
+        count_uses(sub, relation_id, n);
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+}
+
 /// True when the plan reads at least one stream.
 pub(crate) fn is_streaming(plan: &LogicalPlan) -> bool {
     !streaming_relations(plan).is_empty()

@@ -233,3 +233,115 @@ fn stream_static_joins_run_and_the_wrong_side_outer_joins_are_refused() {
         assert_eq!(err.class(), "UNSUPPORTED_STREAMING_OPERATION");
     }
 }
+
+/// Spark's `StreamingDeduplicationSuite` rule: `dropDuplicates("id")` over a watermarked input
+/// whose event time is not a key still drops (and counts) rows at or before the watermark, keeps
+/// every key forever, and runs a no-data batch whenever the watermark moves. Figures recorded on
+/// PySpark 3.5.7 (`local[1]`, one shuffle partition): numRowsTotal 2, 2, 3, 3; one row dropped by
+/// the watermark in batch 2; nothing removed.
+#[test]
+fn dedup_without_the_event_time_key_drops_late_rows_but_never_evicts() {
+    let d = dirs();
+    let s = session();
+    let frame = s
+        .read_stream()
+        .format("json")
+        .schema("id STRING, ts TIMESTAMP")
+        .unwrap()
+        .load(d.input.display().to_string())
+        .unwrap()
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .drop_duplicates(["id"])
+        .unwrap();
+    let out: Arc<Mutex<Vec<(u64, usize)>>> = Arc::default();
+    let sink = out.clone();
+    let ckpt = d.checkpoint.display().to_string();
+    let run = |frame: &sluice::StreamFrame| {
+        let sink = sink.clone();
+        let q = frame
+            .write_stream()
+            .option("checkpointLocation", &ckpt)
+            .trigger(Trigger::AvailableNow)
+            .foreach_batch(move |data, id| {
+                sink.lock().unwrap().push((id, data.num_rows()));
+                Ok(())
+            })
+            .start()
+            .unwrap();
+        q.await_termination().unwrap();
+        q.recent_progress()
+            .iter()
+            .map(|p| {
+                let op = &p.state_operators[0];
+                (
+                    p.batch_id,
+                    p.num_input_rows,
+                    op.num_rows_total,
+                    op.num_rows_dropped_by_watermark,
+                    op.num_rows_removed,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let line = |id: &str, t: &str| format!("{{\"id\": \"{id}\", \"ts\": \"2026-01-01T{t}:00\"}}\n");
+    add_file(
+        &d.input,
+        "1.json",
+        &(line("a", "12:00") + &line("b", "12:30")),
+        1,
+    );
+    let first = run(&frame);
+    add_file(
+        &d.input,
+        "2.json",
+        &(line("c", "12:05") + &line("a", "12:40") + &line("d", "12:41")),
+        2,
+    );
+    let second = run(&frame);
+    assert_eq!(first, vec![(0, 2, 2, 0, 0), (1, 0, 2, 0, 0)]);
+    assert_eq!(second, vec![(2, 3, 3, 1, 0), (3, 0, 3, 0, 0)]);
+    assert_eq!(*out.lock().unwrap(), vec![(0, 2), (1, 0), (2, 1), (3, 0)]);
+}
+
+/// Spark counts a source's input rows once per use: `SELECT k FROM s UNION ALL SELECT k FROM s`
+/// over 3 rows reports numInputRows 6 (PySpark 3.5.7), for the query and for the source.
+#[test]
+fn a_source_used_twice_counts_its_rows_per_use() {
+    let d = dirs();
+    let s = session();
+    s.read_stream()
+        .format("json")
+        .schema("k STRING, v INT")
+        .unwrap()
+        .load(d.input.display().to_string())
+        .unwrap()
+        .create_or_replace_temp_view("s")
+        .unwrap();
+    add_file(
+        &d.input,
+        "1.json",
+        "{\"k\": \"a\", \"v\": 1}\n{\"k\": \"b\", \"v\": 2}\n{\"k\": \"a\", \"v\": 3}\n",
+        1,
+    );
+    let rows: Arc<Mutex<usize>> = Arc::default();
+    let sink = rows.clone();
+    let q = s
+        .sql("SELECT k FROM s UNION ALL SELECT k FROM s")
+        .unwrap()
+        .write_stream()
+        .option("checkpointLocation", d.checkpoint.display())
+        .trigger(Trigger::AvailableNow)
+        .foreach_batch(move |data, _| {
+            *sink.lock().unwrap() += data.num_rows();
+            Ok(())
+        })
+        .start()
+        .unwrap();
+    q.await_termination().unwrap();
+    let p = q.recent_progress();
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].num_input_rows, 6);
+    assert_eq!(p[0].sources[0].num_input_rows, 6);
+    assert_eq!(*rows.lock().unwrap(), 6);
+}

@@ -195,8 +195,8 @@ impl ContinuousExecution {
                 .write_continuous(self.epoch, &data)
                 .map_err(|e| e.context(format!("epoch {}: sink {sink}", self.epoch)))?;
             epoch.process += t.elapsed();
-            epoch.rows += n;
-            epoch.per_source[i] += n;
+            epoch.rows += n * slot.uses;
+            epoch.per_source[i] += n * slot.uses;
             epoch.output_rows += written;
         }
         Ok(got_rows)

@@ -64,6 +64,8 @@ pub(crate) struct SourceSlot<S> {
     /// The `StreamingRelation` id its rows are bound to.
     pub relation_id: u64,
     pub provider: Arc<dyn SourceProvider>,
+    /// How many scans of the query read it; its input rows count once per use, as in Spark.
+    pub uses: usize,
     /// A micro-batch `Source` or a `ContinuousReader`.
     pub source: S,
 }
@@ -166,6 +168,7 @@ impl StreamExecution {
             let source = create_source(&provider, &ctx, start)?;
             sources.push(SourceSlot {
                 relation_id,
+                uses: crate::plan::relation_uses(&spec.plan, relation_id),
                 provider,
                 source,
             });

@@ -100,7 +100,7 @@ impl MicroBatchSources {
                     from.unwrap_or_else(|| "the start".into()),
                 ))
             })?;
-            read.push((got.num_rows(), got.metrics));
+            read.push((got.num_rows() * slot.uses, got.metrics));
             inputs
                 .entry(slot.relation_id)
                 .or_default()
