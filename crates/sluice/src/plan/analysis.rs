@@ -121,12 +121,34 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
                     ));
                 }
             }
-            LogicalPlan::Limit(_) => {
-                return Err(SluiceError::not_supported_yet(
-                    "LIMIT on a streaming query is not supported yet; use foreach_batch to take \
-                     rows from each batch",
+            // Spark: a limit over a complete-mode aggregation takes the top rows of each batch's
+            // whole result (the state keeps every key); update mode refuses limits; append mode
+            // needs Spark's stateful global limit, which Sluice does not have yet.
+            LogicalPlan::Limit(l) if l.skip.is_some() => {
+                return Err(SluiceError::query(
+                    class::UNSUPPORTED_STREAMING_OPERATION,
+                    "Offset is not supported on streaming DataFrames/Datasets. Remove the OFFSET, \
+                     or skip rows inside foreach_batch.",
                 ))
             }
+            LogicalPlan::Limit(_) => match mode {
+                OutputMode::Complete if plan.inputs().iter().any(|i| contains_aggregate(i)) => {}
+                OutputMode::Update => {
+                    return Err(SluiceError::query(
+                        class::UNSUPPORTED_STREAMING_OPERATION,
+                        "Limits are not supported on streaming DataFrames/Datasets in Update \
+                         output mode. Use complete mode over an aggregation, or take rows inside \
+                         foreach_batch.",
+                    ))
+                }
+                _ => {
+                    return Err(SluiceError::not_supported_yet(
+                        "LIMIT on a streaming query outside a complete-mode aggregation (Spark's \
+                         stateful global limit) is not supported yet; use foreach_batch to take \
+                         rows from each batch",
+                    ))
+                }
+            },
             LogicalPlan::Window(_) => {
                 return Err(SluiceError::query(
                     class::NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING,
