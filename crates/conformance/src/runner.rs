@@ -227,14 +227,7 @@ fn run_one(
     };
     let result = execute_variant(s, run, mode, ws, variant);
     match (result, expect_error) {
-        (Err(e), Some(want)) => {
-            let kind = error_kind(&e);
-            if kind == want.kind {
-                Ok(())
-            } else {
-                Err(format!("expected a {} error, got {kind}: {e}", want.kind))
-            }
-        }
+        (Err(e), Some(want)) => check_error(&e, want),
         (Err(e), None) => Err(format!("query failed: {e}")),
         (Ok(_), Some(want)) => Err(format!(
             "expected a {} error ({}), but the run succeeded",
@@ -272,6 +265,31 @@ fn run_one(
             }
             compare_batches(s, expect, &seen, &progress)
         }
+    }
+}
+
+/// Does a failed run fail the way `want` says? For kind `error_class`, Sluice's class must equal
+/// Spark's recorded class; the other kinds go through [`error_kind`].
+fn check_error(e: &SluiceError, want: &ExpectError) -> Result<(), String> {
+    if want.kind == "error_class" {
+        let class = want
+            .class
+            .as_deref()
+            .ok_or("expect_error has kind error_class but no recorded class")?;
+        return if e.class() == class {
+            Ok(())
+        } else {
+            Err(format!(
+                "expected an error of class {class}, got {}: {e}",
+                e.class()
+            ))
+        };
+    }
+    let kind = error_kind(e);
+    if kind == want.kind {
+        Ok(())
+    } else {
+        Err(format!("expected a {} error, got {kind}: {e}", want.kind))
     }
 }
 
@@ -393,10 +411,13 @@ fn execute_keeping_partial(
     one_file_per_trigger: bool,
 ) -> Result<Attempt, (SluiceError, Attempt)> {
     let nothing = |e: SluiceError| (e, Attempt::default());
-    let session = Session::builder()
-        .shuffle_partitions(s.shuffle_partitions)
-        .build()
-        .map_err(nothing)?;
+    let mut builder = Session::builder().shuffle_partitions(s.shuffle_partitions);
+    // The scenario's Spark confs (spark.sql.caseSensitive, spark.sql.ansi.enabled, ...), as
+    // Spark's `spark.conf.set` before the query: on the session every source and query uses.
+    for (k, v) in &s.conf {
+        builder = builder.config(k, v);
+    }
+    let session = builder.build().map_err(nothing)?;
     for (k, v) in conf {
         session.set_conf(k, v);
     }

@@ -1,4 +1,6 @@
-//! The scenario file model of `shared/conformance/FORMAT.md`.
+//! The scenario file model of `shared/conformance/FORMAT.md`, with the extensions of Sluice's own
+//! corpus (`crates/conformance/scenarios/README.md`): scenario-level `conf`, the `text` source
+//! format, nested values in rows and `expect_error.class` with the `error_class` kind.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +14,9 @@ pub struct Scenario {
     pub description: String,
     #[serde(default = "default_partitions")]
     pub shuffle_partitions: usize,
+    /// Spark confs set on the session before the sources and the query are defined.
+    #[serde(default)]
+    pub conf: BTreeMap<String, String>,
     pub sources: BTreeMap<String, SourceDef>,
     pub query: String,
     pub output_mode: String,
@@ -24,9 +29,16 @@ fn default_partitions() -> usize {
     2
 }
 
+/// The schema of Spark's text source.
+fn default_text_schema() -> String {
+    "value STRING".to_string()
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct SourceDef {
+    /// `json`, `csv`, `text` (streaming file sources) or `static`.
     pub format: String,
+    #[serde(default = "default_text_schema")]
     pub schema: String,
     #[serde(default)]
     pub options: BTreeMap<String, String>,
@@ -85,7 +97,11 @@ pub struct ExpectBatch {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct ExpectError {
+    /// `output_mode`, `state_schema` or `error_class`.
     pub kind: String,
+    /// Spark's error class (recorded); with kind `error_class`, Sluice's must equal it.
+    #[serde(default)]
+    pub class: Option<String>,
     #[serde(default)]
     pub contains: Option<String>,
 }

@@ -1,4 +1,7 @@
-//! Canonical values (FORMAT.md "Canonical values") and row comparison.
+//! Canonical values (FORMAT.md "Canonical values") and row comparison, nested values included
+//! (`crates/conformance/scenarios/README.md`): a struct is a JSON object, a list (List,
+//! LargeList, FixedSizeList) a JSON array, a map a JSON object keyed by the canonical key value
+//! rendered as a string. Objects compare key by key, arrays in order, numbers with the tolerance.
 
 use std::collections::BTreeMap;
 
@@ -101,6 +104,41 @@ pub fn cell(a: &ArrayRef, i: usize) -> Value {
             .downcast_ref::<Decimal128Array>()
             .map(|x| float(x.value(i) as f64 / 10f64.powi(*s as i32)))
             .unwrap_or(Value::Null),
+        DataType::Struct(_) => any
+            .downcast_ref::<StructArray>()
+            .map(|x| {
+                let fields = x.fields().iter().zip(x.columns());
+                Value::Object(
+                    fields
+                        .map(|(f, c)| (f.name().clone(), cell(c, i)))
+                        .collect(),
+                )
+            })
+            .unwrap_or(Value::Null),
+        DataType::List(_) => any
+            .downcast_ref::<ListArray>()
+            .map(|x| list(&x.value(i)))
+            .unwrap_or(Value::Null),
+        DataType::LargeList(_) => any
+            .downcast_ref::<LargeListArray>()
+            .map(|x| list(&x.value(i)))
+            .unwrap_or(Value::Null),
+        DataType::FixedSizeList(_, _) => any
+            .downcast_ref::<FixedSizeListArray>()
+            .map(|x| list(&x.value(i)))
+            .unwrap_or(Value::Null),
+        DataType::Map(_, _) => any
+            .downcast_ref::<MapArray>()
+            .map(|x| {
+                let entries = x.value(i);
+                let (keys, values) = (entries.column(0), entries.column(1));
+                Value::Object(
+                    (0..entries.len())
+                        .map(|j| (map_key(&cell(keys, j)), cell(values, j)))
+                        .collect(),
+                )
+            })
+            .unwrap_or(Value::Null),
         _ => {
             let opts = FormatOptions::default();
             match ArrayFormatter::try_new(a.as_ref(), &opts) {
@@ -108,6 +146,20 @@ pub fn cell(a: &ArrayRef, i: usize) -> Value {
                 Err(_) => Value::Null,
             }
         }
+    }
+}
+
+/// Every element of a list value, canonical.
+fn list(values: &ArrayRef) -> Value {
+    Value::Array((0..values.len()).map(|j| cell(values, j)).collect())
+}
+
+/// A map key as a JSON object key: a string as it is, anything else as its JSON text (ints
+/// as decimal), as the recorder renders it.
+fn map_key(key: &Value) -> String {
+    match key {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -133,9 +185,18 @@ pub fn rows_of<'a>(batches: impl IntoIterator<Item = &'a RecordBatch>) -> Vec<Ro
     out
 }
 
-/// Equal up to the float tolerance (integers and floats compare by value).
+/// Equal up to the float tolerance (integers and floats compare by value), recursively: objects
+/// key by key, arrays element by element in order.
 pub fn values_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| values_equal(v, w)))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| values_equal(v, w))
+        }
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
             (Some(p), Some(q)) => p == q,
             _ => {
@@ -235,5 +296,104 @@ mod tests {
             false
         )
         .is_ok());
+    }
+
+    fn cells(a: ArrayRef) -> Vec<Value> {
+        (0..a.len()).map(|i| cell(&a, i)).collect()
+    }
+
+    #[test]
+    fn a_struct_is_an_object_with_canonical_timestamps_inside() {
+        use arrow::array::{Int64Array, StringArray, StructArray, TimestampMicrosecondArray};
+        use arrow::datatypes::Field;
+        use std::sync::Arc;
+        let ts = TimestampMicrosecondArray::from(vec![Some(1_789_473_600_500_000), None])
+            .with_timezone("UTC");
+        let s = StructArray::from(vec![
+            (
+                Arc::new(Field::new("userId", DataType::Utf8, true)),
+                Arc::new(StringArray::from(vec![Some("u1"), None])) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new(
+                    "at",
+                    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                    true,
+                )),
+                Arc::new(ts) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new("n", DataType::Int64, true)),
+                Arc::new(Int64Array::from(vec![7, 8])) as ArrayRef,
+            ),
+        ]);
+        assert_eq!(
+            cells(Arc::new(s)),
+            vec![
+                json!({"userId": "u1", "at": "2026-09-15T12:00:00.5", "n": 7}),
+                json!({"userId": null, "at": null, "n": 8}),
+            ]
+        );
+    }
+
+    #[test]
+    fn lists_of_every_arrow_kind_are_arrays_and_a_null_list_is_null() {
+        use arrow::array::{FixedSizeListArray, LargeListArray, ListArray};
+        use arrow::datatypes::Int32Type;
+        use std::sync::Arc;
+        let data = vec![Some(vec![Some(1), None, Some(3)]), None, Some(vec![])];
+        let want = vec![json!([1, null, 3]), Value::Null, json!([])];
+        let l = ListArray::from_iter_primitive::<Int32Type, _, _>(data.clone());
+        assert_eq!(cells(Arc::new(l)), want);
+        let l = LargeListArray::from_iter_primitive::<Int32Type, _, _>(data);
+        assert_eq!(cells(Arc::new(l)), want);
+        let f = FixedSizeListArray::from_iter_primitive::<Int32Type, _, _>(
+            vec![Some(vec![Some(1), Some(2)]), None],
+            2,
+        );
+        assert_eq!(cells(Arc::new(f)), vec![json!([1, 2]), Value::Null]);
+    }
+
+    #[test]
+    fn a_map_is_an_object_keyed_by_the_key_text() {
+        use arrow::array::{Int32Builder, MapBuilder, StringBuilder};
+        use std::sync::Arc;
+        let mut b = MapBuilder::new(None, Int32Builder::new(), StringBuilder::new());
+        b.keys().append_value(1);
+        b.values().append_value("one");
+        b.keys().append_value(20);
+        b.values().append_null();
+        b.append(true).unwrap();
+        b.append(false).unwrap();
+        b.append(true).unwrap();
+        assert_eq!(
+            cells(Arc::new(b.finish())),
+            vec![json!({"1": "one", "20": null}), Value::Null, json!({})]
+        );
+        let mut b = MapBuilder::new(None, StringBuilder::new(), Int32Builder::new());
+        b.keys().append_value("clicks");
+        b.values().append_value(3);
+        b.append(true).unwrap();
+        assert_eq!(cells(Arc::new(b.finish())), vec![json!({"clicks": 3})]);
+    }
+
+    #[test]
+    fn nested_values_compare_recursively() {
+        let e = row(json!({"s": {"a": 1, "b": [1.0, {"x": 0.1 + 0.2}]}, "m": {"k": null}}));
+        // object key order does not matter; ints and floats compare by value, with tolerance
+        let same = row(json!({"m": {"k": null}, "s": {"b": [1, {"x": 0.3}], "a": 1.0}}));
+        assert!(compare_rows(&[e.clone()], &[same], true).is_ok());
+        // array order matters
+        let swapped = row(json!({"s": {"a": 1, "b": [{"x": 0.3}, 1]}, "m": {"k": null}}));
+        assert!(compare_rows(&[e.clone()], &[swapped], true).is_err());
+        // a missing field, an extra field, a different leaf value
+        for other in [
+            json!({"s": {"a": 1}, "m": {"k": null}}),
+            json!({"s": {"a": 1, "b": [1, {"x": 0.3}], "c": 2}, "m": {"k": null}}),
+            json!({"s": {"a": 1, "b": [1, {"x": 0.3}]}, "m": {"k": 0}}),
+            json!({"s": {"a": 1, "b": [1, {"x": 0.3}, 2]}, "m": {"k": null}}),
+        ] {
+            assert!(compare_rows(&[e.clone()], &[row(other.clone())], true).is_err(), "{other}");
+        }
     }
 }

@@ -1,16 +1,25 @@
-//! Runs every public conformance scenario (`../shared/conformance/scenarios`, recorded on
-//! Apache Spark) through Sluice. Scenarios that need capabilities not built yet are listed, each
-//! with its reason, in `expected-failures.txt`; every other scenario must pass, and a listed
-//! scenario that starts passing fails this test until it is taken off the list.
+//! Runs both Spark-recorded corpora through Sluice, plainly and in the crash matrix: the public
+//! one (`../shared/conformance/scenarios`) and Sluice's own (`crates/conformance/scenarios`,
+//! recorded with `crates/conformance/record/record_spark.py`). Scenarios that need capabilities
+//! not built yet are listed, each with its reason, in `expected-failures.txt` (names from both
+//! corpora); every other scenario must pass, and a listed scenario that starts passing fails
+//! the plain test until it is taken off the list.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+
+use sluice_conformance::ScenarioOutcome;
 
 fn scenarios_dir() -> PathBuf {
     if let Ok(d) = std::env::var("SLUICE_CONFORMANCE_DIR") {
         return PathBuf::from(d);
     }
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/scenarios")
+}
+
+/// Sluice's own corpus, kept in the repo.
+fn own_scenarios_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios")
 }
 
 fn expected_failures() -> BTreeMap<String, String> {
@@ -25,19 +34,38 @@ fn expected_failures() -> BTreeMap<String, String> {
         .collect()
 }
 
-#[test]
-fn public_scenarios_pass_except_the_listed_expected_failures() {
-    let dir = scenarios_dir();
-    assert!(
-        dir.is_dir(),
-        "conformance scenarios not found at {} — the repo expects shared/ beside the clone, or set SLUICE_CONFORMANCE_DIR",
-        dir.display()
-    );
+/// The `name` of every scenario file of both corpora (that the public one is found is checked
+/// by the public test).
+fn all_scenario_names() -> BTreeSet<String> {
+    let mut dirs = vec![own_scenarios_dir()];
+    if scenarios_dir().is_dir() {
+        dirs.push(scenarios_dir());
+    }
+    let files = sluice_conformance::collect_scenarios(&dirs).unwrap();
+    files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{} is not JSON: {e}", f.display()));
+            v["name"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{} has no name", f.display()))
+                .to_string()
+        })
+        .collect()
+}
+
+/// The scenario name of an outcome without its crash-matrix variant (`name [variant]`).
+fn base_name(o: &ScenarioOutcome) -> &str {
+    o.name.split(" [").next().unwrap_or(&o.name)
+}
+
+/// Plain outcomes against the expected failures: unlisted failures and listed passes.
+fn check_plain(outcomes: &[ScenarioOutcome]) -> Vec<String> {
     let expected = expected_failures();
-    let outcomes = sluice_conformance::run_paths(&[dir], false).unwrap();
-    assert!(!outcomes.is_empty(), "no scenarios found");
     let mut problems = Vec::new();
-    for o in &outcomes {
+    for o in outcomes {
         match (o.passed, expected.get(&o.name)) {
             (true, None) => println!("PASS {}", o.name),
             (false, Some(why)) => println!(
@@ -46,8 +74,9 @@ fn public_scenarios_pass_except_the_listed_expected_failures() {
                 o.message.as_deref().unwrap_or("")
             ),
             (false, None) => problems.push(format!(
-                "FAIL {}: {}",
+                "FAIL {} ({}): {}",
                 o.name,
+                o.path,
                 o.message.as_deref().unwrap_or("")
             )),
             (true, Some(_)) => problems.push(format!(
@@ -56,15 +85,68 @@ fn public_scenarios_pass_except_the_listed_expected_failures() {
             )),
         }
     }
-    for name in expected.keys() {
-        if !outcomes.iter().any(|o| &o.name == name) {
-            problems.push(format!(
-                "expected-failures.txt names {name}, which is not a scenario"
-            ));
-        }
-    }
-    println!("{}", sluice_conformance::summary_line(&outcomes));
+    println!("{}", sluice_conformance::summary_line(outcomes));
+    problems
+}
+
+/// Matrix outcomes: every variant of a scenario not listed as an expected failure passes.
+fn check_matrix(outcomes: &[ScenarioOutcome]) -> Vec<String> {
+    let expected = expected_failures();
+    println!("{}", sluice_conformance::summary_line(outcomes));
+    outcomes
+        .iter()
+        .filter(|o| !o.passed && !expected.contains_key(base_name(o)))
+        .map(|o| format!("{}: {}", o.name, o.message.as_deref().unwrap_or("")))
+        .collect()
+}
+
+#[test]
+fn public_scenarios_pass_except_the_listed_expected_failures() {
+    let dir = scenarios_dir();
+    assert!(
+        dir.is_dir(),
+        "conformance scenarios not found at {} — the repo expects shared/ beside the clone, or set SLUICE_CONFORMANCE_DIR",
+        dir.display()
+    );
+    let outcomes = sluice_conformance::run_paths(&[dir], false).unwrap();
+    assert!(!outcomes.is_empty(), "no scenarios found");
+    let problems = check_plain(&outcomes);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn own_scenarios_pass_except_the_listed_expected_failures() {
+    let outcomes = sluice_conformance::run_paths(&[own_scenarios_dir()], false).unwrap();
+    assert!(
+        outcomes.len() >= 45,
+        "expected Sluice's own corpus of at least 45 scenarios, found {}",
+        outcomes.len()
+    );
+    let problems = check_plain(&outcomes);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Every name in expected-failures.txt is a scenario of one of the corpora, and names are unique
+/// across both.
+#[test]
+fn expected_failures_name_real_scenarios_and_names_are_unique() {
+    let mut dirs = vec![own_scenarios_dir()];
+    if scenarios_dir().is_dir() {
+        dirs.push(scenarios_dir());
+    }
+    let files = sluice_conformance::collect_scenarios(&dirs).unwrap();
+    let names = all_scenario_names();
+    assert_eq!(
+        names.len(),
+        files.len(),
+        "scenario names must be unique across both corpora"
+    );
+    let unknown: Vec<String> = expected_failures()
+        .into_keys()
+        .filter(|n| !names.contains(n))
+        .map(|n| format!("expected-failures.txt names {n}, which is not a scenario"))
+        .collect();
+    assert!(unknown.is_empty(), "{}", unknown.join("\n"));
 }
 
 /// Every stateless scenario passes: the spine's acceptance criterion.
@@ -92,12 +174,15 @@ fn every_stateless_scenario_passes() {
 fn crash_matrix_over_every_public_scenario() {
     let outcomes = sluice_conformance::run_paths_matrix(&[scenarios_dir()], false).unwrap();
     assert!(outcomes.len() >= 6 * 29, "{} outcomes", outcomes.len());
-    let expected = expected_failures();
-    let failed: Vec<String> = outcomes
-        .iter()
-        .filter(|o| !o.passed && !expected.keys().any(|x| o.name.starts_with(x.as_str())))
-        .map(|o| format!("{}: {}", o.name, o.message.as_deref().unwrap_or("")))
-        .collect();
-    println!("{}", sluice_conformance::summary_line(&outcomes));
+    let failed = check_matrix(&outcomes);
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// The crash matrix over Sluice's own corpus.
+#[test]
+fn crash_matrix_over_every_own_scenario() {
+    let outcomes = sluice_conformance::run_paths_matrix(&[own_scenarios_dir()], false).unwrap();
+    assert!(outcomes.len() >= 6 * 45, "{} outcomes", outcomes.len());
+    let failed = check_matrix(&outcomes);
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
