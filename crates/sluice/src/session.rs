@@ -200,9 +200,8 @@ impl Session {
     /// Runs SQL over the session's views and tables. The result is a stream when the query
     /// reads one (`is_streaming()`), else a batch frame.
     pub fn sql(&self, query: &str) -> Result<StreamFrame> {
-        let query = crate::plan::sql::rewrite_window_references(query)?;
-        let df = self.block_on(self.inner.ctx.sql(&query))?;
-        let plan = self.analyze(df.logical_plan().clone())?;
+        let plan = crate::plan::sql::plan_sql(self, query)?;
+        let plan = self.analyze(plan)?;
         Ok(StreamFrame::new(self.clone(), plan))
     }
 
@@ -369,6 +368,37 @@ impl DataFrameReader {
         let plan = LogicalPlanBuilder::scan("files", provider_as_source(Arc::new(table)), None)?
             .build()?;
         Ok(StreamFrame::new(self.session.clone(), plan))
+    }
+}
+
+// Name resolution (plan/sql_names.rs) finds tables through the session's catalog.
+impl crate::plan::sql_names::Tables for Session {
+    fn table(
+        &self,
+        written: &str,
+        rules: crate::plan::names::NameRules,
+    ) -> Result<Option<(String, SchemaRef)>> {
+        let state = self.df_state();
+        let opts = &state.config_options().catalog;
+        let Some(schema) = self
+            .inner
+            .ctx
+            .catalog(&opts.default_catalog)
+            .and_then(|c| c.schema(&opts.default_schema))
+        else {
+            return Ok(None);
+        };
+        let names = schema.table_names();
+        let name = names
+            .iter()
+            .find(|n| n.as_str() == written)
+            .or_else(|| names.iter().find(|n| rules.matches(written, n)));
+        let Some(name) = name else {
+            return Ok(None);
+        };
+        Ok(self
+            .block_on(schema.table(name))?
+            .map(|t| (name.clone(), t.schema())))
     }
 }
 
