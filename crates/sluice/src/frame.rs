@@ -10,13 +10,21 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
-use datafusion::prelude::{col, Expr};
+use datafusion::common::Column;
+use datafusion::prelude::Expr;
 
 use crate::error::{Result, SluiceError};
 use crate::plan::is_streaming;
 use crate::plan::names::{self, NameRules};
 use crate::query::DataStreamWriter;
 use crate::session::Session;
+
+/// A column reference by name (`"user"`, or qualified `"t.user"`), spelled as written: it
+/// resolves as Spark resolves names (ignoring case unless `spark.sql.caseSensitive=true`), and a
+/// projection of it keeps the written spelling as its output name (Spark's `col`).
+pub fn col(name: impl AsRef<str>) -> Expr {
+    Expr::Column(Column::from_qualified_name_ignore_case(name.as_ref()))
+}
 
 /// A streaming (or batch) frame.
 #[derive(Clone)]

@@ -70,7 +70,8 @@ pub mod testing;
 pub mod time_text;
 pub mod types;
 
-pub use datafusion::prelude::{col, lit, Expr};
+pub use datafusion::prelude::{lit, Expr};
+pub use frame::col;
 pub use error::{Fault, Result, SluiceError};
 pub use frame::{GroupedFrame, KeyedFrame, StreamFrame};
 pub use operators::flat_map_groups_with_state::{GroupState, GroupStateTimeout};

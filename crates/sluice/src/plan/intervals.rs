@@ -23,7 +23,7 @@ use datafusion::sql::sqlparser::ast::{
     Value,
 };
 use datafusion::sql::sqlparser::dialect::SparkSqlDialect;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
 use crate::error::Result;
 
@@ -38,14 +38,14 @@ fn is_unit(word: &str) -> bool {
     )
 }
 
-/// `INTERVAL 1 HOUR 30 MINUTES` → `INTERVAL '1 HOUR 30 MINUTES'` (two or more number-unit
-/// pairs); everything else is returned as written.
+/// `INTERVAL 1 HOUR 30 MINUTES` → `(INTERVAL '1' HOUR + INTERVAL '30' MINUTES)` (two or more
+/// number-unit pairs); everything else is returned as written.
 pub(crate) fn merge_multi_unit_intervals(sql: &str) -> String {
     let dialect = SparkSqlDialect {};
     let Ok(tokens) = Tokenizer::new(&dialect, sql).tokenize() else {
         return sql.to_string();
     };
-    let mut out: Vec<Token> = Vec::with_capacity(tokens.len());
+    let mut out: Vec<String> = Vec::with_capacity(tokens.len());
     let mut changed = false;
     let mut i = 0;
     let skip_ws = |mut j: usize| {
@@ -57,7 +57,7 @@ pub(crate) fn merge_multi_unit_intervals(sql: &str) -> String {
     while i < tokens.len() {
         let is_interval = matches!(&tokens[i], Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("interval"));
         if !is_interval {
-            out.push(tokens[i].clone());
+            out.push(tokens[i].to_string());
             i += 1;
             continue;
         }
@@ -80,7 +80,7 @@ pub(crate) fn merge_multi_unit_intervals(sql: &str) -> String {
             let u = skip_ws(k + 1);
             match tokens.get(u) {
                 Some(Token::Word(w)) if w.quote_style.is_none() && is_unit(&w.value) => {
-                    pairs.push(format!("{sign}{num} {}", w.value));
+                    pairs.push(format!("INTERVAL '{sign}{num}' {}", w.value));
                     j = u + 1;
                     end = j;
                 }
@@ -88,20 +88,18 @@ pub(crate) fn merge_multi_unit_intervals(sql: &str) -> String {
             }
         }
         if pairs.len() >= 2 {
-            out.push(tokens[i].clone());
-            out.push(Token::Whitespace(Whitespace::Space));
-            out.push(Token::SingleQuotedString(pairs.join(" ")));
+            out.push(format!("({})", pairs.join(" + ")));
             changed = true;
             i = end;
         } else {
-            out.push(tokens[i].clone());
+            out.push(tokens[i].to_string());
             i += 1;
         }
     }
     if !changed {
         return sql.to_string();
     }
-    out.iter().map(|t| t.to_string()).collect()
+    out.concat()
 }
 
 fn field_name(f: &DateTimeField) -> Option<&'static str> {
@@ -164,14 +162,37 @@ pub(crate) fn interval_text(iv: &Interval) -> Result<Option<String>> {
     Ok(Some(body))
 }
 
-fn string_interval(text: String) -> SqlExpr {
-    SqlExpr::Interval(Interval {
-        value: Box::new(SqlExpr::value(Value::SingleQuotedString(text))),
-        leading_field: None,
-        leading_precision: None,
-        last_field: None,
-        fractional_seconds_precision: None,
-    })
+/// `n1 unit1 n2 unit2 ...` as `(INTERVAL 'n1' UNIT1 + INTERVAL 'n2' UNIT2 ...)`, which both
+/// DataFusion's planner and its expression parser (Spark dialect: a unit is required) take.
+fn sum_of_intervals(text: &str) -> SqlExpr {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut terms = words.chunks(2).filter_map(|c| match c {
+        [n, u] => {
+            let field = match u.trim_end_matches('s').to_ascii_lowercase().as_str() {
+                "year" => DateTimeField::Year,
+                "month" => DateTimeField::Month,
+                "day" => DateTimeField::Day,
+                "hour" => DateTimeField::Hour,
+                "minute" => DateTimeField::Minute,
+                _ => DateTimeField::Second,
+            };
+            Some(SqlExpr::Interval(Interval {
+                value: Box::new(SqlExpr::value(Value::SingleQuotedString(n.to_string()))),
+                leading_field: Some(field),
+                leading_precision: None,
+                last_field: None,
+                fractional_seconds_precision: None,
+            }))
+        }
+        _ => None,
+    });
+    let first = terms.next().unwrap_or_else(|| SqlExpr::value(Value::Null));
+    let sum = terms.fold(first, |acc, t| SqlExpr::BinaryOp {
+        left: Box::new(acc),
+        op: datafusion::sql::sqlparser::ast::BinaryOperator::Plus,
+        right: Box::new(t),
+    });
+    SqlExpr::Nested(Box::new(sum))
 }
 
 /// Rewrites Spark's range interval literals into forms DataFusion plans.
@@ -213,7 +234,7 @@ fn rewrite_one(e: &mut SqlExpr) -> Result<bool> {
             let Some(text) = interval_text(iv)? else {
                 return Ok(false);
             };
-            *e = string_interval(text);
+            *e = sum_of_intervals(&text);
             Ok(true)
         }
         _ => Ok(false),
@@ -228,7 +249,7 @@ mod tests {
     fn multi_unit_intervals_become_one_literal() {
         assert_eq!(
             merge_multi_unit_intervals("SELECT ts + INTERVAL 1 HOUR 30 MINUTES AS t FROM s"),
-            "SELECT ts + INTERVAL '1 HOUR 30 MINUTES' AS t FROM s"
+            "SELECT ts + (INTERVAL '1' HOUR + INTERVAL '30' MINUTES) AS t FROM s"
         );
         let q = "SELECT ts + INTERVAL 10 MINUTES FROM s";
         assert_eq!(merge_multi_unit_intervals(q), q);
