@@ -350,3 +350,98 @@ fn spark_interval_literals_in_arithmetic() {
         .unwrap_err();
     assert!(e.is("INVALID_INTERVAL"), "{e}");
 }
+
+/// Four JSON streams with watermarks (10 s), as in the PySpark run: views `A`, `B`, `C`
+/// (`k INT, ts TIMESTAMP, <x>v STRING`) and `S` (`k, ts, v`), and the static table `T`.
+fn join_inputs(s: &Session, d: &crate::support::Dirs) {
+    let files = [
+        (
+            "A",
+            "av",
+            "{\"k\":1,\"ts\":\"2026-01-01T00:00:00Z\",\"av\":\"a1\"}\n{\"k\":null,\"ts\":\"2026-01-01T00:00:05Z\",\"av\":\"anull\"}\n{\"k\":2,\"ts\":\"2026-01-01T00:00:10Z\",\"av\":\"a2\"}\n",
+        ),
+        (
+            "B",
+            "bv",
+            "{\"k\":1,\"ts\":\"2026-01-01T00:00:01Z\",\"bv\":\"b1\"}\n{\"k\":null,\"ts\":\"2026-01-01T00:00:06Z\",\"bv\":\"bnull\"}\n{\"k\":3,\"ts\":\"2026-01-01T00:00:11Z\",\"bv\":\"b3\"}\n",
+        ),
+        (
+            "C",
+            "cv",
+            "{\"k\":1,\"ts\":\"2026-01-01T00:00:02Z\",\"cv\":\"c1\"}\n{\"k\":2,\"ts\":\"2026-01-01T00:00:12Z\",\"cv\":\"c2\"}\n",
+        ),
+        (
+            "S",
+            "v",
+            "{\"k\":1,\"ts\":\"2026-01-01T00:00:00Z\",\"v\":\"x\"}\n{\"k\":1,\"ts\":\"2026-01-01T00:00:03Z\",\"v\":\"y\"}\n{\"k\":2,\"ts\":\"2026-01-01T00:00:04Z\",\"v\":\"z\"}\n",
+        ),
+    ];
+    for (name, value, body) in files {
+        let dir = d.input.join(name);
+        add_file(&dir, "part-0.json", body, 1);
+        s.read_stream()
+            .format("json")
+            .schema(&format!("k INT, ts TIMESTAMP, {value} STRING"))
+            .unwrap()
+            .load(dir.display().to_string())
+            .unwrap()
+            .with_watermark("ts", "10 seconds")
+            .unwrap()
+            .create_or_replace_temp_view(name)
+            .unwrap();
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int32, true),
+        Field::new("sv", DataType::Utf8, true),
+    ]));
+    let b = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int32Array::from(vec![Some(1), None])),
+            Arc::new(arrow::array::StringArray::from(vec!["s1", "snull"])),
+        ],
+    )
+    .unwrap();
+    s.register_batches("T", schema, vec![b]).unwrap();
+}
+
+#[test]
+fn null_safe_equality_is_a_join_key_and_null_keys_match_each_other() {
+    let d = dirs();
+    let s = session();
+    join_inputs(&s, &d);
+    let both = strs(&["a1|b1", "anull|bnull"]);
+    // Spark: [('a1', 'b1'), ('anull', 'bnull')] for each of these
+    let q = "SELECT A.av, B.bv FROM A JOIN B ON A.k <=> B.k AND B.ts BETWEEN A.ts - INTERVAL 5 SECONDS AND A.ts + INTERVAL 5 SECONDS";
+    assert_eq!(run_stream(&s, q, "ns1").1, both);
+    // the only key of a stream-stream join
+    let q = "SELECT A.av, B.bv FROM A JOIN B ON A.k <=> B.k";
+    assert_eq!(run_stream(&s, q, "ns2").1, both);
+    let q = "SELECT A.av, B.bv FROM A LEFT JOIN B ON A.k <=> B.k AND B.ts BETWEEN A.ts - INTERVAL 5 SECONDS AND A.ts + INTERVAL 5 SECONDS";
+    assert_eq!(run_stream(&s, q, "ns3").1, both);
+    // stream-static: [('a1', 's1'), ('anull', 'snull')]
+    let q = "SELECT A.av, T.sv FROM A JOIN T ON A.k <=> T.k";
+    assert_eq!(run_stream(&s, q, "ns4").1, strs(&["a1|s1", "anull|snull"]));
+    // plain equality: the null keys do not match
+    let q = "SELECT A.av, B.bv FROM A JOIN B ON A.k = B.k";
+    assert_eq!(run_stream(&s, q, "ns5").1, strs(&["a1|b1"]));
+}
+
+#[test]
+fn a_stream_joined_with_itself_and_three_streams_in_a_chain() {
+    let d = dirs();
+    let s = session();
+    join_inputs(&s, &d);
+    // Spark: [('x','x'), ('x','y'), ('y','x'), ('y','y'), ('z','z')]
+    let q = "SELECT l.v AS lv, r.v AS rv FROM S l JOIN S r ON l.k = r.k AND r.ts BETWEEN l.ts - INTERVAL 5 SECONDS AND l.ts + INTERVAL 5 SECONDS";
+    assert_eq!(
+        run_stream(&s, q, "self").1,
+        strs(&["x|x", "x|y", "y|x", "y|y", "z|z"])
+    );
+    // Spark: [('a1', 'b1', 'c1')]
+    let q = "SELECT A.av, B.bv, C.cv FROM A JOIN B ON A.k = B.k AND B.ts BETWEEN A.ts - INTERVAL 5 SECONDS AND A.ts + INTERVAL 5 SECONDS JOIN C ON B.k = C.k AND C.ts BETWEEN B.ts - INTERVAL 5 SECONDS AND B.ts + INTERVAL 5 SECONDS";
+    assert_eq!(run_stream(&s, q, "chain").1, strs(&["a1|b1|c1"]));
+    // Spark: a range bound with a MINUTE TO SECOND interval: [('a1', 'c1'), ('a2', 'c2')]
+    let q = "SELECT A.av, C.cv FROM A JOIN C ON A.k = C.k AND C.ts BETWEEN A.ts - INTERVAL '0:05' MINUTE TO SECOND AND A.ts + INTERVAL '0:05' MINUTE TO SECOND";
+    assert_eq!(run_stream(&s, q, "range").1, strs(&["a1|c1", "a2|c2"]));
+}
