@@ -239,7 +239,7 @@ mod tests {
             "leftKey"
         );
         let e = resolve_expr(INSENSITIVE, &s, col("leftkey").eq(col("t.VAL"))).unwrap();
-        assert_eq!(e.to_string(), "t.leftKey = t.Val");
+        assert_eq!(e.to_string(), "leftKey = t.Val");
     }
 
     #[test]
