@@ -190,6 +190,11 @@ impl Session {
 
     /// A streaming frame over any source provider (custom sources plug in here).
     pub fn stream(&self, provider: Arc<dyn SourceProvider>) -> Result<StreamFrame> {
+        // Spark's COLUMN_ALREADY_EXISTS under the session's name rules (plan/names.rs).
+        crate::plan::names::check_duplicate_columns(
+            crate::plan::names::NameRules::of(self)?,
+            &provider.schema(),
+        )?;
         let relation = StreamingRelation::new(provider);
         let name = format!("stream_{}", relation.id());
         let plan = LogicalPlanBuilder::scan(name, provider_as_source(Arc::new(relation)), None)?

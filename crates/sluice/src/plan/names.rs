@@ -134,6 +134,29 @@ pub(crate) fn unresolved(written: &str, what: &str, candidates: &[&str]) -> Slui
     )
 }
 
+/// Spark's `COLUMN_ALREADY_EXISTS`: two columns of a source schema whose names match under
+/// `rules` (`userId` and `userid` while `spark.sql.caseSensitive=false`).
+pub(crate) fn check_duplicate_columns(
+    rules: NameRules,
+    schema: &arrow::datatypes::Schema,
+) -> Result<()> {
+    let fields = schema.fields();
+    for (i, f) in fields.iter().enumerate() {
+        if fields[..i].iter().any(|p| rules.matches(f.name(), p.name())) {
+            let n = f.name().to_ascii_lowercase();
+            return Err(SluiceError::query(
+                class::COLUMN_ALREADY_EXISTS,
+                format!(
+                    "[COLUMN_ALREADY_EXISTS] The column `{n}` already exists. Choose another \
+                     name or rename the existing column (names match ignoring case unless \
+                     spark.sql.caseSensitive=true)."
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The schema's spelling of the column `written` (a name, not a qualified path), or
 /// `UNRESOLVED_COLUMN.WITH_SUGGESTION` listing the columns.
 pub(crate) fn resolve_column_name(

@@ -642,6 +642,46 @@ fn constraint(op: &mut JoinOperator) -> Option<&mut JoinConstraint> {
     }
 }
 
+/// The names of a chain of `.name` accesses, if it is only that.
+fn dot_fields(chain: &[datafusion::sql::sqlparser::ast::AccessExpr]) -> Option<Vec<String>> {
+    chain
+        .iter()
+        .map(|a| match a {
+            datafusion::sql::sqlparser::ast::AccessExpr::Dot(SqlExpr::Identifier(id)) => {
+                Some(id.value.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// `get_field(e, 'name')`.
+fn get_field(e: SqlExpr, name: &str) -> SqlExpr {
+    use datafusion::sql::sqlparser::ast::{
+        Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments,
+        ObjectName, Value,
+    };
+    SqlExpr::Function(Function {
+        name: ObjectName::from(vec![Ident::new("get_field")]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: vec![
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)),
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(SqlExpr::value(
+                    Value::SingleQuotedString(name.to_string()),
+                ))),
+            ],
+            clauses: Vec::new(),
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: Vec::new(),
+    })
+}
+
 struct ExprVisitor<'a, 'r> {
     r: &'a Resolver<'r>,
     scope: &'a Scope<'a>,
@@ -692,6 +732,18 @@ impl VisitorMut for ExprVisitor<'_, '_> {
                         SqlExpr::CompoundIdentifier(p) => p.clone(),
                         _ => Vec::new(),
                     };
+                    if written.is_empty() {
+                        // `window(ts, '10 seconds').end`: fields of a computed struct, which
+                        // DataFusion plans only as `get_field`.
+                        if let Some(fields) = dot_fields(access_chain) {
+                            let mut cur = (**root).clone();
+                            for f in fields {
+                                cur = get_field(cur, &f);
+                            }
+                            *e = cur;
+                            return Ok(());
+                        }
+                    }
                     if !written.is_empty() {
                         if let Some(r) = self.r.lookup(&written, self.scope, self.aliases)? {
                             **root = to_expr(r.parts);
