@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
 use datafusion::common::Column;
+use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
 use datafusion::prelude::Expr;
 
 use crate::error::{Result, SluiceError};

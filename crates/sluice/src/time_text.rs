@@ -79,7 +79,10 @@ pub fn parse_interval_micros(s: &str) -> Result<i64> {
     };
     if let Some(quoted) = rest.strip_prefix('\'') {
         if let Some((value, tail)) = quoted.split_once('\'') {
-            let tail: Vec<String> = tail.split_whitespace().map(|w| w.to_ascii_uppercase()).collect();
+            let tail: Vec<String> = tail
+                .split_whitespace()
+                .map(|w| w.to_ascii_uppercase())
+                .collect();
             if let [from, to_kw, to] = tail.as_slice() {
                 if to_kw == "TO" {
                     return parse_interval_micros(&range_interval_text(value, from, to)?);
@@ -155,7 +158,12 @@ pub(crate) fn range_interval_text(value: &str, from: &str, to: &str) -> Result<S
         ("HOUR", "MINUTE") => &["hours", "minutes"],
         ("HOUR", "SECOND") => &["hours", "minutes", "seconds"],
         ("MINUTE", "SECOND") => &["minutes", "seconds"],
-        _ => return Err(bad_range(&shown, format!("{from} TO {to} is not a Spark interval range"))),
+        _ => {
+            return Err(bad_range(
+                &shown,
+                format!("{from} TO {to} is not a Spark interval range"),
+            ))
+        }
     };
     let parts: Vec<&str> = if from == "YEAR" {
         body.splitn(2, '-').collect()
@@ -163,7 +171,9 @@ pub(crate) fn range_interval_text(value: &str, from: &str, to: &str) -> Result<S
         let (d, rest) = body
             .split_once(' ')
             .ok_or_else(|| bad_range(&shown, "expected the days, a space, then the time"))?;
-        std::iter::once(d.trim()).chain(rest.trim().split(':')).collect()
+        std::iter::once(d.trim())
+            .chain(rest.trim().split(':'))
+            .collect()
     } else {
         body.split(':').collect()
     };
@@ -220,7 +230,6 @@ mod tests {
         assert!(range_interval_text("1-2", "MINUTE", "SECOND").is_err());
     }
 
-
     #[test]
     fn both_forms() {
         let t = 1_771_063_200_000_000; // 2026-02-14 10:00:00 UTC
@@ -245,14 +254,20 @@ mod tests {
     fn watermark_delays_take_sparks_interval_forms() {
         // Spark 3.5 accepts each of these in withWatermark (and refuses "1:30").
         let s = 1_000_000;
-        assert_eq!(parse_interval_micros("1 minute 30 seconds").unwrap(), 90 * s);
+        assert_eq!(
+            parse_interval_micros("1 minute 30 seconds").unwrap(),
+            90 * s
+        );
         assert_eq!(parse_interval_micros("interval 1 minute").unwrap(), 60 * s);
         assert_eq!(
             parse_interval_micros("INTERVAL '1:30' MINUTE TO SECOND").unwrap(),
             90 * s
         );
         assert_eq!(parse_interval_micros("10 MINUTES").unwrap(), 600 * s);
-        assert_eq!(parse_interval_micros("INTERVAL '10' MINUTE").unwrap(), 600 * s);
+        assert_eq!(
+            parse_interval_micros("INTERVAL '10' MINUTE").unwrap(),
+            600 * s
+        );
         assert_eq!(
             parse_interval_micros("interval '1 2:03:04' day to second").unwrap(),
             (86_400 + 7_384) * s

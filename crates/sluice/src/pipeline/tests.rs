@@ -559,7 +559,10 @@ SELECT window.start AS start, USERID, count(*) AS n FROM events GROUP BY window(
     let s = session();
     run(&p, &s);
     // the watermark 12:20:00 - 90 s closes the 12:00 window only
-    assert_eq!(rows(&s, "SELECT * FROM counts"), ["2026-09-15T12:00:00|a|2"]);
+    assert_eq!(
+        rows(&s, "SELECT * FROM counts"),
+        ["2026-09-15T12:00:00|a|2"]
+    );
     let batches = s.sql("SELECT * FROM counts").unwrap().collect().unwrap();
     assert_eq!(batches[0].schema().field(1).name(), "USERID");
 }

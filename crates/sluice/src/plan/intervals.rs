@@ -34,7 +34,15 @@ fn is_unit(word: &str) -> bool {
     let w = w.strip_suffix('s').unwrap_or(&w);
     matches!(
         w,
-        "year" | "month" | "week" | "day" | "hour" | "minute" | "second" | "millisecond" | "microsecond"
+        "year"
+            | "month"
+            | "week"
+            | "day"
+            | "hour"
+            | "minute"
+            | "second"
+            | "millisecond"
+            | "microsecond"
     )
 }
 
@@ -74,7 +82,9 @@ pub(crate) fn merge_multi_unit_intervals(sql: &str) -> String {
             }
             let num = match tokens.get(k) {
                 Some(Token::Number(n, _)) => n.clone(),
-                Some(Token::SingleQuotedString(s)) if s.trim().parse::<f64>().is_ok() => s.trim().to_string(),
+                Some(Token::SingleQuotedString(s)) if s.trim().parse::<f64>().is_ok() => {
+                    s.trim().to_string()
+                }
                 _ => break,
             };
             let u = skip_ws(k + 1);

@@ -142,7 +142,10 @@ pub(crate) fn check_duplicate_columns(
 ) -> Result<()> {
     let fields = schema.fields();
     for (i, f) in fields.iter().enumerate() {
-        if fields[..i].iter().any(|p| rules.matches(f.name(), p.name())) {
+        if fields[..i]
+            .iter()
+            .any(|p| rules.matches(f.name(), p.name()))
+        {
             let n = f.name().to_ascii_lowercase();
             return Err(SluiceError::query(
                 class::COLUMN_ALREADY_EXISTS,

@@ -112,8 +112,7 @@ pub(crate) fn resolve_sql_expr(
         })
         .collect();
     let rules = super::names::NameRules::of(session)?;
-    let implied =
-        super::sql_names::resolve_standalone_expr(&mut expr, &columns, rules, session)?;
+    let implied = super::sql_names::resolve_standalone_expr(&mut expr, &columns, rules, session)?;
     if let Some(a) = &mut alias {
         *a = datafusion::sql::sqlparser::ast::Ident::with_quote('`', a.value.clone());
     }

@@ -19,9 +19,9 @@ use std::ops::ControlFlow;
 
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::sql::sqlparser::ast::{
-    Expr as SqlExpr, GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectNamePart,
-    OrderBy, OrderByKind, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr,
-    Statement, TableAlias, TableFactor, VisitMut, VisitorMut,
+    Expr as SqlExpr, GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectNamePart, OrderBy,
+    OrderByKind, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, Statement,
+    TableAlias, TableFactor, VisitMut, VisitorMut,
 };
 
 use super::names::{ambiguous, NameRules};
@@ -165,7 +165,12 @@ impl Resolver<'_> {
         }
     }
 
-    fn set_expr(&self, body: &mut SetExpr, ctes: &Ctes, parent: Option<&Scope>) -> Result<Vec<Col>> {
+    fn set_expr(
+        &self,
+        body: &mut SetExpr,
+        ctes: &Ctes,
+        parent: Option<&Scope>,
+    ) -> Result<Vec<Col>> {
         match body {
             SetExpr::Select(s) => self.select(s, ctes, parent, None),
             SetExpr::Query(q) => self.query(q, ctes, parent),
@@ -208,7 +213,9 @@ impl Resolver<'_> {
                     Some(JoinConstraint::Using(names)) => {
                         for n in names {
                             if let [ObjectNamePart::Identifier(id)] = n.0.as_mut_slice() {
-                                if let Some(r) = self.lookup(std::slice::from_ref(id), &scope, Aliases::No)? {
+                                if let Some(r) =
+                                    self.lookup(std::slice::from_ref(id), &scope, Aliases::No)?
+                                {
                                     if let [p] = r.parts.as_slice() {
                                         *id = p.clone();
                                     }
@@ -226,7 +233,12 @@ impl Resolver<'_> {
                 *a = quoted(&a.value);
             }
             scope.rels.push(Rel {
-                name: lv.lateral_view_name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()),
+                name: lv
+                    .lateral_view_name
+                    .0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .map(|i| i.value.clone()),
                 cols: Some(
                     lv.lateral_col_alias
                         .iter()
@@ -246,10 +258,16 @@ impl Resolver<'_> {
             match item {
                 SelectItem::UnnamedExpr(e) => {
                     let alias = self.projection_item(e, &scope, ctes)?;
-                    let name = alias.as_ref().map(|a| a.value.clone()).or_else(|| output_name(e));
+                    let name = alias
+                        .as_ref()
+                        .map(|a| a.value.clone())
+                        .or_else(|| output_name(e));
                     let ty = self.type_of(e, &scope);
                     if let Some(alias) = alias {
-                        let expr = std::mem::replace(e, SqlExpr::value(datafusion::sql::sqlparser::ast::Value::Null));
+                        let expr = std::mem::replace(
+                            e,
+                            SqlExpr::value(datafusion::sql::sqlparser::ast::Value::Null),
+                        );
                         *item = SelectItem::ExprWithAlias { expr, alias };
                     }
                     if let Some(name) = name {
@@ -281,10 +299,15 @@ impl Resolver<'_> {
                         out.extend(r.cols.iter().flatten().cloned());
                     }
                 }
-                SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(n), _) => {
+                SelectItem::QualifiedWildcard(
+                    SelectItemQualifiedWildcardKind::ObjectName(n),
+                    _,
+                ) => {
                     if let [ObjectNamePart::Identifier(id)] = n.0.as_mut_slice() {
                         if let Some(rel) = scope.rels.iter().find(|r| {
-                            r.name.as_deref().is_some_and(|q| self.rules.matches(&id.value, q))
+                            r.name
+                                .as_deref()
+                                .is_some_and(|q| self.rules.matches(&id.value, q))
                         }) {
                             *id = quoted(rel.name.as_deref().unwrap_or_default());
                             out.extend(rel.cols.iter().flatten().cloned());
@@ -322,7 +345,12 @@ impl Resolver<'_> {
     }
 
     /// Resolves an unaliased projection item; returns the alias Spark's naming needs.
-    fn projection_item(&self, e: &mut SqlExpr, scope: &Scope, ctes: &Ctes) -> Result<Option<Ident>> {
+    fn projection_item(
+        &self,
+        e: &mut SqlExpr,
+        scope: &Scope,
+        ctes: &Ctes,
+    ) -> Result<Option<Ident>> {
         let written: Option<Vec<Ident>> = match e {
             SqlExpr::Identifier(id) => Some(vec![id.clone()]),
             SqlExpr::CompoundIdentifier(parts) => Some(parts.clone()),
@@ -350,11 +378,19 @@ impl Resolver<'_> {
                 name, alias, args, ..
             } if args.is_none() => {
                 let mut rel = Rel {
-                    name: name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()),
+                    name: name
+                        .0
+                        .last()
+                        .and_then(|p| p.as_ident())
+                        .map(|i| i.value.clone()),
                     cols: None,
                 };
                 if let [ObjectNamePart::Identifier(id)] = name.0.as_mut_slice() {
-                    if let Some((n, cols)) = ctes.iter().rev().find(|(n, _)| self.rules.matches(&id.value, n)) {
+                    if let Some((n, cols)) = ctes
+                        .iter()
+                        .rev()
+                        .find(|(n, _)| self.rules.matches(&id.value, n))
+                    {
                         *id = quoted(n);
                         rel.name = Some(n.clone());
                         rel.cols = Some(cols.clone());
@@ -473,7 +509,11 @@ impl Resolver<'_> {
             return Ok(None);
         };
         if aliases == Aliases::First && parts.len() == 1 {
-            if let Some(a) = self.rules.pick(&first.value, scope.aliases.iter().map(|c| c.name.as_str()), "column")? {
+            if let Some(a) = self.rules.pick(
+                &first.value,
+                scope.aliases.iter().map(|c| c.name.as_str()),
+                "column",
+            )? {
                 return Ok(Some(Resolved {
                     parts: vec![quoted(a)],
                     ty: None,
@@ -486,18 +526,31 @@ impl Resolver<'_> {
             let rels: Vec<&Rel> = scope
                 .rels
                 .iter()
-                .filter(|r| r.name.as_deref().is_some_and(|n| self.rules.matches(&first.value, n)))
+                .filter(|r| {
+                    r.name
+                        .as_deref()
+                        .is_some_and(|n| self.rules.matches(&first.value, n))
+                })
                 .collect();
             if let [rel] = rels.as_slice() {
                 if let Some(cols) = &rel.cols {
-                    if let Some(c) = self.rules.pick(&parts[1].value, cols.iter().map(|c| c.name.as_str()), "column")? {
+                    if let Some(c) = self.rules.pick(
+                        &parts[1].value,
+                        cols.iter().map(|c| c.name.as_str()),
+                        "column",
+                    )? {
                         let col = cols.iter().find(|x| x.name == c);
                         let ty = col.and_then(|c| c.ty.clone());
                         let (fields, ty) = self.fields(&parts[2..], ty)?;
-                        let mut out = vec![quoted(rel.name.as_deref().unwrap_or_default()), quoted(c)];
+                        let mut out =
+                            vec![quoted(rel.name.as_deref().unwrap_or_default()), quoted(c)];
                         let field = !fields.is_empty();
                         out.extend(fields);
-                        return Ok(Some(Resolved { parts: out, ty, field }));
+                        return Ok(Some(Resolved {
+                            parts: out,
+                            ty,
+                            field,
+                        }));
                     }
                 }
             }
@@ -507,7 +560,10 @@ impl Resolver<'_> {
         let mut open = false;
         for rel in &scope.rels {
             match &rel.cols {
-                Some(cols) => found.extend(cols.iter().filter(|c| self.rules.matches(&first.value, &c.name))),
+                Some(cols) => found.extend(
+                    cols.iter()
+                        .filter(|c| self.rules.matches(&first.value, &c.name)),
+                ),
                 None => open = true,
             }
         }
@@ -522,7 +578,11 @@ impl Resolver<'_> {
                 let mut out = vec![quoted(spellings[0])];
                 let field = !fields.is_empty();
                 out.extend(fields);
-                return Ok(Some(Resolved { parts: out, ty, field }));
+                return Ok(Some(Resolved {
+                    parts: out,
+                    ty,
+                    field,
+                }));
             }
             _ => return Err(ambiguous(&first.value, &spellings)),
         }
@@ -533,10 +593,18 @@ impl Resolver<'_> {
                 .iter()
                 .flat_map(|r| r.cols.iter().flatten().map(|c| c.name.as_str()))
                 .collect();
-            self.rules.pick(&first.value, all.iter().copied(), "column or function parameter")?;
+            self.rules.pick(
+                &first.value,
+                all.iter().copied(),
+                "column or function parameter",
+            )?;
         }
         if aliases == Aliases::After && parts.len() == 1 {
-            if let Some(a) = self.rules.pick(&first.value, scope.aliases.iter().map(|c| c.name.as_str()), "column")? {
+            if let Some(a) = self.rules.pick(
+                &first.value,
+                scope.aliases.iter().map(|c| c.name.as_str()),
+                "column",
+            )? {
                 return Ok(Some(Resolved {
                     parts: vec![quoted(a)],
                     ty: None,
@@ -551,14 +619,25 @@ impl Resolver<'_> {
     }
 
     /// Struct fields `written` of a value of type `ty`, in the struct's spelling.
-    fn fields(&self, written: &[Ident], mut ty: Option<DataType>) -> Result<(Vec<Ident>, Option<DataType>)> {
+    fn fields(
+        &self,
+        written: &[Ident],
+        mut ty: Option<DataType>,
+    ) -> Result<(Vec<Ident>, Option<DataType>)> {
         let mut out = Vec::new();
         for w in written {
             match &ty {
                 Some(DataType::Struct(fs)) => {
-                    match self.rules.pick(&w.value, fs.iter().map(|f| f.name().as_str()), "field")? {
+                    match self.rules.pick(
+                        &w.value,
+                        fs.iter().map(|f| f.name().as_str()),
+                        "field",
+                    )? {
                         Some(n) => {
-                            let f = fs.iter().find(|f| f.name() == n).map(|f| f.data_type().clone());
+                            let f = fs
+                                .iter()
+                                .find(|f| f.name() == n)
+                                .map(|f| f.data_type().clone());
                             out.push(quoted(n));
                             ty = f;
                         }
@@ -583,7 +662,10 @@ impl Resolver<'_> {
             SqlExpr::CompoundIdentifier(p) => p.clone(),
             _ => return None,
         };
-        self.lookup(&parts, scope, Aliases::No).ok().flatten().and_then(|r| r.ty)
+        self.lookup(&parts, scope, Aliases::No)
+            .ok()
+            .flatten()
+            .and_then(|r| r.ty)
     }
 }
 
@@ -716,7 +798,10 @@ impl VisitorMut for ExprVisitor<'_, '_> {
                     self.r.query(q, self.ctes, Some(self.scope))?;
                 }
                 SqlExpr::Identifier(id) => {
-                    if let Some(r) = self.r.lookup(std::slice::from_ref(id), self.scope, self.aliases)? {
+                    if let Some(r) =
+                        self.r
+                            .lookup(std::slice::from_ref(id), self.scope, self.aliases)?
+                    {
                         *e = to_expr(r.parts);
                     }
                 }
@@ -767,3 +852,70 @@ impl VisitorMut for ExprVisitor<'_, '_> {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{Field, Schema};
+    use datafusion::sql::sqlparser::dialect::SparkSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    use std::sync::Arc;
+
+    /// Tables `events(eventId, userId)` and `users(userId, Name)`.
+    struct Fake;
+    impl Tables for Fake {
+        fn table(&self, written: &str, rules: NameRules) -> Result<Option<(String, SchemaRef)>> {
+            let f = |n: &str| Field::new(n, DataType::Utf8, true);
+            for (name, cols) in [
+                ("events", ["eventId", "userId"]),
+                ("users", ["userId", "Name"]),
+            ] {
+                if rules.matches(written, name) {
+                    let s = Schema::new(cols.iter().map(|c| f(c)).collect::<Vec<_>>());
+                    return Ok(Some((name.to_string(), Arc::new(s))));
+                }
+            }
+            Ok(None)
+        }
+    }
+
+    fn resolve(sql: &str) -> Result<String> {
+        let mut st = Parser::parse_sql(&SparkSqlDialect {}, sql)
+            .unwrap()
+            .remove(0);
+        let rules = NameRules {
+            case_sensitive: false,
+        };
+        resolve_statement(&mut st, rules, &Fake)?;
+        Ok(st.to_string())
+    }
+
+    #[test]
+    fn references_take_the_schema_spelling_and_projections_the_written_one() {
+        assert_eq!(
+            resolve("SELECT userid, E.EVENTID AS id FROM Events e WHERE USERID = 'a'").unwrap(),
+            "SELECT `userId` AS `userid`, `e`.`eventId` AS `id` FROM `events` `e` WHERE `userId` = 'a'"
+        );
+    }
+
+    #[test]
+    fn ctes_subqueries_joins_and_correlated_references_have_their_scopes() {
+        let out = resolve(
+            "WITH u AS (SELECT userid AS Uid, name FROM users) \
+             SELECT x.UID, ev.eventid FROM (SELECT * FROM U) x JOIN events ev ON x.uid = ev.USERID \
+             WHERE EXISTS (SELECT 1 FROM users WHERE users.NAME = x.NAME)",
+        )
+        .unwrap();
+        assert!(out.contains("`x`.`Uid` AS `UID`"), "{out}");
+        assert!(out.contains("ON `x`.`Uid` = `ev`.`userId`"), "{out}");
+        assert!(out.contains("`users`.`Name` = `x`.`name`"), "{out}");
+    }
+
+    #[test]
+    fn unknown_names_are_left_for_datafusion() {
+        let q = "SELECT nothing FROM elsewhere";
+        assert_eq!(resolve(q).unwrap(), q);
+        let e = resolve("SELECT userid FROM events JOIN users ON true").unwrap();
+        // the same spelling on both sides: DataFusion decides (e.g. USING)
+        assert!(e.starts_with("SELECT `userId` AS `userid`"), "{e}");
+    }
+}

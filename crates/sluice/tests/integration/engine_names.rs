@@ -61,7 +61,12 @@ fn run_stream(s: &Session, sql: &str, name: &str) -> (Vec<String>, Vec<String>) 
         .start()
         .unwrap();
     q.await_termination().unwrap();
-    table(&s.sql(&format!("SELECT * FROM {name}")).unwrap().collect().unwrap())
+    table(
+        &s.sql(&format!("SELECT * FROM {name}"))
+            .unwrap()
+            .collect()
+            .unwrap(),
+    )
 }
 
 fn batch(s: &Session, sql: &str) -> sluice::Result<(Vec<String>, Vec<String>)> {
@@ -97,7 +102,11 @@ fn sql_names_match_ignoring_case_and_output_columns_keep_the_written_spelling() 
     camel_stream(&s, &d);
     // Spark: ['leftkey', 'MyAlias', 'val'] [Row(leftkey=1, MyAlias=1, val='x')]
     assert_eq!(
-        run_stream(&s, "SELECT leftkey, LEFTKEY AS MyAlias, val FROM mytab", "q1"),
+        run_stream(
+            &s,
+            "SELECT leftkey, LEFTKEY AS MyAlias, val FROM mytab",
+            "q1"
+        ),
         (
             strs(&["leftkey", "MyAlias", "val"]),
             strs(&["1|1|x", "2|2|y"])
@@ -173,8 +182,7 @@ fn aliases_group_by_order_by_and_struct_fields_resolve_ignoring_case() {
         (strs(&["k"]), strs(&["1"]))
     );
     // Spark: ['Kk', 'count(1)'] (GROUP BY an alias in another case)
-    let (names, rows) =
-        batch(&s, "SELECT leftkey AS Kk, count(*) FROM mytab GROUP BY kK").unwrap();
+    let (names, rows) = batch(&s, "SELECT leftkey AS Kk, count(*) FROM mytab GROUP BY kK").unwrap();
     assert_eq!((names[0].as_str(), rows), ("Kk", strs(&["1|1"])));
     // Function names ignore case too.
     let (_, rows) = batch(&s, "SELECT COUNT(*), Sum(LEFTKEY) FROM MYTAB").unwrap();
@@ -238,7 +246,11 @@ fn the_dataframe_api_resolves_column_names_like_spark() {
     camel_stream(&s, &d);
     let f = s.table("mytab").unwrap();
     let names = |f: &sluice::StreamFrame| -> Vec<String> {
-        f.schema().fields().iter().map(|x| x.name().clone()).collect()
+        f.schema()
+            .fields()
+            .iter()
+            .map(|x| x.name().clone())
+            .collect()
     };
     // Spark 3.5.7, df with columns leftKey, Val:
     // withColumn("LEFTKEY", lit(9)).columns == ['LEFTKEY', 'Val']
@@ -253,10 +265,7 @@ fn the_dataframe_api_resolves_column_names_like_spark() {
     );
     // select("LEFTKEY", col("val")).columns == ['LEFTKEY', 'val']
     assert_eq!(
-        names(
-            &f.select_exprs(vec![col("LEFTKEY"), col("val")])
-                .unwrap()
-        ),
+        names(&f.select_exprs(vec![col("LEFTKEY"), col("val")]).unwrap()),
         strs(&["LEFTKEY", "val"])
     );
     // dropDuplicates(["LEFTKEY"]).columns == ['leftKey', 'Val']

@@ -432,10 +432,8 @@ pub(crate) fn check_stream_stream_join(join: &Join) -> Result<()> {
 pub(super) fn with_equi_keys(join: &Join) -> (Join, Vec<bool>) {
     let mut j = join.clone();
     // Whether each key is null-safe (`<=>`, Spark's EqualNullSafe): null keys match each other.
-    let mut null_safe = vec![
-        join.null_equality == datafusion::common::NullEquality::NullEqualsNull;
-        join.on.len()
-    ];
+    let mut null_safe =
+        vec![join.null_equality == datafusion::common::NullEquality::NullEqualsNull; join.on.len()];
     let Some(filter) = join.filter.clone() else {
         return (j, null_safe);
     };
