@@ -9,13 +9,22 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
+use datafusion::common::Column;
 use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
-use datafusion::prelude::{col, Expr};
+use datafusion::prelude::Expr;
 
 use crate::error::{Result, SluiceError};
 use crate::plan::is_streaming;
+use crate::plan::names::{self, NameRules};
 use crate::query::DataStreamWriter;
 use crate::session::Session;
+
+/// A column reference by name (`"user"`, or qualified `"t.user"`), spelled as written: it
+/// resolves as Spark resolves names (ignoring case unless `spark.sql.caseSensitive=true`), and a
+/// projection of it keeps the written spelling as its output name (Spark's `col`).
+pub fn col(name: impl AsRef<str>) -> Expr {
+    Expr::Column(Column::from_qualified_name_ignore_case(name.as_ref()))
+}
 
 /// A streaming (or batch) frame.
 #[derive(Clone)]
@@ -59,13 +68,28 @@ impl StreamFrame {
         Ok(Self::new(self.session.clone(), plan))
     }
 
+    /// Spark's name rules of the session (`spark.sql.caseSensitive`).
+    fn rules(&self) -> Result<NameRules> {
+        NameRules::of(&self.session)
+    }
+    /// `expr` with its column names resolved as Spark resolves them (`col("leftkey")` reads
+    /// `leftKey`, see `plan/names.rs`).
+    fn resolve(&self, expr: Expr) -> Result<Expr> {
+        names::resolve_expr(self.rules()?, self.plan.schema(), expr)
+    }
+    /// The schema's spelling of the column `name`.
+    fn column_name(&self, name: &str) -> Result<String> {
+        names::resolve_column_name(self.rules()?, self.plan.schema(), name)
+    }
+
     /// Keeps rows where `predicate` is true (null counts as false, as in Spark).
     pub fn filter(&self, predicate: Expr) -> Result<Self> {
+        let predicate = self.resolve(predicate)?;
         self.with_plan(|b| b.filter(predicate))
     }
     /// `filter` with a SQL predicate, e.g. `"amount > 10 AND user <> 'bot'"`.
     pub fn filter_sql(&self, predicate: &str) -> Result<Self> {
-        let expr = self.parse_sql_expr(predicate)?;
+        let expr = self.parse_sql_expr(predicate, false)?;
         self.filter(expr)
     }
     /// Keeps the named columns, in order.
@@ -77,8 +101,23 @@ impl StreamFrame {
         let exprs: Vec<Expr> = columns.into_iter().map(|c| col(c.as_ref())).collect();
         self.select_exprs(exprs)
     }
-    /// A projection with expressions (alias them with `.alias("name")`).
+    /// A projection with expressions (alias them with `.alias("name")`). A column named in
+    /// another case than the schema's keeps the name as written, as in Spark.
     pub fn select_exprs(&self, exprs: Vec<Expr>) -> Result<Self> {
+        let exprs = exprs
+            .into_iter()
+            .map(|e| {
+                let written = match &e {
+                    Expr::Column(c) => Some(c.name.clone()),
+                    _ => None,
+                };
+                let r = self.resolve(e)?;
+                Ok(match (written, &r) {
+                    (Some(w), Expr::Column(c)) if c.name != w => r.alias(w),
+                    _ => r,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         self.with_plan(|b| b.project(exprs))
     }
     /// A projection with SQL expressions, e.g. `["user", "amount * 2 AS doubled"]`.
@@ -89,16 +128,19 @@ impl StreamFrame {
     {
         let exprs = exprs
             .into_iter()
-            .map(|e| self.parse_sql_expr(e.as_ref()))
+            .map(|e| self.parse_sql_expr(e.as_ref(), true))
             .collect::<Result<Vec<_>>>()?;
         self.select_exprs(exprs)
     }
-    /// Adds or replaces a column.
+    /// Adds or replaces a column (one named `name` under Spark's name rules; the new column
+    /// takes the spelling `name`).
     pub fn with_column(&self, name: &str, expr: Expr) -> Result<Self> {
+        let expr = self.resolve(expr)?;
+        let rules = self.rules()?;
         let mut exprs: Vec<Expr> = Vec::new();
         let mut replaced = false;
         for f in self.plan.schema().columns() {
-            if f.name == name {
+            if rules.matches(name, &f.name) {
                 exprs.push(expr.clone().alias(name));
                 replaced = true;
             } else {
@@ -112,13 +154,14 @@ impl StreamFrame {
     }
     /// Renames a column (no-op if it does not exist, as in Spark).
     pub fn with_column_renamed(&self, existing: &str, new: &str) -> Result<Self> {
+        let rules = self.rules()?;
         let exprs = self
             .plan
             .schema()
             .columns()
             .into_iter()
             .map(|c| {
-                if c.name == existing {
+                if rules.matches(existing, &c.name) {
                     Expr::Column(c).alias(new)
                 } else {
                     Expr::Column(c)
@@ -139,9 +182,10 @@ impl StreamFrame {
                 format!("the watermark delay must not be negative, got {delay:?}"),
             ));
         }
+        let column = self.column_name(column)?;
         let node = crate::operators::watermark::EventTimeWatermark::try_new(
             self.plan.clone(),
-            column,
+            &column,
             delay_us / 1000,
         )?;
         Ok(Self::new(self.session.clone(), node.into_plan()))
@@ -175,8 +219,8 @@ impl StreamFrame {
     {
         let mut keys: Vec<String> = columns
             .into_iter()
-            .map(|c| c.as_ref().to_string())
-            .collect();
+            .map(|c| self.column_name(c.as_ref()))
+            .collect::<Result<_>>()?;
         if keys.is_empty() {
             keys = self
                 .plan
@@ -236,9 +280,12 @@ impl StreamFrame {
         self.with_plan(|b| b.union(other))
     }
 
-    fn parse_sql_expr(&self, sql: &str) -> Result<Expr> {
+    /// A SQL expression over the frame's columns, names resolved as Spark resolves them.
+    fn parse_sql_expr(&self, sql: &str, alias_allowed: bool) -> Result<Expr> {
         let df_schema = self.plan.schema();
-        Ok(self.session.context().parse_sql_expr(sql, df_schema)?)
+        let text =
+            crate::plan::sql::resolve_sql_expr(&self.session, df_schema, sql, alias_allowed)?;
+        Ok(self.session.context().parse_sql_expr(&text, df_schema)?)
     }
 
     /// Registers the frame as a view that `session.sql` can read; a streaming frame stays a
@@ -296,8 +343,15 @@ pub struct GroupedFrame {
 impl GroupedFrame {
     /// Any DataFusion aggregate: `sum(col("amount")).alias("total")`, `count(lit(1))`, ...
     pub fn agg<I: IntoIterator<Item = Expr>>(&self, aggregates: I) -> Result<StreamFrame> {
-        let keys = self.keys.clone();
-        let aggs: Vec<Expr> = aggregates.into_iter().collect();
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| self.frame.resolve(k.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        let aggs: Vec<Expr> = aggregates
+            .into_iter()
+            .map(|a| self.frame.resolve(a))
+            .collect::<Result<_>>()?;
         self.frame.with_plan(|b| b.aggregate(keys, aggs))
     }
     /// `count(*)` per group, in a column named `count` (as Spark's `count()`).
@@ -339,9 +393,14 @@ impl KeyedFrame {
             + Sync
             + 'static,
     {
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| self.frame.column_name(k))
+            .collect::<Result<Vec<_>>>()?;
         let node = crate::operators::flat_map_groups_with_state::FlatMapGroupsWithState::try_new(
             self.frame.plan.clone(),
-            self.keys.clone(),
+            keys,
             output_schema,
             mode,
             timeout,

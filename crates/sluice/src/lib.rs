@@ -70,8 +70,9 @@ pub mod testing;
 pub mod time_text;
 pub mod types;
 
-pub use datafusion::prelude::{col, lit, Expr};
+pub use datafusion::prelude::{lit, Expr};
 pub use error::{Fault, Result, SluiceError};
+pub use frame::col;
 pub use frame::{GroupedFrame, KeyedFrame, StreamFrame};
 pub use operators::flat_map_groups_with_state::{GroupState, GroupStateTimeout};
 pub use operators::window::{session_window, sliding_window, window};

@@ -190,6 +190,11 @@ impl Session {
 
     /// A streaming frame over any source provider (custom sources plug in here).
     pub fn stream(&self, provider: Arc<dyn SourceProvider>) -> Result<StreamFrame> {
+        // Spark's COLUMN_ALREADY_EXISTS under the session's name rules (plan/names.rs).
+        crate::plan::names::check_duplicate_columns(
+            crate::plan::names::NameRules::of(self)?,
+            &provider.schema(),
+        )?;
         let relation = StreamingRelation::new(provider);
         let name = format!("stream_{}", relation.id());
         let plan = LogicalPlanBuilder::scan(name, provider_as_source(Arc::new(relation)), None)?
@@ -200,9 +205,8 @@ impl Session {
     /// Runs SQL over the session's views and tables. The result is a stream when the query
     /// reads one (`is_streaming()`), else a batch frame.
     pub fn sql(&self, query: &str) -> Result<StreamFrame> {
-        let query = crate::plan::sql::rewrite_window_references(query)?;
-        let df = self.block_on(self.inner.ctx.sql(&query))?;
-        let plan = self.analyze(df.logical_plan().clone())?;
+        let plan = crate::plan::sql::plan_sql(self, query)?;
+        let plan = self.analyze(plan)?;
         Ok(StreamFrame::new(self.clone(), plan))
     }
 
@@ -369,6 +373,37 @@ impl DataFrameReader {
         let plan = LogicalPlanBuilder::scan("files", provider_as_source(Arc::new(table)), None)?
             .build()?;
         Ok(StreamFrame::new(self.session.clone(), plan))
+    }
+}
+
+// Name resolution (plan/sql_names.rs) finds tables through the session's catalog.
+impl crate::plan::sql_names::Tables for Session {
+    fn table(
+        &self,
+        written: &str,
+        rules: crate::plan::names::NameRules,
+    ) -> Result<Option<(String, SchemaRef)>> {
+        let state = self.df_state();
+        let opts = &state.config_options().catalog;
+        let Some(schema) = self
+            .inner
+            .ctx
+            .catalog(&opts.default_catalog)
+            .and_then(|c| c.schema(&opts.default_schema))
+        else {
+            return Ok(None);
+        };
+        let names = schema.table_names();
+        let name = names
+            .iter()
+            .find(|n| n.as_str() == written)
+            .or_else(|| names.iter().find(|n| rules.matches(written, n)));
+        let Some(name) = name else {
+            return Ok(None);
+        };
+        Ok(self
+            .block_on(schema.table(name))?
+            .map(|t| (name.clone(), t.schema())))
     }
 }
 

@@ -71,6 +71,25 @@ pub fn parse_interval_micros(s: &str) -> Result<i64> {
             format!("cannot parse the interval {s:?}: {why}. Write it like \"10 minutes\" or \"1 hour 30 seconds\"."),
         )
     };
+    // Spark's ANSI forms: `INTERVAL '1:30' MINUTE TO SECOND`, `INTERVAL '10' MINUTE`.
+    let rest = s.trim();
+    let rest = match rest.get(..8) {
+        Some(p) if p.eq_ignore_ascii_case("interval") => rest[8..].trim_start(),
+        _ => rest,
+    };
+    if let Some(quoted) = rest.strip_prefix('\'') {
+        if let Some((value, tail)) = quoted.split_once('\'') {
+            let tail: Vec<String> = tail
+                .split_whitespace()
+                .map(|w| w.to_ascii_uppercase())
+                .collect();
+            if let [from, to_kw, to] = tail.as_slice() {
+                if to_kw == "TO" {
+                    return parse_interval_micros(&range_interval_text(value, from, to)?);
+                }
+            }
+        }
+    }
     let mut words: Vec<&str> = s.split_whitespace().collect();
     if words
         .first()
@@ -109,9 +128,107 @@ pub fn parse_interval_micros(s: &str) -> Result<i64> {
     Ok(total)
 }
 
+fn bad_range(text: &str, why: impl std::fmt::Display) -> SluiceError {
+    SluiceError::query(
+        class::INVALID_INTERVAL,
+        format!(
+            "cannot parse the interval {text}: {why}. Spark's forms are INTERVAL '1:30' MINUTE TO \
+             SECOND, INTERVAL '1 2:03:04' DAY TO SECOND, INTERVAL '2-3' YEAR TO MONTH, \
+             INTERVAL '10' MINUTE, INTERVAL 10 MINUTES and INTERVAL 1 HOUR 30 MINUTES."
+        ),
+    )
+}
+
+/// A Spark range interval `value FROM TO` (`'1:30'`, `MINUTE`, `SECOND`) as the equivalent
+/// multi-unit text, e.g. `1 minutes 30 seconds` (negative: every part negated), following
+/// Spark's patterns: `[+|-]y-m` (YEAR TO MONTH), `[+|-]d h[:m[:s[.f]]]` (DAY TO HOUR / MINUTE /
+/// SECOND), `[+|-]h:m[:s[.f]]` (HOUR TO MINUTE / SECOND), `[+|-]m:s[.f]` (MINUTE TO SECOND).
+pub(crate) fn range_interval_text(value: &str, from: &str, to: &str) -> Result<String> {
+    let shown = format!("INTERVAL '{value}' {from} TO {to}");
+    let v = value.trim();
+    let (negative, body) = match v.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, v.strip_prefix('+').unwrap_or(v)),
+    };
+    let units: &[&str] = match (from, to) {
+        ("YEAR", "MONTH") => &["years", "months"],
+        ("DAY", "HOUR") => &["days", "hours"],
+        ("DAY", "MINUTE") => &["days", "hours", "minutes"],
+        ("DAY", "SECOND") => &["days", "hours", "minutes", "seconds"],
+        ("HOUR", "MINUTE") => &["hours", "minutes"],
+        ("HOUR", "SECOND") => &["hours", "minutes", "seconds"],
+        ("MINUTE", "SECOND") => &["minutes", "seconds"],
+        _ => {
+            return Err(bad_range(
+                &shown,
+                format!("{from} TO {to} is not a Spark interval range"),
+            ))
+        }
+    };
+    let parts: Vec<&str> = if from == "YEAR" {
+        body.splitn(2, '-').collect()
+    } else if from == "DAY" {
+        let (d, rest) = body
+            .split_once(' ')
+            .ok_or_else(|| bad_range(&shown, "expected the days, a space, then the time"))?;
+        std::iter::once(d.trim())
+            .chain(rest.trim().split(':'))
+            .collect()
+    } else {
+        body.split(':').collect()
+    };
+    if parts.len() != units.len() {
+        return Err(bad_range(
+            &shown,
+            format!("expected {} parts for {from} TO {to}", units.len()),
+        ));
+    }
+    let sign = if negative { "-" } else { "" };
+    let mut out = Vec::new();
+    for (i, (p, u)) in parts.iter().zip(units).enumerate() {
+        let last = i + 1 == parts.len();
+        let ok = if last && *u == "seconds" {
+            p.parse::<f64>().is_ok() && !p.starts_with(['-', '+'])
+        } else {
+            !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())
+        };
+        if !ok {
+            return Err(bad_range(&shown, format!("{p:?} is not a number of {u}")));
+        }
+        // Spark bounds every part but the leading one (minutes < 60, ...).
+        if i > 0 {
+            let n: f64 = p.parse().unwrap_or(0.0);
+            let max = match *u {
+                "months" => 12.0,
+                "hours" => 24.0,
+                _ => 60.0,
+            };
+            if n >= max {
+                return Err(bad_range(&shown, format!("{u} must be below {max}")));
+            }
+        }
+        out.push(format!("{sign}{p} {u}"));
+    }
+    Ok(out.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn range_forms_follow_sparks_patterns() {
+        let t = |v, f, to| range_interval_text(v, f, to).unwrap();
+        assert_eq!(t("1:30", "MINUTE", "SECOND"), "1 minutes 30 seconds");
+        assert_eq!(
+            t("1 2:03:04", "DAY", "SECOND"),
+            "1 days 2 hours 03 minutes 04 seconds"
+        );
+        assert_eq!(t("2-3", "YEAR", "MONTH"), "2 years 3 months");
+        assert_eq!(t("-1:30.5", "MINUTE", "SECOND"), "-1 minutes -30.5 seconds");
+        assert!(range_interval_text("1:75", "MINUTE", "SECOND").is_err());
+        assert!(range_interval_text("1-2", "MINUTE", "SECOND").is_err());
+    }
 
     #[test]
     fn both_forms() {
@@ -131,5 +248,30 @@ mod tests {
         );
         assert_eq!(iso_timestamp_ms(1_500), "1970-01-01T00:00:01.500Z");
         assert_eq!(iso_timestamp_ms(i64::MAX), i64::MAX.to_string());
+    }
+
+    #[test]
+    fn watermark_delays_take_sparks_interval_forms() {
+        // Spark 3.5 accepts each of these in withWatermark (and refuses "1:30").
+        let s = 1_000_000;
+        assert_eq!(
+            parse_interval_micros("1 minute 30 seconds").unwrap(),
+            90 * s
+        );
+        assert_eq!(parse_interval_micros("interval 1 minute").unwrap(), 60 * s);
+        assert_eq!(
+            parse_interval_micros("INTERVAL '1:30' MINUTE TO SECOND").unwrap(),
+            90 * s
+        );
+        assert_eq!(parse_interval_micros("10 MINUTES").unwrap(), 600 * s);
+        assert_eq!(
+            parse_interval_micros("INTERVAL '10' MINUTE").unwrap(),
+            600 * s
+        );
+        assert_eq!(
+            parse_interval_micros("interval '1 2:03:04' day to second").unwrap(),
+            (86_400 + 7_384) * s
+        );
+        assert!(parse_interval_micros("1:30").is_err());
     }
 }

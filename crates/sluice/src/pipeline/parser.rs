@@ -588,33 +588,48 @@ fn watermark_clause(c: &mut Cursor, to: usize) -> Result<Watermark> {
         }
         c.expect_word("INTERVAL", shape)?;
         let at = c.pos();
-        let amount = match c.peek().clone() {
+        let (amount, quoted) = match c.peek().clone() {
             Token::SingleQuotedString(s) => {
                 c.i += 1;
-                s
+                (s, true)
             }
             Token::Number(n, _) => {
                 c.i += 1;
-                n
+                (n, false)
             }
             _ => return Err(c.expected("the interval as a string, e.g. '10'", shape)),
         };
-        let mut delay = amount;
-        if c.i < to {
+        // The unit(s): `MINUTE`, `MINUTE TO SECOND` (Spark's '1:30' MINUTE TO SECOND), or
+        // further number-unit pairs (`1 HOUR 30 MINUTES`).
+        let mut words: Vec<String> = Vec::new();
+        while c.i < to {
             match c.peek().clone() {
                 Token::Word(w) if w.quote_style.is_none() => {
                     c.i += 1;
-                    delay = format!("{delay} {}", w.value.to_ascii_lowercase());
+                    words.push(w.value.to_ascii_lowercase());
                 }
-                _ => return Err(c.expected("an interval unit (SECOND, MINUTE, HOUR, DAY)", shape)),
+                Token::Number(n, _) if !words.is_empty() => {
+                    c.i += 1;
+                    words.push(n);
+                }
+                _ if words.is_empty() => {
+                    return Err(c.expected("an interval unit (SECOND, MINUTE, HOUR, DAY)", shape))
+                }
+                _ => {
+                    return Err(c.err(format!(
+                        "unexpected {} in the watermark: {shape}",
+                        describe(c.peek())
+                    )))
+                }
             }
         }
-        if c.i < to {
-            return Err(c.err(format!(
-                "unexpected {} in the watermark: {shape}",
-                describe(c.peek())
-            )));
-        }
+        let delay = if quoted && words.len() > 1 {
+            format!("'{amount}' {}", words.join(" "))
+        } else if words.is_empty() {
+            amount
+        } else {
+            format!("{amount} {}", words.join(" "))
+        };
         crate::time_text::parse_interval_micros(&delay)
             .map_err(|e| c.src.wrap(at, "the watermark delay", e))?;
         delay

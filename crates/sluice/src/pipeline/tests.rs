@@ -338,6 +338,15 @@ CREATE SINK s WITH (connector = 'noop') AS SELECT * FROM t;"
         table("watermark for TS as ts - interval '5' second").delay,
         "5 second"
     );
+    // Spark's interval forms (each accepted by Spark 3.5.7's withWatermark as this text).
+    assert_eq!(
+        table("WATERMARK FOR ts AS ts - INTERVAL '1:30' MINUTE TO SECOND").delay,
+        "'1:30' minute to second"
+    );
+    assert_eq!(
+        table("WATERMARK FOR ts AS ts - INTERVAL 1 HOUR 30 MINUTES").delay,
+        "1 hour 30 minutes"
+    );
 
     let bad = |w: &str| {
         parse_err(&format!(
@@ -524,6 +533,38 @@ INSERT INTO big_rows SELECT user, amount FROM big;",
         schema.field(1).data_type(),
         &arrow::datatypes::DataType::Int64
     );
+}
+
+#[test]
+fn camel_case_columns_resolve_in_watermarks_and_queries_ignoring_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(
+        input.join("1.json"),
+        r#"{"eventTime": "2026-09-15T12:01:00Z", "userId": "a"}
+{"eventTime": "2026-09-15T12:02:00Z", "userId": "a"}
+{"eventTime": "2026-09-15T12:20:00Z", "userId": "b"}
+"#,
+    )
+    .unwrap();
+    let mut p = parse(
+        "CREATE TABLE events (eventTime TIMESTAMP, userId STRING,
+  WATERMARK FOR EVENTTIME AS eventtime - INTERVAL '1:30' MINUTE TO SECOND)
+WITH (connector = 'filesystem', path = '${input}', format = 'json');
+CREATE SINK counts WITH (connector = 'memory', 'outputMode' = 'append', trigger = 'available-now') AS
+SELECT window.start AS start, USERID, count(*) AS n FROM events GROUP BY window(eventtime, '10 minutes'), userid;",
+    );
+    p.set_variable("input", input.display().to_string());
+    let s = session();
+    run(&p, &s);
+    // the watermark 12:20:00 - 90 s closes the 12:00 window only
+    assert_eq!(
+        rows(&s, "SELECT * FROM counts"),
+        ["2026-09-15T12:00:00|a|2"]
+    );
+    let batches = s.sql("SELECT * FROM counts").unwrap().collect().unwrap();
+    assert_eq!(batches[0].schema().field(1).name(), "USERID");
 }
 
 #[test]

@@ -5,7 +5,10 @@
 //! - [`incremental`]: per-batch planning: bind each stream to this batch's rows, optimise,
 //!   execute (Spark's `IncrementalExecution`).
 //! - [`spark`]: Spark SQL semantics DataFusion lacks (registered into every session); [`sql`]:
-//!   Spark's name resolution (`window.start`, `max_by`/`min_by`); [`json`]: `from_json`/`to_json`.
+//!   Spark's SQL front end (`window.start`, `max_by`/`min_by`, then planning); [`names`]: Spark's
+//!   rules for matching names (`spark.sql.caseSensitive`), used by [`sql_names`] (the resolver
+//!   over the SQL AST) and the DataFrame API; [`intervals`]: Spark's interval literals;
+//!   [`json`]: `from_json`/`to_json`.
 //! - `stateful_nodes`: which plan nodes are stateful (one decision, for the analysis and the
 //!   staged plan).
 //! - `staged`: how a query's plan runs per batch (`StagedPlan`: stateful stages bottom-up, then
@@ -16,11 +19,14 @@
 pub(crate) mod analysis;
 pub(crate) mod continuous;
 pub(crate) mod incremental;
+pub(crate) mod intervals;
 pub(crate) mod json;
+pub(crate) mod names;
 pub(crate) mod planner;
 pub(crate) mod relation;
 pub(crate) mod spark;
 pub(crate) mod sql;
+pub(crate) mod sql_names;
 pub(crate) mod staged;
 pub(crate) mod stateful_nodes;
 

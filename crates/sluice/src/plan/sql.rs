@@ -11,6 +11,8 @@
 use crate::error::class;
 use std::ops::ControlFlow;
 
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, Expr as SqlExpr, GroupByExpr, ObjectNamePart, Query, SetExpr, Statement,
     TableFactor,
@@ -19,29 +21,105 @@ use datafusion::sql::sqlparser::dialect::SparkSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 use crate::error::{Result, SluiceError};
+use crate::session::Session;
 
 const WINDOW_FUNCTIONS: [&str; 2] = ["window", "session_window"];
 
-/// Rewrites window references; returns the SQL unchanged when there are none.
-pub(crate) fn rewrite_window_references(sql: &str) -> Result<String> {
+/// Plans Spark SQL text: Spark's interval literals ([`super::intervals`]), `window.start`
+/// references, `max_by`/`min_by`, then Spark's name resolution ([`super::sql_names`]); then
+/// DataFusion plans the statement (DDL such as `CREATE VIEW` runs, as in `SessionContext::sql`).
+pub(crate) fn plan_sql(session: &Session, sql: &str) -> Result<LogicalPlan> {
+    let mut statements = parse_statements(sql)?;
+    if statements.len() != 1 {
+        return Err(SluiceError::query(
+            class::PARSE_SYNTAX_ERROR,
+            format!(
+                "sql() runs one statement, got {}: run each statement with its own sql() call",
+                statements.len()
+            ),
+        ));
+    }
+    let mut st = statements.remove(0);
+    rewrite_statement(&mut st)?;
+    let rules = super::names::NameRules::of(session)?;
+    super::sql_names::resolve_statement(&mut st, rules, session)?;
+    let state = session.df_state();
+    let plan = session.block_on(state.statement_to_plan(DFStatement::Statement(Box::new(st))))?;
+    let df = session.block_on(session.context().execute_logical_plan(plan))?;
+    Ok(df.logical_plan().clone())
+}
+
+/// Parses SQL with Spark's dialect, multi-unit intervals merged first.
+fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
     let dialect = SparkSqlDialect {};
-    let mut statements = Parser::parse_sql(&dialect, sql)
-        .map_err(|e| SluiceError::query(class::PARSE_SYNTAX_ERROR, format!("{e} in {sql:?}")))?;
-    let mut changed = false;
-    for st in &mut statements {
-        if let Statement::Query(q) = st {
-            changed |= rewrite_query(q)?;
+    let text = super::intervals::merge_multi_unit_intervals(sql);
+    Parser::parse_sql(&dialect, &text)
+        .map_err(|e| SluiceError::query(class::PARSE_SYNTAX_ERROR, format!("{e} in {sql:?}")))
+}
+
+/// The rewrites that need no catalog: intervals, window references, `max_by`/`min_by`.
+fn rewrite_statement(st: &mut Statement) -> Result<bool> {
+    let mut changed = super::intervals::rewrite_intervals(st)?;
+    if let Statement::Query(q) = st {
+        changed |= rewrite_query(q)?;
+    }
+    changed |= rewrite_max_min_by(st)?;
+    Ok(changed)
+}
+
+/// A SQL expression of the DataFrame API (`select_sql`, `filter_sql`) over `schema`, resolved
+/// as Spark resolves it and returned as SQL text for DataFusion's expression parser. With
+/// `alias_allowed`, the text may end in `AS name`.
+pub(crate) fn resolve_sql_expr(
+    session: &Session,
+    schema: &datafusion::common::DFSchema,
+    text: &str,
+    alias_allowed: bool,
+) -> Result<String> {
+    use datafusion::sql::sqlparser::ast::SelectItem;
+    let dialect = SparkSqlDialect {};
+    let merged = super::intervals::merge_multi_unit_intervals(text);
+    let bad = |e: datafusion::sql::sqlparser::parser::ParserError| {
+        SluiceError::query(class::PARSE_SYNTAX_ERROR, format!("{e} in {text:?}"))
+    };
+    let mut parser = Parser::new(&dialect).try_with_sql(&merged).map_err(bad)?;
+    let (mut expr, mut alias) = if alias_allowed {
+        match parser.parse_select_item().map_err(bad)? {
+            SelectItem::UnnamedExpr(e) => (e, None),
+            SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias)),
+            other => {
+                return Err(SluiceError::query(
+                    class::PARSE_SYNTAX_ERROR,
+                    format!("expected an expression, got {other} in {text:?}"),
+                ))
+            }
         }
-        changed |= rewrite_max_min_by(st)?;
-    }
-    if !changed {
-        return Ok(sql.to_string());
-    }
-    Ok(statements
+    } else {
+        (parser.parse_expr().map_err(bad)?, None)
+    };
+    parser
+        .expect_token(&datafusion::sql::sqlparser::tokenizer::Token::EOF)
+        .map_err(bad)?;
+    super::intervals::rewrite_intervals_in_expr(&mut expr)?;
+    let columns: Vec<(Option<String>, String, arrow::datatypes::DataType)> = schema
         .iter()
-        .map(|s| s.to_string())
-        .collect::<Vec<_>>()
-        .join(";\n"))
+        .map(|(q, f)| {
+            (
+                q.map(|q| q.table().to_string()),
+                f.name().clone(),
+                f.data_type().clone(),
+            )
+        })
+        .collect();
+    let rules = super::names::NameRules::of(session)?;
+    let implied = super::sql_names::resolve_standalone_expr(&mut expr, &columns, rules, session)?;
+    if let Some(a) = &mut alias {
+        *a = datafusion::sql::sqlparser::ast::Ident::with_quote('`', a.value.clone());
+    }
+    Ok(match alias.or(if alias_allowed { implied } else { None }) {
+        Some(a) => format!("{expr} AS {a}"),
+        None => expr.to_string(),
+    })
 }
 
 /// Spark's `max_by(x, y)` / `min_by(x, y)` (the `x` of the row with the largest / smallest
@@ -211,6 +289,15 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rewrite_window_references(sql: &str) -> Result<String> {
+        let mut st = parse_statements(sql)?.remove(0);
+        Ok(if rewrite_statement(&mut st)? {
+            st.to_string()
+        } else {
+            sql.to_string()
+        })
+    }
 
     #[test]
     fn window_fields_resolve_to_the_grouping_expression() {

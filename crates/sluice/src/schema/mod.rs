@@ -54,18 +54,12 @@ pub fn parse_ddl_schema(ddl: &str) -> Result<SchemaRef> {
     }
     loop {
         let field = p.parse_field()?;
-        if let Some(prev) = fields
-            .iter()
-            .find(|f| f.name().eq_ignore_ascii_case(field.name()))
-        {
+        // Names equal ignoring case are Spark's COLUMN_ALREADY_EXISTS only while
+        // spark.sql.caseSensitive=false: the session checks that (plan/names.rs).
+        if fields.iter().any(|f| f.name() == field.name()) {
             return Err(invalid(
                 ddl,
-                format!(
-                    "the column name `{}` appears twice (column names are case-insensitive, \
-                     like `{}`)",
-                    field.name(),
-                    prev.name()
-                ),
+                format!("the column name `{}` appears twice", field.name()),
             ));
         }
         fields.push(field);

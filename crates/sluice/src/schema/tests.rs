@@ -82,7 +82,7 @@ fn bad_strings_name_the_bad_part() {
         ("a INT b STRING", "b STRING"),
         ("a DECIMAL(40,2)", "precision 40"),
         ("a DECIMAL(5,6)", "scale"),
-        ("a INT, A STRING", "twice"),
+        ("a INT, a STRING", "twice"),
         ("", "empty"),
         ("`a INT", "not closed"),
         ("a INT NOT", "NULL"),

@@ -80,3 +80,7 @@ mod inspect;
 
 // The Kafka source and sink against a real broker (`scripts/kafka-broker start`).
 mod kafka;
+
+// Names resolved as Spark resolves them (spark.sql.caseSensitive), Spark's interval literals,
+// null-safe join keys, self-joins and three-stream joins.
+mod engine_names;

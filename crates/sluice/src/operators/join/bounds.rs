@@ -429,10 +429,13 @@ pub(crate) fn check_stream_stream_join(join: &Join) -> Result<()> {
 
 /// The join with equalities between a left-only and a right-only expression moved from the
 /// condition into the equi-join keys (the analysed plan keeps the whole ON clause as a filter).
-pub(super) fn with_equi_keys(join: &Join) -> Join {
+pub(super) fn with_equi_keys(join: &Join) -> (Join, Vec<bool>) {
     let mut j = join.clone();
+    // Whether each key is null-safe (`<=>`, Spark's EqualNullSafe): null keys match each other.
+    let mut null_safe =
+        vec![join.null_equality == datafusion::common::NullEquality::NullEqualsNull; join.on.len()];
     let Some(filter) = join.filter.clone() else {
-        return j;
+        return (j, null_safe);
     };
     let (left, right) = (join.left.schema(), join.right.schema());
     let only = |e: &Expr, s: &DFSchema| {
@@ -444,21 +447,23 @@ pub(super) fn with_equi_keys(join: &Join) -> Join {
         match c {
             Expr::BinaryExpr(BinaryExpr {
                 left: a,
-                op: Operator::Eq,
+                op: op @ (Operator::Eq | Operator::IsNotDistinctFrom),
                 right: b,
             }) if only(a, left) && only(b, right) => {
-                j.on.push((a.as_ref().clone(), b.as_ref().clone()))
+                j.on.push((a.as_ref().clone(), b.as_ref().clone()));
+                null_safe.push(*op == Operator::IsNotDistinctFrom);
             }
             Expr::BinaryExpr(BinaryExpr {
                 left: a,
-                op: Operator::Eq,
+                op: op @ (Operator::Eq | Operator::IsNotDistinctFrom),
                 right: b,
             }) if only(b, left) && only(a, right) => {
-                j.on.push((b.as_ref().clone(), a.as_ref().clone()))
+                j.on.push((b.as_ref().clone(), a.as_ref().clone()));
+                null_safe.push(*op == Operator::IsNotDistinctFrom);
             }
             other => rest.push(other.clone()),
         }
     }
     j.filter = datafusion::logical_expr::utils::conjunction(rest);
-    j
+    (j, null_safe)
 }

@@ -60,6 +60,8 @@ pub(crate) struct StreamingJoin {
     operator_id: OperatorId,
     join_type: JoinType,
     left_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Per key: null-safe (`<=>`), so a null key matches a null key.
+    null_safe: Vec<bool>,
     right_keys: Vec<Arc<dyn PhysicalExpr>>,
     /// The state's layout: the join key and each side's rows.
     layout: JoinLayout,
@@ -104,7 +106,8 @@ impl StreamingJoin {
     /// `info`.
     pub(crate) fn try_new(join: &Join, info: &StateInfo) -> Result<Self> {
         check_stream_stream_join(join)?;
-        let join = &with_equi_keys(join);
+        let (join, null_safe) = with_equi_keys(join);
+        let join = &join;
         if join.on.is_empty() {
             return Err(SluiceError::not_supported_yet(
                 "stream-stream joins without an equality between the two sides (a cross join with a \
@@ -156,6 +159,7 @@ impl StreamingJoin {
             operator_id: info.operator_id,
             join_type: join.join_type,
             left_keys,
+            null_safe,
             right_keys,
             layout,
             location: info.location(),
@@ -451,7 +455,8 @@ impl StreamingJoin {
         )?)
     }
 
-    /// Encoded join keys per row, and whether each is valid (a null key never matches).
+    /// Encoded join keys per row, and whether each is valid (a null key never matches, unless
+    /// the key is null-safe: `<=>`).
     fn keys(
         &self,
         batch: &RecordBatch,
@@ -468,7 +473,12 @@ impl StreamingJoin {
             .encode(&arrays)?
             .ok_or_else(|| SluiceError::internal("a stream-stream join without join keys"))?;
         let valid = (0..n)
-            .map(|i| arrays.iter().all(|a| !a.is_null(i)))
+            .map(|i| {
+                arrays
+                    .iter()
+                    .zip(&self.null_safe)
+                    .all(|(a, safe)| *safe || !a.is_null(i))
+            })
             .collect();
         Ok((rows, valid))
     }
