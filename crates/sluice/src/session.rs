@@ -70,11 +70,19 @@ impl SessionBuilder {
         // Spark's SQL dialect (LONG, backquoted names, ...); Spark's functions come below.
         let config = SessionConfig::new()
             .with_target_partitions(partitions.max(1))
-            .set_str("datafusion.sql_parser.dialect", "spark");
+            .set_str("datafusion.sql_parser.dialect", "spark")
+            // spark.sql.ansi.enabled (plan/ansi.rs).
+            .with_enable_ansi_mode(ansi_conf(self.conf.get(crate::conf::ANSI_ENABLED))?);
         let mut state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
             .with_spark_features()
+            // Spark's division runs before type coercion (it changes types), casts after it.
+            .with_analyzer_rules(
+                std::iter::once(Arc::new(crate::plan::ansi::SparkArithmeticRule) as _)
+                    .chain(datafusion::optimizer::Analyzer::new().rules)
+                    .collect(),
+            )
             .with_analyzer_rule(Arc::new(SparkCastRule))
             .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner))
             .build();
@@ -89,6 +97,7 @@ impl SessionBuilder {
         for udf in crate::operators::window::window_udfs()
             .into_iter()
             .chain(crate::plan::json::json_udfs())
+            .chain(crate::plan::ansi::try_udfs())
         {
             state.register_udf(Arc::new(udf))?;
         }
@@ -113,6 +122,11 @@ impl SessionBuilder {
             }),
         })
     }
+}
+
+/// The value of `spark.sql.ansi.enabled` (false when unset).
+fn ansi_conf(v: Option<&String>) -> Result<bool> {
+    Ok(crate::conf::parse_bool(&|_: &str| v.cloned(), crate::conf::ANSI_ENABLED)?.unwrap_or(false))
 }
 
 struct SessionInner {
@@ -154,10 +168,15 @@ impl Session {
     }
     /// Sets a conf value (Spark's `spark.conf.set`); queries started afterwards see it.
     pub fn set_conf(&self, key: impl Into<String>, value: impl ToString) {
-        self.inner
-            .conf
-            .write_unpoisoned()
-            .insert(key.into(), value.to_string());
+        let (key, value) = (key.into(), value.to_string());
+        if key == crate::conf::ANSI_ENABLED {
+            // A bad value is refused when a query starts (`StreamingConf`).
+            if let Ok(ansi) = ansi_conf(Some(&value)) {
+                let state = self.inner.ctx.state_ref();
+                state.write().config_mut().options_mut().execution.enable_ansi_mode = ansi;
+            }
+        }
+        self.inner.conf.write_unpoisoned().insert(key, value);
     }
     /// The DataFusion context behind the session (functions, tables).
     pub fn context(&self) -> &SessionContext {

@@ -4,6 +4,7 @@
 //! - [`analysis`]: which streaming plans may run, in which output mode.
 //! - [`incremental`]: per-batch planning: bind each stream to this batch's rows, optimise,
 //!   execute (Spark's `IncrementalExecution`).
+//! - [`ansi`]: Spark's casts, overflow and division, non-ANSI and ANSI (`spark.sql.ansi.enabled`).
 //! - [`spark`]: Spark SQL semantics DataFusion lacks (registered into every session); [`sql`]:
 //!   Spark's name resolution (`window.start`, `max_by`/`min_by`); [`json`]: `from_json`/`to_json`.
 //! - `stateful_nodes`: which plan nodes are stateful (one decision, for the analysis and the
@@ -14,6 +15,7 @@
 //! - [`planner`]: the session's query planner (the watermark node's physical planning).
 
 pub(crate) mod analysis;
+pub(crate) mod ansi;
 pub(crate) mod continuous;
 pub(crate) mod incremental;
 pub(crate) mod json;

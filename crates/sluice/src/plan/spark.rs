@@ -291,7 +291,9 @@ impl ScalarUDFImpl for SparkDateFormat {
     }
 }
 
-/// Rewrites `CAST(<timestamp> AS <integer>)` to Spark's epoch seconds.
+/// Rewrites `CAST(<timestamp> AS <integer>)` to Spark's epoch seconds, `CAST(<timestamp> AS
+/// STRING)` to Spark's text, and every other cast Arrow does not do as Spark does to
+/// `plan::ansi`'s (with ANSI's checked integer `+ - *` when `spark.sql.ansi.enabled`).
 #[derive(Debug, Default)]
 pub(crate) struct SparkCastRule;
 
@@ -299,7 +301,7 @@ impl AnalyzerRule for SparkCastRule {
     fn name(&self) -> &str {
         "sluice_spark_cast"
     }
-    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+    fn analyze(&self, plan: LogicalPlan, config: &ConfigOptions) -> DfResult<LogicalPlan> {
         plan.transform_up_with_subqueries(|node| {
             let inputs = node.inputs();
             if inputs.len() != 1 {
@@ -310,7 +312,14 @@ impl AnalyzerRule for SparkCastRule {
             let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
             node.map_expressions(|e| {
                 let saved = names.save(&e);
-                e.transform_up(|e| rewrite_cast(e, &schema))
+                e.transform_up(|e| {
+                    let t = rewrite_cast(e, &schema)?;
+                    if t.transformed {
+                        return Ok(t);
+                    }
+                    // Spark's casts and ANSI's checked arithmetic (plan/ansi.rs).
+                    super::ansi::rewrite_after_coercion(t.data, &schema, config)
+                })
                     .map(|t| t.update_data(|e| saved.restore(e)))
             })
         })

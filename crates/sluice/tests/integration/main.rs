@@ -68,6 +68,10 @@ mod engine_join_state_incremental;
 
 // Beyond the spine.
 
+// Spark's non-ANSI casts, overflow, division and dates (a bad value is null, never the end of a
+// query), and `spark.sql.ansi.enabled=true` with Spark's error classes.
+mod engine_ansi;
+
 // Continuous processing (`Trigger::Continuous`): epochs, Spark's restrictions, at-least-once
 // restarts.
 mod continuous;
