@@ -363,12 +363,19 @@ impl DataFrameReader {
     /// sink, only the files its manifest lists.
     pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
         let path = PathBuf::from(path.as_ref());
-        let batches = crate::sink::file::read_sink_output_with_options(
-            &path,
-            &self.format,
-            self.schema.clone(),
-            &self.options,
-        )?;
+        let batches = match (&self.schema, spark_datetime_read(&self.format, &self.options)) {
+            // The datetime options (Spark's pattern letters) need the file source's parsers.
+            (Some(schema), true) => {
+                let files = crate::sink::file::committed_files(&path)?.unwrap_or(vec![path.clone()]);
+                crate::source::file::read_files(&self.format, &files, schema, &self.options)?.batches
+            }
+            _ => crate::sink::file::read_sink_output_with_options(
+                &path,
+                &self.format,
+                self.schema.clone(),
+                &self.options,
+            )?,
+        };
         let schema = match (&self.schema, batches.first()) {
             (Some(s), _) => s.clone(),
             (None, Some(b)) => b.schema(),
@@ -389,6 +396,17 @@ impl DataFrameReader {
             .build()?;
         Ok(StreamFrame::new(self.session.clone(), plan))
     }
+}
+
+/// Whether a batch JSON/CSV read sets a datetime option (`timestampFormat`, `dateFormat`,
+/// `timestampNTZFormat`, `enableDateTimeParsingFallback`), read by the file source's parsers.
+fn spark_datetime_read(format: &str, options: &HashMap<String, String>) -> bool {
+    matches!(format, "json" | "csv")
+        && options.keys().any(|k| {
+            ["timestampFormat", "dateFormat", "timestampNTZFormat", "enableDateTimeParsingFallback"]
+                .iter()
+                .any(|o| k.eq_ignore_ascii_case(o))
+        })
 }
 
 impl MemoryStream {

@@ -72,6 +72,10 @@ mod engine_join_state_incremental;
 // query), and `spark.sql.ansi.enabled=true` with Spark's error classes.
 mod engine_ansi;
 
+// The JSON/CSV readers' timestampFormat/dateFormat/timestampNTZFormat with Spark's pattern
+// letters (streaming, batch, pipeline files), and the documented options Sluice refuses.
+mod engine_reader_options;
+
 // Continuous processing (`Trigger::Continuous`): epochs, Spark's restrictions, at-least-once
 // restarts.
 mod continuous;
