@@ -173,7 +173,12 @@ impl Session {
             // A bad value is refused when a query starts (`StreamingConf`).
             if let Ok(ansi) = ansi_conf(Some(&value)) {
                 let state = self.inner.ctx.state_ref();
-                state.write().config_mut().options_mut().execution.enable_ansi_mode = ansi;
+                state
+                    .write()
+                    .config_mut()
+                    .options_mut()
+                    .execution
+                    .enable_ansi_mode = ansi;
             }
         }
         self.inner.conf.write_unpoisoned().insert(key, value);
@@ -363,11 +368,16 @@ impl DataFrameReader {
     /// sink, only the files its manifest lists.
     pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
         let path = PathBuf::from(path.as_ref());
-        let batches = match (&self.schema, spark_datetime_read(&self.format, &self.options)) {
+        let batches = match (
+            &self.schema,
+            spark_datetime_read(&self.format, &self.options),
+        ) {
             // The datetime options (Spark's pattern letters) need the file source's parsers.
             (Some(schema), true) => {
-                let files = crate::sink::file::committed_files(&path)?.unwrap_or(vec![path.clone()]);
-                crate::source::file::read_files(&self.format, &files, schema, &self.options)?.batches
+                let files =
+                    crate::sink::file::committed_files(&path)?.unwrap_or(vec![path.clone()]);
+                crate::source::file::read_files(&self.format, &files, schema, &self.options)?
+                    .batches
             }
             _ => crate::sink::file::read_sink_output_with_options(
                 &path,
@@ -403,9 +413,14 @@ impl DataFrameReader {
 fn spark_datetime_read(format: &str, options: &HashMap<String, String>) -> bool {
     matches!(format, "json" | "csv")
         && options.keys().any(|k| {
-            ["timestampFormat", "dateFormat", "timestampNTZFormat", "enableDateTimeParsingFallback"]
-                .iter()
-                .any(|o| k.eq_ignore_ascii_case(o))
+            [
+                "timestampFormat",
+                "dateFormat",
+                "timestampNTZFormat",
+                "enableDateTimeParsingFallback",
+            ]
+            .iter()
+            .any(|o| k.eq_ignore_ascii_case(o))
         })
 }
 

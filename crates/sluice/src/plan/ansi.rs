@@ -41,12 +41,11 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
-    Float64Builder, Int64Builder, PrimitiveArray,
-    TimestampMicrosecondBuilder,
+    Float64Builder, Int64Builder, PrimitiveArray, TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Decimal128Type, Float64Type, Int16Type, Int32Type,
-    Int64Type, Int8Type, TimeUnit,
+    ArrowPrimitiveType, DataType, Decimal128Type, Float64Type, Int16Type, Int32Type, Int64Type,
+    Int8Type, TimeUnit,
 };
 use bigdecimal::{BigDecimal, RoundingMode};
 use datafusion::common::config::ConfigOptions;
@@ -55,8 +54,8 @@ use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::expr::{Cast, ScalarFunction, TryCast};
 use datafusion::logical_expr::{
-    BinaryExpr, ColumnarValue, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
-    ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    BinaryExpr, ColumnarValue, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::{lit, Expr};
@@ -166,7 +165,9 @@ impl ScalarUDFImpl for SparkCast {
         let a = arg.to_array(args.number_rows)?;
         let out = spark_cast(&a, &self.target, self.mode, &self.text)?;
         Ok(match arg {
-            ColumnarValue::Scalar(_) => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+            }
             ColumnarValue::Array(_) => ColumnarValue::Array(out),
         })
     }
@@ -188,7 +189,12 @@ const OUT_OF_RANGE: Bad = Bad {
 };
 
 /// Casts `a` to `to` with Spark's rules (see the module doc).
-pub(crate) fn spark_cast(a: &ArrayRef, to: &DataType, mode: Mode, text: &str) -> DfResult<ArrayRef> {
+pub(crate) fn spark_cast(
+    a: &ArrayRef,
+    to: &DataType,
+    mode: Mode,
+    text: &str,
+) -> DfResult<ArrayRef> {
     let from = a.data_type().clone();
     if !needs_spark_cast(&from, to) {
         return Ok(arrow::compute::cast(a, to)?);
@@ -247,7 +253,10 @@ pub(crate) fn spark_cast(a: &ArrayRef, to: &DataType, mode: Mode, text: &str) ->
                         },
                     }
                 }
-                Ok(arrow::compute::cast(&(Arc::new(out.finish()) as ArrayRef), to)?)
+                Ok(arrow::compute::cast(
+                    &(Arc::new(out.finish()) as ArrayRef),
+                    to,
+                )?)
             }
             DataType::Float64 | DataType::Float32 => {
                 let mut out = Float64Builder::with_capacity(s.len());
@@ -393,7 +402,10 @@ pub(crate) fn spark_cast(a: &ArrayRef, to: &DataType, mode: Mode, text: &str) ->
                         None => out.append_null(),
                         Some(u) => {
                             let t = u / pow;
-                            if t >= i64::MIN as i128 && t <= i64::MAX as i128 && fits_bits(t as i64, bits) {
+                            if t >= i64::MIN as i128
+                                && t <= i64::MAX as i128
+                                && fits_bits(t as i64, bits)
+                            {
                                 out.append_value(t as i64);
                             } else if legacy {
                                 out.append_value(wrap_bits(t as i64, bits));
@@ -429,7 +441,10 @@ pub(crate) fn spark_cast(a: &ArrayRef, to: &DataType, mode: Mode, text: &str) ->
                 }
             }
         }
-        return Ok(arrow::compute::cast(&(Arc::new(out.finish()) as ArrayRef), to)?);
+        return Ok(arrow::compute::cast(
+            &(Arc::new(out.finish()) as ArrayRef),
+            to,
+        )?);
     }
     if let DataType::Decimal128(p, sc) = to {
         let mut out = Decimal128Builder::with_capacity(a.len());
@@ -472,7 +487,9 @@ pub(crate) fn spark_cast(a: &ArrayRef, to: &DataType, mode: Mode, text: &str) ->
             _ => {
                 let l = arrow::compute::cast(a, &DataType::Int64)?;
                 for v in l.as_primitive::<Int64Type>().iter() {
-                    push(v.map(BigDecimal::from), &|| v.unwrap_or_default().to_string())?;
+                    push(v.map(BigDecimal::from), &|| {
+                        v.unwrap_or_default().to_string()
+                    })?;
                 }
             }
         }
@@ -575,9 +592,7 @@ pub(crate) fn parse_spark_double(s: &str) -> Option<f64> {
         "nan" | "+nan" | "-nan" => return Some(f64::NAN),
         _ => {}
     }
-    let body = lower
-        .strip_suffix(['d', 'f'])
-        .unwrap_or(lower.as_str());
+    let body = lower.strip_suffix(['d', 'f']).unwrap_or(lower.as_str());
     // Rust also reads `inf`/`nan` words, which Java does not (handled above).
     if body.is_empty() || body.bytes().any(|b| b.is_ascii_alphabetic() && b != b'e') {
         return None;
@@ -665,10 +680,30 @@ impl ScalarUDFImpl for SparkArith {
         let l = args.args[0].to_array(args.number_rows)?;
         let r = args.args[1].to_array(args.number_rows)?;
         let out = match l.data_type() {
-            DataType::Int8 => self.checked::<Int8Type>(&l, &r, i8::checked_add, i8::checked_sub, i8::checked_mul)?,
-            DataType::Int16 => self.checked::<Int16Type>(&l, &r, i16::checked_add, i16::checked_sub, i16::checked_mul)?,
-            DataType::Int32 => self.checked::<Int32Type>(&l, &r, i32::checked_add, i32::checked_sub, i32::checked_mul)?,
-            DataType::Int64 => self.checked::<Int64Type>(&l, &r, i64::checked_add, i64::checked_sub, i64::checked_mul)?,
+            DataType::Int8 => {
+                self.checked::<Int8Type>(&l, &r, i8::checked_add, i8::checked_sub, i8::checked_mul)?
+            }
+            DataType::Int16 => self.checked::<Int16Type>(
+                &l,
+                &r,
+                i16::checked_add,
+                i16::checked_sub,
+                i16::checked_mul,
+            )?,
+            DataType::Int32 => self.checked::<Int32Type>(
+                &l,
+                &r,
+                i32::checked_add,
+                i32::checked_sub,
+                i32::checked_mul,
+            )?,
+            DataType::Int64 => self.checked::<Int64Type>(
+                &l,
+                &r,
+                i64::checked_add,
+                i64::checked_sub,
+                i64::checked_mul,
+            )?,
             _ => {
                 use arrow::compute::kernels::numeric;
                 let out = match self.op {
@@ -679,7 +714,9 @@ impl ScalarUDFImpl for SparkArith {
                 match out {
                     Ok(o) => o,
                     // A decimal overflow: null in try_* (Spark), the error in ANSI.
-                    Err(arrow::error::ArrowError::ArithmeticOverflow(_)) if self.mode == Mode::Try => {
+                    Err(arrow::error::ArrowError::ArithmeticOverflow(_))
+                        if self.mode == Mode::Try =>
+                    {
                         arrow::array::new_null_array(l.data_type(), l.len())
                     }
                     Err(e) => return Err(self.overflow(&e.to_string())),
@@ -925,11 +962,17 @@ impl ScalarUDFImpl for InvalidDateIsNull {
         }
         let refs: Vec<&dyn Array> = rows.iter().map(|a| a.as_ref()).collect();
         let out = arrow::compute::concat(&refs)?;
-        Ok(if args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
-        } else {
-            ColumnarValue::Array(out)
-        })
+        Ok(
+            if args
+                .args
+                .iter()
+                .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+            {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+            } else {
+                ColumnarValue::Array(out)
+            },
+        )
     }
 }
 
@@ -1036,7 +1079,10 @@ fn narrow_literals(e: Expr, schema: &DFSchema) -> Transformed<Expr> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &e else {
         return Transformed::no(e);
     };
-    if !matches!(op, Operator::Plus | Operator::Minus | Operator::Multiply | Operator::Modulo) {
+    if !matches!(
+        op,
+        Operator::Plus | Operator::Minus | Operator::Multiply | Operator::Modulo
+    ) {
         return Transformed::no(e);
     }
     match (int_literal(left), int_literal(right)) {
@@ -1061,10 +1107,15 @@ fn rewrite_division(e: Expr, schema: &DFSchema, ansi: bool) -> DfResult<Transfor
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &e else {
         return Ok(Transformed::no(e));
     };
-    if !matches!(op, Operator::Divide | Operator::Modulo | Operator::IntegerDivide) {
+    if !matches!(
+        op,
+        Operator::Divide | Operator::Modulo | Operator::IntegerDivide
+    ) {
         return Ok(Transformed::no(e));
     }
-    if is_ansi_divisor(right) || matches!(right.as_ref(), Expr::ScalarFunction(f) if f.func.name() == "nullif") {
+    if is_ansi_divisor(right)
+        || matches!(right.as_ref(), Expr::ScalarFunction(f) if f.func.name() == "nullif")
+    {
         return Ok(Transformed::no(e));
     }
     let (Ok(lt), Ok(rt)) = (left.get_type(schema), right.get_type(schema)) else {

@@ -10,6 +10,8 @@
 //! - `CAST(timestamp AS STRING)`: Spark writes `2026-02-14 10:00:00` (a space, fractional
 //!   seconds only when not zero, trailing zeros trimmed: `10:00:00.12`); Arrow writes
 //!   `2026-02-14T10:00:00`. Timestamps without a zone are UTC in Sluice.
+//! - casts, overflow and division (non-ANSI and `spark.sql.ansi.enabled`) are `plan/ansi.rs`'s;
+//!   [`SparkCastRule`] applies them after type coercion.
 //! - `date_format(ts, 'HH:mm')`: Spark's datetime pattern letters; DataFusion's `date_format`
 //!   (`to_char`) reads chrono's `%H:%M` and would print `HH:mm` literally. The pattern is
 //!   translated and DataFusion formats; letters without a translation are an error that says
@@ -320,7 +322,7 @@ impl AnalyzerRule for SparkCastRule {
                     // Spark's casts and ANSI's checked arithmetic (plan/ansi.rs).
                     super::ansi::rewrite_after_coercion(t.data, &schema, config)
                 })
-                    .map(|t| t.update_data(|e| saved.restore(e)))
+                .map(|t| t.update_data(|e| saved.restore(e)))
             })
         })
         .map(|t| t.data)

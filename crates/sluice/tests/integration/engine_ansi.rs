@@ -9,7 +9,12 @@ use crate::support::{add_file, dirs, strings};
 /// Runs `select` (SQL over the view `events` of the JSON lines `body`, schema `schema`) as a
 /// streaming query into the memory sink, available-now; the rows as text, one `|`-joined line
 /// each, or the query's error.
-fn run_stream(session: &Session, schema: &str, body: &str, select: &str) -> sluice::Result<Vec<String>> {
+fn run_stream(
+    session: &Session,
+    schema: &str,
+    body: &str,
+    select: &str,
+) -> sluice::Result<Vec<String>> {
     let d = dirs();
     add_file(&d.input, "a.json", body, 1);
     session
@@ -36,12 +41,23 @@ fn run_stream(session: &Session, schema: &str, body: &str, select: &str) -> slui
             .map(|c| {
                 let texts = strings(c);
                 (0..c.len())
-                    .map(|i| if c.is_null(i) { "null".into() } else { texts[i].clone() })
+                    .map(|i| {
+                        if c.is_null(i) {
+                            "null".into()
+                        } else {
+                            texts[i].clone()
+                        }
+                    })
                     .collect()
             })
             .collect();
         for i in 0..b.num_rows() {
-            rows.push(cols.iter().map(|c| c[i].as_str()).collect::<Vec<_>>().join("|"));
+            rows.push(
+                cols.iter()
+                    .map(|c| c[i].as_str())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            );
         }
     }
     Ok(rows)
@@ -61,7 +77,8 @@ fn ansi_session() -> Session {
 
 #[test]
 fn a_string_that_is_not_a_number_casts_to_null_and_the_query_goes_on() {
-    let body = "{\"id\": 1, \"v\": \"12\"}\n{\"id\": 2, \"v\": \"x1\"}\n{\"id\": 3, \"v\": \" 7 \"}\n";
+    let body =
+        "{\"id\": 1, \"v\": \"12\"}\n{\"id\": 2, \"v\": \"x1\"}\n{\"id\": 3, \"v\": \" 7 \"}\n";
     let rows = run_stream(
         &session(),
         "id INT, v STRING",
@@ -73,7 +90,8 @@ fn a_string_that_is_not_a_number_casts_to_null_and_the_query_goes_on() {
 }
 
 /// One row of every kind of value; `v` a string column, `i` an INT, `z` zero, `d` a DOUBLE.
-const ROW: &str = "{\"s\": \"x1\", \"i\": 2147483647, \"z\": 0, \"d\": 1e20, \"ds\": \"2023-02-30\"}\n";
+const ROW: &str =
+    "{\"s\": \"x1\", \"i\": 2147483647, \"z\": 0, \"d\": 1e20, \"ds\": \"2023-02-30\"}\n";
 const ROW_SCHEMA: &str = "s STRING, i INT, z INT, d DOUBLE, ds STRING";
 
 /// `exprs` over [`ROW`] in a streaming query: each value as text (Spark's values in comments).
@@ -84,7 +102,12 @@ fn values(session: &Session, exprs: &[&str]) -> sluice::Result<Vec<String>> {
         .map(|(n, e)| format!("{e} AS c{n}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let rows = run_stream(session, ROW_SCHEMA, ROW, &format!("SELECT {select} FROM events"))?;
+    let rows = run_stream(
+        session,
+        ROW_SCHEMA,
+        ROW,
+        &format!("SELECT {select} FROM events"),
+    )?;
     Ok(rows[0].split('|').map(str::to_string).collect())
 }
 
@@ -112,7 +135,10 @@ fn non_ansi_casts_of_strings_are_null_or_sparks_value() {
         ("CAST(concat('2023-2-', '3') AS DATE)", "2023-02-03"),
         ("CAST(s AS TIMESTAMP)", "null"),
         ("CAST(ds AS TIMESTAMP)", "null"),
-        ("CAST(concat('2023-02-03 ', '1:2:3.5') AS TIMESTAMP)", "2023-02-03T01:02:03.500"),
+        (
+            "CAST(concat('2023-02-03 ', '1:2:3.5') AS TIMESTAMP)",
+            "2023-02-03T01:02:03.500",
+        ),
         ("try_cast(s AS INT)", "null"),
     ];
     let exprs: Vec<&str> = cases.iter().map(|c| c.0).collect();
@@ -139,7 +165,15 @@ fn invalid_dates_are_null_without_ansi() {
     .unwrap();
     assert_eq!(
         got,
-        ["null", "2023-02-28", "null", "2023-02-03", "null", "2023-02-03T10:00:00", "null"]
+        [
+            "null",
+            "2023-02-28",
+            "null",
+            "2023-02-03",
+            "null",
+            "2023-02-03T10:00:00",
+            "null"
+        ]
     );
     let e = ansi_error("to_date(ds)");
     assert!(e.is(class::CAST_INVALID_INPUT), "{e}");
@@ -196,24 +230,50 @@ fn ansi_error(expr: &str) -> sluice::SluiceError {
 fn ansi_casts_fail_the_query_with_sparks_class_naming_the_value_and_the_fix() {
     for (expr, class, value) in [
         ("CAST(s AS INT)", class::CAST_INVALID_INPUT, "'x1'"),
-        ("CAST(concat('1.', '5') AS INT)", class::CAST_INVALID_INPUT, "'1.5'"),
+        (
+            "CAST(concat('1.', '5') AS INT)",
+            class::CAST_INVALID_INPUT,
+            "'1.5'",
+        ),
         ("CAST(s AS DOUBLE)", class::CAST_INVALID_INPUT, "'x1'"),
         ("CAST(s AS BOOLEAN)", class::CAST_INVALID_INPUT, "'x1'"),
-        ("CAST(s AS DECIMAL(10,2))", class::CAST_INVALID_INPUT, "'x1'"),
-        ("CAST(ds AS DATE)", class::CAST_INVALID_INPUT, "'2023-02-30'"),
-        ("CAST(ds AS TIMESTAMP)", class::CAST_INVALID_INPUT, "'2023-02-30'"),
+        (
+            "CAST(s AS DECIMAL(10,2))",
+            class::CAST_INVALID_INPUT,
+            "'x1'",
+        ),
+        (
+            "CAST(ds AS DATE)",
+            class::CAST_INVALID_INPUT,
+            "'2023-02-30'",
+        ),
+        (
+            "CAST(ds AS TIMESTAMP)",
+            class::CAST_INVALID_INPUT,
+            "'2023-02-30'",
+        ),
         ("CAST(i AS SMALLINT)", class::CAST_OVERFLOW, "2147483647"),
         ("CAST(d AS INT)", class::CAST_OVERFLOW, "1.0E20D"),
-        ("CAST(d AS DECIMAL(5,1))", class::NUMERIC_VALUE_OUT_OF_RANGE, "100000000000000000000"),
+        (
+            "CAST(d AS DECIMAL(5,1))",
+            class::NUMERIC_VALUE_OUT_OF_RANGE,
+            "100000000000000000000",
+        ),
     ] {
         let e = ansi_error(expr);
         assert!(e.is(class), "{expr}: {e}");
         assert!(e.message().contains(value), "{expr}: {e}");
-        assert!(e.message().contains("spark.sql.ansi.enabled"), "{expr}: {e}");
+        assert!(
+            e.message().contains("spark.sql.ansi.enabled"),
+            "{expr}: {e}"
+        );
     }
     let e = ansi_error("CAST(s AS INT)");
     assert!(e.message().contains("try_cast"), "{e}");
-    assert!(e.message().contains("CAST(s AS INT)") || e.message().contains("AS INT)"), "{e}");
+    assert!(
+        e.message().contains("CAST(s AS INT)") || e.message().contains("AS INT)"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -232,7 +292,13 @@ fn ansi_arithmetic_fails_with_arithmetic_overflow_and_divide_by_zero() {
     // The try_ functions and try_cast stay null under ANSI; `/` is still DOUBLE division.
     let got = values(
         &ansi_session(),
-        &["try_cast(s AS INT)", "try_add(i, 1)", "try_divide(i, z)", "7 / 2", "CAST(' 12 ' AS INT)"],
+        &[
+            "try_cast(s AS INT)",
+            "try_add(i, 1)",
+            "try_divide(i, z)",
+            "7 / 2",
+            "CAST(' 12 ' AS INT)",
+        ],
     )
     .unwrap();
     assert_eq!(got, ["null", "null", "null", "3.5", "12"]);

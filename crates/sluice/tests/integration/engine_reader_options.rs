@@ -33,12 +33,23 @@ fn text_rows(s: &Session, sql: &str) -> Vec<String> {
             .map(|c| {
                 let t = strings(c);
                 (0..c.len())
-                    .map(|i| if c.is_null(i) { "null".into() } else { t[i].clone() })
+                    .map(|i| {
+                        if c.is_null(i) {
+                            "null".into()
+                        } else {
+                            t[i].clone()
+                        }
+                    })
                     .collect()
             })
             .collect();
         for i in 0..b.num_rows() {
-            out.push(cols.iter().map(|c| c[i].as_str()).collect::<Vec<_>>().join("|"));
+            out.push(
+                cols.iter()
+                    .map(|c| c[i].as_str())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            );
         }
     }
     out
@@ -67,7 +78,10 @@ fn a_streaming_json_read_takes_sparks_pattern_letters() {
         .unwrap();
     q.await_termination().unwrap();
     assert_eq!(
-        text_rows(&s, "SELECT CAST(t AS STRING), CAST(d AS STRING) FROM parsed"),
+        text_rows(
+            &s,
+            "SELECT CAST(t AS STRING), CAST(d AS STRING) FROM parsed"
+        ),
         [
             "2026-02-14 10:05:00|2026-02-14",
             "null|null",
@@ -98,7 +112,10 @@ fn a_batch_csv_read_takes_the_patterns_and_falls_back_only_when_asked() {
             .unwrap()
             .create_or_replace_temp_view("csv_rows")
             .unwrap();
-        text_rows(&s, "SELECT CAST(t AS STRING), CAST(d AS STRING) FROM csv_rows")
+        text_rows(
+            &s,
+            "SELECT CAST(t AS STRING), CAST(d AS STRING) FROM csv_rows",
+        )
     };
     assert_eq!(
         read(None),
@@ -135,7 +152,10 @@ SELECT CAST(t AS STRING) AS t, CAST(d AS STRING) AS d FROM events WHERE t IS NOT
     rows.sort();
     assert_eq!(
         rows,
-        ["2026-02-14 08:05:30.25|2026-02-01", "2026-02-14 10:05:00|2026-02-14"]
+        [
+            "2026-02-14 08:05:30.25|2026-02-01",
+            "2026-02-14 10:05:00|2026-02-14"
+        ]
     );
 
     // SET 'spark.sql.ansi.enabled' = 'true' turns a bad cast into Spark's error.

@@ -8,6 +8,10 @@
 //! `UTC`/`GMT`/`UT` optionally followed by such an offset, or `EST`/`MST`/`HST`. A fraction keeps
 //! 6 digits (more are truncated). Region zone ids (`Europe/Paris`) and time-only strings are not
 //! supported (null).
+//!
+//! With `timestampFormat` / `dateFormat` / `timestampNTZFormat`, values are parsed with the
+//! option's Spark pattern instead ([`SparkPattern`], [`DatetimeFormats`]): the whole value must
+//! match; Spark's lenient forms are tried too only with `enableDateTimeParsingFallback=true`.
 
 const MICROS_PER_SECOND: i64 = 1_000_000;
 const SECONDS_PER_DAY: i64 = 86_400;
@@ -415,7 +419,7 @@ fn expand_optional(chars: &[char], out: &mut Vec<String>) -> Result<(), String> 
             let mut with = out.clone();
             expand_optional(&chars[i + 1..j - 1], &mut with)?;
             // The longest form first: `[.SSS]` must not stop before the fraction.
-            with.extend(out.drain(..));
+            with.append(out);
             if with.len() > 64 {
                 return Err("too many optional sections".into());
             }
@@ -568,12 +572,24 @@ mod tests {
     fn spark_patterns_parse_the_whole_value() {
         // 2026-02-14T10:05:00Z
         let t = 1_771_063_500_000_000i64;
-        assert_eq!(pattern("dd/MM/yyyy HH:mm").parse_timestamp("14/02/2026 10:05"), Some(t));
-        assert_eq!(pattern("dd/MM/yyyy HH:mm").parse_timestamp("2026-02-14T10:05:00"), None);
-        assert_eq!(pattern("dd/MM/yyyy HH:mm").parse_timestamp("14/02/2026 10:05 x"), None);
+        assert_eq!(
+            pattern("dd/MM/yyyy HH:mm").parse_timestamp("14/02/2026 10:05"),
+            Some(t)
+        );
+        assert_eq!(
+            pattern("dd/MM/yyyy HH:mm").parse_timestamp("2026-02-14T10:05:00"),
+            None
+        );
+        assert_eq!(
+            pattern("dd/MM/yyyy HH:mm").parse_timestamp("14/02/2026 10:05 x"),
+            None
+        );
         let opt = pattern("dd/MM/yyyy HH:mm[:ss[.SSS]][XXX]");
         assert_eq!(opt.parse_timestamp("14/02/2026 10:05"), Some(t));
-        assert_eq!(opt.parse_timestamp("14/02/2026 10:05:30"), Some(t + 30_000_000));
+        assert_eq!(
+            opt.parse_timestamp("14/02/2026 10:05:30"),
+            Some(t + 30_000_000)
+        );
         assert_eq!(
             opt.parse_timestamp("14/02/2026 12:05:30.250+02:00"),
             Some(t + 30_250_000)
@@ -589,9 +605,16 @@ mod tests {
         );
         let d = SparkPattern::compile("dateFormat", "dd.MM.yyyy").unwrap();
         assert_eq!(d.parse_date("14.02.2026"), Some(20498));
-        assert_eq!(d.parse_date("31.02.2026"), None, "a date that does not exist");
+        assert_eq!(
+            d.parse_date("31.02.2026"),
+            None,
+            "a date that does not exist"
+        );
         let e = SparkPattern::compile("dateFormat", "yyyy QQ").unwrap_err();
-        assert!(e.contains("'dateFormat'") && e.contains("'QQ' is not supported yet"), "{e}");
+        assert!(
+            e.contains("'dateFormat'") && e.contains("'QQ' is not supported yet"),
+            "{e}"
+        );
         assert!(SparkPattern::compile("dateFormat", "yyyy[MM").is_err());
     }
 

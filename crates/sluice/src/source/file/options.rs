@@ -145,7 +145,10 @@ pub(crate) fn check_documented(format: &str, opts: &Options) -> Result<()> {
     };
     if let Some(v) = opts.get("timeZone") {
         let t = v.trim().to_ascii_uppercase();
-        if !matches!(t.as_str(), "UTC" | "GMT" | "Z" | "+00:00" | "UTC+00:00" | "ETC/UTC") {
+        if !matches!(
+            t.as_str(),
+            "UTC" | "GMT" | "Z" | "+00:00" | "UTC+00:00" | "ETC/UTC"
+        ) {
             return refuse(
                 "timeZone",
                 v,
@@ -156,7 +159,11 @@ pub(crate) fn check_documented(format: &str, opts: &Options) -> Result<()> {
     if let Some(v) = opts.get("locale") {
         let t = v.trim().to_ascii_lowercase().replace('_', "-");
         if !matches!(t.as_str(), "en-us" | "en") {
-            return refuse("locale", v, "month and day names are read in English (en-US)");
+            return refuse(
+                "locale",
+                v,
+                "month and day names are read in English (en-US)",
+            );
         }
     }
     if format == "csv" {
@@ -181,7 +188,11 @@ pub(crate) fn check_documented(format: &str, opts: &Options) -> Result<()> {
         }
         if let Some(v) = opts.get("maxCharsPerColumn") {
             if v.trim() != "-1" {
-                return refuse("maxCharsPerColumn", v, "the length of a value is not limited");
+                return refuse(
+                    "maxCharsPerColumn",
+                    v,
+                    "the length of a value is not limited",
+                );
             }
         }
     }
