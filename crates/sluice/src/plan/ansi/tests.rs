@@ -108,7 +108,7 @@ fn doubles_narrow_as_java_does_and_ansi_names_the_value() {
         [-1, 0, 0, 44, -2]
     );
     let e = spark_cast(&a, &DataType::Int32, Mode::Ansi, "CAST(d AS INT)").unwrap_err();
-    let e = crate::error::SluiceError::from(e);
+    let e = SluiceError::from(e);
     assert!(e.is(class::CAST_OVERFLOW), "{e}");
     assert!(
         e.message().contains("1.0E20D") && e.message().contains("CAST(d AS INT)"),
