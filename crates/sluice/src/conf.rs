@@ -31,6 +31,11 @@ pub const CHECKPOINT_LOCATION: &str = "spark.sql.streaming.checkpointLocation";
 /// renamed (same types), which Spark refuses.
 pub const ALLOW_KEY_RENAME: &str = "sluice.streaming.stateSchema.allowKeyRename";
 
+/// `spark.sql.ansi.enabled`: Spark's ANSI mode (off by default, as in Spark 3.5): a cast, an
+/// overflow or a division by zero fails the query with Spark's error class instead of giving
+/// null (`plan::ansi`). Read when a query is analysed.
+pub const ANSI_ENABLED: &str = "spark.sql.ansi.enabled";
+
 /// Spark's default of [`MIN_BATCHES_TO_RETAIN`].
 pub const DEFAULT_MIN_BATCHES_TO_RETAIN: u64 = 100;
 /// Spark's default of [`MIN_DELTAS_FOR_SNAPSHOT`].
@@ -84,6 +89,8 @@ pub struct StreamingConf {
     pub allow_key_rename: bool,
     /// [`CHECKPOINT_LOCATION`].
     pub checkpoint_location: Option<String>,
+    /// [`ANSI_ENABLED`].
+    pub ansi_enabled: bool,
 }
 
 impl Default for StreamingConf {
@@ -96,6 +103,7 @@ impl Default for StreamingConf {
             check_correctness: true,
             allow_key_rename: false,
             checkpoint_location: None,
+            ansi_enabled: false,
         }
     }
 }
@@ -126,6 +134,7 @@ impl StreamingConf {
             check_correctness: parse_bool(&get, CHECK_CORRECTNESS)?.unwrap_or(d.check_correctness),
             allow_key_rename: parse_bool(&get, ALLOW_KEY_RENAME)?.unwrap_or(d.allow_key_rename),
             checkpoint_location: get(CHECKPOINT_LOCATION),
+            ansi_enabled: parse_bool(&get, ANSI_ENABLED)?.unwrap_or(d.ansi_enabled),
         })
     }
 }
@@ -163,7 +172,7 @@ fn parse_num(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<
         .transpose()
 }
 
-fn parse_bool(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bool>> {
+pub(crate) fn parse_bool(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bool>> {
     get(key)
         .map(|v| match v.trim().to_ascii_lowercase().as_str() {
             "true" => Ok(true),

@@ -70,11 +70,19 @@ impl SessionBuilder {
         // Spark's SQL dialect (LONG, backquoted names, ...); Spark's functions come below.
         let config = SessionConfig::new()
             .with_target_partitions(partitions.max(1))
-            .set_str("datafusion.sql_parser.dialect", "spark");
+            .set_str("datafusion.sql_parser.dialect", "spark")
+            // spark.sql.ansi.enabled (plan/ansi.rs).
+            .with_enable_ansi_mode(ansi_conf(self.conf.get(crate::conf::ANSI_ENABLED))?);
         let mut state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
             .with_spark_features()
+            // Spark's division runs before type coercion (it changes types), casts after it.
+            .with_analyzer_rules(
+                std::iter::once(Arc::new(crate::plan::ansi::SparkArithmeticRule) as _)
+                    .chain(datafusion::optimizer::Analyzer::new().rules)
+                    .collect(),
+            )
             .with_analyzer_rule(Arc::new(SparkCastRule))
             .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner))
             .build();
@@ -89,6 +97,7 @@ impl SessionBuilder {
         for udf in crate::operators::window::window_udfs()
             .into_iter()
             .chain(crate::plan::json::json_udfs())
+            .chain(crate::plan::ansi::try_udfs())
         {
             state.register_udf(Arc::new(udf))?;
         }
@@ -113,6 +122,11 @@ impl SessionBuilder {
             }),
         })
     }
+}
+
+/// The value of `spark.sql.ansi.enabled` (false when unset).
+fn ansi_conf(v: Option<&String>) -> Result<bool> {
+    Ok(crate::conf::parse_bool(&|_: &str| v.cloned(), crate::conf::ANSI_ENABLED)?.unwrap_or(false))
 }
 
 struct SessionInner {
@@ -154,10 +168,20 @@ impl Session {
     }
     /// Sets a conf value (Spark's `spark.conf.set`); queries started afterwards see it.
     pub fn set_conf(&self, key: impl Into<String>, value: impl ToString) {
-        self.inner
-            .conf
-            .write_unpoisoned()
-            .insert(key.into(), value.to_string());
+        let (key, value) = (key.into(), value.to_string());
+        if key == crate::conf::ANSI_ENABLED {
+            // A bad value is refused when a query starts (`StreamingConf`).
+            if let Ok(ansi) = ansi_conf(Some(&value)) {
+                let state = self.inner.ctx.state_ref();
+                state
+                    .write()
+                    .config_mut()
+                    .options_mut()
+                    .execution
+                    .enable_ansi_mode = ansi;
+            }
+        }
+        self.inner.conf.write_unpoisoned().insert(key, value);
     }
     /// The DataFusion context behind the session (functions, tables).
     pub fn context(&self) -> &SessionContext {
@@ -348,12 +372,24 @@ impl DataFrameReader {
     /// sink, only the files its manifest lists.
     pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
         let path = PathBuf::from(path.as_ref());
-        let batches = crate::sink::file::read_sink_output_with_options(
-            &path,
-            &self.format,
-            self.schema.clone(),
-            &self.options,
-        )?;
+        let batches = match (
+            &self.schema,
+            spark_datetime_read(&self.format, &self.options),
+        ) {
+            // The datetime options (Spark's pattern letters) need the file source's parsers.
+            (Some(schema), true) => {
+                let files =
+                    crate::sink::file::committed_files(&path)?.unwrap_or(vec![path.clone()]);
+                crate::source::file::read_files(&self.format, &files, schema, &self.options)?
+                    .batches
+            }
+            _ => crate::sink::file::read_sink_output_with_options(
+                &path,
+                &self.format,
+                self.schema.clone(),
+                &self.options,
+            )?,
+        };
         let schema = match (&self.schema, batches.first()) {
             (Some(s), _) => s.clone(),
             (None, Some(b)) => b.schema(),
@@ -405,6 +441,22 @@ impl crate::plan::sql_names::Tables for Session {
             .block_on(schema.table(name))?
             .map(|t| (name.clone(), t.schema())))
     }
+}
+
+/// Whether a batch JSON/CSV read sets a datetime option (`timestampFormat`, `dateFormat`,
+/// `timestampNTZFormat`, `enableDateTimeParsingFallback`), read by the file source's parsers.
+fn spark_datetime_read(format: &str, options: &HashMap<String, String>) -> bool {
+    matches!(format, "json" | "csv")
+        && options.keys().any(|k| {
+            [
+                "timestampFormat",
+                "dateFormat",
+                "timestampNTZFormat",
+                "enableDateTimeParsingFallback",
+            ]
+            .iter()
+            .any(|o| k.eq_ignore_ascii_case(o))
+        })
 }
 
 impl MemoryStream {

@@ -4,6 +4,7 @@
 //! - [`analysis`]: which streaming plans may run, in which output mode.
 //! - [`incremental`]: per-batch planning: bind each stream to this batch's rows, optimise,
 //!   execute (Spark's `IncrementalExecution`).
+//! - [`ansi`]: Spark's casts, overflow and division, non-ANSI and ANSI (`spark.sql.ansi.enabled`).
 //! - [`spark`]: Spark SQL semantics DataFusion lacks (registered into every session); [`sql`]:
 //!   Spark's SQL front end (`window.start`, `max_by`/`min_by`, then planning); [`names`]: Spark's
 //!   rules for matching names (`spark.sql.caseSensitive`), used by [`sql_names`] (the resolver
@@ -17,6 +18,7 @@
 //! - [`planner`]: the session's query planner (the watermark node's physical planning).
 
 pub(crate) mod analysis;
+pub(crate) mod ansi;
 pub(crate) mod continuous;
 pub(crate) mod incremental;
 pub(crate) mod intervals;

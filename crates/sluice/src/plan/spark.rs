@@ -10,6 +10,8 @@
 //! - `CAST(timestamp AS STRING)`: Spark writes `2026-02-14 10:00:00` (a space, fractional
 //!   seconds only when not zero, trailing zeros trimmed: `10:00:00.12`); Arrow writes
 //!   `2026-02-14T10:00:00`. Timestamps without a zone are UTC in Sluice.
+//! - casts, overflow and division (non-ANSI and `spark.sql.ansi.enabled`) are `plan/ansi.rs`'s;
+//!   [`SparkCastRule`] applies them after type coercion.
 //! - `date_format(ts, 'HH:mm')`: Spark's datetime pattern letters; DataFusion's `date_format`
 //!   (`to_char`) reads chrono's `%H:%M` and would print `HH:mm` literally. The pattern is
 //!   translated and DataFusion formats; letters without a translation are an error that says
@@ -291,7 +293,9 @@ impl ScalarUDFImpl for SparkDateFormat {
     }
 }
 
-/// Rewrites `CAST(<timestamp> AS <integer>)` to Spark's epoch seconds.
+/// Rewrites `CAST(<timestamp> AS <integer>)` to Spark's epoch seconds, `CAST(<timestamp> AS
+/// STRING)` to Spark's text, and every other cast Arrow does not do as Spark does to
+/// `plan::ansi`'s (with ANSI's checked integer `+ - *` when `spark.sql.ansi.enabled`).
 #[derive(Debug, Default)]
 pub(crate) struct SparkCastRule;
 
@@ -299,7 +303,7 @@ impl AnalyzerRule for SparkCastRule {
     fn name(&self) -> &str {
         "sluice_spark_cast"
     }
-    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+    fn analyze(&self, plan: LogicalPlan, config: &ConfigOptions) -> DfResult<LogicalPlan> {
         plan.transform_up_with_subqueries(|node| {
             let inputs = node.inputs();
             if inputs.len() != 1 {
@@ -310,8 +314,15 @@ impl AnalyzerRule for SparkCastRule {
             let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
             node.map_expressions(|e| {
                 let saved = names.save(&e);
-                e.transform_up(|e| rewrite_cast(e, &schema))
-                    .map(|t| t.update_data(|e| saved.restore(e)))
+                e.transform_up(|e| {
+                    let t = rewrite_cast(e, &schema)?;
+                    if t.transformed {
+                        return Ok(t);
+                    }
+                    // Spark's casts and ANSI's checked arithmetic (plan/ansi.rs).
+                    super::ansi::rewrite_after_coercion(t.data, &schema, config)
+                })
+                .map(|t| t.update_data(|e| saved.restore(e)))
             })
         })
         .map(|t| t.data)

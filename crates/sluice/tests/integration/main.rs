@@ -68,6 +68,14 @@ mod engine_join_state_incremental;
 
 // Beyond the spine.
 
+// Spark's non-ANSI casts, overflow, division and dates (a bad value is null, never the end of a
+// query), and `spark.sql.ansi.enabled=true` with Spark's error classes.
+mod engine_ansi;
+
+// The JSON/CSV readers' timestampFormat/dateFormat/timestampNTZFormat with Spark's pattern
+// letters (streaming, batch, pipeline files), and the documented options Sluice refuses.
+mod engine_reader_options;
+
 // Continuous processing (`Trigger::Continuous`): epochs, Spark's restrictions, at-least-once
 // restarts.
 mod continuous;

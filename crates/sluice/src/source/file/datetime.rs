@@ -8,6 +8,10 @@
 //! `UTC`/`GMT`/`UT` optionally followed by such an offset, or `EST`/`MST`/`HST`. A fraction keeps
 //! 6 digits (more are truncated). Region zone ids (`Europe/Paris`) and time-only strings are not
 //! supported (null).
+//!
+//! With `timestampFormat` / `dateFormat` / `timestampNTZFormat`, values are parsed with the
+//! option's Spark pattern instead ([`SparkPattern`], [`DatetimeFormats`]): the whole value must
+//! match; Spark's lenient forms are tried too only with `enableDateTimeParsingFallback=true`.
 
 const MICROS_PER_SECOND: i64 = 1_000_000;
 const SECONDS_PER_DAY: i64 = 86_400;
@@ -317,9 +321,317 @@ pub(crate) fn parse_date_days(s: &str) -> Option<i32> {
     i32::try_from(days).ok()
 }
 
+/// A Spark datetime pattern (`timestampFormat`, `dateFormat`, `timestampNTZFormat`), compiled
+/// for parsing: Spark's pattern letters (`yyyy-MM-dd HH:mm:ss.SSS`, `'quoted'` text, `[optional]`
+/// sections, `XXX`/`Z` offsets) translated into chrono's, each optional section expanded into the
+/// variants with and without it. The whole value must match, as in Spark's `DateTimeFormatter`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SparkPattern {
+    /// The option's value, for messages.
+    pub(crate) pattern: String,
+    variants: Vec<String>,
+}
+
+impl SparkPattern {
+    /// Compiles `pattern`, the value of the option `option`; an error names a letter Sluice cannot
+    /// parse with yet.
+    pub(crate) fn compile(option: &str, pattern: &str) -> Result<Self, String> {
+        let mut plain = vec![String::new()];
+        expand_optional(&pattern.chars().collect::<Vec<_>>(), &mut plain)
+            .map_err(|e| format!("the option '{option}' = {pattern:?}: {e}"))?;
+        let variants = plain
+            .iter()
+            .map(|p| to_chrono(p))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("the option '{option}' = {pattern:?}: {e}"))?;
+        Ok(Self {
+            pattern: pattern.to_string(),
+            variants,
+        })
+    }
+
+    fn parsed(&self, s: &str) -> Option<chrono::format::Parsed> {
+        for v in &self.variants {
+            let mut p = chrono::format::Parsed::new();
+            if chrono::format::parse(&mut p, s, chrono::format::StrftimeItems::new(v)).is_ok() {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Days since the epoch, or None when `s` does not match or is no date.
+    pub(crate) fn parse_date(&self, s: &str) -> Option<i32> {
+        let p = self.parsed(s)?;
+        let days = days_from_civil(
+            p.year()? as i64,
+            p.month().unwrap_or(1) as i64,
+            p.day().unwrap_or(1) as i64,
+        )?;
+        i32::try_from(days).ok()
+    }
+
+    /// Microseconds since the epoch (a value without an offset is UTC), or None.
+    pub(crate) fn parse_timestamp(&self, s: &str) -> Option<i64> {
+        let p = self.parsed(s)?;
+        let days = days_from_civil(
+            p.year()? as i64,
+            p.month().unwrap_or(1) as i64,
+            p.day().unwrap_or(1) as i64,
+        )?;
+        let hour = match (p.hour_div_12(), p.hour_mod_12()) {
+            (Some(d), Some(m)) => (d * 12 + m) as i64,
+            (None, Some(m)) => m as i64,
+            _ => 0,
+        };
+        let secs = days * SECONDS_PER_DAY
+            + hour * 3600
+            + p.minute().unwrap_or(0) as i64 * 60
+            + p.second().unwrap_or(0) as i64
+            - p.offset().unwrap_or(0) as i64;
+        Some(secs * MICROS_PER_SECOND + p.nanosecond().unwrap_or(0) as i64 / 1000)
+    }
+}
+
+/// Appends the variants of `chars` (with `[...]` sections present and absent) to every prefix.
+fn expand_optional(chars: &[char], out: &mut Vec<String>) -> Result<(), String> {
+    let mut i = 0;
+    let mut in_quote = false;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' {
+            in_quote = !in_quote;
+        }
+        if c == '[' && !in_quote {
+            let mut depth = 1;
+            let mut j = i + 1;
+            while j < chars.len() && depth > 0 {
+                match chars[j] {
+                    '[' => depth += 1,
+                    ']' => depth -= 1,
+                    _ => {}
+                }
+                j += 1;
+            }
+            if depth != 0 {
+                return Err("an optional section '[' is not closed".into());
+            }
+            let mut with = out.clone();
+            expand_optional(&chars[i + 1..j - 1], &mut with)?;
+            // The longest form first: `[.SSS]` must not stop before the fraction.
+            with.append(out);
+            if with.len() > 64 {
+                return Err("too many optional sections".into());
+            }
+            *out = with;
+            i = j;
+            continue;
+        }
+        if c == ']' && !in_quote {
+            return Err("an optional section ']' is not opened".into());
+        }
+        for p in out.iter_mut() {
+            p.push(c);
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// One plain Spark pattern (no `[...]`) in chrono's syntax for parsing.
+fn to_chrono(pattern: &str) -> Result<String, String> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' {
+            if chars.get(i + 1) == Some(&'\'') {
+                out.push('\'');
+                i += 2;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < chars.len() && chars[j] != '\'' {
+                if chars[j] == '%' {
+                    out.push('%');
+                }
+                out.push(chars[j]);
+                j += 1;
+            }
+            i = j + 1;
+            continue;
+        }
+        if !c.is_ascii_alphabetic() {
+            // `.SSS`: the dot and any number of fraction digits.
+            if c == '.' && chars.get(i + 1) == Some(&'S') {
+                let mut n = 1;
+                while chars.get(i + 1 + n) == Some(&'S') {
+                    n += 1;
+                }
+                out.push_str("%.f");
+                i += 1 + n;
+                continue;
+            }
+            if c == '%' {
+                out.push('%');
+            }
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let mut n = 1;
+        while i + n < chars.len() && chars[i + n] == c {
+            n += 1;
+        }
+        let spec = match (c, n) {
+            ('y' | 'u', 2) => "%y",
+            ('y' | 'u', _) => "%Y",
+            ('M' | 'L', 1 | 2) => "%m",
+            ('M' | 'L', 3) => "%b",
+            ('M' | 'L', _) => "%B",
+            ('d', 1 | 2) => "%d",
+            ('D', _) => "%j",
+            ('H', 1 | 2) => "%H",
+            ('h', 1 | 2) => "%I",
+            ('m', 1 | 2) => "%M",
+            ('s', 1 | 2) => "%S",
+            ('S', 3) => "%3f",
+            ('S', 6) => "%6f",
+            ('S', 9) => "%9f",
+            ('a', 1) => "%p",
+            ('E', 1..=3) => "%a",
+            ('E', 4) => "%A",
+            ('X' | 'x', 1..=3) => "%#z",
+            ('Z', 1..=3) => "%z",
+            _ => {
+                return Err(format!(
+                    "the pattern letter{} '{}' is not supported yet (supported: y, M, L, d, D, H, \
+                     h, m, s, S, a, E, X, x, Z, 'quoted' text and [optional] sections)",
+                    if n > 1 { "s" } else { "" },
+                    c.to_string().repeat(n)
+                ))
+            }
+        };
+        out.push_str(spec);
+        i += n;
+    }
+    Ok(out)
+}
+
+/// The datetime options of the JSON and CSV readers, compiled once per source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct DatetimeFormats {
+    /// `timestampFormat`: TIMESTAMP columns.
+    pub(crate) timestamp: Option<SparkPattern>,
+    /// `timestampNTZFormat`: TIMESTAMP_NTZ columns (a timestamp without a zone).
+    pub(crate) timestamp_ntz: Option<SparkPattern>,
+    /// `dateFormat`: DATE columns.
+    pub(crate) date: Option<SparkPattern>,
+    /// `enableDateTimeParsingFallback`: when a pattern is given and does not match, try Spark's
+    /// lenient forms too (Spark's default: only when no pattern is given).
+    pub(crate) fallback: Option<bool>,
+}
+
+impl DatetimeFormats {
+    /// A DATE value: the `dateFormat` pattern, else (or as the fallback) Spark's lenient form.
+    pub(crate) fn date(&self, s: &str) -> Option<i32> {
+        match &self.date {
+            None => parse_date_days(s),
+            Some(p) => p
+                .parse_date(s)
+                .or_else(|| self.fallback.unwrap_or(false).then(|| parse_date_days(s))?),
+        }
+    }
+
+    /// A TIMESTAMP value: `timestampFormat` (else, or as the fallback, Spark's lenient form),
+    /// then `timestampNTZFormat`. Sluice has one timestamp type (TIMESTAMP and TIMESTAMP_NTZ are
+    /// both UTC microseconds), so a column cannot say which of the two patterns is its own.
+    pub(crate) fn timestamp(&self, s: &str) -> Option<i64> {
+        let first = match &self.timestamp {
+            None => parse_timestamp_micros(s),
+            Some(p) => p.parse_timestamp(s).or_else(|| {
+                self.fallback
+                    .unwrap_or(false)
+                    .then(|| parse_timestamp_micros(s))?
+            }),
+        };
+        first.or_else(|| self.timestamp_ntz.as_ref()?.parse_timestamp(s))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pattern(p: &str) -> SparkPattern {
+        SparkPattern::compile("timestampFormat", p).unwrap()
+    }
+
+    #[test]
+    fn spark_patterns_parse_the_whole_value() {
+        // 2026-02-14T10:05:00Z
+        let t = 1_771_063_500_000_000i64;
+        assert_eq!(
+            pattern("dd/MM/yyyy HH:mm").parse_timestamp("14/02/2026 10:05"),
+            Some(t)
+        );
+        assert_eq!(
+            pattern("dd/MM/yyyy HH:mm").parse_timestamp("2026-02-14T10:05:00"),
+            None
+        );
+        assert_eq!(
+            pattern("dd/MM/yyyy HH:mm").parse_timestamp("14/02/2026 10:05 x"),
+            None
+        );
+        let opt = pattern("dd/MM/yyyy HH:mm[:ss[.SSS]][XXX]");
+        assert_eq!(opt.parse_timestamp("14/02/2026 10:05"), Some(t));
+        assert_eq!(
+            opt.parse_timestamp("14/02/2026 10:05:30"),
+            Some(t + 30_000_000)
+        );
+        assert_eq!(
+            opt.parse_timestamp("14/02/2026 12:05:30.250+02:00"),
+            Some(t + 30_250_000)
+        );
+        assert_eq!(opt.parse_timestamp("14/02/2026 10:05Z"), Some(t));
+        assert_eq!(
+            pattern("yyyy-MM-dd'T'HH:mm:ss.SSSSSS").parse_timestamp("2026-02-14T10:05:00.000001"),
+            Some(t + 1)
+        );
+        assert_eq!(
+            pattern("MMM d yyyy h:mm a").parse_timestamp("Feb 14 2026 10:05 AM"),
+            Some(t)
+        );
+        let d = SparkPattern::compile("dateFormat", "dd.MM.yyyy").unwrap();
+        assert_eq!(d.parse_date("14.02.2026"), Some(20498));
+        assert_eq!(
+            d.parse_date("31.02.2026"),
+            None,
+            "a date that does not exist"
+        );
+        let e = SparkPattern::compile("dateFormat", "yyyy QQ").unwrap_err();
+        assert!(
+            e.contains("'dateFormat'") && e.contains("'QQ' is not supported yet"),
+            "{e}"
+        );
+        assert!(SparkPattern::compile("dateFormat", "yyyy[MM").is_err());
+    }
+
+    #[test]
+    fn formats_fall_back_only_when_asked() {
+        let strict = DatetimeFormats {
+            date: Some(SparkPattern::compile("dateFormat", "dd.MM.yyyy").unwrap()),
+            ..Default::default()
+        };
+        assert_eq!(strict.date("2026-02-14"), None);
+        let lenient = DatetimeFormats {
+            fallback: Some(true),
+            ..strict.clone()
+        };
+        assert_eq!(lenient.date("2026-02-14"), Some(20498));
+        assert_eq!(DatetimeFormats::default().date("2026-02-14"), Some(20498));
+    }
 
     fn ts(s: &str) -> Option<i64> {
         parse_timestamp_micros(s)

@@ -12,7 +12,7 @@
 //! file admitted so far), `pathGlobFilter`, `ignoreMissingFiles`, `ignoreCorruptFiles`,
 //! `cleanSource` (only `off`), plus the format's parsing options (see [`format`]).
 
-mod datetime;
+pub(crate) mod datetime;
 mod format;
 pub use format::parse_json_documents;
 mod listing;

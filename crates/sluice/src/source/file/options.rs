@@ -1,5 +1,29 @@
 //! Reader options: keys are case-insensitive (as in Spark's `CaseInsensitiveMap`), values are
 //! validated with an `INVALID_OPTION` error naming the option.
+//!
+//! Every read option Spark 3.5 documents for JSON and CSV
+//! (`sql-data-sources-json.html`, `sql-data-sources-csv.html`), and what Sluice does with it.
+//! An option Spark does not know is ignored, as Spark ignores it; a documented one Sluice does
+//! not implement is refused with a "not supported yet" error naming it ([`check_documented`]).
+//!
+//! | option | format | Sluice |
+//! |---|---|---|
+//! | `mode`, `columnNameOfCorruptRecord` | both | supported (`format/mod.rs`) |
+//! | `timestampFormat`, `dateFormat` | both | supported: Spark's pattern letters (`datetime::SparkPattern`) |
+//! | `timestampNTZFormat` | both | supported, tried after `timestampFormat` (Sluice has one timestamp type) |
+//! | `enableDateTimeParsingFallback` | both | supported (`true`/`false`) |
+//! | `timeZone` | both | `UTC`, `GMT`, `Z`, `+00:00` only; another zone is not supported yet |
+//! | `locale` | both | `en-US`/`en` only; another locale is not supported yet |
+//! | `encoding` / `charset` | both | UTF-8 only |
+//! | `lineSep` | both | supported |
+//! | `multiLine` | both | JSON supported; CSV not supported yet |
+//! | `primitivesAsString`, `prefersDecimal`, `samplingRatio`, `dropFieldIfAllNull` | JSON | schema inference only: no effect with a schema (as in Spark); Sluice always has one |
+//! | `inferSchema`, `preferDate`, `samplingRatio` | CSV | schema inference only: `inferSchema=true` is not supported yet (give a schema) |
+//! | `allowComments`, `allowUnquotedFieldNames`, `allowSingleQuotes`, `allowNumericLeadingZeros`, `allowBackslashEscapingAnyCharacter`, `allowUnquotedControlChars`, `allowNonNumericNumbers` | JSON | supported |
+//! | `sep` / `delimiter`, `quote`, `escape`, `charToEscapeQuoteEscaping`, `comment`, `header`, `ignoreLeadingWhiteSpace`, `ignoreTrailingWhiteSpace`, `nullValue`, `nanValue`, `positiveInf`, `negativeInf`, `emptyValue`, `unescapedQuoteHandling` | CSV | supported |
+//! | `enforceSchema` | CSV | `true` (Spark's default) supported; `false` (check the header against the schema) not supported yet |
+//! | `maxColumns`, `maxCharsPerColumn` | CSV | not enforced: a value other than Spark's default (20480, -1) is not supported yet |
+//! | `compression`, `ignoreNullFields`, `quoteAll`, `escapeQuotes` | write options | ignored by a reader, as in Spark |
 
 use crate::error::class;
 use std::collections::HashMap;
@@ -88,6 +112,91 @@ impl Options {
             )
         })
     }
+}
+
+/// The datetime options of the JSON and CSV readers, compiled; a pattern letter Sluice cannot
+/// parse with is refused, naming the option.
+pub(crate) fn datetime_formats(opts: &Options) -> Result<super::datetime::DatetimeFormats> {
+    let compile = |key: &str| {
+        opts.get(key)
+            .map(|v| super::datetime::SparkPattern::compile(key, v))
+            .transpose()
+            .map_err(SluiceError::not_supported_yet)
+    };
+    let fallback = match opts.get("enableDateTimeParsingFallback") {
+        None => None,
+        Some(_) => Some(opts.bool("enableDateTimeParsingFallback", false)?),
+    };
+    Ok(super::datetime::DatetimeFormats {
+        timestamp: compile("timestampFormat")?,
+        timestamp_ntz: compile("timestampNTZFormat")?,
+        date: compile("dateFormat")?,
+        fallback,
+    })
+}
+
+/// Refuses the documented JSON/CSV read options whose value asks for something Sluice does not
+/// do yet (see the table in the module doc); accepts their defaults.
+pub(crate) fn check_documented(format: &str, opts: &Options) -> Result<()> {
+    let refuse = |key: &str, v: &str, what: &str| {
+        Err(SluiceError::not_supported_yet(format!(
+            "the {format} option '{key}' = {v:?} is not supported yet: {what}"
+        )))
+    };
+    if let Some(v) = opts.get("timeZone") {
+        let t = v.trim().to_ascii_uppercase();
+        if !matches!(
+            t.as_str(),
+            "UTC" | "GMT" | "Z" | "+00:00" | "UTC+00:00" | "ETC/UTC"
+        ) {
+            return refuse(
+                "timeZone",
+                v,
+                "values without an offset are read as UTC (remove the option, or give the                  offset in the data)",
+            );
+        }
+    }
+    if let Some(v) = opts.get("locale") {
+        let t = v.trim().to_ascii_lowercase().replace('_', "-");
+        if !matches!(t.as_str(), "en-us" | "en") {
+            return refuse(
+                "locale",
+                v,
+                "month and day names are read in English (en-US)",
+            );
+        }
+    }
+    if format == "csv" {
+        if opts.bool("inferSchema", false)? {
+            return refuse(
+                "inferSchema",
+                "true",
+                "give the schema with .schema(\"a INT, b STRING\")",
+            );
+        }
+        if !opts.bool("enforceSchema", true)? {
+            return refuse(
+                "enforceSchema",
+                "false",
+                "the header is not checked against the schema; columns are taken by position",
+            );
+        }
+        if let Some(v) = opts.get("maxColumns") {
+            if v.trim() != "20480" {
+                return refuse("maxColumns", v, "the number of columns is not limited");
+            }
+        }
+        if let Some(v) = opts.get("maxCharsPerColumn") {
+            if v.trim() != "-1" {
+                return refuse(
+                    "maxCharsPerColumn",
+                    v,
+                    "the length of a value is not limited",
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn parse_duration_ms(v: &str) -> Option<i64> {

@@ -133,7 +133,7 @@ fn convert<'a>(
                 parse_java_double(&s).map(Cell::F64)
             }
         }
-        other => convert_temporal_or_decimal(&s, other),
+        other => convert_temporal_or_decimal(&s, other, &c.datetime),
     };
     out.ok_or_else(|| s.into_owned())
 }

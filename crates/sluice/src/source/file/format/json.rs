@@ -278,7 +278,7 @@ fn convert_string<'a>(s: Cow<'a, str>, dt: &DataType, j: &JsonOptions) -> Conv<'
             })
         }
         DataType::Date32 if !s.is_empty() => {
-            match convert_temporal_or_decimal(&s, dt) {
+            match convert_temporal_or_decimal(&s, dt, &j.datetime) {
                 Some(c) => Ok(c),
                 // Spark 1.5 wrote dates as a number of days in a string.
                 None => match s.parse::<i32>() {
@@ -288,7 +288,7 @@ fn convert_string<'a>(s: Cow<'a, str>, dt: &DataType, j: &JsonOptions) -> Conv<'
             }
         }
         DataType::Timestamp(_, _) | DataType::Decimal128(_, _) if !s.is_empty() => {
-            match convert_temporal_or_decimal(&s, dt) {
+            match convert_temporal_or_decimal(&s, dt, &j.datetime) {
                 Some(c) => Ok(c),
                 None => fail(&s),
             }

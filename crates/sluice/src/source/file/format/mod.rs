@@ -53,6 +53,8 @@ pub(crate) struct JsonOptions {
     pub allow_unquoted_control_chars: bool,
     pub allow_backslash_escaping_any_character: bool,
     pub line_sep: Option<String>,
+    /// `timestampFormat`, `dateFormat`, `timestampNTZFormat`, `enableDateTimeParsingFallback`.
+    pub datetime: super::datetime::DatetimeFormats,
 }
 
 /// CSV reader options (Spark's `CSVOptions`).
@@ -75,6 +77,8 @@ pub(crate) struct CsvOptions {
     pub ignore_leading_ws: bool,
     pub ignore_trailing_ws: bool,
     pub line_sep: Option<String>,
+    /// `timestampFormat`, `dateFormat`, `timestampNTZFormat`, `enableDateTimeParsingFallback`.
+    pub datetime: super::datetime::DatetimeFormats,
 }
 
 #[derive(Debug, Clone)]
@@ -197,15 +201,8 @@ impl ParseOptions {
                 }
             },
         };
-        for key in ["timestampFormat", "dateFormat", "timestampNTZFormat"] {
-            if let Some(v) = opts.get(key) {
-                return Err(SluiceError::not_supported_yet(format!(
-                    "the option '{key}' = {v:?}: custom datetime patterns are not supported yet. \
-                     Without it, ISO-8601 values such as 2026-03-14T09:26:53Z, \
-                     2026-03-14 09:26:53.5 or 2026-03-14 are read"
-                )));
-            }
-        }
+        let datetime = super::options::datetime_formats(opts)?;
+        super::options::check_documented(format, opts)?;
         for key in ["encoding", "charset"] {
             if let Some(v) = opts.get(key) {
                 let norm = v.trim().to_ascii_lowercase().replace(['-', '_'], "");
@@ -243,6 +240,7 @@ impl ParseOptions {
                     allow_backslash_escaping_any_character: opts
                         .bool("allowBackslashEscapingAnyCharacter", false)?,
                     line_sep,
+                    datetime,
                 })
             }
             "csv" => {
@@ -312,6 +310,7 @@ impl ParseOptions {
                     ignore_leading_ws: opts.bool("ignoreLeadingWhiteSpace", false)?,
                     ignore_trailing_ws: opts.bool("ignoreTrailingWhiteSpace", false)?,
                     line_sep,
+                    datetime,
                 })
             }
             "text" => FormatKind::Text(TextOptions {
@@ -1136,10 +1135,14 @@ pub(crate) fn java_double_to_string(d: f64) -> String {
 }
 
 /// The value of a JSON/CSV string for DATE/TIMESTAMP/DECIMAL columns (shared rules).
-pub(crate) fn convert_temporal_or_decimal<'a>(s: &str, dt: &DataType) -> Option<Cell<'a>> {
+pub(crate) fn convert_temporal_or_decimal<'a>(
+    s: &str,
+    dt: &DataType,
+    datetime: &super::datetime::DatetimeFormats,
+) -> Option<Cell<'a>> {
     match dt {
-        DataType::Date32 => super::datetime::parse_date_days(s).map(Cell::Date),
-        DataType::Timestamp(_, _) => super::datetime::parse_timestamp_micros(s).map(Cell::Ts),
+        DataType::Date32 => datetime.date(s).map(Cell::Date),
+        DataType::Timestamp(_, _) => datetime.timestamp(s).map(Cell::Ts),
         DataType::Decimal128(p, sc) => {
             let cleaned: Cow<'_, str> = if s.contains(',') {
                 Cow::Owned(s.replace(',', ""))
