@@ -92,6 +92,8 @@ impl SessionBuilder {
         {
             state.register_udf(Arc::new(udf))?;
         }
+        // Spark's function library beyond datafusion-spark (plan/functions/).
+        crate::plan::functions::register(&mut state)?;
         let ctx = SessionContext::new_with_state(state);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(
@@ -201,7 +203,9 @@ impl Session {
     /// reads one (`is_streaming()`), else a batch frame.
     pub fn sql(&self, query: &str) -> Result<StreamFrame> {
         let query = crate::plan::sql::rewrite_window_references(query)?;
-        let df = self.block_on(self.inner.ctx.sql(&query))?;
+        let df = self
+            .block_on(self.inner.ctx.sql(&query))
+            .map_err(|e| crate::plan::functions::unresolved_routine(e.into()))?;
         let plan = self.analyze(df.logical_plan().clone())?;
         Ok(StreamFrame::new(self.clone(), plan))
     }
