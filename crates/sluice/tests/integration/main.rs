@@ -80,3 +80,6 @@ mod inspect;
 
 // The Kafka source and sink against a real broker (`scripts/kafka-broker start`).
 mod kafka;
+
+// Spark's aggregate functions in a streaming aggregation with a restart.
+mod engine_functions;
