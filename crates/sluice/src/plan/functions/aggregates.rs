@@ -14,6 +14,7 @@ use datafusion::common::{exec_err, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 use datafusion::physical_expr::expressions::Literal;
 
 /// Spark's `first(x[, ignoreNulls])` / `last(x[, ignoreNulls])` over DataFusion's
@@ -55,6 +56,9 @@ impl AggregateUDFImpl for FirstLast {
     }
     fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
         Ok(arg_types[0].clone())
+    }
+    fn supports_null_handling_clause(&self) -> bool {
+        true
     }
     fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
         let ignore_nulls = args.ignore_nulls || ignore_nulls_argument(&args)?;
@@ -323,6 +327,11 @@ struct CastResult {
     inner: Arc<AggregateUDF>,
     result: DataType,
     max_args: usize,
+    /// How many leading arguments the wrapped aggregate takes.
+    pass_args: usize,
+    /// Float and boolean arguments are counted by their text (`approx_distinct` hashes strings
+    /// and integers only).
+    floats_as_text: bool,
     signature: Signature,
 }
 
@@ -330,11 +339,12 @@ struct CastResult {
 struct CastAccumulator {
     inner: Box<dyn Accumulator>,
     result: DataType,
+    pass_args: usize,
 }
 
 impl Accumulator for CastAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
-        self.inner.update_batch(&values[..1])
+        self.inner.update_batch(&values[..self.pass_args])
     }
     fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
         self.inner.merge_batch(states)
@@ -352,7 +362,11 @@ impl Accumulator for CastAccumulator {
 
 impl CastResult {
     fn inner_return_field(&self, input: &[FieldRef]) -> DfResult<FieldRef> {
-        let t = self.inner.return_type(&[input[0].data_type().clone()])?;
+        let types: Vec<DataType> = input[..self.pass_args]
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let t = self.inner.return_type(&types)?;
         Ok(Arc::new(Field::new(self.name, t, true)))
     }
 }
@@ -365,10 +379,32 @@ impl AggregateUDFImpl for CastResult {
         &self.signature
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        if arg_types.is_empty() || arg_types.len() > self.max_args {
-            return exec_err!("{} takes 1 to {} arguments", self.name, self.max_args);
+        if arg_types.len() < self.pass_args || arg_types.len() > self.max_args {
+            return exec_err!(
+                "{} takes {} to {} arguments",
+                self.name,
+                self.pass_args,
+                self.max_args
+            );
         }
-        Ok(arg_types.to_vec())
+        let mut types = arg_types.to_vec();
+        if self.floats_as_text
+            && matches!(
+                types[0],
+                DataType::Float16 | DataType::Float32 | DataType::Float64 | DataType::Boolean
+            )
+        {
+            types[0] = DataType::Utf8;
+        }
+        let head: Vec<FieldRef> = types[..self.pass_args]
+            .iter()
+            .map(|t| Arc::new(Field::new("a", t.clone(), true)))
+            .collect();
+        let coerced = fields_with_udf(&head, self.inner.as_ref())?;
+        for (i, f) in coerced.iter().enumerate() {
+            types[i] = f.data_type().clone();
+        }
+        Ok(types)
     }
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         Ok(self.result.clone())
@@ -389,19 +425,20 @@ impl AggregateUDFImpl for CastResult {
             is_reversed: args.is_reversed,
             name: args.name,
             is_distinct: args.is_distinct,
-            exprs: &args.exprs[..1],
-            expr_fields: &args.expr_fields[..1],
+            exprs: &args.exprs[..self.pass_args],
+            expr_fields: &args.expr_fields[..self.pass_args],
         })?;
         Ok(Box::new(CastAccumulator {
             inner,
             result: self.result.clone(),
+            pass_args: self.pass_args,
         }))
     }
     fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
         let return_field = self.inner_return_field(args.input_fields)?;
         self.inner.state_fields(StateFieldsArgs {
             name: args.name,
-            input_fields: &args.input_fields[..1],
+            input_fields: &args.input_fields[..self.pass_args],
             return_field,
             ordering_fields: args.ordering_fields,
             is_distinct: args.is_distinct,
@@ -430,16 +467,193 @@ pub(super) fn udafs(existing: impl Fn(&str) -> Option<Arc<AggregateUDF>>) -> Vec
             signature: Signature::user_defined(Volatility::Immutable),
         }));
     }
-    if let Some(inner) = existing("approx_distinct") {
-        out.push(AggregateUDF::new_from_impl(CastResult {
-            name: "approx_count_distinct",
+    // Spark's any_value(x[, ignoreNulls]) is first(x[, ignoreNulls]); DataFusion's skips nulls.
+    if let Some(inner) = existing("first_value") {
+        out.push(AggregateUDF::new_from_impl(FirstLast {
+            name: "any_value",
             inner,
-            result: DataType::Int64,
-            max_args: 2,
             signature: Signature::user_defined(Volatility::Immutable),
         }));
     }
+    for (name, inner, pass_args, max_args, floats_as_text) in [
+        ("approx_count_distinct", "approx_distinct", 1, 2, true),
+        ("regr_count", "regr_count", 2, 2, false),
+    ] {
+        if let Some(inner) = existing(inner) {
+            out.push(AggregateUDF::new_from_impl(CastResult {
+                name,
+                inner,
+                result: DataType::Int64,
+                max_args,
+                pass_args,
+                floats_as_text,
+                signature: Signature::user_defined(Volatility::Immutable),
+            }));
+        }
+    }
     out
+}
+
+/// Spark's numeric aggregates read a string argument as a DOUBLE (null where it is not a
+/// number): `avg('a')` is null, not an error. Wraps a registered aggregate so that string and
+/// null-typed arguments are cast, without failing, before its accumulator sees them.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct NumericFromStrings {
+    inner: Arc<AggregateUDF>,
+    signature: Signature,
+}
+
+fn is_text_or_null(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+    )
+}
+
+fn as_double_fields(fields: &[FieldRef]) -> Vec<FieldRef> {
+    fields
+        .iter()
+        .map(|f| {
+            if is_text_or_null(f.data_type()) {
+                Arc::new(Field::new(f.name(), DataType::Float64, true))
+            } else {
+                Arc::clone(f)
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug)]
+struct DoubleInputs {
+    inner: Box<dyn Accumulator>,
+}
+
+fn doubles(values: &[ArrayRef]) -> DfResult<Vec<ArrayRef>> {
+    values
+        .iter()
+        .map(|v| {
+            if is_text_or_null(v.data_type()) {
+                Ok(arrow::compute::cast(v, &DataType::Float64)?)
+            } else {
+                Ok(Arc::clone(v))
+            }
+        })
+        .collect()
+}
+
+impl Accumulator for DoubleInputs {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+        self.inner.update_batch(&doubles(values)?)
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
+        self.inner.merge_batch(states)
+    }
+    fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+        self.inner.state()
+    }
+    fn evaluate(&mut self) -> DfResult<ScalarValue> {
+        self.inner.evaluate()
+    }
+    fn size(&self) -> usize {
+        self.inner.size() + size_of_val(self)
+    }
+}
+
+impl AggregateUDFImpl for NumericFromStrings {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        let fields: Vec<FieldRef> = arg_types
+            .iter()
+            .map(|t| Arc::new(Field::new("a", t.clone(), true)))
+            .collect();
+        let coerced = fields_with_udf(&as_double_fields(&fields), self.inner.as_ref())?;
+        Ok(arg_types
+            .iter()
+            .zip(coerced)
+            .map(|(t, c)| {
+                if is_text_or_null(t) {
+                    t.clone()
+                } else {
+                    c.data_type().clone()
+                }
+            })
+            .collect())
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        let t: Vec<DataType> = arg_types
+            .iter()
+            .map(|t| {
+                if is_text_or_null(t) {
+                    DataType::Float64
+                } else {
+                    t.clone()
+                }
+            })
+            .collect();
+        self.inner.return_type(&t)
+    }
+    fn return_field(&self, arg_fields: &[FieldRef]) -> DfResult<FieldRef> {
+        self.inner.return_field(&as_double_fields(arg_fields))
+    }
+    fn is_nullable(&self) -> bool {
+        self.inner.is_nullable()
+    }
+    fn default_value(&self, data_type: &DataType) -> DfResult<ScalarValue> {
+        self.inner.default_value(data_type)
+    }
+    fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+        let fields = as_double_fields(args.expr_fields);
+        let inner = self.inner.accumulator(AccumulatorArgs {
+            return_field: Arc::clone(&args.return_field),
+            schema: args.schema,
+            ignore_nulls: args.ignore_nulls,
+            order_bys: args.order_bys,
+            is_reversed: args.is_reversed,
+            name: args.name,
+            is_distinct: args.is_distinct,
+            exprs: args.exprs,
+            expr_fields: &fields,
+        })?;
+        Ok(Box::new(DoubleInputs { inner }))
+    }
+    fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
+        let fields = as_double_fields(args.input_fields);
+        self.inner.state_fields(StateFieldsArgs {
+            name: args.name,
+            input_fields: &fields,
+            return_field: args.return_field,
+            ordering_fields: args.ordering_fields,
+            is_distinct: args.is_distinct,
+        })
+    }
+}
+
+/// The numeric aggregates that read strings as doubles, wrapped (`existing` looks them up,
+/// after [`udafs`] are registered).
+pub(super) fn numeric_from_strings(
+    existing: impl Fn(&str) -> Option<Arc<AggregateUDF>>,
+) -> Vec<AggregateUDF> {
+    [
+        "avg", "sum", "try_sum", "stddev", "stddev_pop", "stddev_samp", "var_samp", "var_pop",
+        "skewness", "kurtosis",
+    ]
+    .into_iter()
+    .filter_map(|name| {
+        let inner = existing(name)?;
+        Some(AggregateUDF::new_from_impl(NumericFromStrings {
+            inner,
+            signature: Signature::user_defined(Volatility::Immutable),
+        }))
+    })
+    .collect()
 }
 
 #[cfg(test)]

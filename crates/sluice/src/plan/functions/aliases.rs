@@ -25,6 +25,8 @@ const AGGREGATE_ALIASES: &[(&str, &str)] = &[
     ("any", "bool_or"),
     ("std", "stddev"),
     ("variance", "var_samp"),
+    // Spark's array_agg is collect_list (nulls skipped); DataFusion's keeps nulls.
+    ("array_agg", "collect_list"),
 ];
 
 /// Registers every alias whose target exists in the session.

@@ -57,6 +57,8 @@ impl ScalarUDFImpl for StringArgsAs {
             .enumerate()
             .map(|(i, t)| {
                 let t = match self.targets.get(i) {
+                    // Spark's INT arguments take any integer (literals are BIGINT here).
+                    Some(Some(DataType::Int32)) if t.is_integer() => DataType::Int32,
                     Some(Some(target)) if is_string_or_null(t) => target.clone(),
                     _ => t.clone(),
                 };
@@ -108,6 +110,8 @@ fn string_targets() -> Vec<(&'static str, Vec<Option<DataType>>)> {
         ("date_trunc", vec![None, t()]),
         ("to_utc_timestamp", vec![t(), None]),
         ("from_utc_timestamp", vec![t(), None]),
+        ("factorial", vec![Some(DataType::Int32)]),
+        ("space", vec![Some(DataType::Int32)]),
     ]
 }
 
@@ -168,6 +172,24 @@ impl ScalarUDFImpl for Rewrite {
             Meaning::IsNull | Meaning::IsNotNull | Meaning::EqualNull => DataType::Boolean,
             Meaning::DateFromUnixDate => DataType::Date32,
         })
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        // Only `equal_null` has a user-defined signature: both sides to one comparable type.
+        match arg_types {
+            [a, b] => {
+                let t = match (a, b) {
+                    (DataType::Null, t) | (t, DataType::Null) => t.clone(),
+                    (a, b) => {
+                        datafusion::logical_expr::type_coercion::binary::comparison_coercion(
+                            a, b,
+                        )
+                        .unwrap_or_else(|| a.clone())
+                    }
+                };
+                Ok(vec![t.clone(), t])
+            }
+            _ => exec_err!("{} takes two arguments", self.name),
+        }
     }
     fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         exec_err!("{} is rewritten before it runs", self.name)
@@ -354,7 +376,7 @@ pub(super) fn udfs() -> Vec<ScalarUDF> {
     out.push(Rewrite {
         name: "equal_null",
         meaning: Meaning::EqualNull,
-        signature: Signature::any(2, Volatility::Immutable),
+        signature: Signature::user_defined(Volatility::Immutable),
     });
     let mut out: Vec<ScalarUDF> = out.into_iter().map(ScalarUDF::new_from_impl).collect();
     for (name, micros_per_unit) in [
@@ -376,4 +398,53 @@ pub(super) fn udfs() -> Vec<ScalarUDF> {
         ),
     }));
     out
+}
+
+/// `to_date(s, fmt)` / `to_timestamp(s, fmt)` with Spark's pattern letters: the pattern is
+/// translated for DataFusion's chrono-based parser (as `date_format` does); without a
+/// pattern, or with a pattern that is not a constant, the wrapped function runs unchanged.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct SparkPattern {
+    inner: Arc<ScalarUDF>,
+}
+
+impl ScalarUDFImpl for SparkPattern {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        self.inner.return_type(arg_types)
+    }
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+    fn invoke_with_args(&self, mut args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        if let Some(ColumnarValue::Scalar(
+            ScalarValue::Utf8(Some(p)) | ScalarValue::LargeUtf8(Some(p)) | ScalarValue::Utf8View(Some(p)),
+        )) = args.args.get(1)
+        {
+            let translated = crate::plan::spark::spark_pattern_to_chrono(p)
+                .map_err(datafusion::error::DataFusionError::Execution)?;
+            args.args[1] = ColumnarValue::Scalar(ScalarValue::Utf8(Some(translated)));
+        }
+        self.inner.invoke_with_args(args)
+    }
+}
+
+/// `to_date` and `to_timestamp` reading Spark's pattern letters.
+pub(super) fn pattern_wrappers(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<ScalarUDF> {
+    ["to_date", "to_timestamp"]
+        .into_iter()
+        .filter_map(|n| existing(n))
+        .map(|inner| ScalarUDF::new_from_impl(SparkPattern { inner }))
+        .collect()
 }

@@ -23,6 +23,7 @@ mod aliases;
 mod catalog;
 mod coerce;
 mod datetime;
+mod md5;
 mod strings;
 #[cfg(test)]
 mod table_tests;
@@ -34,13 +35,14 @@ use crate::error::{class, Fault, Result, SluiceError};
 /// Registers Sluice's functions (after `datafusion-spark`'s, so these win).
 pub(crate) fn register(state: &mut SessionState) -> Result<()> {
     use datafusion::execution::FunctionRegistry;
-    aliases::register(state)?;
     let scalars = state.scalar_functions().clone();
-    let wrapped = coerce::string_arg_wrappers(|name| scalars.get(name).cloned());
+    let mut wrapped = coerce::string_arg_wrappers(|name| scalars.get(name).cloned());
+    wrapped.extend(coerce::pattern_wrappers(|name| scalars.get(name).cloned()));
     for udf in datetime::udfs()
         .into_iter()
         .chain(strings::udfs())
         .chain(coerce::udfs())
+        .chain([md5::udf()])
         .chain(wrapped)
     {
         state.register_udf(std::sync::Arc::new(udf))?;
@@ -49,6 +51,12 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
     for udaf in aggregates::udafs(|name| existing.get(name).cloned()) {
         state.register_udaf(std::sync::Arc::new(udaf))?;
     }
+    let existing = state.aggregate_functions().clone();
+    for udaf in aggregates::numeric_from_strings(|name| existing.get(name).cloned()) {
+        state.register_udaf(std::sync::Arc::new(udaf))?;
+    }
+    // Aliases last, so they name the wrapped functions.
+    aliases::register(state)?;
     Ok(())
 }
 
