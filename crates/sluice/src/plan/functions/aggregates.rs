@@ -13,8 +13,10 @@ use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type};
 use datafusion::common::{exec_err, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility};
 use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility,
+};
 use datafusion::physical_expr::expressions::Literal;
 
 /// Spark's `first(x[, ignoreNulls])` / `last(x[, ignoreNulls])` over DataFusion's
@@ -642,8 +644,16 @@ pub(super) fn numeric_from_strings(
     existing: impl Fn(&str) -> Option<Arc<AggregateUDF>>,
 ) -> Vec<AggregateUDF> {
     [
-        "avg", "sum", "try_sum", "stddev", "stddev_pop", "stddev_samp", "var_samp", "var_pop",
-        "skewness", "kurtosis",
+        "avg",
+        "sum",
+        "try_sum",
+        "stddev",
+        "stddev_pop",
+        "stddev_samp",
+        "var_samp",
+        "var_pop",
+        "skewness",
+        "kurtosis",
     ]
     .into_iter()
     .filter_map(|name| {
@@ -670,7 +680,12 @@ mod tests {
         xs[..2].iter().for_each(|x| a.add(*x));
         xs[2..].iter().for_each(|x| b.add(*x));
         a.merge(&b);
-        for (x, y) in [(all.m2, a.m2), (all.m3, a.m3), (all.m4, a.m4), (all.avg, a.avg)] {
+        for (x, y) in [
+            (all.m2, a.m2),
+            (all.m3, a.m3),
+            (all.m4, a.m4),
+            (all.avg, a.avg),
+        ] {
             assert!((x - y).abs() < 1e-9 * x.abs().max(1.0), "{x} vs {y}");
         }
     }

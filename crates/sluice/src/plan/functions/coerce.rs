@@ -19,8 +19,8 @@ use datafusion::logical_expr::expr::{BinaryExpr, TryCast};
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 use datafusion::logical_expr::{
-    lit, ColumnarValue, Expr, Operator, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
-    Signature, Volatility,
+    lit, ColumnarValue, Expr, Operator, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Volatility,
 };
 
 const TS_US: DataType = DataType::Timestamp(TimeUnit::Microsecond, None);
@@ -180,10 +180,8 @@ impl ScalarUDFImpl for Rewrite {
                 let t = match (a, b) {
                     (DataType::Null, t) | (t, DataType::Null) => t.clone(),
                     (a, b) => {
-                        datafusion::logical_expr::type_coercion::binary::comparison_coercion(
-                            a, b,
-                        )
-                        .unwrap_or_else(|| a.clone())
+                        datafusion::logical_expr::type_coercion::binary::comparison_coercion(a, b)
+                            .unwrap_or_else(|| a.clone())
                     }
                 };
                 Ok(vec![t.clone(), t])
@@ -214,7 +212,10 @@ impl ScalarUDFImpl for Rewrite {
                 ))
             }
             Meaning::DateFromUnixDate => Expr::TryCast(TryCast::new(
-                Box::new(Expr::TryCast(TryCast::new(Box::new(first()), DataType::Int32))),
+                Box::new(Expr::TryCast(TryCast::new(
+                    Box::new(first()),
+                    DataType::Int32,
+                ))),
                 DataType::Date32,
             )),
         }))
@@ -391,11 +392,7 @@ pub(super) fn udfs() -> Vec<ScalarUDF> {
         }));
     }
     out.push(ScalarUDF::new_from_impl(Log1p {
-        signature: Signature::uniform(
-            1,
-            vec![DataType::Float64],
-            Volatility::Immutable,
-        ),
+        signature: Signature::uniform(1, vec![DataType::Float64], Volatility::Immutable),
     }));
     out
 }
@@ -429,7 +426,9 @@ impl ScalarUDFImpl for SparkPattern {
     }
     fn invoke_with_args(&self, mut args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         if let Some(ColumnarValue::Scalar(
-            ScalarValue::Utf8(Some(p)) | ScalarValue::LargeUtf8(Some(p)) | ScalarValue::Utf8View(Some(p)),
+            ScalarValue::Utf8(Some(p))
+            | ScalarValue::LargeUtf8(Some(p))
+            | ScalarValue::Utf8View(Some(p)),
         )) = args.args.get(1)
         {
             let translated = crate::plan::spark::spark_pattern_to_chrono(p)
@@ -441,10 +440,12 @@ impl ScalarUDFImpl for SparkPattern {
 }
 
 /// `to_date` and `to_timestamp` reading Spark's pattern letters.
-pub(super) fn pattern_wrappers(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<ScalarUDF> {
+pub(super) fn pattern_wrappers(
+    existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>,
+) -> Vec<ScalarUDF> {
     ["to_date", "to_timestamp"]
         .into_iter()
-        .filter_map(|n| existing(n))
+        .filter_map(existing)
         .map(|inner| ScalarUDF::new_from_impl(SparkPattern { inner }))
         .collect()
 }

@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn months_between_follows_sparks_rule() {
         let t = |s: &str| {
-            chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")
+            NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")
                 .unwrap()
                 .and_utc()
                 .timestamp_micros()

@@ -21,7 +21,8 @@ pub(crate) fn md5(data: &[u8]) -> [u8; 16] {
     let k: Vec<u32> = (0..64)
         .map(|i| ((i as f64 + 1.0).sin().abs() * 4_294_967_296.0) as u32)
         .collect();
-    let (mut a0, mut b0, mut c0, mut d0) = (0x67452301u32, 0xefcdab89u32, 0x98badcfeu32, 0x10325476u32);
+    let (mut a0, mut b0, mut c0, mut d0) =
+        (0x67452301u32, 0xefcdab89u32, 0x98badcfeu32, 0x10325476u32);
     let mut msg = data.to_vec();
     let bits = (data.len() as u64).wrapping_mul(8);
     msg.push(0x80);

@@ -114,9 +114,14 @@ mod tests {
         );
         assert!(!e.message().contains("not support yet"), "{e}");
         // A Spark built-in Sluice lacks says so and points at the table.
-        let e = s.sql("SELECT xpath_int('<a><b>1</b></a>', 'sum(a/b)')").unwrap_err();
+        let e = s
+            .sql("SELECT xpath_int('<a><b>1</b></a>', 'sum(a/b)')")
+            .unwrap_err();
         assert!(e.is(class::UNRESOLVED_ROUTINE), "{e}");
-        assert!(e.message().contains("Cannot resolve function `xpath_int`"), "{e}");
+        assert!(
+            e.message().contains("Cannot resolve function `xpath_int`"),
+            "{e}"
+        );
         assert!(e.message().contains("does not support yet"), "{e}");
         assert!(e.message().contains("FUNCTIONS.md"), "{e}");
     }

@@ -174,10 +174,10 @@ fn conv(s: &str, from: i32, to: i32) -> Option<String> {
     for c in digits.chars() {
         let Some(d) = c.to_digit(fb) else { break };
         any = true;
-        v = match v.checked_mul(fb as u64).and_then(|v| v.checked_add(d as u64)) {
-            Some(v) => v,
-            None => u64::MAX,
-        };
+        v = v
+            .checked_mul(fb as u64)
+            .and_then(|v| v.checked_add(d as u64))
+            .unwrap_or(u64::MAX);
     }
     if !any {
         return None;
@@ -475,10 +475,16 @@ mod tests {
     fn conv_format_number_and_split_follow_spark() {
         assert_eq!(conv("100", 2, 10).as_deref(), Some("4"));
         assert_eq!(conv("-10", 16, -10).as_deref(), Some("-16"));
-        assert_eq!(format_number(12332.123456, 4).as_deref(), Some("12,332.1235"));
+        assert_eq!(
+            format_number(12332.123456, 4).as_deref(),
+            Some("12,332.1235")
+        );
         assert_eq!(format_number(-1234567.5, 0).as_deref(), Some("-1,234,568"));
         let re = regex::Regex::new("[ABC]").unwrap();
-        assert_eq!(split("oneAtwoBthreeC", &re, -1), ["one", "two", "three", ""]);
+        assert_eq!(
+            split("oneAtwoBthreeC", &re, -1),
+            ["one", "two", "three", ""]
+        );
         assert_eq!(split("oneAtwoBthreeC", &re, 2), ["one", "twoBthreeC"]);
         assert_eq!(bround(2.5, 0), 2.0);
         assert_eq!(bround(3.5, 0), 4.0);

@@ -174,7 +174,9 @@ fn cell(a: &ArrayRef, i: usize) -> Value {
         }
         DataType::Duration(_) => {
             match arrow::compute::cast(a, &DataType::Duration(TimeUnit::Microsecond)) {
-                Ok(c) => json!({"interval_us": c.as_primitive::<DurationMicrosecondType>().value(i)}),
+                Ok(c) => {
+                    json!({"interval_us": c.as_primitive::<DurationMicrosecondType>().value(i)})
+                }
                 Err(_) => Value::Null,
             }
         }
@@ -248,7 +250,10 @@ fn same(expected: &Value, actual: &Value) -> bool {
         }
         // DataFusion types `1.5` as DOUBLE where Spark says DECIMAL: compare the numbers.
         (Value::Object(e), Value::Number(a)) if e.contains_key("decimal") => {
-            let e = e.get("decimal").and_then(|v| v.as_str()).and_then(|s| s.parse::<f64>().ok());
+            let e = e
+                .get("decimal")
+                .and_then(|v| v.as_str())
+                .and_then(|s| s.parse::<f64>().ok());
             match (e, a.as_f64()) {
                 (Some(e), Some(a)) => e == a || (e - a).abs() <= 1e-9 * e.abs().max(a.abs()),
                 _ => false,
@@ -266,7 +271,9 @@ fn same(expected: &Value, actual: &Value) -> bool {
         }
         (Value::Object(e), Value::Object(a)) => {
             e.len() == a.len()
-                && e.iter().zip(a).all(|((ek, ev), (ak, av))| ek == ak && same(ev, av))
+                && e.iter()
+                    .zip(a)
+                    .all(|((ek, ev), (ak, av))| ek == ak && same(ev, av))
         }
         _ => expected == actual,
     }
@@ -421,10 +428,17 @@ fn compute() -> BTreeMap<String, Status> {
     for case in load_cases() {
         let r = run_case(&session, &case).map_err(|e| {
             let sql: String = case.sql.chars().take(60).collect();
-            let more = if sql.len() < case.sql.len() { "…" } else { "" };
+            let more = if sql.len() < case.sql.len() {
+                "…"
+            } else {
+                ""
+            };
             format!("{e} — in `{sql}{more}`")
         });
-        by_function.entry(case.function.clone()).or_default().push(r);
+        by_function
+            .entry(case.function.clone())
+            .or_default()
+            .push(r);
     }
     let mut out = BTreeMap::new();
     for f in spark_functions() {
@@ -564,30 +578,23 @@ fn spark_function_table() {
 
 #[test]
 fn canonical_cells_match_the_recorders_form() {
-    let ts: ArrayRef = std::sync::Arc::new(
-        arrow::array::TimestampMicrosecondArray::from(vec![1_771_063_200_120_000]),
-    );
+    let ts: ArrayRef = std::sync::Arc::new(arrow::array::TimestampMicrosecondArray::from(vec![
+        1_771_063_200_120_000,
+    ]));
     assert_eq!(cell(&ts, 0), json!("2026-02-14T10:00:00.12"));
     assert!(same(&json!(0.1 + 0.2), &json!(0.3)));
     assert!(!same(&json!(1), &json!(2)));
-    assert!(same(&json!({"decimal": "1.50"}), &json!({"decimal": "1.5"})));
+    assert!(same(
+        &json!({"decimal": "1.50"}),
+        &json!({"decimal": "1.5"})
+    ));
     assert_eq!(type_class("array<decimal(10,2)>"), "array<fractional>");
-    assert_eq!(type_class("struct<a:int,b:string>"), "struct<a:integral,b:string>");
-    assert_eq!(type_class("interval day to second"), "interval day to second");
-}
-
-#[test]
-#[ignore]
-fn scratch_list_registered() {
-    let s = crate::Session::builder().build().unwrap();
-    let st = s.df_state();
-    let mut v: Vec<_> = st.scalar_functions().keys().cloned().collect();
-    v.sort();
-    println!("SCALAR {}", v.join(" "));
-    let mut v: Vec<_> = st.aggregate_functions().keys().cloned().collect();
-    v.sort();
-    println!("AGG {}", v.join(" "));
-    let mut v: Vec<_> = st.window_functions().keys().cloned().collect();
-    v.sort();
-    println!("WIN {}", v.join(" "));
+    assert_eq!(
+        type_class("struct<a:int,b:string>"),
+        "struct<a:integral,b:string>"
+    );
+    assert_eq!(
+        type_class("interval day to second"),
+        "interval day to second"
+    );
 }
