@@ -101,6 +101,8 @@ impl SessionBuilder {
         {
             state.register_udf(Arc::new(udf))?;
         }
+        // Spark's function library beyond datafusion-spark (plan/functions/).
+        crate::plan::functions::register(&mut state)?;
         let ctx = SessionContext::new_with_state(state);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(
@@ -229,7 +231,8 @@ impl Session {
     /// Runs SQL over the session's views and tables. The result is a stream when the query
     /// reads one (`is_streaming()`), else a batch frame.
     pub fn sql(&self, query: &str) -> Result<StreamFrame> {
-        let plan = crate::plan::sql::plan_sql(self, query)?;
+        let plan = crate::plan::sql::plan_sql(self, query)
+            .map_err(crate::plan::functions::unresolved_routine)?;
         let plan = self.analyze(plan)?;
         Ok(StreamFrame::new(self.clone(), plan))
     }

@@ -15,11 +15,14 @@
 //! - `staged`: how a query's plan runs per batch (`StagedPlan`: stateful stages bottom-up, then
 //!   DataFusion over the last operator's rows).
 //! - `continuous`: the plan of a continuous query, built once, fed slice by slice.
+//! - [`functions`]: Spark's built-in function library beyond `datafusion-spark` (and its
+//!   generated status table, `FUNCTIONS.md`).
 //! - [`planner`]: the session's query planner (the watermark node's physical planning).
 
 pub(crate) mod analysis;
 pub(crate) mod ansi;
 pub(crate) mod continuous;
+pub(crate) mod functions;
 pub(crate) mod incremental;
 pub(crate) mod intervals;
 pub(crate) mod json;

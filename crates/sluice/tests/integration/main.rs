@@ -92,3 +92,5 @@ mod kafka;
 // Names resolved as Spark resolves them (spark.sql.caseSensitive), Spark's interval literals,
 // null-safe join keys, self-joins and three-stream joins.
 mod engine_names;
+// Spark's aggregate functions in a streaming aggregation with a restart.
+mod engine_functions;

@@ -1,0 +1,128 @@
+//! Spark's built-in function library on DataFusion.
+//!
+//! Spark 3.5's built-ins are recorded by `scripts/spark-functions` into
+//! `crates/sluice/spark-functions/` (`functions.json`: every built-in with its kind;
+//! `cases.json`: probe queries with the values and types Spark returned). The table
+//! `FUNCTIONS.md` at the repository root is computed from them by the test in `table_tests.rs`
+//! (`SLUICE_BLESS=1` rewrites it; otherwise the test fails when the table disagrees with what the
+//! code does).
+//!
+//! Where functions come from, in order of preference:
+//! 1. `datafusion-spark` (registered by the session with `with_spark_features`);
+//! 2. DataFusion's built-ins where their semantics are Spark's, registered under Spark's name
+//!    ([`aliases`]);
+//! 3. Sluice's own implementations (the other files here), with Spark's argument rules, null
+//!    handling and result types.
+//!
+//! [`register`] installs 2 and 3 into a session. [`unresolved_routine`] turns DataFusion's
+//! "Invalid function" into Spark's `UNRESOLVED_ROUTINE`, and says "not supported yet" for a
+//! Spark built-in Sluice lacks.
+
+mod aggregates;
+mod aliases;
+mod catalog;
+mod coerce;
+mod datetime;
+mod md5;
+mod strings;
+#[cfg(test)]
+mod table_tests;
+
+use datafusion::execution::SessionState;
+
+use crate::error::{class, Fault, Result, SluiceError};
+
+/// Registers Sluice's functions (after `datafusion-spark`'s, so these win).
+pub(crate) fn register(state: &mut SessionState) -> Result<()> {
+    use datafusion::execution::FunctionRegistry;
+    let scalars = state.scalar_functions().clone();
+    let mut wrapped = coerce::string_arg_wrappers(|name| scalars.get(name).cloned());
+    wrapped.extend(coerce::pattern_wrappers(|name| scalars.get(name).cloned()));
+    for udf in datetime::udfs()
+        .into_iter()
+        .chain(strings::udfs())
+        .chain(coerce::udfs())
+        .chain([md5::udf()])
+        .chain(wrapped)
+    {
+        state.register_udf(std::sync::Arc::new(udf))?;
+    }
+    let existing = state.aggregate_functions().clone();
+    for udaf in aggregates::udafs(|name| existing.get(name).cloned()) {
+        state.register_udaf(std::sync::Arc::new(udaf))?;
+    }
+    let existing = state.aggregate_functions().clone();
+    for udaf in aggregates::numeric_from_strings(|name| existing.get(name).cloned()) {
+        state.register_udaf(std::sync::Arc::new(udaf))?;
+    }
+    // Aliases last, so they name the wrapped functions.
+    aliases::register(state)?;
+    Ok(())
+}
+
+/// Spark's `UNRESOLVED_ROUTINE` for a function the session does not have; other errors pass.
+pub(crate) fn unresolved_routine(e: SluiceError) -> SluiceError {
+    let msg = e.message();
+    let Some(rest) = msg.split("Invalid function '").nth(1) else {
+        return e;
+    };
+    let Some(name) = rest.split('\'').next() else {
+        return e;
+    };
+    let name = name.to_ascii_lowercase();
+    const SEARCH_PATH: &str = "on search path [`system`.`builtin`, `system`.`session`]";
+    if let Some(f) = catalog::spark_function(&name) {
+        let stream = match &f.why_not_in_stream {
+            Some(why) if !f.stream => format!(" (in a stream it has no meaning: {why})"),
+            _ => String::new(),
+        };
+        SluiceError::new(
+            Fault::NotSupportedYet,
+            class::UNRESOLVED_ROUTINE,
+            format!(
+                "Cannot resolve function `{name}` {SEARCH_PATH}: `{name}` is a Spark built-in \
+                 {} function that Sluice does not support yet{stream}. FUNCTIONS.md lists every \
+                 Spark function with Sluice's status; rewrite the query with a supported one.",
+                f.kind
+            ),
+        )
+    } else {
+        SluiceError::new(
+            Fault::Query,
+            class::UNRESOLVED_ROUTINE,
+            format!(
+                "Cannot resolve function `{name}` {SEARCH_PATH}: it is neither a Spark built-in \
+                 nor a registered function. Check the spelling (FUNCTIONS.md lists Spark's \
+                 functions), or register a UDF on the session's context."
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::class;
+
+    #[test]
+    fn an_unknown_function_is_unresolved_routine_naming_it() {
+        let s = crate::Session::builder().build().unwrap();
+        let e = s.sql("SELECT no_such_fn(1)").unwrap_err();
+        assert!(e.is(class::UNRESOLVED_ROUTINE), "{e}");
+        assert!(
+            e.message().contains("Cannot resolve function `no_such_fn`"),
+            "{e}"
+        );
+        assert!(!e.message().contains("not support yet"), "{e}");
+        // A Spark built-in Sluice lacks says so and points at the table.
+        let e = s
+            .sql("SELECT xpath_int('<a><b>1</b></a>', 'sum(a/b)')")
+            .unwrap_err();
+        assert!(e.is(class::UNRESOLVED_ROUTINE), "{e}");
+        assert!(
+            e.message().contains("Cannot resolve function `xpath_int`"),
+            "{e}"
+        );
+        assert!(e.message().contains("does not support yet"), "{e}");
+        assert!(e.message().contains("FUNCTIONS.md"), "{e}");
+    }
+}
