@@ -76,6 +76,9 @@ pub(crate) struct CsvOptions {
     pub negative_inf: String,
     pub ignore_leading_ws: bool,
     pub ignore_trailing_ws: bool,
+    /// `enforceSchema=false`: each file's header must name the schema's columns, by position,
+    /// ignoring case (Spark's `CSVHeaderChecker`).
+    pub check_header: bool,
     pub line_sep: Option<String>,
     /// `timestampFormat`, `dateFormat`, `timestampNTZFormat`, `enableDateTimeParsingFallback`.
     pub datetime: super::datetime::DatetimeFormats,
@@ -309,6 +312,7 @@ impl ParseOptions {
                     negative_inf: opts.get("negativeInf").unwrap_or("-Inf").to_string(),
                     ignore_leading_ws: opts.bool("ignoreLeadingWhiteSpace", false)?,
                     ignore_trailing_ws: opts.bool("ignoreTrailingWhiteSpace", false)?,
+                    check_header: !opts.bool("enforceSchema", true)?,
                     line_sep,
                     datetime,
                 })
