@@ -10,6 +10,7 @@
 
 pub(crate) mod csv;
 pub(crate) mod json;
+pub(crate) mod nested;
 pub(crate) mod parquet;
 
 use crate::error::class;
@@ -106,16 +107,21 @@ pub(crate) struct ParseOptions {
     pub ignore_corrupt_files: bool,
 }
 
-/// The schema with every field nullable (the readers' output schema).
+/// The schema with every field nullable, inside nested types too (the readers' output
+/// schema, Spark's `asNullable`).
 pub fn nullable_schema(schema: &SchemaRef) -> SchemaRef {
-    if schema.fields().iter().all(|f| f.is_nullable()) {
-        return schema.clone();
-    }
     let fields: Vec<Field> = schema
         .fields()
         .iter()
-        .map(|f| f.as_ref().clone().with_nullable(true))
+        .map(|f| nested::nullable_field(f))
         .collect();
+    if fields
+        .iter()
+        .zip(schema.fields().iter())
+        .all(|(a, b)| a == b.as_ref())
+    {
+        return schema.clone();
+    }
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
@@ -328,6 +334,20 @@ impl ParseOptions {
         };
 
         let mut corrupt_idx = None;
+        if matches!(kind, FormatKind::Json(_))
+            && schema
+                .fields()
+                .iter()
+                .any(|f| nested::non_string_map_key(f.data_type()))
+        {
+            return Err(SluiceError::query(
+                class::INVALID_JSON_SCHEMA_MAP_TYPE,
+                format!(
+                    "Input schema \"{}\" can only contain STRING as a key type for a MAP.",
+                    spark_type_name(&DataType::Struct(schema.fields().clone()))
+                ),
+            ));
+        }
         match &kind {
             FormatKind::Json(_) | FormatKind::Csv(_) => {
                 let corrupt_name = opts
@@ -381,6 +401,15 @@ impl ParseOptions {
 }
 
 fn check_parsable_type(format: &str, f: &Field) -> Result<()> {
+    if nested::is_nested(f.data_type()) {
+        if format != "json" {
+            // Spark 3.5: the CSV (and text) data sources refuse nested columns.
+            return Err(unsupported_for_datasource(format, f));
+        }
+        if nested::readable(f.data_type()) {
+            return Ok(());
+        }
+    }
     match f.data_type() {
         DataType::Utf8
         | DataType::Boolean
@@ -402,6 +431,19 @@ fn check_parsable_type(format: &str, f: &Field) -> Result<()> {
     }
 }
 
+/// Spark's `UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE` for column `f` of a `format` source or sink.
+pub(crate) fn unsupported_for_datasource(format: &str, f: &Field) -> SluiceError {
+    SluiceError::query(
+        class::UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE,
+        format!(
+            "The {} datasource doesn't support the column `{}` of the type \"{}\".",
+            format.to_ascii_uppercase(),
+            f.name(),
+            spark_type_name(f.data_type())
+        ),
+    )
+}
+
 /// One parsed value, already of its column's type.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Cell<'a> {
@@ -414,6 +456,8 @@ pub(crate) enum Cell<'a> {
     Date(i32),
     Ts(i64),
     Str(Cow<'a, str>),
+    /// A struct, array or map value (JSON only).
+    Nested(Box<nested::Nested>),
 }
 
 /// Why a record is bad.
@@ -448,6 +492,8 @@ enum ColBuilder {
     Date(Date32Builder),
     Ts(TimestampMicrosecondBuilder),
     Binary(BinaryBuilder),
+    /// A struct, array or map column: the values of the pending rows, built at `finish`.
+    Nested(DataType, Vec<nested::Nested>),
 }
 
 impl ColBuilder {
@@ -469,6 +515,7 @@ impl ColBuilder {
                 ColBuilder::Ts(TimestampMicrosecondBuilder::new().with_timezone_opt(tz.clone()))
             }
             DataType::Binary => ColBuilder::Binary(BinaryBuilder::new()),
+            dt if nested::is_nested(dt) => ColBuilder::Nested(dt.clone(), Vec::new()),
             other => {
                 return Err(SluiceError::not_supported_yet(format!(
                     "column `{}` has the type {}, which the file readers do not support yet",
@@ -493,6 +540,7 @@ impl ColBuilder {
             ColBuilder::Date(b) => b.append_null(),
             ColBuilder::Ts(b) => b.append_null(),
             ColBuilder::Binary(b) => b.append_null(),
+            ColBuilder::Nested(_, v) => v.push(nested::Nested::Null),
         }
     }
 
@@ -518,12 +566,13 @@ impl ColBuilder {
             (ColBuilder::Dec(b), Cell::Dec(v)) => b.append_value(*v),
             (ColBuilder::Date(b), Cell::Date(v)) => b.append_value(*v),
             (ColBuilder::Ts(b), Cell::Ts(v)) => b.append_value(*v),
+            (ColBuilder::Nested(_, v), Cell::Nested(n)) => v.push(n.as_ref().clone()),
             (b, _) => b.append_null(),
         }
     }
 
-    fn finish(&mut self) -> ArrayRef {
-        match self {
+    fn finish(&mut self) -> Result<ArrayRef> {
+        Ok(match self {
             ColBuilder::Utf8(b) => Arc::new(b.finish()),
             ColBuilder::Bool(b) => Arc::new(b.finish()),
             ColBuilder::I8(b) => Arc::new(b.finish()),
@@ -536,7 +585,13 @@ impl ColBuilder {
             ColBuilder::Date(b) => Arc::new(b.finish()),
             ColBuilder::Ts(b) => Arc::new(b.finish()),
             ColBuilder::Binary(b) => Arc::new(b.finish()),
-        }
+            ColBuilder::Nested(dt, v) => {
+                let refs: Vec<&nested::Nested> = v.iter().collect();
+                let a = nested::build(dt, &refs)?;
+                v.clear();
+                a
+            }
+        })
     }
 }
 
@@ -656,7 +711,7 @@ impl<'o> Assembler<'o> {
         if self.pending == 0 {
             return Ok(());
         }
-        let columns: Vec<ArrayRef> = self.builders.iter_mut().map(|b| b.finish()).collect();
+        let columns: Vec<ArrayRef> = self.builders.iter_mut().map(|b| b.finish()).collect::<Result<_>>()?;
         let options = RecordBatchOptions::new().with_row_count(Some(self.pending));
         let batch = RecordBatch::try_new_with_options(self.opts.schema.clone(), columns, &options)?;
         self.batches.push(batch);
@@ -1206,6 +1261,32 @@ pub(crate) mod test_util {
             DataType::Date32 => json!(a.as_primitive::<Date32Type>().value(r)),
             DataType::Timestamp(_, _) => {
                 json!(a.as_primitive::<TimestampMicrosecondType>().value(r))
+            }
+            // Nested values as in the conformance corpus: a struct is an object in field
+            // order, an array a list, a map an object.
+            DataType::Struct(fs) => {
+                let s = a.as_struct();
+                let mut m = serde_json::Map::new();
+                for (i, f) in fs.iter().enumerate() {
+                    m.insert(f.name().clone(), value(s.column(i).as_ref(), r));
+                }
+                Value::Object(m)
+            }
+            DataType::List(_) => {
+                let l = a.as_list::<i32>().value(r);
+                Value::Array((0..l.len()).map(|i| value(l.as_ref(), i)).collect())
+            }
+            DataType::Map(_, _) => {
+                let e = a.as_map().value(r);
+                let mut m = serde_json::Map::new();
+                for i in 0..e.len() {
+                    let k = match value(e.column(0).as_ref(), i) {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    m.insert(k, value(e.column(1).as_ref(), i));
+                }
+                Value::Object(m)
             }
             other => json!(format!("<{other}>")),
         }
