@@ -71,13 +71,27 @@ impl SessionBuilder {
         let config = SessionConfig::new()
             .with_target_partitions(partitions.max(1))
             .set_str("datafusion.sql_parser.dialect", "spark");
-        let mut state = SessionStateBuilder::new()
+        let mut builder = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
             .with_spark_features()
             .with_analyzer_rule(Arc::new(SparkCastRule))
-            .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner))
-            .build();
+            .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner));
+        // Nested types (helper nested): Spark's 0-based `arr[i]` before DataFusion's planner.
+        if let Some(planners) = builder.expr_planners() {
+            planners.insert(0, Arc::new(crate::plan::field_access::SparkFieldAccessPlanner));
+        }
+        let mut state = builder.build();
+        if let Some(get_field) = state.scalar_functions().get("get_field").cloned() {
+            let case_sensitive = self
+                .conf
+                .get("spark.sql.caseSensitive")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+            state.register_udf(Arc::new(crate::plan::field_access::spark_get_field(
+                get_field,
+                case_sensitive,
+            )))?;
+        }
         if let Some(round) = state.scalar_functions().get("round").cloned() {
             state.register_udf(Arc::new(ScalarUDF::new_from_impl(SparkRound::new(round))))?;
         }
@@ -201,6 +215,8 @@ impl Session {
     /// reads one (`is_streaming()`), else a batch frame.
     pub fn sql(&self, query: &str) -> Result<StreamFrame> {
         let query = crate::plan::sql::rewrite_window_references(query)?;
+        // Nested types (helper nested): schema_of_json('..') folded to its literal result.
+        let query = crate::plan::json::fold_schema_of_json(&query)?;
         let df = self.block_on(self.inner.ctx.sql(&query))?;
         let plan = self.analyze(df.logical_plan().clone())?;
         Ok(StreamFrame::new(self.clone(), plan))

@@ -5,7 +5,8 @@
 //! - [`incremental`]: per-batch planning: bind each stream to this batch's rows, optimise,
 //!   execute (Spark's `IncrementalExecution`).
 //! - [`spark`]: Spark SQL semantics DataFusion lacks (registered into every session); [`sql`]:
-//!   Spark's name resolution (`window.start`, `max_by`/`min_by`); [`json`]: `from_json`/`to_json`.
+//!   Spark's name resolution (`window.start`, `max_by`/`min_by`); [`json`]: `from_json`/`to_json`
+//!   /`schema_of_json`; [`field_access`]: `s.field` (case-insensitive), `arr[i]` (0-based).
 //! - `stateful_nodes`: which plan nodes are stateful (one decision, for the analysis and the
 //!   staged plan).
 //! - `staged`: how a query's plan runs per batch (`StagedPlan`: stateful stages bottom-up, then
@@ -15,6 +16,7 @@
 
 pub(crate) mod analysis;
 pub(crate) mod continuous;
+pub(crate) mod field_access;
 pub(crate) mod incremental;
 pub(crate) mod json;
 pub(crate) mod planner;

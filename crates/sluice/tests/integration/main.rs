@@ -80,3 +80,6 @@ mod inspect;
 
 // The Kafka source and sink against a real broker (`scripts/kafka-broker start`).
 mod kafka;
+
+// Nested types end to end: DDL, the JSON source and functions, field access, sinks, state.
+mod engine_nested;

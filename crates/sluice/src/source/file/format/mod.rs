@@ -1147,48 +1147,7 @@ fn is_decimal_literal(s: &str) -> bool {
     i == b.len()
 }
 
-/// Java's `Double.toString` (how Jackson writes a JSON float): `1.5`, `100.0`, `1.0E10`,
-/// `1.0E-4`.
-pub(crate) fn java_double_to_string(d: f64) -> String {
-    if d.is_nan() {
-        return "NaN".into();
-    }
-    if d.is_infinite() {
-        return if d > 0.0 {
-            "Infinity".into()
-        } else {
-            "-Infinity".into()
-        };
-    }
-    if d == 0.0 {
-        return if d.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
-    }
-    let a = d.abs();
-    if (1e-3..1e7).contains(&a) {
-        let s = format!("{d}");
-        if s.contains('.') {
-            s
-        } else {
-            format!("{s}.0")
-        }
-    } else {
-        let s = format!("{d:e}");
-        match s.split_once('e') {
-            Some((m, e)) => {
-                if m.contains('.') {
-                    format!("{m}E{e}")
-                } else {
-                    format!("{m}.0E{e}")
-                }
-            }
-            None => s,
-        }
-    }
-}
+pub(crate) use crate::value_text::java_double_to_string;
 
 /// The value of a JSON/CSV string for DATE/TIMESTAMP/DECIMAL columns (shared rules).
 pub(crate) fn convert_temporal_or_decimal<'a>(s: &str, dt: &DataType) -> Option<Cell<'a>> {
@@ -1375,21 +1334,85 @@ mod tests {
 /// document or a wrongly typed field gives nulls, never an error). `None` gives a null row.
 /// Returns the rows in the nullable `schema`, one per document.
 pub fn parse_json_documents(docs: &[Option<&str>], schema: &SchemaRef) -> Result<RecordBatch> {
-    let mut o = std::collections::HashMap::new();
+    let dt = DataType::Struct(schema.fields().clone());
+    let arr = parse_json_values(docs, &dt, &std::collections::HashMap::new())?;
+    let s = arrow::array::AsArray::as_struct(arr.as_ref());
+    Ok(RecordBatch::try_new_with_options(
+        nullable_schema(schema),
+        s.columns().to_vec(),
+        &RecordBatchOptions::new().with_row_count(Some(docs.len())),
+    )?)
+}
+
+/// Parses one JSON document per element into a value of type `dt` (a struct, array, map or
+/// scalar), as Spark's `from_json(doc, type, options)`: the reader's `options` (`mode`,
+/// `allowSingleQuotes`, datetime patterns, ...) apply; in PERMISSIVE mode a malformed document
+/// gives a struct of nulls (a null for other types). A struct never comes out null for a
+/// non-null document: the caller sets the nulls of `None` documents.
+pub(crate) fn parse_json_values(
+    docs: &[Option<&str>],
+    dt: &DataType,
+    options: &std::collections::HashMap<String, String>,
+) -> Result<ArrayRef> {
+    let mut o = options.clone();
     o.insert("multiLine".to_string(), "true".to_string());
-    let opts = ParseOptions::new("json", schema, &Options::new(&o))?;
+    let (schema, wrap) = match dt {
+        DataType::Struct(fs) => (Arc::new(Schema::new(fs.clone())), false),
+        other => (
+            Arc::new(Schema::new(vec![Field::new("value", other.clone(), true)])),
+            true,
+        ),
+    };
+    let opts = ParseOptions::new("json", &schema, &Options::new(&o))?;
     let FormatKind::Json(j) = &opts.kind else {
         return Err(SluiceError::internal("from_json options"));
     };
     let j = j.clone();
     let mut asm = Assembler::new(&opts)?;
+    let mut wrapped = String::new();
     for d in docs {
-        // An empty document is malformed: a row of nulls, like a null input.
-        let text = d.filter(|s| !s.trim().is_empty()).unwrap_or("null");
-        json::read(text, "from_json", &j, &mut asm)?;
+        // An empty document is malformed: a row of nulls, like a null input. A struct is read
+        // from an object only (an array of objects is one row per object in files).
+        let text = d
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && (wrap || !s.starts_with('[')))
+            .unwrap_or("null");
+        if wrap {
+            // One field holding the value: `{"value": <doc>}`; for an array of structs, one
+            // object is an array of one (Spark's `from_json`).
+            let one_object = text.starts_with('{')
+                && matches!(dt, DataType::List(f) if matches!(f.data_type(), DataType::Struct(_)));
+            wrapped.clear();
+            wrapped.push_str(if one_object { "{\"value\":[" } else { "{\"value\":" });
+            wrapped.push_str(text);
+            wrapped.push_str(if one_object { "\n]}" } else { "\n}" });
+            json::read(&wrapped, "from_json", &j, &mut asm)?;
+        } else {
+            json::read(text, "from_json", &j, &mut asm)?;
+        }
     }
     let rows = asm.finish()?;
-    Ok(arrow::compute::concat_batches(&opts.schema, &rows.batches)?)
+    let batch = arrow::compute::concat_batches(&opts.schema, &rows.batches)?;
+    if batch.num_rows() != docs.len() {
+        return Err(SluiceError::internal(format!(
+            "from_json read {} rows from {} documents",
+            batch.num_rows(),
+            docs.len()
+        )));
+    }
+    Ok(if wrap {
+        batch.column(0).clone()
+    } else {
+        let fields = match nested::nullable_type(dt) {
+            DataType::Struct(fs) => fs,
+            _ => schema.fields().clone(),
+        };
+        Arc::new(arrow::array::StructArray::try_new(
+            fields,
+            batch.columns().to_vec(),
+            None,
+        )?)
+    })
 }
 
 /// Parses `text` as one file of `format` (`json` lines or `csv` with a header) in PERMISSIVE
