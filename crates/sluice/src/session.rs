@@ -77,16 +77,27 @@ impl SessionBuilder {
             .with_spark_features()
             .with_analyzer_rule(Arc::new(SparkCastRule))
             .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner));
-        // Nested types (helper nested): Spark's 0-based `arr[i]` before DataFusion's planner.
+        // Nested types (helper nested): Spark's `s.field` and 0-based `arr[i]` before
+        // DataFusion's planner.
+        let case_sensitive = self
+            .conf
+            .get("spark.sql.caseSensitive")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
         if let Some(planners) = builder.expr_planners() {
-            planners.insert(0, Arc::new(crate::plan::field_access::SparkFieldAccessPlanner));
+            planners.insert(
+                0,
+                Arc::new(crate::plan::field_access::SparkFieldAccessPlanner::new(
+                    case_sensitive,
+                )),
+            );
         }
         let mut state = builder.build();
+        for zero_based in [false, true] {
+            state.register_udf(Arc::new(ScalarUDF::new_from_impl(
+                crate::plan::field_access::SparkElementAt::new(zero_based),
+            )))?;
+        }
         if let Some(get_field) = state.scalar_functions().get("get_field").cloned() {
-            let case_sensitive = self
-                .conf
-                .get("spark.sql.caseSensitive")
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
             state.register_udf(Arc::new(crate::plan::field_access::spark_get_field(
                 get_field,
                 case_sensitive,

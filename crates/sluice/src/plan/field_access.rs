@@ -23,11 +23,37 @@ use datafusion::logical_expr::{
     ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
 };
 
-/// `arr[i]` with Spark's 0-based index; everything else goes on to DataFusion's planner.
+/// `arr[i]` with Spark's 0-based index, and `s.field` / `s['field']` through
+/// [`SparkGetField`]; everything else goes on to DataFusion's planner.
 #[derive(Debug)]
-pub(crate) struct SparkFieldAccessPlanner;
+pub(crate) struct SparkFieldAccessPlanner {
+    get_field: Arc<ScalarUDF>,
+}
+
+impl SparkFieldAccessPlanner {
+    pub(crate) fn new(case_sensitive: bool) -> Self {
+        Self {
+            get_field: Arc::new(spark_get_field(
+                datafusion::functions::core::get_field(),
+                case_sensitive,
+            )),
+        }
+    }
+}
 
 impl ExprPlanner for SparkFieldAccessPlanner {
+    fn plan_compound_identifier(
+        &self,
+        field: &arrow::datatypes::Field,
+        qualifier: Option<&datafusion::common::TableReference>,
+        nested_names: &[String],
+    ) -> DfResult<PlannerResult<Vec<Expr>>> {
+        let column = Expr::Column(datafusion::common::Column::from((qualifier, field)));
+        let mut args = vec![column];
+        args.extend(nested_names.iter().map(|n| lit(n.as_str())));
+        Ok(PlannerResult::Planned(self.get_field.call(args)))
+    }
+
     fn plan_field_access(
         &self,
         expr: RawFieldAccessExpr,
@@ -45,6 +71,13 @@ impl ExprPlanner for SparkFieldAccessPlanner {
                 let one_based = when(index.clone().gt_eq(lit(0i64)), index + lit(1i64)).end()?;
                 Ok(PlannerResult::Planned(
                     datafusion::functions_nested::expr_fn::array_element(expr, one_based),
+                ))
+            }
+            GetFieldAccess::NamedStructField { name }
+                if matches!(expr.get_type(schema)?, DataType::Struct(_)) =>
+            {
+                Ok(PlannerResult::Planned(
+                    self.get_field.call(vec![expr, Expr::Literal(name, None)]),
                 ))
             }
             field_access => Ok(PlannerResult::Original(RawFieldAccessExpr {
@@ -134,6 +167,15 @@ impl ScalarUDFImpl for SparkGetField {
     fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
         self.inner.return_type(arg_types)
     }
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+    fn display_name(&self, args: &[Expr]) -> DfResult<String> {
+        self.inner.display_name(args)
+    }
+    fn schema_name(&self, args: &[Expr]) -> DfResult<String> {
+        self.inner.schema_name(args)
+    }
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
         let Some(base) = args.arg_fields.first() else {
             return self.inner.return_field_from_args(args);
@@ -171,3 +213,141 @@ impl ScalarUDFImpl for SparkGetField {
 pub(crate) fn spark_get_field(inner: Arc<ScalarUDF>, case_sensitive: bool) -> ScalarUDF {
     ScalarUDF::new_from_impl(SparkGetField::new(inner, case_sensitive))
 }
+
+/// Spark's `element_at(array, i)` (1-based, negative from the end, null out of range, `0` is
+/// `INVALID_INDEX_OF_ZERO`) and `element_at(map, key)` (the value, null for a missing key), and
+/// `get(array, i)` (0-based, null out of range). DataFusion's `element_at` is `map_extract`,
+/// which returns a list and refuses arrays.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SparkElementAt {
+    signature: Signature,
+    /// `get`: 0-based and never an error.
+    zero_based: bool,
+}
+
+impl SparkElementAt {
+    pub(crate) fn new(zero_based: bool) -> Self {
+        Self {
+            signature: Signature::user_defined(datafusion::logical_expr::Volatility::Immutable),
+            zero_based,
+        }
+    }
+}
+
+impl ScalarUDFImpl for SparkElementAt {
+    fn name(&self) -> &str {
+        if self.zero_based {
+            "get"
+        } else {
+            "element_at"
+        }
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        match arg_types {
+            [DataType::Map(entries, sorted), _] if !self.zero_based => {
+                let key = match entries.data_type() {
+                    DataType::Struct(kv) if kv.len() == 2 => kv[0].data_type().clone(),
+                    _ => return plan_err!("element_at: a map without key and value"),
+                };
+                Ok(vec![DataType::Map(entries.clone(), *sorted), key])
+            }
+            [l @ (DataType::List(_) | DataType::LargeList(_)), _] => {
+                Ok(vec![l.clone(), DataType::Int64])
+            }
+            [DataType::Null, k] => Ok(vec![DataType::Null, k.clone()]),
+            _ => plan_err!(
+                "{}(array, index){} takes an array{} and an index, got {arg_types:?}",
+                self.name(),
+                if self.zero_based { "" } else { " or element_at(map, key)" },
+                if self.zero_based { "" } else { " or a map" }
+            ),
+        }
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(match arg_types.first() {
+            Some(DataType::List(f) | DataType::LargeList(f)) => f.data_type().clone(),
+            Some(DataType::Map(entries, _)) => match entries.data_type() {
+                DataType::Struct(kv) if kv.len() == 2 => kv[1].data_type().clone(),
+                _ => return plan_err!("element_at: a map without key and value"),
+            },
+            _ => DataType::Null,
+        })
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        use arrow::array::{Array, AsArray, Int64Array, UInt32Array};
+        let n = args.number_rows;
+        let base = args.args[0].to_array(n)?;
+        let key = args.args[1].to_array(n)?;
+        let mut take: Vec<Option<u32>> = Vec::with_capacity(n);
+        let values = match base.data_type() {
+            DataType::List(_) | DataType::LargeList(_) => {
+                let idx = key
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .ok_or_else(|| datafusion::error::DataFusionError::Internal("index".into()))?;
+                let (offsets, values): (Vec<usize>, arrow::array::ArrayRef) = match base.data_type() {
+                    DataType::List(_) => {
+                        let l = base.as_list::<i32>();
+                        (l.offsets().iter().map(|o| *o as usize).collect(), l.values().clone())
+                    }
+                    _ => {
+                        let l = base.as_list::<i64>();
+                        (l.offsets().iter().map(|o| *o as usize).collect(), l.values().clone())
+                    }
+                };
+                for i in 0..n {
+                    if base.is_null(i) || idx.is_null(i) {
+                        take.push(None);
+                        continue;
+                    }
+                    let (start, len) = (offsets[i], (offsets[i + 1] - offsets[i]) as i64);
+                    let k = idx.value(i);
+                    let pos = if self.zero_based {
+                        (0..len).contains(&k).then_some(k)
+                    } else if k == 0 {
+                        return datafusion::common::exec_err!(
+                            "[INVALID_INDEX_OF_ZERO] The index 0 is invalid. An index shall be \
+                             either < 0 or > 0 (the first element has index 1)."
+                        );
+                    } else if k > 0 {
+                        (k <= len).then_some(k - 1)
+                    } else {
+                        (-k <= len).then_some(len + k)
+                    };
+                    take.push(pos.map(|p| (start as i64 + p) as u32));
+                }
+                values
+            }
+            DataType::Map(_, _) => {
+                let m = base.as_map();
+                let offsets = m.value_offsets();
+                for i in 0..n {
+                    if base.is_null(i) || key.is_null(i) {
+                        take.push(None);
+                        continue;
+                    }
+                    let start = offsets[i] as usize;
+                    let len = offsets[i + 1] as usize - start;
+                    let ks = m.keys().slice(start, len);
+                    let k = arrow::array::Scalar::new(key.slice(i, 1));
+                    let eq = arrow::compute::kernels::cmp::eq(&ks, &k)?;
+                    let pos = eq.iter().position(|b| b == Some(true));
+                    take.push(pos.map(|p| (start + p) as u32));
+                }
+                m.values().clone()
+            }
+            _ => return Ok(ColumnarValue::Array(arrow::array::new_null_array(&DataType::Null, n))),
+        };
+        let indices = UInt32Array::from(take);
+        Ok(ColumnarValue::Array(arrow::compute::take(
+            values.as_ref(),
+            &indices,
+            None,
+        )?))
+    }
+}
+
+
