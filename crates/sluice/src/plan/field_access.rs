@@ -170,9 +170,6 @@ impl ScalarUDFImpl for SparkGetField {
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
         self.inner.coerce_types(arg_types)
     }
-    fn display_name(&self, args: &[Expr]) -> DfResult<String> {
-        self.inner.display_name(args)
-    }
     fn schema_name(&self, args: &[Expr]) -> DfResult<String> {
         self.inner.schema_name(args)
     }

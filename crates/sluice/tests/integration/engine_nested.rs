@@ -249,6 +249,31 @@ fn nested_json_stream_to_parquet_and_json_sinks_across_restarts() {
             ],
             "{format}"
         );
+        if format == "parquet" && pyarrow_available() {
+            // pyarrow reads the nested types intact.
+            let file = std::fs::read_dir(&d.output)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .find(|e| e.file_name().to_string_lossy().ends_with(".parquet"))
+                .unwrap()
+                .path();
+            let out = std::process::Command::new("python3")
+                .arg("-c")
+                .arg("import sys, pyarrow.parquet as pq; print(pq.read_table(sys.argv[1]).schema)")
+                .arg(&file)
+                .output()
+                .unwrap();
+            let schema = String::from_utf8_lossy(&out.stdout);
+            for want in [
+                "id: int32",
+                "s: struct<a: int32, b: string>",
+                "arr: list<item: int32>",
+                "m: map<string, int64",
+                "tags: list<item: struct<k: string, n: int64>>",
+            ] {
+                assert!(schema.contains(want), "{want} not in {schema}");
+            }
+        }
         if format == "json" {
             // Spark's JSON writer: the same line as the input (nested nulls in arrays kept).
             let mut lines: Vec<String> = std::fs::read_dir(&d.output)
@@ -269,6 +294,14 @@ fn nested_json_stream_to_parquet_and_json_sinks_across_restarts() {
             assert_eq!(lines, want);
         }
     }
+}
+
+fn pyarrow_available() -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", "import pyarrow.parquet"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 #[test]
@@ -415,5 +448,51 @@ fn the_console_layout_prints_nested_values_as_show() {
              make_array(CAST(NULL AS INT), 1), map(['a'], [CAST(NULL AS INT)])"
         ),
         vec!["{1, a} | {1, [1, 2]} | {a -> 1, b -> 2} | [{1, x}] | [NULL, 1] | {a -> NULL}"]
+    );
+}
+
+/// A restart whose aggregation key changes a nested field's type is refused with the state
+/// schema error; the state of nested keys and list buffers reads back through `inspect`.
+#[test]
+fn nested_state_schema_changes_are_refused_and_nested_state_is_inspectable() {
+    let d = dirs();
+    let run = |key: &str| {
+        let s = session();
+        s.read_stream()
+            .format("json")
+            .schema(NESTED_SCHEMA)
+            .unwrap()
+            .load(d.input.display().to_string())
+            .unwrap()
+            .create_or_replace_temp_view("events")
+            .unwrap();
+        let q = s
+            .sql(&format!(
+                "SELECT {key} AS key, collect_list(s) AS ss, count(*) AS n FROM events GROUP BY {key}"
+            ))
+            .unwrap()
+            .write_stream()
+            .format("memory")
+            .query_name("agg")
+            .output_mode(OutputMode::Complete)
+            .option("checkpointLocation", d.checkpoint.display())
+            .trigger(Trigger::AvailableNow)
+            .start()
+            .unwrap();
+        q.await_termination()
+    };
+    add_file(&d.input, "1.json", &nested_lines(0..3), 1);
+    run("named_struct('parity', id % 2)").unwrap();
+    let state = sluice::inspect::read_state(&d.checkpoint, 0, None).unwrap();
+    assert_eq!(state.rows.num_rows(), 2);
+    let table = state.to_table().unwrap();
+    assert!(table.contains("parity"), "{table}");
+    add_file(&d.input, "2.json", &nested_lines(3..4), 2);
+    let err = run("named_struct('parity', CAST(id % 2 AS STRING))")
+        .err()
+        .unwrap();
+    assert!(
+        err.is(sluice::error::class::STATE_SCHEMA_INCOMPATIBLE),
+        "{err}"
     );
 }

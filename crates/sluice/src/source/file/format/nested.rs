@@ -288,6 +288,7 @@ fn bad_type(dt: &DataType) -> SluiceError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::Array;
 
     #[test]
     fn builds_nested_arrays_with_nulls_at_every_level() {
