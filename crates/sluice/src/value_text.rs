@@ -17,8 +17,8 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::{
     DataType, Date32Type, Date64Type, Decimal128Type, Float16Type, Float32Type, Float64Type,
     Int16Type, Int32Type, Int64Type, Int8Type, TimeUnit, TimestampMicrosecondType,
-    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType, UInt16Type,
-    UInt32Type, UInt64Type, UInt8Type,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type,
+    UInt64Type, UInt8Type,
 };
 
 use crate::error::{Result, SluiceError};
@@ -42,7 +42,11 @@ pub(crate) fn java_double_to_string(d: f64) -> String {
             "0.0".into()
         };
     }
-    java_text((1e-3..1e7).contains(&d.abs()), format!("{d}"), format!("{d:e}"))
+    java_text(
+        (1e-3..1e7).contains(&d.abs()),
+        format!("{d}"),
+        format!("{d:e}"),
+    )
 }
 
 /// A float as Java's `Float.toString` writes it.
@@ -50,7 +54,11 @@ fn java_float_to_string(f: f32) -> String {
     if !f.is_finite() || f == 0.0 {
         return java_double_to_string(f as f64);
     }
-    java_text((1e-3..1e7).contains(&f.abs()), format!("{f}"), format!("{f:e}"))
+    java_text(
+        (1e-3..1e7).contains(&f.abs()),
+        format!("{f}"),
+        format!("{f:e}"),
+    )
 }
 
 fn java_text(plain: bool, decimal: String, sci: String) -> String {
@@ -129,7 +137,10 @@ fn number_text(a: &dyn Array, i: usize) -> Option<String> {
 fn date_text(a: &dyn Array, i: usize) -> Option<String> {
     let days = match a.data_type() {
         DataType::Date32 => a.as_primitive::<Date32Type>().value(i) as i64,
-        DataType::Date64 => a.as_primitive::<Date64Type>().value(i).div_euclid(86_400_000),
+        DataType::Date64 => a
+            .as_primitive::<Date64Type>()
+            .value(i)
+            .div_euclid(86_400_000),
         _ => return None,
     };
     let d = chrono::NaiveDate::from_ymd_opt(1970, 1, 1)?
@@ -317,9 +328,8 @@ pub(crate) fn write_show(out: &mut String, a: &dyn Array, i: usize) -> Result<()
         DataType::Null => out.push_str("NULL"),
         other => {
             let opts = arrow::util::display::FormatOptions::default().with_null("NULL");
-            let f = arrow::util::display::ArrayFormatter::try_new(a, &opts).map_err(|_| {
-                unsupported(other)
-            })?;
+            let f = arrow::util::display::ArrayFormatter::try_new(a, &opts)
+                .map_err(|_| unsupported(other))?;
             let _ = write!(out, "{}", f.value(i));
         }
     }
@@ -363,7 +373,11 @@ mod tests {
                 "{1, [1, 2], NULL, {NULL}, [NULL], 1.0, 1.50}",
             ),
             ("make_array(1, 2)", "[1,2]", "[1, 2]"),
-            ("map(['a', 'b'], [1, 2])", r#"{"a":1,"b":2}"#, "{a -> 1, b -> 2}"),
+            (
+                "map(['a', 'b'], [1, 2])",
+                r#"{"a":1,"b":2}"#,
+                "{a -> 1, b -> 2}",
+            ),
             ("map([1], ['a'])", r#"{"1":"a"}"#, "{1 -> a}"),
             (
                 "make_array(named_struct('a', 1, 'b', 'x'))",

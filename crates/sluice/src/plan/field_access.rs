@@ -113,19 +113,18 @@ impl SparkGetField {
             };
             match &t {
                 DataType::Struct(fields) => {
-                    let f = fields
-                        .iter()
-                        .find(|f| f.name() == name)
-                        .or_else(|| {
-                            if self.case_sensitive {
-                                return None;
-                            }
-                            let mut m = fields.iter().filter(|f| f.name().eq_ignore_ascii_case(name));
-                            match (m.next(), m.next()) {
-                                (Some(f), None) => Some(f),
-                                _ => None,
-                            }
-                        });
+                    let f = fields.iter().find(|f| f.name() == name).or_else(|| {
+                        if self.case_sensitive {
+                            return None;
+                        }
+                        let mut m = fields
+                            .iter()
+                            .filter(|f| f.name().eq_ignore_ascii_case(name));
+                        match (m.next(), m.next()) {
+                            (Some(f), None) => Some(f),
+                            _ => None,
+                        }
+                    });
                     let Some(f) = f else {
                         let all: Vec<String> =
                             fields.iter().map(|f| format!("`{}`", f.name())).collect();
@@ -178,7 +177,10 @@ impl ScalarUDFImpl for SparkGetField {
             return self.inner.return_field_from_args(args);
         };
         let names = self.resolve(base.data_type(), &args.scalar_arguments[1..])?;
-        let values: Vec<ScalarValue> = names.into_iter().map(|n| ScalarValue::Utf8(Some(n))).collect();
+        let values: Vec<ScalarValue> = names
+            .into_iter()
+            .map(|n| ScalarValue::Utf8(Some(n)))
+            .collect();
         let mut scalars: Vec<Option<&ScalarValue>> = vec![args.scalar_arguments[0]];
         scalars.extend(values.iter().map(Some));
         self.inner.return_field_from_args(ReturnFieldArgs {
@@ -258,7 +260,11 @@ impl ScalarUDFImpl for SparkElementAt {
             _ => plan_err!(
                 "{}(array, index){} takes an array{} and an index, got {arg_types:?}",
                 self.name(),
-                if self.zero_based { "" } else { " or element_at(map, key)" },
+                if self.zero_based {
+                    ""
+                } else {
+                    " or element_at(map, key)"
+                },
                 if self.zero_based { "" } else { " or a map" }
             ),
         }
@@ -285,14 +291,21 @@ impl ScalarUDFImpl for SparkElementAt {
                     .as_any()
                     .downcast_ref::<Int64Array>()
                     .ok_or_else(|| datafusion::error::DataFusionError::Internal("index".into()))?;
-                let (offsets, values): (Vec<usize>, arrow::array::ArrayRef) = match base.data_type() {
+                let (offsets, values): (Vec<usize>, arrow::array::ArrayRef) = match base.data_type()
+                {
                     DataType::List(_) => {
                         let l = base.as_list::<i32>();
-                        (l.offsets().iter().map(|o| *o as usize).collect(), l.values().clone())
+                        (
+                            l.offsets().iter().map(|o| *o as usize).collect(),
+                            l.values().clone(),
+                        )
                     }
                     _ => {
                         let l = base.as_list::<i64>();
-                        (l.offsets().iter().map(|o| *o as usize).collect(), l.values().clone())
+                        (
+                            l.offsets().iter().map(|o| *o as usize).collect(),
+                            l.values().clone(),
+                        )
                     }
                 };
                 for i in 0..n {
@@ -336,7 +349,12 @@ impl ScalarUDFImpl for SparkElementAt {
                 }
                 m.values().clone()
             }
-            _ => return Ok(ColumnarValue::Array(arrow::array::new_null_array(&DataType::Null, n))),
+            _ => {
+                return Ok(ColumnarValue::Array(arrow::array::new_null_array(
+                    &DataType::Null,
+                    n,
+                )))
+            }
         };
         let indices = UInt32Array::from(take);
         Ok(ColumnarValue::Array(arrow::compute::take(
@@ -346,5 +364,3 @@ impl ScalarUDFImpl for SparkElementAt {
         )?))
     }
 }
-
-

@@ -109,14 +109,23 @@ fn nested_ddl_schemas_parse_as_spark_reads_them() {
             "a STRUCT<x: INT NOT NULL COMMENT 'c', `y z`: STRING>",
             "STRUCT<a: STRUCT<x: INT, `y z`: STRING>>",
         ),
-        ("a ARRAY<STRUCT<x: INT>>", "STRUCT<a: ARRAY<STRUCT<x: INT>>>"),
+        (
+            "a ARRAY<STRUCT<x: INT>>",
+            "STRUCT<a: ARRAY<STRUCT<x: INT>>>",
+        ),
         (
             "a ARRAY<ARRAY<MAP<STRING,ARRAY<INT>>>>",
             "STRUCT<a: ARRAY<ARRAY<MAP<STRING, ARRAY<INT>>>>>",
         ),
-        ("a MAP<STRUCT<x:INT>, INT>", "STRUCT<a: MAP<STRUCT<x: INT>, INT>>"),
+        (
+            "a MAP<STRUCT<x:INT>, INT>",
+            "STRUCT<a: MAP<STRUCT<x: INT>, INT>>",
+        ),
         ("a STRUCT<>", "STRUCT<a: STRUCT<>>"),
-        ("a STRUCT<x INT, X INT>", "STRUCT<a: STRUCT<x: INT, X: INT>>"),
+        (
+            "a STRUCT<x INT, X INT>",
+            "STRUCT<a: STRUCT<x: INT, X: INT>>",
+        ),
     ] {
         let s = parse_ddl_schema(ddl).unwrap_or_else(|e| panic!("{ddl}: {e}"));
         let t = DataType::Struct(s.fields().clone());

@@ -107,7 +107,10 @@ fn json_functions_give_sparks_values() {
         ("to_json(make_array(named_struct('a', 1)))", r#"[{"a":1}]"#),
         ("to_json(map(['a'], [1]))", r#"{"a":1}"#),
         ("to_json(map([1], ['a']))", r#"{"1":"a"}"#),
-        ("to_json(map(['a'], [named_struct('x', 1)]))", r#"{"a":{"x":1}}"#),
+        (
+            "to_json(map(['a'], [named_struct('x', 1)]))",
+            r#"{"a":{"x":1}}"#,
+        ),
         ("to_json(map(['a'], [CAST(NULL AS INT)]))", r#"{"a":null}"#),
     ] {
         assert_eq!(one(&s, expr), spark, "{expr}");
@@ -125,7 +128,8 @@ fn json_functions_give_sparks_values() {
         .err()
         .unwrap();
     assert!(
-        err.to_string().contains("can only contain STRING as a key type for a MAP"),
+        err.to_string()
+            .contains("can only contain STRING as a key type for a MAP"),
         "{err}"
     );
 }

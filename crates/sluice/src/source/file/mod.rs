@@ -14,8 +14,10 @@
 
 mod datetime;
 mod format;
+pub(crate) use format::nested::{
+    non_string_map_key as nested_type_has_non_string_map_key, nullable_type,
+};
 pub use format::parse_json_documents;
-pub(crate) use format::nested::{non_string_map_key as nested_type_has_non_string_map_key, nullable_type};
 pub(crate) use format::parse_json_values;
 mod listing;
 mod options;

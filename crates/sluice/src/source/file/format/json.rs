@@ -1131,16 +1131,64 @@ mod tests {
         let n = Value::Null;
         let c = |i: usize| json!(lines[i]);
         let expected = vec![
-            vec![json!(1), json!({"a":1,"b":"x"}), json!([1, 2]), json!({"k":1}), n.clone()],
-            vec![json!(2), json!({"a":null,"b":"x"}), n.clone(), n.clone(), c(1)],
+            vec![
+                json!(1),
+                json!({"a":1,"b":"x"}),
+                json!([1, 2]),
+                json!({"k":1}),
+                n.clone(),
+            ],
+            vec![
+                json!(2),
+                json!({"a":null,"b":"x"}),
+                n.clone(),
+                n.clone(),
+                c(1),
+            ],
             vec![json!(3), n.clone(), n.clone(), n.clone(), c(2)],
-            vec![json!(4), json!({"a":null,"b":"y"}), n.clone(), n.clone(), n.clone()],
-            vec![json!(5), n.clone(), json!([null, 3]), json!({"k":null}), n.clone()],
+            vec![
+                json!(4),
+                json!({"a":null,"b":"y"}),
+                n.clone(),
+                n.clone(),
+                n.clone(),
+            ],
+            vec![
+                json!(5),
+                n.clone(),
+                json!([null, 3]),
+                json!({"k":null}),
+                n.clone(),
+            ],
             vec![json!(6), n.clone(), n.clone(), n.clone(), c(5)],
-            vec![json!(7), json!({"a":1,"b":"{\"q\":1}"}), n.clone(), n.clone(), c(6)],
-            vec![json!(8), json!({"a":null,"b":null}), n.clone(), n.clone(), c(7)],
-            vec![json!(9), json!({"a":null,"b":null}), json!([]), json!({}), n.clone()],
-            vec![json!(10), json!({"a":1,"b":"x"}), json!([1, 2]), json!({"k":1}), n.clone()],
+            vec![
+                json!(7),
+                json!({"a":1,"b":"{\"q\":1}"}),
+                n.clone(),
+                n.clone(),
+                c(6),
+            ],
+            vec![
+                json!(8),
+                json!({"a":null,"b":null}),
+                n.clone(),
+                n.clone(),
+                c(7),
+            ],
+            vec![
+                json!(9),
+                json!({"a":null,"b":null}),
+                json!([]),
+                json!({}),
+                n.clone(),
+            ],
+            vec![
+                json!(10),
+                json!({"a":1,"b":"x"}),
+                json!([1, 2]),
+                json!({"k":1}),
+                n.clone(),
+            ],
         ];
         assert_eq!(rows, expected);
 
@@ -1154,7 +1202,10 @@ mod tests {
         assert_eq!(ids, vec![json!(1), json!(4), json!(5), json!(9), json!(10)]);
         assert_eq!(dropped, 5);
         // FAILFAST stops at the first partial record.
-        let o = opts("id INT, s STRUCT<a: INT, b: STRING>", &[("mode", "FAILFAST")]);
+        let o = opts(
+            "id INT, s STRUCT<a: INT, b: STRING>",
+            &[("mode", "FAILFAST")],
+        );
         assert!(parse(&o, &lines).is_err());
 
         // An array of structs keeps a partly converted struct; nested timestamps and dates.
@@ -1183,7 +1234,10 @@ mod tests {
         let err = ParseOptions::new("json", &schema, &Options::new(&HashMap::new()))
             .err()
             .unwrap();
-        assert_eq!(err.class(), crate::error::class::INVALID_JSON_SCHEMA_MAP_TYPE);
+        assert_eq!(
+            err.class(),
+            crate::error::class::INVALID_JSON_SCHEMA_MAP_TYPE
+        );
         assert_eq!(
             err.message(),
             "Input schema \"STRUCT<m: MAP<INT, STRING>, _corrupt_record: STRING>\" can only \

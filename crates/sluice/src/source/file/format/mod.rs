@@ -711,7 +711,11 @@ impl<'o> Assembler<'o> {
         if self.pending == 0 {
             return Ok(());
         }
-        let columns: Vec<ArrayRef> = self.builders.iter_mut().map(|b| b.finish()).collect::<Result<_>>()?;
+        let columns: Vec<ArrayRef> = self
+            .builders
+            .iter_mut()
+            .map(|b| b.finish())
+            .collect::<Result<_>>()?;
         let options = RecordBatchOptions::new().with_row_count(Some(self.pending));
         let batch = RecordBatch::try_new_with_options(self.opts.schema.clone(), columns, &options)?;
         self.batches.push(batch);
@@ -1383,7 +1387,11 @@ pub(crate) fn parse_json_values(
             let one_object = text.starts_with('{')
                 && matches!(dt, DataType::List(f) if matches!(f.data_type(), DataType::Struct(_)));
             wrapped.clear();
-            wrapped.push_str(if one_object { "{\"value\":[" } else { "{\"value\":" });
+            wrapped.push_str(if one_object {
+                "{\"value\":["
+            } else {
+                "{\"value\":"
+            });
             wrapped.push_str(text);
             wrapped.push_str(if one_object { "\n]}" } else { "\n}" });
             json::read(&wrapped, "from_json", &j, &mut asm)?;
