@@ -9,8 +9,10 @@
 //!   non-ANSI `GetArrayItem`); DataFusion's `array_element` is 1-based and counts negative
 //!   indexes from the end, so the planner rewrites `arr[i]` to
 //!   `array_element(arr, CASE WHEN i >= 0 THEN i + 1 END)`.
-//! - `element_at(arr, i)` (1-based, negative from the end, null out of range) and
-//!   `m['missing']` (null) are DataFusion's own and already Spark's.
+//! - `element_at(arr, i)` (1-based, negative from the end, null out of range, `0` is
+//!   `INVALID_INDEX_OF_ZERO`), `element_at(map, key)` (null for a missing key) and `get(arr, i)`
+//!   (0-based) are [`SparkElementAt`]; `m['missing']` (null) is DataFusion's own.
+//! - `struct(a, b AS q, 1)` names its fields `a`, `q`, `col3` as Spark does.
 
 use std::sync::Arc;
 
@@ -42,6 +44,41 @@ impl SparkFieldAccessPlanner {
 }
 
 impl ExprPlanner for SparkFieldAccessPlanner {
+    /// `struct(a, b AS q, s.c, 1)` names its fields as Spark does: after the column (`a`),
+    /// the alias (`q`) or the accessed field (`c`), else `col1`, `col2`, .. by position
+    /// (DataFusion names them `c0`, `c1`, ..).
+    fn plan_struct_literal(
+        &self,
+        args: Vec<Expr>,
+        is_named_struct: bool,
+    ) -> DfResult<PlannerResult<Vec<Expr>>> {
+        if is_named_struct {
+            return Ok(PlannerResult::Original(args));
+        }
+        let mut pairs = Vec::with_capacity(args.len() * 2);
+        for (i, e) in args.into_iter().enumerate() {
+            let (name, e) = match e {
+                Expr::Alias(a) => (a.name.clone(), *a.expr),
+                Expr::Column(c) => (c.name.clone(), Expr::Column(c)),
+                Expr::ScalarFunction(f) if f.func.name() == "get_field" && f.args.len() >= 2 => {
+                    let name = match f.args.last() {
+                        Some(Expr::Literal(v, _)) => v.try_as_str().flatten().map(str::to_string),
+                        _ => None,
+                    };
+                    (
+                        name.unwrap_or_else(|| format!("col{}", i + 1)),
+                        Expr::ScalarFunction(f),
+                    )
+                }
+                other => (format!("col{}", i + 1), other),
+            };
+            pairs.push(lit(name));
+            pairs.push(e);
+        }
+        Ok(PlannerResult::Planned(
+            datafusion::functions::core::named_struct().call(pairs),
+        ))
+    }
     fn plan_compound_identifier(
         &self,
         field: &arrow::datatypes::Field,
@@ -169,8 +206,15 @@ impl ScalarUDFImpl for SparkGetField {
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
         self.inner.coerce_types(arg_types)
     }
+    /// Spark names `s.a.b` (and `get_field(s, 'a')`) after the last field, `b`.
     fn schema_name(&self, args: &[Expr]) -> DfResult<String> {
-        self.inner.schema_name(args)
+        match args.last() {
+            Some(Expr::Literal(v, _)) if args.len() >= 2 => match v.try_as_str().flatten() {
+                Some(name) => Ok(name.to_string()),
+                None => self.inner.schema_name(args),
+            },
+            _ => self.inner.schema_name(args),
+        }
     }
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
         let Some(base) = args.arg_fields.first() else {

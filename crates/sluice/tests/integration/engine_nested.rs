@@ -441,6 +441,25 @@ fn dedup_by_nested_columns_across_restarts() {
 }
 
 #[test]
+fn struct_names_its_fields_as_spark() {
+    let s = session();
+    s.sql("SELECT 1 AS x, 'a' AS y")
+        .unwrap()
+        .create_or_replace_temp_view("v")
+        .unwrap();
+    // Spark 3.5.7: struct(x, y) -> Row(x=1, y='a'), struct(x AS q) -> Row(q=1),
+    // struct(1, 'a') -> Row(col1=1, col2='a').
+    assert_eq!(
+        sql_rows(
+            &s,
+            "SELECT to_json(struct(x, y)) AS a, to_json(struct(x AS q)) AS b, \
+             to_json(struct(1, 'a')) AS c FROM v"
+        ),
+        vec![r#"{"x":1,"y":"a"} | {"q":1} | {"col1":1,"col2":"a"}"#]
+    );
+}
+
+#[test]
 fn the_console_layout_prints_nested_values_as_show() {
     let s = session();
     // Spark 3.5.7 show(): {1, a} | {1, [1, 2]} | {a -> 1, b -> 2} | [{1, x}] | [NULL, 1] | {a -> NULL}
