@@ -33,6 +33,8 @@ pub mod class {
     pub const FILE_NOT_FOUND: &str = "FILE_NOT_FOUND";
     pub const FILE_SINK_RACE: &str = "FILE_SINK_RACE";
     pub const FILE_SINK_WRITE_FAILED: &str = "FILE_SINK_WRITE_FAILED";
+    pub const GROUP_EXPRESSION_TYPE_IS_NOT_ORDERABLE: &str =
+        "GROUP_EXPRESSION_TYPE_IS_NOT_ORDERABLE";
     pub const GROUP_FUNCTION_OUTPUT: &str = "GROUP_FUNCTION_OUTPUT";
     pub const GROUP_STATE_TIMEOUT: &str = "GROUP_STATE_TIMEOUT";
     pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";

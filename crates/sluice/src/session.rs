@@ -230,6 +230,8 @@ impl Session {
         let query = crate::plan::json::fold_schema_of_json(&query)?;
         let df = self.block_on(self.inner.ctx.sql(&query))?;
         let plan = self.analyze(df.logical_plan().clone())?;
+        // Nested types (helper nested): no GROUP BY on a map, as in Spark.
+        crate::plan::field_access::check_grouping_types(&plan)?;
         Ok(StreamFrame::new(self.clone(), plan))
     }
 

@@ -408,3 +408,51 @@ impl ScalarUDFImpl for SparkElementAt {
         )?))
     }
 }
+
+/// Spark refuses to group by a map (maps are not orderable):
+/// `GROUP_EXPRESSION_TYPE_IS_NOT_ORDERABLE`, for every `GROUP BY` of the plan.
+pub(crate) fn check_grouping_types(
+    plan: &datafusion::logical_expr::LogicalPlan,
+) -> crate::error::Result<()> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::LogicalPlan;
+    fn has_map(t: &DataType) -> bool {
+        match t {
+            DataType::Map(..) => true,
+            DataType::Struct(fs) => fs.iter().any(|f| has_map(f.data_type())),
+            DataType::List(f) | DataType::LargeList(f) => has_map(f.data_type()),
+            _ => false,
+        }
+    }
+    let mut err = None;
+    plan.apply(|node| {
+        if let LogicalPlan::Aggregate(a) = node {
+            for e in &a.group_expr {
+                if let Ok(t) = e.get_type(a.input.schema()) {
+                    if has_map(&t) {
+                        err = Some(crate::error::SluiceError::query(
+                            crate::error::class::GROUP_EXPRESSION_TYPE_IS_NOT_ORDERABLE,
+                            format!(
+                                "The expression \"{}\" cannot be used as a grouping expression \
+                                 because its data type \"{}\" is not an orderable data type. \
+                                 Group by its keys or values instead (map_keys, map_values, \
+                                 m['key'])",
+                                match e {
+                                    Expr::Column(c) => c.name.clone(),
+                                    other => other.schema_name().to_string(),
+                                },
+                                crate::schema::spark_type_name(&t)
+                            ),
+                        ));
+                        return Ok(TreeNodeRecursion::Stop);
+                    }
+                }
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    match err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

@@ -460,6 +460,31 @@ fn struct_names_its_fields_as_spark() {
 }
 
 #[test]
+fn grouping_by_a_map_is_refused_as_spark() {
+    let s = session();
+    // Spark 3.5.7: [GROUP_EXPRESSION_TYPE_IS_NOT_ORDERABLE] The expression "attributes" cannot
+    // be used as a grouping expression because its data type "MAP<STRING, STRING>" is not an
+    // orderable data type.
+    s.sql("SELECT map(['k'], ['v']) AS attributes, 1 AS n")
+        .unwrap()
+        .create_or_replace_temp_view("m")
+        .unwrap();
+    let err = s
+        .sql("SELECT attributes, count(*) FROM m GROUP BY attributes")
+        .err()
+        .unwrap();
+    assert!(
+        err.is(sluice::error::class::GROUP_EXPRESSION_TYPE_IS_NOT_ORDERABLE),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("data type \"MAP<STRING, STRING>\" is not an orderable data type"),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_console_layout_prints_nested_values_as_show() {
     let s = session();
     // Spark 3.5.7 show(): {1, a} | {1, [1, 2]} | {a -> 1, b -> 2} | [{1, x}] | [NULL, 1] | {a -> NULL}
