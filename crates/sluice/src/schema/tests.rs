@@ -177,7 +177,7 @@ fn type_names_round_trip() {
 }
 
 #[test]
-fn type_names_parse_nested_types_that_ddl_refuses() {
+fn type_names_and_ddl_parse_nested_types() {
     let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
     let window = DataType::Struct(
         vec![
