@@ -94,3 +94,5 @@ mod kafka;
 mod engine_names;
 // Spark's aggregate functions in a streaming aggregation with a restart.
 mod engine_functions;
+// Nested types end to end: DDL, the JSON source and functions, field access, sinks, state.
+mod engine_nested;
