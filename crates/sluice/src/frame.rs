@@ -56,6 +56,7 @@ impl StreamFrame {
         f: impl FnOnce(LogicalPlanBuilder) -> datafusion::error::Result<LogicalPlanBuilder>,
     ) -> Result<Self> {
         let plan = f(LogicalPlanBuilder::from(self.plan.clone()))?.build()?;
+        let plan = crate::plan::generate::plan_generators(plan)?; // generators as Generate nodes
         Ok(Self::new(self.session.clone(), plan))
     }
 
@@ -77,8 +78,11 @@ impl StreamFrame {
         let exprs: Vec<Expr> = columns.into_iter().map(|c| col(c.as_ref())).collect();
         self.select_exprs(exprs)
     }
-    /// A projection with expressions (alias them with `.alias("name")`).
+    /// A projection with expressions (alias them with `.alias("name")`). A generator
+    /// (`sluice::explode(col("xs"))`, ..) as a whole item generates rows; name several columns
+    /// with `sluice::multi_alias`.
     pub fn select_exprs(&self, exprs: Vec<Expr>) -> Result<Self> {
+        let exprs = crate::plan::generate::expand_multi_aliases(exprs)?;
         self.with_plan(|b| b.project(exprs))
     }
     /// A projection with SQL expressions, e.g. `["user", "amount * 2 AS doubled"]`.

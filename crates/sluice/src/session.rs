@@ -92,6 +92,13 @@ impl SessionBuilder {
         {
             state.register_udf(Arc::new(udf))?;
         }
+        // Spark's generators (explode, LATERAL VIEW, ..): placeholders that plan_generators plans.
+        for udf in crate::plan::generate::generator_udfs() {
+            state.register_udf(Arc::new(udf))?;
+        }
+        if !state.scalar_functions().contains_key("split") {
+            state.register_udf(Arc::new(crate::plan::generate::split::split_udf()))?;
+        }
         let ctx = SessionContext::new_with_state(state);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(
@@ -201,8 +208,10 @@ impl Session {
     /// reads one (`is_streaming()`), else a batch frame.
     pub fn sql(&self, query: &str) -> Result<StreamFrame> {
         let query = crate::plan::sql::rewrite_window_references(query)?;
+        let query = crate::plan::generate::sql::rewrite_sql(self, &query)?; // generators
         let df = self.block_on(self.inner.ctx.sql(&query))?;
-        let plan = self.analyze(df.logical_plan().clone())?;
+        let plan = crate::plan::generate::plan_generators(df.logical_plan().clone())?; // generators
+        let plan = self.analyze(plan)?;
         Ok(StreamFrame::new(self.clone(), plan))
     }
 

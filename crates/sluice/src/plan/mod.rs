@@ -12,9 +12,11 @@
 //!   DataFusion over the last operator's rows).
 //! - `continuous`: the plan of a continuous query, built once, fed slice by slice.
 //! - [`planner`]: the session's query planner (the watermark node's physical planning).
+//! - [`generate`]: Spark's generators (`explode`, `LATERAL VIEW`, ..) as `Generate` nodes.
 
 pub(crate) mod analysis;
 pub(crate) mod continuous;
+pub(crate) mod generate;
 pub(crate) mod incremental;
 pub(crate) mod json;
 pub(crate) mod planner;

@@ -1,5 +1,5 @@
 //! The session's query planner: DataFusion's physical planner plus the planners of Sluice's
-//! extension nodes ([`EventTimeWatermark`]). `Session` installs [`SluiceQueryPlanner`].
+//! extension nodes ([`EventTimeWatermark`], generators' `Generate`). `Session` installs [`SluiceQueryPlanner`].
 
 use std::sync::Arc;
 
@@ -51,7 +51,10 @@ impl QueryPlanner for SluiceQueryPlanner {
         logical_plan: &LogicalPlan,
         session: &dyn DfSession,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(WatermarkExtensionPlanner)])
+        DefaultPhysicalPlanner::with_extension_planners(vec![
+            Arc::new(WatermarkExtensionPlanner),
+            Arc::new(crate::plan::generate::exec::GenerateExtensionPlanner),
+        ])
             .create_physical_plan(logical_plan, session)
             .await
     }
