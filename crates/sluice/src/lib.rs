@@ -76,10 +76,10 @@ pub use frame::{GroupedFrame, KeyedFrame, StreamFrame};
 pub use operators::flat_map_groups_with_state::{GroupState, GroupStateTimeout};
 pub use operators::window::{session_window, sliding_window, window};
 pub use pipeline::Pipeline;
-pub use plan::json::{from_json, to_json};
 pub use plan::generate::{
     explode, explode_outer, inline, inline_outer, multi_alias, posexplode, posexplode_outer, stack,
 };
+pub use plan::json::{from_json, to_json};
 pub use progress::{StreamingQueryListener, StreamingQueryProgress};
 pub use query::StreamingQuery;
 pub use session::{Session, SessionBuilder};

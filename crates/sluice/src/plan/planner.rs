@@ -55,7 +55,7 @@ impl QueryPlanner for SluiceQueryPlanner {
             Arc::new(WatermarkExtensionPlanner),
             Arc::new(crate::plan::generate::exec::GenerateExtensionPlanner),
         ])
-            .create_physical_plan(logical_plan, session)
-            .await
+        .create_physical_plan(logical_plan, session)
+        .await
     }
 }

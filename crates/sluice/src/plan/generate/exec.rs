@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{
-    new_null_array, make_array, Array, ArrayRef, AsArray, Int32Builder, RecordBatch,
+    make_array, new_null_array, Array, ArrayRef, AsArray, Int32Builder, RecordBatch,
     RecordBatchOptions, UInt32Builder, UInt64Builder,
 };
 use arrow::buffer::NullBuffer;
@@ -115,7 +115,10 @@ fn element_rows(
     arrow::array::UInt64Array,
     arrow::array::Int32Array,
 ) {
-    let total: usize = spans.iter().map(|(_, n)| (*n).max(usize::from(outer))).sum();
+    let total: usize = spans
+        .iter()
+        .map(|(_, n)| (*n).max(usize::from(outer)))
+        .sum();
     let mut rows = UInt32Builder::with_capacity(total);
     let mut elems = UInt64Builder::with_capacity(total);
     let mut pos = Int32Builder::with_capacity(total);
@@ -261,10 +264,7 @@ impl GenerateExec {
         generated: Vec<Field>,
     ) -> Self {
         let in_schema = input.schema();
-        let mut fields: Vec<Field> = kept
-            .iter()
-            .map(|&i| in_schema.field(i).clone())
-            .collect();
+        let mut fields: Vec<Field> = kept.iter().map(|&i| in_schema.field(i).clone()).collect();
         fields.extend(generated);
         let schema = Arc::new(Schema::new_with_metadata(
             fields,

@@ -135,13 +135,10 @@ fn stack_rows(name: &str, n: Option<&ScalarValue>, arg: &Field) -> Result<usize,
             ))
         }
     };
-    let rows = value
-        .cast_to(&DataType::Int64)
-        .ok()
-        .and_then(|v| match v {
-            ScalarValue::Int64(Some(n)) => Some(n),
-            _ => None,
-        });
+    let rows = value.cast_to(&DataType::Int64).ok().and_then(|v| match v {
+        ScalarValue::Int64(Some(n)) => Some(n),
+        _ => None,
+    });
     match rows {
         Some(n) if n > 0 && n <= i64::from(i32::MAX) => Ok(n as usize),
         _ => Err(SluiceError::query(
@@ -348,7 +345,9 @@ fn marker_literals(args: &[Expr]) -> Option<(&'static str, bool, usize)> {
         _ => None,
     };
     let name = match lit_of(0)? {
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => {
             GENERATORS.iter().map(|(n, _, _)| *n).find(|n| n == s)?
         }
         _ => return None,
@@ -440,7 +439,9 @@ impl ScalarUDFImpl for MultiAlias {
         })
     }
     fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        Err(external(unsupported_generator_here("a multi-aliased generator")))
+        Err(external(unsupported_generator_here(
+            "a multi-aliased generator",
+        )))
     }
 }
 

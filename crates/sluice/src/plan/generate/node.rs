@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arrow::datatypes::{Field, FieldRef};
 use datafusion::common::{Column, DFSchema, DFSchemaRef, ScalarValue, TableReference};
 use datafusion::error::{DataFusionError, Result as DfResult};
-use datafusion::logical_expr::{Extension, ExprSchemable, LogicalPlan, UserDefinedLogicalNodeCore};
+use datafusion::logical_expr::{ExprSchemable, Extension, LogicalPlan, UserDefinedLogicalNodeCore};
 use datafusion::prelude::Expr;
 
 use super::{output_fields, GeneratorKind, SparkGenerator};
@@ -241,7 +241,11 @@ impl UserDefinedLogicalNodeCore for Generate {
     }
     /// Keeps the kept columns the new input still has: the optimiser drops from the input the
     /// columns no one above needs (see `necessary_children_exprs`).
-    fn with_exprs_and_inputs(&self, mut exprs: Vec<Expr>, mut inputs: Vec<LogicalPlan>) -> DfResult<Self> {
+    fn with_exprs_and_inputs(
+        &self,
+        mut exprs: Vec<Expr>,
+        mut inputs: Vec<LogicalPlan>,
+    ) -> DfResult<Self> {
         let (Some(input), Some(generator)) = (inputs.pop(), exprs.pop()) else {
             return Err(DataFusionError::Internal(
                 "Generate needs one input and one generator".into(),

@@ -287,7 +287,11 @@ fn rewrite_lateral(j: Join) -> Result<Transformed<LogicalPlan>> {
         }
         let names: Vec<String> = p.schema.fields().iter().map(|f| f.name().clone()).collect();
         match items(&p.expr, &names).as_slice() {
-            [Item::Generator(g)] if p.expr.iter().all(|e| as_generator_column(strip_alias(e).0).is_some()) => {
+            [Item::Generator(g)]
+                if p.expr
+                    .iter()
+                    .all(|e| as_generator_column(strip_alias(e).0).is_some()) =>
+            {
                 Some((sa.alias.clone(), g.call.clone(), g.outer, g.names.clone()))
             }
             _ => None,

@@ -2,7 +2,8 @@
 //! DataFusion nor `datafusion-spark` has it. It splits as Java's `String.split` does (Spark calls
 //! it), with a limit of 0 taken as -1: trailing empty strings are kept, a zero-width match at the
 //! start gives no leading empty string, an input without a match is itself the one element, and
-//! a positive limit caps the number of elements (the last holds the rest). The session registers
+//! a positive limit caps the number of elements (the last holds the rest); an empty pattern
+//! splits into characters, the first `limit` of them (Spark's own rule). The session registers
 //! it only when no `split` is registered (the function library may bring its own).
 
 use std::sync::Arc;
@@ -20,6 +21,15 @@ use crate::error::{class, SluiceError};
 /// The pieces of `s` split around matches of `re`, at most `limit` of them when `limit > 0`
 /// (Java's `Pattern.split(s, limit)` for a limit that is not 0).
 pub(crate) fn java_split<'a>(s: &'a str, re: &Regex, limit: i64) -> Vec<&'a str> {
+    if re.as_str().is_empty() && !s.is_empty() {
+        // Spark's own case: an empty pattern splits a non-empty string into its characters,
+        // the first `limit` of them when `limit > 0` (no rest, no trailing empty string).
+        let chars = s.char_indices().map(|(i, c)| &s[i..i + c.len_utf8()]);
+        return match usize::try_from(limit) {
+            Ok(n) if n > 0 => chars.take(n).collect(),
+            _ => chars.collect(),
+        };
+    }
     let limited = limit > 0;
     let mut out: Vec<&str> = Vec::new();
     let mut index = 0usize;
@@ -100,7 +110,9 @@ impl ScalarUDFImpl for SparkSplit {
             Some(l) => Some(arrow::compute::cast(l, &DataType::Int64)?),
             None => None,
         };
-        let limits = limits.as_ref().map(|l| l.as_any().downcast_ref::<Int64Array>());
+        let limits = limits
+            .as_ref()
+            .map(|l| l.as_any().downcast_ref::<Int64Array>());
         let mut out = ListBuilder::new(StringBuilder::new());
         let mut cached: Option<(String, Regex)> = None;
         for i in 0..n {
@@ -166,5 +178,11 @@ mod tests {
         assert_eq!(split("a,b,c", ",", 1), ["a,b,c"]);
         assert_eq!(split("  a", "\\s+", -1), ["", "a"]);
         assert_eq!(split("a  ", "\\s+", -1), ["a", ""]);
+        assert_eq!(split("abc", "", -1), ["a", "b", "c"]);
+        assert_eq!(split("abc", "", 2), ["a", "b"]);
+        assert_eq!(split("abcd", "", 10), ["a", "b", "c", "d"]);
+        assert_eq!(split("", "", -1), [""]);
+        assert_eq!(split("a.b", ".", -1), ["", "", "", ""]);
+        assert_eq!(split("aXbxc", "x", -1), ["aXb", "c"]);
     }
 }

@@ -15,8 +15,9 @@ use std::ops::ControlFlow;
 use arrow::datatypes::FieldRef;
 use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::ast::{
-    Expr as SqlExpr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Join, JoinConstraint, JoinOperator, ObjectNamePart, Select,
-    SelectItem, SetExpr, Statement, TableFactor, VisitMut, VisitorMut, With,
+    Expr as SqlExpr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Join, JoinConstraint,
+    JoinOperator, ObjectNamePart, Select, SelectItem, SetExpr, Statement, TableFactor, VisitMut,
+    VisitorMut, With,
 };
 use datafusion::sql::sqlparser::dialect::SparkSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -121,7 +122,9 @@ fn parse_expr(text: &str) -> Result<SqlExpr> {
     Parser::new(&dialect)
         .try_with_sql(text)
         .and_then(|mut p| p.parse_expr())
-        .map_err(|e| SluiceError::internal(format!("generator rewrite produced bad SQL {text:?}: {e}")))
+        .map_err(|e| {
+            SluiceError::internal(format!("generator rewrite produced bad SQL {text:?}: {e}"))
+        })
 }
 
 /// `__sluice_generator_column('name', outer, j, args..)`.
@@ -199,7 +202,12 @@ impl Rewriter<'_, '_> {
             let items = names
                 .iter()
                 .enumerate()
-                .map(|(j, n)| Ok(format!("{} AS {n}", column_marker(name, lv.outer, j, &args)?)))
+                .map(|(j, n)| {
+                    Ok(format!(
+                        "{} AS {n}",
+                        column_marker(name, lv.outer, j, &args)?
+                    ))
+                })
                 .collect::<Result<Vec<_>>>()?;
             let join_sql = format!(
                 "SELECT * FROM __sluice_left CROSS JOIN LATERAL (SELECT {}) AS {}",
@@ -208,7 +216,9 @@ impl Rewriter<'_, '_> {
             );
             let dialect = SparkSqlDialect {};
             let parsed = Parser::parse_sql(&dialect, &join_sql).map_err(|e| {
-                SluiceError::internal(format!("LATERAL VIEW rewrite produced bad SQL {join_sql:?}: {e}"))
+                SluiceError::internal(format!(
+                    "LATERAL VIEW rewrite produced bad SQL {join_sql:?}: {e}"
+                ))
             })?;
             let join = match parsed.into_iter().next() {
                 Some(Statement::Query(q)) => match *q.body {
@@ -222,7 +232,10 @@ impl Rewriter<'_, '_> {
                     "LATERAL VIEW rewrite lost its join in {join_sql:?}"
                 )));
             };
-            debug_assert!(matches!(join.relation, TableFactor::Derived { lateral: true, .. }));
+            debug_assert!(matches!(
+                join.relation,
+                TableFactor::Derived { lateral: true, .. }
+            ));
             if let Some(last) = select.from.last_mut() {
                 last.joins.push(join);
             }

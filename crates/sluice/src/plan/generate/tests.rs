@@ -103,8 +103,18 @@ fn fails(s: &Session, sql: &str, class: &str) {
 #[test]
 fn explode_arrays_and_maps_with_spark_names() {
     let s = session();
-    check(&s, "select id, explode(arr) from t", &["id", "col"], &["1|1", "1|2", "4|3", "4|null"]);
-    check(&s, "select id, explode(arr) as w from t", &["id", "w"], &["1|1", "1|2", "4|3", "4|null"]);
+    check(
+        &s,
+        "select id, explode(arr) from t",
+        &["id", "col"],
+        &["1|1", "1|2", "4|3", "4|null"],
+    );
+    check(
+        &s,
+        "select id, explode(arr) as w from t",
+        &["id", "w"],
+        &["1|1", "1|2", "4|3", "4|null"],
+    );
     check(
         &s,
         "select id, explode_outer(arr) from t",
@@ -144,7 +154,14 @@ fn posexplode_counts_from_zero() {
         &s,
         "select id, posexplode_outer(arr) from t",
         &["id", "pos", "col"],
-        &["1|0|1", "1|1|2", "2|null|null", "3|null|null", "4|0|3", "4|1|null"],
+        &[
+            "1|0|1",
+            "1|1|2",
+            "2|null|null",
+            "3|null|null",
+            "4|0|3",
+            "4|1|null",
+        ],
     );
     check(
         &s,
@@ -169,9 +186,21 @@ fn posexplode_counts_from_zero() {
 #[test]
 fn alias_counts_must_match_the_generator() {
     let s = session();
-    fails(&s, "select id, posexplode(arr) as p from t", class::UDTF_ALIAS_NUMBER_MISMATCH);
-    fails(&s, "select id, explode(arr) as (a, b) from t", class::UDTF_ALIAS_NUMBER_MISMATCH);
-    fails(&s, "select stack(2, 1, 2) as (a, b)", class::UDTF_ALIAS_NUMBER_MISMATCH);
+    fails(
+        &s,
+        "select id, posexplode(arr) as p from t",
+        class::UDTF_ALIAS_NUMBER_MISMATCH,
+    );
+    fails(
+        &s,
+        "select id, explode(arr) as (a, b) from t",
+        class::UDTF_ALIAS_NUMBER_MISMATCH,
+    );
+    fails(
+        &s,
+        "select stack(2, 1, 2) as (a, b)",
+        class::UDTF_ALIAS_NUMBER_MISMATCH,
+    );
     fails(
         &s,
         "select * from t lateral view explode(arr) x as p, c",
@@ -216,20 +245,50 @@ fn inline_and_stack() {
         "select inline(array(named_struct('a', 1, 'b', 2))) as x",
         class::UDTF_ALIAS_NUMBER_MISMATCH,
     );
-    fails(&s, "select inline(arr) from t", class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE);
-    check(&s, "select stack(2, 1, 2, 3)", &["col0", "col1"], &["1|2", "3|null"]);
+    fails(
+        &s,
+        "select inline(arr) from t",
+        class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
+    );
+    check(
+        &s,
+        "select stack(2, 1, 2, 3)",
+        &["col0", "col1"],
+        &["1|2", "3|null"],
+    );
     check(
         &s,
         "select stack(2, 1, 'a', 2, 'b') as (n, s)",
         &["n", "s"],
         &["1|a", "2|b"],
     );
-    check(&s, "select stack(2, 1, null, 3, 4)", &["col0", "col1"], &["1|null", "3|4"]);
+    check(
+        &s,
+        "select stack(2, 1, null, 3, 4)",
+        &["col0", "col1"],
+        &["1|null", "3|4"],
+    );
     check(&s, "select stack(3, 1, 2)", &["col0"], &["1", "2", "null"]);
-    fails(&s, "select stack(2, 1, 2.5)", class::DATATYPE_MISMATCH_STACK_COLUMN_DIFF_TYPES);
-    fails(&s, "select stack(0, 1, 2)", class::DATATYPE_MISMATCH_VALUE_OUT_OF_RANGE);
-    fails(&s, "select stack(1.5, 1, 2)", class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE);
-    fails(&s, "select stack(id, 1, 2) from t", class::DATATYPE_MISMATCH_NON_FOLDABLE_INPUT);
+    fails(
+        &s,
+        "select stack(2, 1, 2.5)",
+        class::DATATYPE_MISMATCH_STACK_COLUMN_DIFF_TYPES,
+    );
+    fails(
+        &s,
+        "select stack(0, 1, 2)",
+        class::DATATYPE_MISMATCH_VALUE_OUT_OF_RANGE,
+    );
+    fails(
+        &s,
+        "select stack(1.5, 1, 2)",
+        class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
+    );
+    fails(
+        &s,
+        "select stack(id, 1, 2) from t",
+        class::DATATYPE_MISMATCH_NON_FOLDABLE_INPUT,
+    );
     fails(&s, "select stack(2)", class::WRONG_NUM_ARGS);
 }
 
@@ -248,7 +307,12 @@ fn several_generators_in_one_select_nest_left_to_right() {
         &["id", "a", "n", "b"],
         &["1|1|2|1", "1|1|2|2", "1|2|2|1", "1|2|2|2"],
     );
-    check(&s, "select explode(collect_list(id)) from t", &["col"], &["1", "2", "3", "4"]);
+    check(
+        &s,
+        "select explode(collect_list(id)) from t",
+        &["col"],
+        &["1", "2", "3", "4"],
+    );
     fails(
         &s,
         "select explode(collect_list(id)) a, posexplode(array(1)) from t",
@@ -269,10 +333,26 @@ fn generators_outside_a_select_item_are_refused() {
         "select explode(array(1, 2)) + 1",
         class::UNSUPPORTED_GENERATOR_NESTED_IN_EXPRESSIONS,
     );
-    fails(&s, "select id from t where explode(arr) > 1", class::UNSUPPORTED_GENERATOR_OUTSIDE_SELECT);
-    fails(&s, "select id from t order by explode(arr)", class::UNSUPPORTED_GENERATOR_OUTSIDE_SELECT);
-    fails(&s, "select count(*) from t group by explode(arr)", class::UNSUPPORTED_EXPR_FOR_OPERATOR);
-    fails(&s, "select explode(id) from t", class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE);
+    fails(
+        &s,
+        "select id from t where explode(arr) > 1",
+        class::UNSUPPORTED_GENERATOR_OUTSIDE_SELECT,
+    );
+    fails(
+        &s,
+        "select id from t order by explode(arr)",
+        class::UNSUPPORTED_GENERATOR_OUTSIDE_SELECT,
+    );
+    fails(
+        &s,
+        "select count(*) from t group by explode(arr)",
+        class::UNSUPPORTED_EXPR_FOR_OPERATOR,
+    );
+    fails(
+        &s,
+        "select explode(id) from t",
+        class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
+    );
     fails(&s, "select explode(arr, arr) from t", class::WRONG_NUM_ARGS);
 }
 
@@ -313,7 +393,14 @@ fn lateral_views() {
         &s,
         "select id, p, c from t lateral view outer posexplode(arr) x as p, c",
         &["id", "p", "c"],
-        &["1|0|1", "1|1|2", "2|null|null", "3|null|null", "4|0|3", "4|1|null"],
+        &[
+            "1|0|1",
+            "1|1|2",
+            "2|null|null",
+            "3|null|null",
+            "4|0|3",
+            "4|1|null",
+        ],
     );
     check(
         &s,
