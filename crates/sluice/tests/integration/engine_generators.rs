@@ -432,3 +432,35 @@ fn the_dataframe_api_generates_with_sparks_names() {
         .unwrap_err();
     assert!(err.is("UNSUPPORTED_GENERATOR.OUTSIDE_SELECT"), "{err}");
 }
+
+#[test]
+fn a_pipeline_file_counts_exploded_words_in_windows() {
+    let d = dirs();
+    for (i, (name, rows)) in WINDOWED_FILES.iter().enumerate() {
+        add_file(&d.input, name, &lines_at(rows), i as u64 + 1);
+    }
+    let mut p = sluice::Pipeline::parse(
+        "CREATE TABLE events (ts TIMESTAMP, line STRING,
+  WATERMARK FOR ts AS ts - INTERVAL '10' SECOND)
+WITH (connector = 'filesystem', path = '${input}', format = 'json', 'maxFilesPerTrigger' = '1');
+CREATE SINK counts WITH (connector = 'memory', 'outputMode' = 'append', trigger = 'available-now') AS
+SELECT window.start AS start, word, count(*) AS count FROM events
+LATERAL VIEW explode(split(line, ' ')) t AS word GROUP BY window(ts, '10 seconds'), word;",
+        "words.sql",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    p.set_variable("input", d.input.display().to_string());
+    let s = session();
+    let queries = p.start(&s).unwrap_or_else(|e| panic!("{e}"));
+    p.await_termination(&queries, || false)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let batches = s.sql("SELECT * FROM counts").unwrap().collect().unwrap();
+    let data = BatchData {
+        schema: batches[0].schema(),
+        partitions: vec![batches],
+    };
+    assert_eq!(
+        rows_of(&data, true),
+        ["2026-09-15 00:00:00|a|2", "2026-09-15 00:00:00|b|1"]
+    );
+}

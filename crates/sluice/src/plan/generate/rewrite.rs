@@ -7,7 +7,7 @@ use std::sync::Arc;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::Column;
 use datafusion::error::DataFusionError;
-use datafusion::logical_expr::{Join, JoinType, LogicalPlan, Projection};
+use datafusion::logical_expr::{Aggregate, Filter, Join, JoinType, LogicalPlan, Projection};
 use datafusion::prelude::Expr;
 
 use super::node::{as_generator, generated_fields, Generate};
@@ -51,13 +51,13 @@ pub(crate) fn plan_generators(plan: LogicalPlan) -> Result<LogicalPlan> {
     if !plan_holds_generator(&plan) {
         return Ok(plan);
     }
-    let plan = plan
+    let laterals = plan
         .transform_up_with_subqueries(|node| match node {
             LogicalPlan::Join(j) => rewrite_lateral(j).map_err(df),
             other => Ok(Transformed::no(other)),
         })
-        .map_err(SluiceError::from)?
-        .data;
+        .map_err(SluiceError::from)?;
+    let (plan, lateral) = (laterals.data, laterals.transformed);
     let plan = plan
         .transform_up_with_subqueries(|node| match node {
             LogicalPlan::Projection(p) => rewrite_projection(p).map_err(df),
@@ -66,7 +66,99 @@ pub(crate) fn plan_generators(plan: LogicalPlan) -> Result<LogicalPlan> {
         .map_err(SluiceError::from)?
         .data;
     check_no_generator_left(&plan)?;
+    if lateral {
+        return prune_kept_columns(plan, None);
+    }
     Ok(plan)
+}
+
+/// Drops from each LATERAL VIEW's `Generate` the input columns nothing above reads (Spark's
+/// `unrequiredChildIndex`), so `value` is not repeated per word in
+/// `SELECT word, count(*) FROM lines LATERAL VIEW explode(split(value, ' ')) t AS word GROUP BY word`.
+/// `required` is what the parent reads of `plan`'s columns (`None`: unknown, keep everything).
+fn prune_kept_columns(plan: LogicalPlan, required: Option<Vec<Column>>) -> Result<LogicalPlan> {
+    let refs_of = |exprs: &[Expr]| -> Vec<Column> {
+        exprs
+            .iter()
+            .flat_map(|e| e.column_refs().into_iter().cloned())
+            .collect()
+    };
+    match plan {
+        LogicalPlan::Projection(p) => {
+            let needed = refs_of(&p.expr);
+            let input = prune_kept_columns(p.input.as_ref().clone(), Some(needed))?;
+            Ok(LogicalPlan::Projection(Projection::try_new(
+                p.expr,
+                Arc::new(input),
+            )?))
+        }
+        LogicalPlan::Aggregate(a) => {
+            let mut needed = refs_of(&a.group_expr);
+            needed.extend(refs_of(&a.aggr_expr));
+            let input = prune_kept_columns(a.input.as_ref().clone(), Some(needed))?;
+            Ok(LogicalPlan::Aggregate(Aggregate::try_new(
+                Arc::new(input),
+                a.group_expr,
+                a.aggr_expr,
+            )?))
+        }
+        LogicalPlan::Filter(f) => {
+            let needed = required.map(|mut r| {
+                r.extend(f.predicate.column_refs().into_iter().cloned());
+                r
+            });
+            let input = prune_kept_columns(f.input.as_ref().clone(), needed)?;
+            Ok(LogicalPlan::Filter(Filter::try_new(
+                f.predicate,
+                Arc::new(input),
+            )?))
+        }
+        other => match (Generate::of(&other), required) {
+            (Some(g), Some(required)) if g.qualifier.is_some() => {
+                let kept: Vec<Column> = g
+                    .kept
+                    .iter()
+                    .filter(|c| is_referenced(c, &required))
+                    .cloned()
+                    .collect();
+                let mut needed = kept.clone();
+                needed.extend(refs_of(g.args()));
+                let input = prune_kept_columns(g.input.clone(), Some(needed))?;
+                Ok(Generate::try_new(
+                    input,
+                    g.generator.clone(),
+                    g.outer,
+                    Some(kept),
+                    g.qualifier.clone(),
+                    Some(g.names.clone()),
+                )?
+                .into_plan())
+            }
+            (Some(g), _) => {
+                // The columns this Generate passes on are all its parent may read.
+                let mut needed = g.kept.clone();
+                needed.extend(refs_of(g.args()));
+                let input = prune_kept_columns(g.input.clone(), Some(needed))?;
+                Ok(Generate::try_new(
+                    input,
+                    g.generator.clone(),
+                    g.outer,
+                    Some(g.kept.clone()),
+                    g.qualifier.clone(),
+                    Some(g.names.clone()),
+                )?
+                .into_plan())
+            }
+            _ => Ok(other
+                .map_children(|c| {
+                    prune_kept_columns(c, None)
+                        .map(Transformed::yes)
+                        .map_err(df)
+                })
+                .map_err(SluiceError::from)?
+                .data),
+        },
+    }
 }
 
 /// A generator item of a SELECT list: the call, outer, and the names given (if any).

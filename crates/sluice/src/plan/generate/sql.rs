@@ -32,8 +32,7 @@ pub(crate) type Probe<'a> =
 
 /// Rewrites multi-aliases and LATERAL VIEWs of `sql`; returns it unchanged when it has none.
 pub(crate) fn rewrite_generator_syntax(sql: &str, probe: &mut Probe<'_>) -> Result<String> {
-    let lower = sql.to_ascii_lowercase();
-    if !lower.contains("lateral") && !lower.contains("as (") && !lower.contains("as(") {
+    if !mentions_generator_syntax(sql) {
         return Ok(sql.to_string());
     }
     let dialect = SparkSqlDialect {};
@@ -41,21 +40,7 @@ pub(crate) fn rewrite_generator_syntax(sql: &str, probe: &mut Probe<'_>) -> Resu
         .map_err(|e| SluiceError::query(class::PARSE_SYNTAX_ERROR, format!("{e} in {sql:?}")))?;
     let mut changed = false;
     for st in &mut statements {
-        let with = match st {
-            Statement::Query(q) => q.with.clone(),
-            _ => None,
-        };
-        let mut v = Rewriter {
-            probe: &mut *probe,
-            with,
-            changed: false,
-            error: None,
-        };
-        let _ = st.visit(&mut v);
-        if let Some(e) = v.error {
-            return Err(e);
-        }
-        changed |= v.changed;
+        changed |= rewrite_generator_statement(st, probe)?;
     }
     if !changed {
         return Ok(sql.to_string());
@@ -65,6 +50,39 @@ pub(crate) fn rewrite_generator_syntax(sql: &str, probe: &mut Probe<'_>) -> Resu
         .map(|s| s.to_string())
         .collect::<Vec<_>>()
         .join(";\n"))
+}
+
+/// Rewrites the multi-aliases and LATERAL VIEWs of one parsed statement; true if it changed.
+pub(crate) fn rewrite_generator_statement(
+    st: &mut Statement,
+    probe: &mut Probe<'_>,
+) -> Result<bool> {
+    let with = match st {
+        Statement::Query(q) => q.with.clone(),
+        _ => None,
+    };
+    let mut v = Rewriter {
+        probe,
+        with,
+        changed: false,
+        error: None,
+    };
+    let _ = st.visit(&mut v);
+    match v.error {
+        Some(e) => Err(e),
+        None => Ok(v.changed),
+    }
+}
+
+/// True when `sql` may hold `LATERAL` or `AS (..)` (a cheap test before parsing).
+fn mentions_generator_syntax(sql: &str) -> bool {
+    let lower = sql.to_ascii_lowercase();
+    if lower.contains("lateral") {
+        return true;
+    }
+    lower
+        .match_indices("as")
+        .any(|(i, _)| lower[i + 2..].trim_start().starts_with('('))
 }
 
 struct Rewriter<'a, 'b> {
@@ -296,9 +314,11 @@ impl Rewriter<'_, '_> {
     }
 }
 
-/// [`rewrite_generator_syntax`] with probe queries planned in `session` (not run).
-pub(crate) fn rewrite_sql(session: &crate::session::Session, sql: &str) -> Result<String> {
-    let mut probe = |probe_sql: &str| -> Result<(Vec<FieldRef>, Vec<Option<ScalarValue>>)> {
+/// The probe of a session: plans (never runs) the probe query and reads its output fields.
+pub(crate) fn session_probe(
+    session: &crate::session::Session,
+) -> impl FnMut(&str) -> Result<(Vec<FieldRef>, Vec<Option<ScalarValue>>)> + '_ {
+    move |probe_sql: &str| {
         let state = session.df_state();
         let plan = session.block_on(state.create_logical_plan(probe_sql))?;
         let fields = plan.schema().fields().iter().cloned().collect();
@@ -318,8 +338,12 @@ pub(crate) fn rewrite_sql(session: &crate::session::Session, sql: &str) -> Resul
             _ => Vec::new(),
         };
         Ok((fields, scalars))
-    };
-    rewrite_generator_syntax(sql, &mut probe)
+    }
+}
+
+/// [`rewrite_generator_syntax`] with probe queries planned in `session` (not run).
+pub(crate) fn rewrite_sql(session: &crate::session::Session, sql: &str) -> Result<String> {
+    rewrite_generator_syntax(sql, &mut session_probe(session))
 }
 
 /// `FROM a, b JOIN c` as `FROM a CROSS JOIN (b JOIN c)`: one join chain, so a LATERAL VIEW
@@ -392,6 +416,19 @@ mod tests {
         let e = rewrite_generator_syntax("SELECT upper(x) AS (a, b) FROM t", &mut no_probe)
             .unwrap_err();
         assert!(e.is(class::UNSUPPORTED_GENERATOR_NOT_GENERATOR), "{e}");
+    }
+
+    #[test]
+    fn multi_aliases_are_found_across_whitespace() {
+        let out = rewrite_generator_syntax(
+            "SELECT stack(2, 1, 2, 3, 4) AS\n  (a, b) FROM t",
+            &mut no_probe,
+        )
+        .unwrap();
+        assert!(
+            out.contains("__sluice_generator_column('stack', false, 1, 2, 1, 2, 3, 4) AS b"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -290,6 +290,17 @@ fn inline_and_stack() {
         class::DATATYPE_MISMATCH_NON_FOLDABLE_INPUT,
     );
     fails(&s, "select stack(2)", class::WRONG_NUM_ARGS);
+    fails(
+        &s,
+        "select stack(3, 'a', 1, 'b')",
+        class::DATATYPE_MISMATCH_STACK_COLUMN_DIFF_TYPES,
+    );
+    check(
+        &s,
+        "select stack(2, array(1), array(2))",
+        &["col0"],
+        &["[1]", "[2]"],
+    );
 }
 
 #[test]
@@ -431,4 +442,25 @@ fn lateral_views_after_joins() {
         &["id", "n", "w"],
         &["1|z|1", "1|z|2", "4|z|3", "4|z|null"],
     );
+}
+
+#[test]
+fn only_the_columns_read_above_are_repeated() {
+    let s = session();
+    let plan = |sql: &str| {
+        s.sql(sql)
+            .unwrap()
+            .logical_plan()
+            .display_indent()
+            .to_string()
+    };
+    let p =
+        plan("select w, count(*) from t lateral view explode(split(line, ' ')) x as w group by w");
+    assert!(p.contains("output=[x.w], kept=[]"), "{p}");
+    let p = plan("select id, w from t lateral view explode(arr) x as w where length(line) > 1");
+    assert!(p.contains("output=[x.w], kept=[t.id, t.line]"), "{p}");
+    let p = plan("select explode(split(line, ' ')) as word from t");
+    assert!(p.contains("kept=[]"), "{p}");
+    let p = plan("select * from t lateral view explode(arr) x as w");
+    assert!(p.contains("kept=[t.id, t.arr, t.m, t.line]"), "{p}");
 }
