@@ -291,14 +291,16 @@ fn rewrite_projection(p: Projection) -> Result<Transformed<LogicalPlan>> {
             ),
         ));
     }
-    // The input columns the projection and the generators read; only they are repeated.
-    let mut refs: Vec<Column> = Vec::new();
+    // The input columns the projection and the later generators read; only they are repeated.
+    let mut plain_refs: Vec<Column> = Vec::new();
+    let mut generator_refs: Vec<Vec<Column>> = Vec::new();
     for i in &items {
-        let e = match i {
-            Item::Plain(e) => e,
-            Item::Generator(g) => &g.call,
-        };
-        refs.extend(e.column_refs().into_iter().cloned());
+        match i {
+            Item::Plain(e) => plain_refs.extend(e.column_refs().into_iter().cloned()),
+            Item::Generator(g) => {
+                generator_refs.push(g.call.column_refs().into_iter().cloned().collect())
+            }
+        }
     }
     let base = p
         .input
@@ -333,6 +335,8 @@ fn rewrite_projection(p: Projection) -> Result<Transformed<LogicalPlan>> {
             .map(|j| format!("__sluice_gen{k}_{j}"))
             .collect();
         k += 1;
+        let mut refs = plain_refs.clone();
+        refs.extend(generator_refs.iter().skip(k - base).flatten().cloned());
         let kept: Vec<Column> = input
             .schema()
             .columns()
