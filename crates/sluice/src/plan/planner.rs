@@ -1,5 +1,6 @@
 //! The session's query planner: DataFusion's physical planner plus the planners of Sluice's
-//! extension nodes ([`EventTimeWatermark`], generators' `Generate`). `Session` installs [`SluiceQueryPlanner`].
+//! extension nodes ([`EventTimeWatermark`], generators' `Generate`). `Session` installs
+//! [`SluiceQueryPlanner`].
 
 use std::sync::Arc;
 

@@ -8,7 +8,11 @@
 //!   generator's arguments are typed first (a probe query over the same FROM) to find Spark's
 //!   default names.
 //!
-//! `rewrite.rs` turns both into `Generate` nodes.
+//! - a bare generator item (`SELECT inline(xs) FROM t`) becomes its columns' markers named as
+//!   Spark names them (typed by a probe), so an outer query can read `col`, `pos`, `key` or a
+//!   struct's fields by name.
+//!
+//! `rewrite.rs` turns all of them into `Generate` nodes.
 
 use std::ops::ControlFlow;
 
@@ -74,10 +78,13 @@ pub(crate) fn rewrite_generator_statement(
     }
 }
 
-/// True when `sql` may hold `LATERAL` or `AS (..)` (a cheap test before parsing).
+/// True when `sql` may hold a generator, `LATERAL` or `AS (..)` (a cheap test before parsing).
 fn mentions_generator_syntax(sql: &str) -> bool {
     let lower = sql.to_ascii_lowercase();
-    if lower.contains("lateral") {
+    if ["lateral", "explode", "inline", "stack"]
+        .iter()
+        .any(|w| lower.contains(w))
+    {
         return true;
     }
     lower
@@ -167,33 +174,59 @@ fn not_a_generator(e: &SqlExpr, place: &str) -> SluiceError {
 
 impl Rewriter<'_, '_> {
     fn rewrite_select(&mut self, select: &mut Select) -> Result<bool> {
+        // LATERAL VIEWs first: the SELECT list may read their columns.
+        let mut changed = self.rewrite_lateral_views(select)?;
+        changed |= rewrite_multi_aliases(select)?;
+        changed |= self.name_bare_generators(select);
+        Ok(changed)
+    }
+
+    /// A bare multi-column generator (`SELECT inline(xs) FROM ..`) or a bare `explode` gets
+    /// Spark's column names here, so that an outer query can read them (`SELECT sku FROM
+    /// (SELECT inline(lines) FROM orders)`): its arguments are typed by a probe query. When the
+    /// probe cannot be planned (a correlated subquery), the item stays as it is; the plan
+    /// rewrite still names it, for queries that do not read it by name.
+    fn name_bare_generators(&mut self, select: &mut Select) -> bool {
         let mut changed = false;
-        if select
-            .projection
-            .iter()
-            .any(|i| matches!(i, SelectItem::ExprWithAliases { .. }))
-        {
-            let mut items = Vec::with_capacity(select.projection.len());
-            for item in std::mem::take(&mut select.projection) {
-                match item {
-                    SelectItem::ExprWithAliases { expr, aliases } => {
-                        let (name, args) = generator_call(&expr)
-                            .ok_or_else(|| not_a_generator(&expr, "SELECT .. AS (..)"))?;
-                        for (j, alias) in aliases.into_iter().enumerate() {
-                            items.push(SelectItem::ExprWithAlias {
-                                expr: column_marker(name, false, j, &args)?,
-                                alias,
-                            });
-                        }
-                    }
-                    other => items.push(other),
+        let mut items = Vec::with_capacity(select.projection.len());
+        for item in std::mem::take(&mut select.projection) {
+            let SelectItem::UnnamedExpr(expr) = &item else {
+                items.push(item);
+                continue;
+            };
+            let Some((name, args)) = generator_call(expr) else {
+                items.push(item);
+                continue;
+            };
+            let markers = self.default_names(select, name, &args).and_then(|names| {
+                names
+                    .into_iter()
+                    .enumerate()
+                    .map(|(j, n)| {
+                        let mut alias = Ident::new(n);
+                        alias.quote_style = Some('`');
+                        Ok(SelectItem::ExprWithAlias {
+                            expr: column_marker(name, false, j, &args)?,
+                            alias,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()
+            });
+            match markers {
+                Ok(m) => {
+                    items.extend(m);
+                    changed = true;
                 }
+                Err(_) => items.push(item),
             }
-            select.projection = items;
-            changed = true;
         }
+        select.projection = items;
+        changed
+    }
+
+    fn rewrite_lateral_views(&mut self, select: &mut Select) -> Result<bool> {
         if select.lateral_views.is_empty() {
-            return Ok(changed);
+            return Ok(false);
         }
         if select.from.is_empty() {
             return Err(SluiceError::query(
@@ -206,7 +239,19 @@ impl Rewriter<'_, '_> {
             let (name, args) = generator_call(&lv.lateral_view)
                 .ok_or_else(|| not_a_generator(&lv.lateral_view, "LATERAL VIEW"))?;
             let names: Vec<Ident> = if lv.lateral_col_alias.is_empty() {
-                self.default_names(select, name, &args, &lv.lateral_view)?
+                self.default_names(select, name, &args)
+                    .map_err(|e| {
+                        SluiceError::query(
+                            e.class(),
+                            format!(
+                                "LATERAL VIEW {}: {}. If it reads columns of an outer query, \
+                                 name its columns: LATERAL VIEW {} v AS c1, c2",
+                                lv.lateral_view,
+                                e.message(),
+                                lv.lateral_view
+                            ),
+                        )
+                    })?
                     .into_iter()
                     .map(Ident::new)
                     .map(|mut i| {
@@ -268,7 +313,6 @@ impl Rewriter<'_, '_> {
         select: &Select,
         name: &str,
         args: &[&SqlExpr],
-        call: &SqlExpr,
     ) -> Result<Vec<String>> {
         let kind = GENERATORS
             .iter()
@@ -290,21 +334,17 @@ impl Rewriter<'_, '_> {
             "1".to_string()
         } else {
             args.iter()
-                .map(|a| a.to_string())
+                .enumerate()
+                .map(|(i, a)| format!("{a} AS __sluice_arg{i}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let probe_sql = format!("{with}SELECT {list} FROM {from}");
-        let (fields, scalars) = (self.probe)(&probe_sql).map_err(|e| {
-            SluiceError::query(
-                e.class(),
-                format!(
-                    "LATERAL VIEW {call}: {}. If it reads columns of an outer query, name its \
-                     columns: LATERAL VIEW {call} v AS c1, c2",
-                    e.message()
-                ),
-            )
-        })?;
+        let probe_sql = if from.is_empty() {
+            format!("{with}SELECT {list}")
+        } else {
+            format!("{with}SELECT {list} FROM {from}")
+        };
+        let (fields, scalars) = (self.probe)(&probe_sql)?;
         let fields = if args.is_empty() { Vec::new() } else { fields };
         let scalars: Vec<Option<&ScalarValue>> = scalars.iter().map(|s| s.as_ref()).collect();
         Ok(output_fields(name, kind, &fields, &scalars)?
@@ -312,6 +352,36 @@ impl Rewriter<'_, '_> {
             .map(|f| f.name().clone())
             .collect())
     }
+}
+
+/// `gen(..) AS (a, b)`: one generator column marker per name.
+fn rewrite_multi_aliases(select: &mut Select) -> Result<bool> {
+    let mut changed = false;
+    if select
+        .projection
+        .iter()
+        .any(|i| matches!(i, SelectItem::ExprWithAliases { .. }))
+    {
+        let mut items = Vec::with_capacity(select.projection.len());
+        for item in std::mem::take(&mut select.projection) {
+            match item {
+                SelectItem::ExprWithAliases { expr, aliases } => {
+                    let (name, args) = generator_call(&expr)
+                        .ok_or_else(|| not_a_generator(&expr, "SELECT .. AS (..)"))?;
+                    for (j, alias) in aliases.into_iter().enumerate() {
+                        items.push(SelectItem::ExprWithAlias {
+                            expr: column_marker(name, false, j, &args)?,
+                            alias,
+                        });
+                    }
+                }
+                other => items.push(other),
+            }
+        }
+        select.projection = items;
+        changed = true;
+    }
+    Ok(changed)
 }
 
 /// The probe of a session: plans (never runs) the probe query and reads its output fields.
@@ -434,6 +504,8 @@ mod tests {
     #[test]
     fn sql_without_generator_syntax_is_untouched() {
         let q = "SELECT explode(arr) AS w FROM t";
+        assert_eq!(rewrite_generator_syntax(q, &mut no_probe).unwrap(), q);
+        let q = "SELECT a FROM t";
         assert_eq!(rewrite_generator_syntax(q, &mut no_probe).unwrap(), q);
     }
 }

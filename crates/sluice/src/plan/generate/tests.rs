@@ -464,3 +464,32 @@ fn only_the_columns_read_above_are_repeated() {
     let p = plan("select * from t lateral view explode(arr) x as w");
     assert!(p.contains("kept=[t.id, t.arr, t.m, t.line]"), "{p}");
 }
+
+#[test]
+fn outer_queries_read_a_bare_generator_by_spark_names() {
+    let s = session();
+    check(
+        &s,
+        "select sum(a) as a, max(b) as b from (select inline(array(named_struct('a', 1, 'b', 'x'), named_struct('a', 2, 'b', 'y'))))",
+        &["a", "b"],
+        &["3|y"],
+    );
+    check(
+        &s,
+        "select id, pos, key from (select id, posexplode(m) from t) where value is null",
+        &["id", "pos", "key"],
+        &["4|0|c"],
+    );
+    check(
+        &s,
+        "select col0 + col1 as s from (select stack(2, 1, 2, 3, 4))",
+        &["s"],
+        &["3", "7"],
+    );
+    check(
+        &s,
+        "with e as (select id, explode(arr) from t) select id, col from e where col > 1",
+        &["id", "col"],
+        &["1|2", "4|3"],
+    );
+}
