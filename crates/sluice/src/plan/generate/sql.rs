@@ -31,8 +31,10 @@ use crate::error::{class, Result, SluiceError};
 
 /// Types the arguments of a probe query `SELECT args FROM ..`: each output field, and its value
 /// when it is a literal.
-pub(crate) type Probe<'a> =
-    dyn FnMut(&str) -> Result<(Vec<FieldRef>, Vec<Option<ScalarValue>>)> + 'a;
+pub(crate) type Probe<'a> = dyn FnMut(&str) -> Result<ProbeTypes> + 'a;
+
+/// What a probe query gives: each output field, and its value when it is a literal.
+pub(crate) type ProbeTypes = (Vec<FieldRef>, Vec<Option<ScalarValue>>);
 
 /// Rewrites multi-aliases and LATERAL VIEWs of `sql`; returns it unchanged when it has none.
 pub(crate) fn rewrite_generator_syntax(sql: &str, probe: &mut Probe<'_>) -> Result<String> {
@@ -387,7 +389,7 @@ fn rewrite_multi_aliases(select: &mut Select) -> Result<bool> {
 /// The probe of a session: plans (never runs) the probe query and reads its output fields.
 pub(crate) fn session_probe(
     session: &crate::session::Session,
-) -> impl FnMut(&str) -> Result<(Vec<FieldRef>, Vec<Option<ScalarValue>>)> + '_ {
+) -> impl FnMut(&str) -> Result<ProbeTypes> + '_ {
     move |probe_sql: &str| {
         let state = session.df_state();
         let plan = session.block_on(state.create_logical_plan(probe_sql))?;
@@ -446,7 +448,7 @@ fn fold_from_items(select: &mut Select) {
 
 /// A probe that fails: for rewrites without a session (tests of named views only).
 #[cfg(test)]
-pub(crate) fn no_probe(_: &str) -> Result<(Vec<FieldRef>, Vec<Option<ScalarValue>>)> {
+pub(crate) fn no_probe(_: &str) -> Result<ProbeTypes> {
     Err(SluiceError::internal("no probe"))
 }
 
