@@ -79,6 +79,9 @@ pub use frame::{GroupedFrame, KeyedFrame, StreamFrame};
 pub use operators::flat_map_groups_with_state::{GroupState, GroupStateTimeout};
 pub use operators::window::{session_window, sliding_window, window};
 pub use pipeline::Pipeline;
+pub use plan::generate::{
+    explode, explode_outer, inline, inline_outer, multi_alias, posexplode, posexplode_outer, stack,
+};
 pub use plan::json::{from_json, schema_of_json, to_json};
 pub use progress::{StreamingQueryListener, StreamingQueryProgress};
 pub use query::StreamingQuery;

@@ -128,6 +128,13 @@ impl SessionBuilder {
         }
         // Spark's function library beyond datafusion-spark (plan/functions/).
         crate::plan::functions::register(&mut state)?;
+        // Spark's generators (explode, LATERAL VIEW, ..): placeholders that plan_generators plans.
+        for udf in crate::plan::generate::generator_udfs() {
+            state.register_udf(Arc::new(udf))?;
+        }
+        if !state.scalar_functions().contains_key("split") {
+            state.register_udf(Arc::new(crate::plan::generate::split::split_udf()))?;
+        }
         let ctx = SessionContext::new_with_state(state);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(
@@ -260,6 +267,8 @@ impl Session {
         let query = crate::plan::json::fold_schema_of_json(query)?;
         let plan = crate::plan::sql::plan_sql(self, &query)
             .map_err(crate::plan::functions::unresolved_routine)?;
+        // Generators: the placeholders of explode(..), LATERAL VIEW, .. become Generate nodes.
+        let plan = crate::plan::generate::plan_generators(plan)?;
         let plan = self.analyze(plan)?;
         // Nested types: no GROUP BY on a map, as in Spark.
         crate::plan::field_access::check_grouping_types(&plan)?;

@@ -19,12 +19,14 @@
 //! - [`functions`]: Spark's built-in function library beyond `datafusion-spark` (and its
 //!   generated status table, `FUNCTIONS.md`).
 //! - [`planner`]: the session's query planner (the watermark node's physical planning).
+//! - [`generate`]: Spark's generators (`explode`, `LATERAL VIEW`, ..) as `Generate` nodes.
 
 pub(crate) mod analysis;
 pub(crate) mod ansi;
 pub(crate) mod continuous;
 pub(crate) mod field_access;
 pub(crate) mod functions;
+pub(crate) mod generate;
 pub(crate) mod incremental;
 pub(crate) mod intervals;
 pub(crate) mod json;
