@@ -119,6 +119,8 @@ pub(crate) fn needs_spark_cast(from: &DataType, to: &DataType) -> bool {
         }
         DataType::Boolean | DataType::Date32 => is_string(from),
         DataType::Timestamp(..) => is_string(from),
+        // Spark writes doubles as Java's Double.toString (`Infinity`, `1.0E20`); Arrow `inf`.
+        t if is_string(t) => matches!(from, DataType::Float64),
         _ => false,
     }
 }
@@ -198,6 +200,14 @@ pub(crate) fn spark_cast(
     let from = a.data_type().clone();
     if !needs_spark_cast(&from, to) {
         return Ok(arrow::compute::cast(a, to)?);
+    }
+    if is_string(to) {
+        let d = a.as_primitive::<arrow::datatypes::Float64Type>();
+        let text: arrow::array::StringArray = d
+            .iter()
+            .map(|v| v.map(crate::value_text::java_double_to_string))
+            .collect();
+        return Ok(arrow::compute::cast(&(Arc::new(text) as ArrayRef), to)?);
     }
     let from_name = spark_type_name(&from);
     let to_name = spark_type_name(to);

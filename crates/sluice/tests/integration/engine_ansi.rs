@@ -320,3 +320,36 @@ fn the_ansi_switch_is_read_from_the_session_conf_and_a_bad_value_is_refused() {
 fn ansi_error_in(s: &Session, expr: &str) -> sluice::SluiceError {
     values(s, &[expr]).unwrap_err()
 }
+
+/// Spark writes a double as Java's `Double.toString` (PySpark 3.5.7: `Infinity`, `-Infinity`,
+/// `1.0E20`, `100.0`, `0.1`, `1.0E-5`, null), where Arrow would write `inf` or `1e20`.
+#[test]
+fn doubles_cast_to_strings_as_java_writes_them() {
+    let s = session();
+    let batches = s
+        .sql(
+            "SELECT CAST(CAST('Infinity' AS DOUBLE) AS STRING), CAST(1e20 AS STRING), \
+             CAST(CAST(100 AS DOUBLE) AS STRING), CAST(CAST(0.1 AS DOUBLE) AS STRING), CAST(CAST('-inf' AS DOUBLE) AS STRING), \
+             CAST(1.0E-5 AS STRING), CAST(CAST(NULL AS DOUBLE) AS STRING) IS NULL",
+        )
+        .unwrap()
+        .collect()
+        .unwrap();
+    let row: Vec<String> = batches[0]
+        .columns()
+        .iter()
+        .map(|c| strings(c)[0].clone())
+        .collect();
+    assert_eq!(
+        row,
+        [
+            "Infinity",
+            "1.0E20",
+            "100.0",
+            "0.1",
+            "-Infinity",
+            "1.0E-5",
+            "true"
+        ]
+    );
+}
