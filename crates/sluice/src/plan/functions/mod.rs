@@ -22,11 +22,15 @@ mod aggregates;
 mod aliases;
 mod catalog;
 mod coerce;
+mod collections;
 mod datetime;
 mod md5;
+mod misc;
+mod rowwise;
 mod strings;
 #[cfg(test)]
 mod table_tests;
+mod unix_time;
 
 use datafusion::execution::SessionState;
 
@@ -43,8 +47,15 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .chain(strings::udfs())
         .chain(coerce::udfs())
         .chain([md5::udf()])
+        .chain(collections::udfs(|name| scalars.get(name).cloned()))
+        .chain(misc::udfs(|name| scalars.get(name).cloned()))
         .chain(wrapped)
     {
+        state.register_udf(std::sync::Arc::new(udf))?;
+    }
+    // Rewrites into the functions registered above.
+    let now = state.scalar_functions().clone();
+    for udf in unix_time::udfs(|name| now.get(name).cloned()) {
         state.register_udf(std::sync::Arc::new(udf))?;
     }
     let existing = state.aggregate_functions().clone();
