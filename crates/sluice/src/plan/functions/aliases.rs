@@ -22,7 +22,6 @@ const SCALAR_ALIASES: &[(&str, &str)] = &[
     ("ifnull", "coalesce"),
     ("to_timestamp_ntz", "to_timestamp"),
     ("to_timestamp_ltz", "to_timestamp"),
-    ("try_to_timestamp", "to_timestamp"),
     ("cardinality", "size"),
 ];
 

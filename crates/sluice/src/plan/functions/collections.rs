@@ -549,6 +549,108 @@ fn time_sequence(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
     list_of(ret, arr)
 }
 
+fn c_maps(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
+    let first = t
+        .iter()
+        .find(|x| !x.is_null())
+        .cloned()
+        .ok_or_else(|| usage(name, "MAPs"))?;
+    if map_kv(&first).is_none() || t.iter().any(|x| !x.is_null() && *x != first) {
+        return Err(usage(name, "MAPs of one key and value type"));
+    }
+    Ok(vec![first; t.len()])
+}
+
+fn map_concat(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
+    let DataType::Map(field, sorted) = ret else {
+        return Err(usage("map_concat", "MAPs"));
+    };
+    let mut parts: Vec<ArrayRef> = Vec::with_capacity(a.len());
+    for m in a {
+        match m {
+            ScalarValue::Map(m) if !m.is_null(0) => parts.push(Arc::new(m.value(0))),
+            _ => return ScalarValue::try_from(ret),
+        }
+    }
+    let refs: Vec<&dyn Array> = parts.iter().map(|p| p.as_ref()).collect();
+    let all = if refs.is_empty() {
+        arrow::array::new_empty_array(field.data_type())
+    } else {
+        arrow::compute::concat(&refs)?
+    };
+    let entries = arrow::array::AsArray::as_struct(&all).clone();
+    let keys = entries.column(0);
+    let mut seen: Vec<ScalarValue> = Vec::with_capacity(keys.len());
+    for j in 0..keys.len() {
+        let k = scalar_at(keys, j)?;
+        if seen.contains(&k) {
+            return Err(spark_err(
+                "DUPLICATED_MAP_KEY",
+                format!(
+                    "Duplicate map key {k} was found, please check the input data. To remove                      duplicated keys, set spark.sql.mapKeyDedupPolicy to LAST_WIN (not                      supported by Sluice yet) or make the keys distinct."
+                ),
+            ));
+        }
+        seen.push(k);
+    }
+    let offsets = OffsetBuffer::from_lengths([entries.len()]);
+    let map = arrow::array::MapArray::try_new(field.clone(), offsets, entries, None, *sorted)?;
+    Ok(ScalarValue::Map(Arc::new(map)))
+}
+
+fn c_array_insert(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
+    match t {
+        [a, _, e] => {
+            let arr = array_arg(name, a)?;
+            let el = unify(&element_of(&arr), e);
+            Ok(vec![list_type(el.clone()), DataType::Int32, el])
+        }
+        _ => Err(usage(name, "(array, pos, element)")),
+    }
+}
+
+/// Spark 3.5's `array_insert`: 1-based, negative from the end (-1 appends), nulls pad.
+fn array_insert(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
+    let (Some(v), ScalarValue::Int32(Some(pos))) = (values(&a[0]), &a[1]) else {
+        return ScalarValue::try_from(ret);
+    };
+    if *pos == 0 {
+        return Err(spark_err(
+            "INVALID_INDEX_OF_ZERO",
+            "array_insert: the index 0 is invalid. An index shall be either < 0 or > 0 (the \
+             first element has index 1)."
+                .into(),
+        ));
+    }
+    let len = v.len() as i64;
+    let e = a[2].to_array_of_size(1)?;
+    let e = if e.data_type() != v.data_type() {
+        arrow::compute::cast(&e, v.data_type())?
+    } else {
+        e
+    };
+    let nulls = |n: i64| arrow::array::new_null_array(v.data_type(), n as usize);
+    let pos = *pos as i64;
+    let out = if pos > 0 {
+        let at = pos - 1;
+        if at <= len {
+            let (l, r) = (v.slice(0, at as usize), v.slice(at as usize, (len - at) as usize));
+            arrow::compute::concat(&[&l, &e, &r])?
+        } else {
+            arrow::compute::concat(&[&v, &nulls(at - len), &e])?
+        }
+    } else {
+        let at = len + 1 + pos;
+        if at >= 0 {
+            let (l, r) = (v.slice(0, at as usize), v.slice(at as usize, (len - at) as usize));
+            arrow::compute::concat(&[&l, &e, &r])?
+        } else {
+            arrow::compute::concat(&[&e, &nulls(-at), &v])?
+        }
+    };
+    list_of(ret, out)
+}
+
 /// The collection functions, and the wrapped ones that take arrays (`existing` looks up
 /// `reverse` and `concat`).
 pub(super) fn udfs(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<ScalarUDF> {
@@ -564,6 +666,8 @@ pub(super) fn udfs(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<Sca
         RowFn::new("array_size", c_array, r_i32, array_size).udf(),
         RowFn::new("map_contains_key", c_map_key, r_bool, map_contains_key).udf(),
         RowFn::new("sequence", c_sequence, r_list_of_first, sequence).udf(),
+        RowFn::new("map_concat", c_maps, r_first, map_concat).udf(),
+        RowFn::new("array_insert", c_array_insert, r_first, array_insert).udf(),
     ];
     if let Some(inner) = existing("reverse") {
         out.push(Dispatch::udf(

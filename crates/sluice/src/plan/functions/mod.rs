@@ -20,6 +20,7 @@
 
 mod aggregates;
 mod aliases;
+mod binary;
 mod catalog;
 mod coerce;
 mod collections;
@@ -49,11 +50,26 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .chain([md5::udf()])
         .chain(collections::udfs(|name| scalars.get(name).cloned()))
         .chain(misc::udfs(|name| scalars.get(name).cloned()))
+        .chain(binary::udfs(|name| scalars.get(name).cloned()))
         .chain(wrapped)
     {
         state.register_udf(std::sync::Arc::new(udf))?;
     }
     // Rewrites into the functions registered above.
+    let now = state.scalar_functions().clone();
+    let mut null_on_error = Vec::new();
+    for (name, target, always) in [
+        ("to_timestamp", "to_timestamp", false),
+        ("to_date", "to_date", false),
+        ("try_to_timestamp", "to_timestamp", true),
+    ] {
+        if let Some(inner) = now.get(target).cloned() {
+            null_on_error.push(rowwise::NullOnError::udf(name, inner, always));
+        }
+    }
+    for udf in null_on_error {
+        state.register_udf(std::sync::Arc::new(udf))?;
+    }
     let now = state.scalar_functions().clone();
     for udf in unix_time::udfs(|name| now.get(name).cloned()) {
         state.register_udf(std::sync::Arc::new(udf))?;

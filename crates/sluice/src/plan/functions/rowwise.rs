@@ -220,3 +220,126 @@ impl ScalarUDFImpl for Dispatch {
 pub(super) fn spark_err(class: &str, msg: String) -> DataFusionError {
     DataFusionError::Execution(format!("[{class}] {msg}"))
 }
+
+/// A registered function whose failing rows are null: always (`try_to_timestamp`), or only with
+/// `spark.sql.ansi.enabled=false` (Spark's non-ANSI `to_timestamp('foo', 'yyyy-MM-dd')` is null).
+pub(super) struct NullOnError {
+    name: String,
+    inner: Arc<ScalarUDF>,
+    always: bool,
+}
+
+impl NullOnError {
+    pub(super) fn udf(name: &str, inner: Arc<ScalarUDF>, always: bool) -> ScalarUDF {
+        ScalarUDF::new_from_impl(NullOnError {
+            name: name.to_string(),
+            inner,
+            always,
+        })
+    }
+}
+
+impl std::fmt::Debug for NullOnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NullOnError").field("name", &self.name).finish()
+    }
+}
+impl PartialEq for NullOnError {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.inner == other.inner && self.always == other.always
+    }
+}
+impl Eq for NullOnError {}
+impl std::hash::Hash for NullOnError {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+        self.always.hash(state)
+    }
+}
+
+impl ScalarUDFImpl for NullOnError {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn aliases(&self) -> &[String] {
+        if self.name == self.inner.name() {
+            self.inner.aliases()
+        } else {
+            &[]
+        }
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        let fields: Vec<FieldRef> = arg_types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Arc::new(Field::new(format!("arg{i}"), t.clone(), true)))
+            .collect();
+        Ok(fields_with_udf(&fields, self.inner.as_ref())?
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect())
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        self.inner.return_type(arg_types)
+    }
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        if !self.always && args.config_options.execution.enable_ansi_mode {
+            return self.inner.invoke_with_args(args);
+        }
+        // A pattern Sluice cannot read is the query's error, not a row's.
+        if let Some(ColumnarValue::Scalar(
+            ScalarValue::Utf8(Some(p)) | ScalarValue::LargeUtf8(Some(p)) | ScalarValue::Utf8View(Some(p)),
+        )) = args.args.get(1)
+        {
+            crate::plan::spark::spark_pattern_to_chrono(p).map_err(DataFusionError::Execution)?;
+        }
+        let ret = args.return_field.data_type().clone();
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        match self.inner.invoke_with_args(args.clone()) {
+            Ok(v) => Ok(v),
+            Err(_) if all_scalar => Ok(ColumnarValue::Scalar(ScalarValue::try_from(&ret)?)),
+            Err(_) => {
+                // Row by row: a failing row is null.
+                let mut out: Vec<ArrayRef> = Vec::with_capacity(args.number_rows);
+                for i in 0..args.number_rows {
+                    let row: Vec<ColumnarValue> = args
+                        .args
+                        .iter()
+                        .map(|a| match a {
+                            ColumnarValue::Scalar(s) => ColumnarValue::Scalar(s.clone()),
+                            ColumnarValue::Array(a) => ColumnarValue::Array(a.slice(i, 1)),
+                        })
+                        .collect();
+                    let one = ScalarFunctionArgs {
+                        args: row,
+                        arg_fields: args.arg_fields.clone(),
+                        number_rows: 1,
+                        return_field: Arc::clone(&args.return_field),
+                        config_options: Arc::clone(&args.config_options),
+                    };
+                    out.push(match self.inner.invoke_with_args(one) {
+                        Ok(v) => v.into_array(1)?,
+                        Err(_) => arrow::array::new_null_array(&ret, 1),
+                    });
+                }
+                if out.is_empty() {
+                    return Ok(ColumnarValue::Array(new_empty_array(&ret)));
+                }
+                let refs: Vec<&dyn arrow::array::Array> = out.iter().map(|a| a.as_ref()).collect();
+                Ok(ColumnarValue::Array(arrow::compute::concat(&refs)?))
+            }
+        }
+    }
+    fn simplify(&self, args: Vec<Expr>, _info: &SimplifyContext) -> DfResult<ExprSimplifyResult> {
+        Ok(ExprSimplifyResult::Original(args))
+    }
+}
