@@ -35,9 +35,6 @@ fn is_binary(t: &DataType) -> bool {
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_)
     )
 }
-fn is_binary_or_null(t: &DataType) -> bool {
-    is_binary(t) || t.is_null()
-}
 
 fn bytes(v: &ScalarValue) -> Option<&[u8]> {
     match v {
@@ -108,12 +105,38 @@ fn substring_range(n: usize, pos: i32, len: Option<i32>) -> (usize, usize) {
 }
 
 fn substring(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
-    let (Some(b), Some(Some(pos)), Some(len)) = (bytes(&a[0]), int(a.get(1)), int(a.get(2)))
-    else {
+    let (Some(Some(pos)), Some(len)) = (int(a.get(1)), int(a.get(2))) else {
+        return ScalarValue::try_from(ret);
+    };
+    if let Some(t) = text(&a[0]) {
+        let chars: Vec<char> = t.chars().collect();
+        let (s, e) = substring_range(chars.len(), pos, len);
+        return Ok(ScalarValue::Utf8(Some(chars[s..e].iter().collect())));
+    }
+    let Some(b) = bytes(&a[0]) else {
         return ScalarValue::try_from(ret);
     };
     let (s, e) = substring_range(b.len(), pos, len);
     Ok(ScalarValue::Binary(Some(b[s..e].to_vec())))
+}
+
+/// `substring(str|bin, pos[, len])`: a STRING counts characters, a BINARY bytes.
+fn c_substring(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
+    if t.is_empty() || t.len() > 3 {
+        return Err(usage(name, "(str, pos[, len])"));
+    }
+    let first = if is_binary(&t[0]) {
+        DataType::Binary
+    } else {
+        DataType::Utf8
+    };
+    Ok(std::iter::once(first)
+        .chain(std::iter::repeat_n(DataType::Int32, t.len() - 1))
+        .collect())
+}
+
+fn any_type(_: &DataType) -> bool {
+    true
 }
 
 fn left(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
@@ -388,6 +411,48 @@ fn is_seconds(field: Option<&ScalarValue>) -> bool {
 
 const SECONDS: DataType = DataType::Decimal128(8, 6);
 
+fn is_interval(t: &DataType) -> bool {
+    matches!(t, DataType::Interval(_) | DataType::Duration(_))
+}
+
+/// A field of an interval as (months, days, microseconds): Spark's YEAR, MONTH, DAY, HOUR and
+/// MINUTE fields.
+fn interval_field(field: &str, v: &ScalarValue) -> DfResult<Option<i32>> {
+    let (months, days, micros): (i64, i64, i64) = match v {
+        ScalarValue::IntervalYearMonth(Some(m)) => (*m as i64, 0, 0),
+        ScalarValue::IntervalDayTime(Some(d)) => (0, d.days as i64, d.milliseconds as i64 * 1000),
+        ScalarValue::IntervalMonthDayNano(Some(v)) => {
+            (v.months as i64, v.days as i64, v.nanoseconds / 1000)
+        }
+        ScalarValue::DurationMicrosecond(Some(us)) => (0, us / 86_400_000_000, us % 86_400_000_000),
+        ScalarValue::DurationNanosecond(Some(ns)) => {
+            let us = ns / 1000;
+            (0, us / 86_400_000_000, us % 86_400_000_000)
+        }
+        v if v.is_null() => return Ok(None),
+        other => {
+            return Err(usage(
+                "date_part",
+                &format!("an INTERVAL, not {}", other.data_type()),
+            ))
+        }
+    };
+    let out = match field.to_ascii_uppercase().as_str() {
+        "YEAR" | "Y" | "YEARS" | "YR" | "YRS" => months / 12,
+        "MONTH" | "MON" | "MONS" | "MONTHS" => months % 12,
+        "DAY" | "D" | "DAYS" => days,
+        "HOUR" | "H" | "HOURS" | "HR" | "HRS" => micros / 3_600_000_000,
+        "MINUTE" | "M" | "MIN" | "MINS" | "MINUTES" => (micros / 60_000_000) % 60,
+        other => {
+            return Err(spark_err(
+                "INVALID_EXTRACT_FIELD",
+                format!("Cannot extract {other:?} from an interval; use YEAR, MONTH, DAY, HOUR, MINUTE or SECOND"),
+            ))
+        }
+    };
+    Ok(Some(out as i32))
+}
+
 impl ScalarUDFImpl for DatePart {
     fn name(&self) -> &str {
         self.inner.name()
@@ -399,6 +464,14 @@ impl ScalarUDFImpl for DatePart {
         self.inner.signature()
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        if let [f, t] = arg_types {
+            if is_interval(t) {
+                return Ok(vec![
+                    if f.is_null() { DataType::Utf8 } else { f.clone() },
+                    t.clone(),
+                ]);
+            }
+        }
         let fields: Vec<FieldRef> = arg_types
             .iter()
             .enumerate()
@@ -416,6 +489,9 @@ impl ScalarUDFImpl for DatePart {
         if is_seconds(args.scalar_arguments.first().copied().flatten()) {
             return Ok(Arc::new(Field::new(self.name(), SECONDS, true)));
         }
+        if args.arg_fields.get(1).is_some_and(|f| is_interval(f.data_type())) {
+            return Ok(Arc::new(Field::new(self.name(), DataType::Int32, true)));
+        }
         self.inner.return_field_from_args(args)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
@@ -423,6 +499,28 @@ impl ScalarUDFImpl for DatePart {
             Some(ColumnarValue::Scalar(s)) => Some(s.clone()),
             _ => None,
         };
+        let interval = args
+            .arg_fields
+            .get(1)
+            .is_some_and(|f| is_interval(f.data_type()));
+        if interval && !is_seconds(field.as_ref()) {
+            let name = field.as_ref().and_then(text).unwrap_or("").to_string();
+            let Some(x) = args.args.get(1) else {
+                return Err(usage("date_part", "(field, source)"));
+            };
+            let a = x.to_array(args.number_rows)?;
+            let mut out = arrow::array::Int32Builder::with_capacity(a.len());
+            for i in 0..a.len() {
+                out.append_option(interval_field(&name, &ScalarValue::try_from_array(&a, i)?)?);
+            }
+            let array: ArrayRef = Arc::new(out.finish());
+            return Ok(match x {
+                ColumnarValue::Scalar(_) => {
+                    ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
+                }
+                ColumnarValue::Array(_) => ColumnarValue::Array(array),
+            });
+        }
         if !is_seconds(field.as_ref()) {
             return self.inner.invoke_with_args(args);
         }
@@ -474,7 +572,11 @@ impl ScalarUDFImpl for DatePart {
             Some(Expr::Literal(v, _)) => Some(v.clone()),
             _ => None,
         };
-        if is_seconds(field.as_ref()) {
+        let interval = args
+            .get(1)
+            .and_then(|e| info.get_data_type(e).ok())
+            .is_some_and(|t| is_interval(&t));
+        if interval || is_seconds(field.as_ref()) {
             return Ok(ExprSimplifyResult::Original(args));
         }
         self.inner.simplify(args, info)
@@ -507,8 +609,8 @@ pub(super) fn udfs(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<Sca
         fn(&DataType) -> bool,
     );
     let wrapped: [Alt; 7] = [
-        ("substring", c_bin_ints, r_first, substring, is_binary_or_null),
-        ("substr", c_bin_ints, r_first, substring, is_binary_or_null),
+        ("substring", c_substring, r_first, substring, any_type),
+        ("substr", c_substring, r_first, substring, any_type),
         ("left", c_bin_ints, r_first, left, is_binary),
         ("overlay", c_overlay, r_first, overlay, is_binary),
         ("lpad", c_pad, r_first, lpad, is_binary),

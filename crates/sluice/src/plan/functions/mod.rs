@@ -27,6 +27,7 @@ mod collections;
 mod datetime;
 mod md5;
 mod misc;
+mod numfmt;
 mod rowwise;
 mod strings;
 #[cfg(test)]
@@ -71,7 +72,10 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         state.register_udf(std::sync::Arc::new(udf))?;
     }
     let now = state.scalar_functions().clone();
-    for udf in unix_time::udfs(|name| now.get(name).cloned()) {
+    for udf in unix_time::udfs(|name| now.get(name).cloned())
+        .into_iter()
+        .chain(numfmt::udfs(|name| now.get(name).cloned()))
+    {
         state.register_udf(std::sync::Arc::new(udf))?;
     }
     let existing = state.aggregate_functions().clone();

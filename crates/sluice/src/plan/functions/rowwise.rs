@@ -121,15 +121,40 @@ impl ScalarUDFImpl for RowFn {
 pub(super) struct Dispatch {
     inner: Arc<ScalarUDF>,
     alt: RowFn,
-    takes: fn(&DataType) -> bool,
+    takes: Takes,
+}
+
+/// Which calls go to the row-wise function: by the first argument's type, or by all of them.
+#[derive(Clone, Copy)]
+pub(super) enum Takes {
+    First(fn(&DataType) -> bool),
+    All(fn(&[DataType]) -> bool),
 }
 
 impl Dispatch {
     pub(super) fn udf(inner: Arc<ScalarUDF>, alt: RowFn, takes: fn(&DataType) -> bool) -> ScalarUDF {
-        ScalarUDF::new_from_impl(Dispatch { inner, alt, takes })
+        ScalarUDF::new_from_impl(Dispatch {
+            inner,
+            alt,
+            takes: Takes::First(takes),
+        })
+    }
+    pub(super) fn udf_when(
+        inner: Arc<ScalarUDF>,
+        alt: RowFn,
+        takes: fn(&[DataType]) -> bool,
+    ) -> ScalarUDF {
+        ScalarUDF::new_from_impl(Dispatch {
+            inner,
+            alt,
+            takes: Takes::All(takes),
+        })
     }
     fn alt_for(&self, types: &[DataType]) -> bool {
-        types.first().is_some_and(|t| (self.takes)(t))
+        match self.takes {
+            Takes::First(f) => types.first().is_some_and(f),
+            Takes::All(f) => f(types),
+        }
     }
 }
 
@@ -153,10 +178,14 @@ impl std::hash::Hash for Dispatch {
 
 impl ScalarUDFImpl for Dispatch {
     fn name(&self) -> &str {
-        self.inner.name()
+        self.alt.name
     }
     fn aliases(&self) -> &[String] {
-        self.inner.aliases()
+        if self.alt.name == self.inner.name() {
+            self.inner.aliases()
+        } else {
+            &[]
+        }
     }
     fn signature(&self) -> &Signature {
         &self.alt.signature
@@ -208,8 +237,9 @@ impl ScalarUDFImpl for Dispatch {
         self.inner.invoke_with_args(args)
     }
     fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> DfResult<ExprSimplifyResult> {
-        let first = args.first().and_then(|e| info.get_data_type(e).ok());
-        if first.as_ref().is_none_or(|t| (self.takes)(t)) {
+        let types: Option<Vec<DataType>> =
+            args.iter().map(|e| info.get_data_type(e).ok()).collect();
+        if types.as_deref().is_none_or(|t| self.alt_for(t)) {
             return Ok(ExprSimplifyResult::Original(args));
         }
         self.inner.simplify(args, info)
