@@ -34,8 +34,6 @@ const AGGREGATE_ALIASES: &[(&str, &str)] = &[
     ("variance", "var_samp"),
     // Spark's array_agg is collect_list (nulls skipped); DataFusion's keeps nulls.
     ("array_agg", "collect_list"),
-    ("first_value", "first"),
-    ("last_value", "last"),
     ("mean", "avg"),
 ];
 

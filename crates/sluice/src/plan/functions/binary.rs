@@ -14,8 +14,8 @@ use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
-    Signature, Volatility,
+    ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
 
 use super::rowwise::{spark_err, Dispatch, RowFn};
@@ -32,7 +32,10 @@ fn usage(name: &str, what: &str) -> datafusion::error::DataFusionError {
 fn is_binary(t: &DataType) -> bool {
     matches!(
         t,
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_)
+        DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView
+            | DataType::FixedSizeBinary(_)
     )
 }
 
@@ -47,9 +50,9 @@ fn bytes(v: &ScalarValue) -> Option<&[u8]> {
 }
 fn text(v: &ScalarValue) -> Option<&str> {
     match v {
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
-            Some(s)
-        }
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some(s),
         _ => None,
     }
 }
@@ -62,7 +65,11 @@ fn int(v: Option<&ScalarValue>) -> Option<Option<i32>> {
 }
 
 fn r_first(t: &[DataType]) -> DfResult<DataType> {
-    Ok(if t[0].is_null() { DataType::Utf8 } else { t[0].clone() })
+    Ok(if t[0].is_null() {
+        DataType::Utf8
+    } else {
+        t[0].clone()
+    })
 }
 fn r_str(_: &[DataType]) -> DfResult<DataType> {
     Ok(DataType::Utf8)
@@ -150,7 +157,12 @@ fn left(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
 fn c_overlay(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
     match t.len() {
         3 => Ok(vec![DataType::Binary, DataType::Binary, DataType::Int32]),
-        4 => Ok(vec![DataType::Binary, DataType::Binary, DataType::Int32, DataType::Int32]),
+        4 => Ok(vec![
+            DataType::Binary,
+            DataType::Binary,
+            DataType::Int32,
+            DataType::Int32,
+        ]),
         _ => Err(usage(name, "(input PLACING replace FROM pos [FOR len])")),
     }
 }
@@ -251,7 +263,9 @@ fn regexp_substr(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
             format!("regexp_substr: the regular expression {p:?} is invalid: {e}"),
         )
     })?;
-    Ok(ScalarValue::Utf8(re.find(s).map(|m| m.as_str().to_string())))
+    Ok(ScalarValue::Utf8(
+        re.find(s).map(|m| m.as_str().to_string()),
+    ))
 }
 
 fn c_convert_tz(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
@@ -400,11 +414,15 @@ impl ScalarUDFImpl for Rand {
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct DatePart {
     inner: Arc<ScalarUDF>,
+    signature: Signature,
 }
 
 fn is_seconds(field: Option<&ScalarValue>) -> bool {
     matches!(
-        field.and_then(text).map(|f| f.to_ascii_uppercase()).as_deref(),
+        field
+            .and_then(text)
+            .map(|f| f.to_ascii_uppercase())
+            .as_deref(),
         Some("SECOND" | "SECONDS" | "S" | "SEC" | "SECS")
     )
 }
@@ -461,13 +479,17 @@ impl ScalarUDFImpl for DatePart {
         self.inner.aliases()
     }
     fn signature(&self) -> &Signature {
-        self.inner.signature()
+        &self.signature
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
         if let [f, t] = arg_types {
             if is_interval(t) {
                 return Ok(vec![
-                    if f.is_null() { DataType::Utf8 } else { f.clone() },
+                    if f.is_null() {
+                        DataType::Utf8
+                    } else {
+                        f.clone()
+                    },
                     t.clone(),
                 ]);
             }
@@ -489,7 +511,11 @@ impl ScalarUDFImpl for DatePart {
         if is_seconds(args.scalar_arguments.first().copied().flatten()) {
             return Ok(Arc::new(Field::new(self.name(), SECONDS, true)));
         }
-        if args.arg_fields.get(1).is_some_and(|f| is_interval(f.data_type())) {
+        if args
+            .arg_fields
+            .get(1)
+            .is_some_and(|f| is_interval(f.data_type()))
+        {
             return Ok(Arc::new(Field::new(self.name(), DataType::Int32, true)));
         }
         self.inner.return_field_from_args(args)
@@ -553,7 +579,10 @@ impl ScalarUDFImpl for DatePart {
                 other => {
                     return Err(usage(
                         "date_part",
-                        &format!("a TIMESTAMP or INTERVAL for SECOND, not {}", other.data_type()),
+                        &format!(
+                            "a TIMESTAMP or INTERVAL for SECOND, not {}",
+                            other.data_type()
+                        ),
                     ))
                 }
             };
@@ -599,7 +628,10 @@ pub(super) fn udfs(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<Sca
         }));
     }
     if let Some(inner) = existing("date_part") {
-        out.push(ScalarUDF::new_from_impl(DatePart { inner }));
+        out.push(ScalarUDF::new_from_impl(DatePart {
+            inner,
+            signature: Signature::user_defined(Volatility::Immutable),
+        }));
     }
     type Alt = (
         &'static str,

@@ -69,7 +69,12 @@ fn entries(v: &ScalarValue) -> Option<(ArrayRef, ArrayRef)> {
 fn list_of(ret: &DataType, values: ArrayRef) -> DfResult<ScalarValue> {
     let field = match ret {
         DataType::List(f) => f.clone(),
-        other => return Err(spark_err("INTERNAL_ERROR", format!("{other} is not a list"))),
+        other => {
+            return Err(spark_err(
+                "INTERNAL_ERROR",
+                format!("{other} is not a list"),
+            ))
+        }
     };
     let values = if values.data_type() != field.data_type() {
         arrow::compute::cast(&values, field.data_type())?
@@ -191,9 +196,10 @@ fn c_sequence(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
     let bound = match (a, b) {
         (a, b) if a.is_integer() && b.is_integer() => DataType::Int64,
         (DataType::Date32, DataType::Date32) => DataType::Date32,
-        (DataType::Date32 | DataType::Timestamp(_, _), DataType::Date32 | DataType::Timestamp(_, _)) => {
-            TS_US
-        }
+        (
+            DataType::Date32 | DataType::Timestamp(_, _),
+            DataType::Date32 | DataType::Timestamp(_, _),
+        ) => TS_US,
         _ => {
             return Err(usage(
                 name,
@@ -493,7 +499,9 @@ fn time_sequence(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
         .ok_or_else(|| spark_err("INTERNAL_ERROR", "epoch".into()))?;
     let to_dt = |v: &ScalarValue| -> Option<chrono::NaiveDateTime> {
         match v {
-            ScalarValue::Date32(Some(d)) => epoch.checked_add_signed(chrono::Duration::days(*d as i64)),
+            ScalarValue::Date32(Some(d)) => {
+                epoch.checked_add_signed(chrono::Duration::days(*d as i64))
+            }
             ScalarValue::TimestampMicrosecond(Some(us), _) => {
                 epoch.checked_add_signed(chrono::Duration::microseconds(*us))
             }
@@ -509,11 +517,18 @@ fn time_sequence(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
     let approx = months as i64 * 31 * 86_400_000_000 + days as i64 * 86_400_000_000 + micros;
     if a.get(2).is_none() && !forward {
         return time_sequence(
-            &[a[0].clone(), a[1].clone(), ScalarValue::new_interval_mdn(0, -1, 0)],
+            &[
+                a[0].clone(),
+                a[1].clone(),
+                ScalarValue::new_interval_mdn(0, -1, 0),
+            ],
             ret,
         );
     }
-    if (approx == 0 && start != stop) || (approx > 0 && !forward && start != stop) || (approx < 0 && forward && start != stop) {
+    if (approx == 0 && start != stop)
+        || (approx > 0 && !forward && start != stop)
+        || (approx < 0 && forward && start != stop)
+    {
         return Err(bad_bounds());
     }
     let mut out: Vec<ScalarValue> = Vec::new();
@@ -634,7 +649,10 @@ fn array_insert(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
     let out = if pos > 0 {
         let at = pos - 1;
         if at <= len {
-            let (l, r) = (v.slice(0, at as usize), v.slice(at as usize, (len - at) as usize));
+            let (l, r) = (
+                v.slice(0, at as usize),
+                v.slice(at as usize, (len - at) as usize),
+            );
             arrow::compute::concat(&[&l, &e, &r])?
         } else {
             arrow::compute::concat(&[&v, &nulls(at - len), &e])?
@@ -642,7 +660,10 @@ fn array_insert(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
     } else {
         let at = len + 1 + pos;
         if at >= 0 {
-            let (l, r) = (v.slice(0, at as usize), v.slice(at as usize, (len - at) as usize));
+            let (l, r) = (
+                v.slice(0, at as usize),
+                v.slice(at as usize, (len - at) as usize),
+            );
             arrow::compute::concat(&[&l, &e, &r])?
         } else {
             arrow::compute::concat(&[&e, &nulls(-at), &v])?

@@ -26,9 +26,9 @@ fn usage(name: &str, what: &str) -> datafusion::error::DataFusionError {
 
 fn text(v: &ScalarValue) -> Option<&str> {
     match v {
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
-            Some(s)
-        }
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some(s),
         _ => None,
     }
 }
@@ -46,7 +46,10 @@ fn bytes(v: &ScalarValue) -> Option<&[u8]> {
 fn is_binary(t: &DataType) -> bool {
     matches!(
         t,
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_)
+        DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView
+            | DataType::FixedSizeBinary(_)
     )
 }
 
@@ -117,7 +120,10 @@ fn levenshtein(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
 fn c_mask(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
     match t.len() {
         1..=5 => Ok(all(DataType::Utf8, t.len())),
-        _ => Err(usage(name, "(str[, upperChar[, lowerChar[, digitChar[, otherChar]]]])")),
+        _ => Err(usage(
+            name,
+            "(str[, upperChar[, lowerChar[, digitChar[, otherChar]]]])",
+        )),
     }
 }
 
@@ -191,7 +197,10 @@ fn charset_err(cs: &str) -> datafusion::error::DataFusionError {
 fn encode_with(s: &str, cs: &str) -> DfResult<Vec<u8>> {
     Ok(match cs.to_ascii_uppercase().as_str() {
         "UTF-8" | "UTF8" => s.as_bytes().to_vec(),
-        "US-ASCII" | "ASCII" => s.chars().map(|c| if c.is_ascii() { c as u8 } else { b'?' }).collect(),
+        "US-ASCII" | "ASCII" => s
+            .chars()
+            .map(|c| if c.is_ascii() { c as u8 } else { b'?' })
+            .collect(),
         "ISO-8859-1" | "LATIN1" => s
             .chars()
             .map(|c| u8::try_from(c as u32).unwrap_or(b'?'))
@@ -264,7 +273,10 @@ fn c_decode(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
         return Ok(vec![first, DataType::Utf8]);
     }
     if t.len() < 3 {
-        return Err(usage(name, "(bin, charset) or (expr, search, result[, search, result]...[, default])"));
+        return Err(usage(
+            name,
+            "(bin, charset) or (expr, search, result[, search, result]...[, default])",
+        ));
     }
     let mut keys = vec![t[0].clone()];
     let mut results = Vec::new();
@@ -277,10 +289,8 @@ fn c_decode(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
     }
     let k = type_union_resolution(&keys)
         .ok_or_else(|| usage(name, "search values comparable with the expression"))?;
-    let r = type_union_resolution(&results)
-        .ok_or_else(|| usage(name, "results of one type"))?;
-    Ok(t
-        .iter()
+    let r = type_union_resolution(&results).ok_or_else(|| usage(name, "results of one type"))?;
+    Ok(t.iter()
         .enumerate()
         .map(|(i, _)| {
             if i == 0 || (i % 2 == 1 && i + 1 < t.len()) {
@@ -533,8 +543,14 @@ fn json_object_keys(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> 
     let Some(keys) = keys else {
         return ScalarValue::try_from(ret);
     };
-    let vals: Vec<ScalarValue> = keys.into_iter().map(|k| ScalarValue::Utf8(Some(k))).collect();
-    Ok(ScalarValue::List(ScalarValue::new_list_nullable(&vals, &DataType::Utf8)))
+    let vals: Vec<ScalarValue> = keys
+        .into_iter()
+        .map(|k| ScalarValue::Utf8(Some(k)))
+        .collect();
+    Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+        &vals,
+        &DataType::Utf8,
+    )))
 }
 
 /// A JSON path of Spark's `get_json_object`: `$`, `.name`, `['name']`, `[index]`.
@@ -578,8 +594,10 @@ fn get_json_object(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
     let (Some(doc), Some(path)) = (text(&a[0]), text(&a[1])) else {
         return Ok(ScalarValue::Utf8(None));
     };
-    let (Some(path), Ok(mut v)) = (json_path(path), serde_json::from_str::<serde_json::Value>(doc))
-    else {
+    let (Some(path), Ok(mut v)) = (
+        json_path(path),
+        serde_json::from_str::<serde_json::Value>(doc),
+    ) else {
         return Ok(ScalarValue::Utf8(None));
     };
     for step in path {
@@ -614,7 +632,16 @@ fn c_make_ts(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
     match t.len() {
         6 => {}
         7 if tz => {}
-        _ => return Err(usage(name, if tz { "(year, month, day, hour, min, sec[, timezone])" } else { "(year, month, day, hour, min, sec)" })),
+        _ => {
+            return Err(usage(
+                name,
+                if tz {
+                    "(year, month, day, hour, min, sec[, timezone])"
+                } else {
+                    "(year, month, day, hour, min, sec)"
+                },
+            ))
+        }
     }
     let mut out = all(DataType::Int32, 5);
     out.push(DataType::Float64);
@@ -637,7 +664,7 @@ fn make_ts(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
         return null;
     };
     let micros = (sec * 1e6).round() as i64;
-    if !(0..=60_000_000).contains(&micros) || (micros >= 60_000_000 && micros != 60_000_000) {
+    if !(0..=60_000_000).contains(&micros) {
         return null;
     }
     let Some(date) = NaiveDate::from_ymd_opt(f[0], f[1] as u32, f[2] as u32) else {
@@ -659,7 +686,10 @@ fn make_ts(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
             })?;
             match tz.from_local_datetime(&local).earliest() {
                 Some(t) => t.naive_utc(),
-                None => match tz.from_local_datetime(&(local + chrono::Duration::hours(1))).earliest() {
+                None => match tz
+                    .from_local_datetime(&(local + chrono::Duration::hours(1)))
+                    .earliest()
+                {
                     Some(t) => t.naive_utc(),
                     None => return null,
                 },
@@ -694,7 +724,12 @@ pub(super) fn udfs(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<Sca
         datafusion::logical_expr::Volatility::Volatile,
     );
     out.push(assert.udf());
-    type Alt = (&'static str, super::rowwise::Coerce, super::rowwise::Returns, super::rowwise::Eval);
+    type Alt = (
+        &'static str,
+        super::rowwise::Coerce,
+        super::rowwise::Returns,
+        super::rowwise::Eval,
+    );
     let binary: [Alt; 5] = [
         ("starts_with", c_bin2, r_bool, bin_starts),
         ("ends_with", c_bin2, r_bool, bin_ends),

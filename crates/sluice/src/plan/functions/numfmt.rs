@@ -19,9 +19,9 @@ use super::rowwise::{spark_err, Dispatch, RowFn};
 
 fn text(v: &ScalarValue) -> Option<&str> {
     match v {
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
-            Some(s)
-        }
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some(s),
         _ => None,
     }
 }
@@ -81,7 +81,12 @@ impl NumFormat {
                 _ => return Err(bad_format(f, &format!("unexpected {c:?}"))),
             }
         }
-        if !int.iter().chain(std::iter::once(&'x')).any(|c| *c == '0' || *c == '9') && frac.is_none_or(|n| n == 0) {
+        if !int
+            .iter()
+            .chain(std::iter::once(&'x'))
+            .any(|c| *c == '0' || *c == '9')
+            && frac.is_none_or(|n| n == 0)
+        {
             return Err(bad_format(f, "it has no digits"));
         }
         Ok(NumFormat {
@@ -102,13 +107,14 @@ impl NumFormat {
     fn format(&self, v: &BigDecimal) -> String {
         let scale = self.scale() as i64;
         let r = v.with_scale_round(scale, RoundingMode::HalfUp);
-        let neg = r < BigDecimal::from(0);
+        let neg = r.to_string().starts_with('-');
         let abs = r.abs().to_string();
         let (ip, fp) = match abs.split_once('.') {
             Some((i, f)) => (i.to_string(), f.to_string()),
             None => (abs.clone(), String::new()),
         };
-        let ip = if ip == "0" && self.int_digits() > 0 && !self.int.contains(&'0') && !fp.is_empty() {
+        let ip = if ip == "0" && self.int_digits() > 0 && !self.int.contains(&'0') && !fp.is_empty()
+        {
             String::new()
         } else {
             ip
@@ -116,7 +122,11 @@ impl NumFormat {
         let mut out = String::new();
         if ip.len() > self.int_digits() {
             // Too many digits: Spark prints '#' for every position.
-            let mut s: String = self.int.iter().map(|c| if *c == ',' { ',' } else { '#' }).collect();
+            let mut s: String = self
+                .int
+                .iter()
+                .map(|c| if *c == ',' { ',' } else { '#' })
+                .collect();
             if let Some(n) = self.frac {
                 s.push('.');
                 s.push_str(&"#".repeat(n));
@@ -231,13 +241,10 @@ fn decimal_of(v: &ScalarValue) -> Option<BigDecimal> {
         ScalarValue::Float64(Some(f)) => BigDecimal::from_str(&format!("{f}")).ok(),
         ScalarValue::Float32(Some(f)) => BigDecimal::from_str(&format!("{f}")).ok(),
         ScalarValue::Decimal128(Some(x), _, s) => Some(BigDecimal::new((*x).into(), *s as i64)),
-        v if v.data_type().is_integer() => v
-            .cast_to(&DataType::Int64)
-            .ok()
-            .and_then(|x| match x {
-                ScalarValue::Int64(Some(i)) => Some(BigDecimal::from(i)),
-                _ => None,
-            }),
+        v if v.data_type().is_integer() => v.cast_to(&DataType::Int64).ok().and_then(|x| match x {
+            ScalarValue::Int64(Some(i)) => Some(BigDecimal::from(i)),
+            _ => None,
+        }),
         _ => None,
     }
 }
@@ -277,7 +284,7 @@ fn format_pattern(x: &BigDecimal, p: &str) -> Option<String> {
     let min_int = ip.chars().filter(|c| *c == '0').count();
     let group = ip.rfind(',').map(|i| ip.len() - i - 1).filter(|g| *g > 0);
     let r = x.with_scale_round(max_frac as i64, RoundingMode::HalfEven);
-    let neg = r < BigDecimal::from(0);
+    let neg = r.to_string().starts_with('-');
     let abs = r.abs().to_string();
     let (i, f) = match abs.split_once('.') {
         Some((i, f)) => (i.to_string(), f.to_string()),
@@ -295,7 +302,7 @@ fn format_pattern(x: &BigDecimal, p: &str) -> Option<String> {
         let chars: Vec<char> = i.chars().collect();
         let mut out = String::new();
         for (k, c) in chars.iter().enumerate() {
-            if k > 0 && (chars.len() - k) % g == 0 {
+            if k > 0 && (chars.len() - k).is_multiple_of(g) {
                 out.push(',');
             }
             out.push(*c);
@@ -315,7 +322,10 @@ fn format_pattern(x: &BigDecimal, p: &str) -> Option<String> {
 }
 
 fn is_pattern_call(t: &[DataType]) -> bool {
-    matches!(t.get(1), Some(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View))
+    matches!(
+        t.get(1),
+        Some(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+    )
 }
 fn c_format_number(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
     match t {

@@ -14,8 +14,8 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
 
 /// The argument types a function casts its arguments to (Spark's implicit casts), or an error.
@@ -68,7 +68,10 @@ impl RowFn {
             });
         }
         if all_scalar {
-            let v = out.pop().map(Ok).unwrap_or_else(|| ScalarValue::try_from(ret))?;
+            let v = out
+                .pop()
+                .map(Ok)
+                .unwrap_or_else(|| ScalarValue::try_from(ret))?;
             return Ok(ColumnarValue::Scalar(v));
         }
         let array: ArrayRef = if out.is_empty() {
@@ -132,7 +135,11 @@ pub(super) enum Takes {
 }
 
 impl Dispatch {
-    pub(super) fn udf(inner: Arc<ScalarUDF>, alt: RowFn, takes: fn(&DataType) -> bool) -> ScalarUDF {
+    pub(super) fn udf(
+        inner: Arc<ScalarUDF>,
+        alt: RowFn,
+        takes: fn(&DataType) -> bool,
+    ) -> ScalarUDF {
         ScalarUDF::new_from_impl(Dispatch {
             inner,
             alt,
@@ -160,7 +167,9 @@ impl Dispatch {
 
 impl std::fmt::Debug for Dispatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dispatch").field("name", &self.inner.name()).finish()
+        f.debug_struct("Dispatch")
+            .field("name", &self.inner.name())
+            .finish()
     }
 }
 impl PartialEq for Dispatch {
@@ -271,7 +280,9 @@ impl NullOnError {
 
 impl std::fmt::Debug for NullOnError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NullOnError").field("name", &self.name).finish()
+        f.debug_struct("NullOnError")
+            .field("name", &self.name)
+            .finish()
     }
 }
 impl PartialEq for NullOnError {
@@ -324,7 +335,9 @@ impl ScalarUDFImpl for NullOnError {
         }
         // A pattern Sluice cannot read is the query's error, not a row's.
         if let Some(ColumnarValue::Scalar(
-            ScalarValue::Utf8(Some(p)) | ScalarValue::LargeUtf8(Some(p)) | ScalarValue::Utf8View(Some(p)),
+            ScalarValue::Utf8(Some(p))
+            | ScalarValue::LargeUtf8(Some(p))
+            | ScalarValue::Utf8View(Some(p)),
         )) = args.args.get(1)
         {
             crate::plan::spark::spark_pattern_to_chrono(p).map_err(DataFusionError::Execution)?;

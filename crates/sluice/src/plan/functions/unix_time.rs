@@ -10,8 +10,7 @@ use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::expr::{Cast, ScalarFunction};
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::{
-    lit, ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
-    Volatility,
+    lit, ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
 const TS_US: DataType = DataType::Timestamp(TimeUnit::Microsecond, None);
