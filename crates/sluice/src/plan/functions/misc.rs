@@ -625,6 +625,67 @@ fn get_json_object(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
     }))
 }
 
+// ---- sentences ----
+
+fn c_sentences(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
+    match t.len() {
+        1..=3 => Ok(all(DataType::Utf8, t.len())),
+        _ => Err(usage(name, "(str[, lang[, country]])")),
+    }
+}
+fn r_sentences(_: &[DataType]) -> DfResult<DataType> {
+    Ok(DataType::List(Arc::new(
+        arrow::datatypes::Field::new_list_field(r_str_list(&[])?, true),
+    )))
+}
+
+/// Spark's `sentences`: sentences end at `.`, `!` or `?` followed by a space or the end; a word
+/// is a run of letters and digits (an apostrophe inside a word kept), as Java's
+/// `BreakIterator` finds them for English text. The locale arguments are accepted and ignored.
+fn sentences(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
+    let Some(s) = text(&a[0]) else {
+        return ScalarValue::try_from(ret);
+    };
+    let chars: Vec<char> = s.chars().collect();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    for (i, c) in chars.iter().enumerate() {
+        let inner_apostrophe =
+            *c == '\'' && !word.is_empty() && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric());
+        if c.is_alphanumeric() || inner_apostrophe {
+            word.push(*c);
+            continue;
+        }
+        if !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        let ends =
+            matches!(c, '.' | '!' | '?') && chars.get(i + 1).is_none_or(|n| n.is_whitespace());
+        if ends && !words.is_empty() {
+            out.push(std::mem::take(&mut words));
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    if !words.is_empty() {
+        out.push(words);
+    }
+    let lists: Vec<ScalarValue> = out
+        .into_iter()
+        .map(|ws| {
+            let vals: Vec<ScalarValue> =
+                ws.into_iter().map(|w| ScalarValue::Utf8(Some(w))).collect();
+            ScalarValue::List(ScalarValue::new_list_nullable(&vals, &DataType::Utf8))
+        })
+        .collect();
+    Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+        &lists,
+        &r_str_list(&[])?,
+    )))
+}
+
 // ---- make_timestamp ----
 
 fn c_make_ts(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
@@ -715,6 +776,7 @@ pub(super) fn udfs(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<Sca
         RowFn::new("json_array_length", c_str1, r_i32, json_array_length).udf(),
         RowFn::new("json_object_keys", c_str1, r_str_list, json_object_keys).udf(),
         RowFn::new("get_json_object", c_str2, r_str, get_json_object).udf(),
+        RowFn::new("sentences", c_sentences, r_sentences, sentences).udf(),
         RowFn::new("make_timestamp", c_make_ts, r_ts, make_ts).udf(),
         RowFn::new("make_timestamp_ltz", c_make_ts, r_ts, make_ts).udf(),
         RowFn::new("make_timestamp_ntz", c_make_ts, r_ts, make_ts).udf(),
