@@ -613,6 +613,23 @@ impl AggregateUDFImpl for NumericFromStrings {
     }
     fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
         let fields = as_double_fields(args.expr_fields);
+        // Inner accumulators that read their input type from the expressions see doubles too.
+        let exprs: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>> = args
+            .exprs
+            .iter()
+            .zip(args.expr_fields)
+            .map(|(e, f)| {
+                if is_text_or_null(f.data_type()) {
+                    Arc::new(datafusion::physical_expr::expressions::CastExpr::new(
+                        Arc::clone(e),
+                        DataType::Float64,
+                        None,
+                    )) as _
+                } else {
+                    Arc::clone(e)
+                }
+            })
+            .collect();
         let inner = self.inner.accumulator(AccumulatorArgs {
             return_field: Arc::clone(&args.return_field),
             schema: args.schema,
@@ -621,7 +638,7 @@ impl AggregateUDFImpl for NumericFromStrings {
             is_reversed: args.is_reversed,
             name: args.name,
             is_distinct: args.is_distinct,
-            exprs: args.exprs,
+            exprs: &exprs,
             expr_fields: &fields,
         })?;
         Ok(Box::new(DoubleInputs { inner }))

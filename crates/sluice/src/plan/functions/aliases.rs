@@ -16,6 +16,13 @@ const SCALAR_ALIASES: &[(&str, &str)] = &[
     ("endswith", "ends_with"),
     ("curdate", "current_date"),
     ("localtimestamp", "now"),
+    ("regexp", "regexp_like"),
+    ("rlike", "regexp_like"),
+    ("nvl", "coalesce"),
+    ("ifnull", "coalesce"),
+    ("to_timestamp_ntz", "to_timestamp"),
+    ("to_timestamp_ltz", "to_timestamp"),
+    ("cardinality", "size"),
 ];
 
 /// `(Spark name, registered name)` for aggregate functions.
@@ -27,6 +34,7 @@ const AGGREGATE_ALIASES: &[(&str, &str)] = &[
     ("variance", "var_samp"),
     // Spark's array_agg is collect_list (nulls skipped); DataFusion's keeps nulls.
     ("array_agg", "collect_list"),
+    ("mean", "avg"),
 ];
 
 /// Registers every alias whose target exists in the session.

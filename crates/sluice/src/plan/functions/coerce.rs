@@ -90,10 +90,10 @@ fn string_targets() -> Vec<(&'static str, Vec<Option<DataType>>)> {
     let d = || Some(DataType::Date32);
     let t = || Some(TS_US);
     vec![
-        ("add_months", vec![d(), None]),
-        ("date_add", vec![d(), None]),
-        ("dateadd", vec![d(), None]),
-        ("date_sub", vec![d(), None]),
+        ("add_months", vec![d(), Some(DataType::Int32)]),
+        ("date_add", vec![d(), Some(DataType::Int32)]),
+        ("dateadd", vec![d(), Some(DataType::Int32)]),
+        ("date_sub", vec![d(), Some(DataType::Int32)]),
         ("last_day", vec![d()]),
         ("next_day", vec![d(), None]),
         ("weekday", vec![d()]),

@@ -20,13 +20,19 @@
 
 mod aggregates;
 mod aliases;
+mod binary;
 mod catalog;
 mod coerce;
+mod collections;
 mod datetime;
 mod md5;
+mod misc;
+mod numfmt;
+mod rowwise;
 mod strings;
 #[cfg(test)]
 mod table_tests;
+mod unix_time;
 
 use datafusion::execution::SessionState;
 
@@ -43,7 +49,32 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .chain(strings::udfs())
         .chain(coerce::udfs())
         .chain([md5::udf()])
+        .chain(collections::udfs(|name| scalars.get(name).cloned()))
+        .chain(misc::udfs(|name| scalars.get(name).cloned()))
+        .chain(binary::udfs(|name| scalars.get(name).cloned()))
         .chain(wrapped)
+    {
+        state.register_udf(std::sync::Arc::new(udf))?;
+    }
+    // Rewrites into the functions registered above.
+    let now = state.scalar_functions().clone();
+    let mut null_on_error = Vec::new();
+    for (name, target, always) in [
+        ("to_timestamp", "to_timestamp", false),
+        ("to_date", "to_date", false),
+        ("try_to_timestamp", "to_timestamp", true),
+    ] {
+        if let Some(inner) = now.get(target).cloned() {
+            null_on_error.push(rowwise::NullOnError::udf(name, inner, always));
+        }
+    }
+    for udf in null_on_error {
+        state.register_udf(std::sync::Arc::new(udf))?;
+    }
+    let now = state.scalar_functions().clone();
+    for udf in unix_time::udfs(|name| now.get(name).cloned())
+        .into_iter()
+        .chain(numfmt::udfs(|name| now.get(name).cloned()))
     {
         state.register_udf(std::sync::Arc::new(udf))?;
     }

@@ -180,6 +180,9 @@ fn cell(a: &ArrayRef, i: usize) -> Value {
                 Err(_) => Value::Null,
             }
         }
+        DataType::Interval(IntervalUnit::YearMonth) => {
+            json!(a.as_primitive::<IntervalYearMonthType>().value(i))
+        }
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
             match arrow::compute::cast(a, &DataType::Binary) {
                 Ok(c) => {
