@@ -282,6 +282,15 @@ impl StreamingAggregate {
     /// For each aggregate: merges the stored states of `old_groups` and updates with the `rows`
     /// (row `i` belongs to group `group_of_row[i]`). Returns the new intermediate states (all
     /// aggregates' state fields, in order) and the final values, one per group.
+    ///
+    /// DataFusion's accumulators rely on a contract of its hash aggregation: a call without a
+    /// filter sees at least one row of every group in `0..total_num_groups`
+    /// (`NullState::accumulate` then marks every group as having seen a value, and a group that
+    /// saw only nulls would keep its identity: `min` = `i32::MAX`, `bool_and` = true). Merging
+    /// the stored states of only the old keys breaks it, so each call here covers every group:
+    /// the rows go into a fresh accumulator (with a filter when some group has no row), whose
+    /// states are then merged after the stored ones (stored first: `first`, `collect_list`
+    /// keep the order of arrival) in one `merge_batch` over all groups.
     pub(super) fn accumulate(
         &self,
         old_states: &[ArrayRef],
@@ -304,18 +313,15 @@ impl StreamingAggregate {
             return Ok((states, finals));
         }
         let ident: Vec<usize> = (0..n_groups).collect();
+        // Groups without a row (the global key in a batch without rows for it): updating
+        // needs a filter then, so that the accumulator tracks which groups saw a value.
+        let all_rows =
+            (!rows_cover_groups(group_of_row, n_groups)).then(|| BooleanArray::from(vec![true; n]));
+        let merge_groups: Vec<usize> = old_groups.iter().copied().chain(0..n_groups).collect();
         let mut new_states: Vec<ArrayRef> = Vec::new();
         let mut finals: Vec<ArrayRef> = Vec::new();
         let mut offset = 0;
         for a in &self.aggs {
-            let mut acc = a.accumulator()?;
-            if !old_groups.is_empty() {
-                acc.merge_batch(
-                    &old_states[offset..offset + a.n_state],
-                    old_groups,
-                    n_groups,
-                )?;
-            }
             // Arguments, then the ORDER BY expressions of an ordered aggregate (what DataFusion's
             // aggregate execution passes to `update_batch`).
             let exprs = a.expr.all_expressions();
@@ -334,10 +340,21 @@ impl StreamingAggregate {
                         .cloned()
                         .ok_or_else(|| SluiceError::internal("filter"))?,
                 ),
-                None => None,
+                None => all_rows.clone(),
             };
+            let mut acc = a.accumulator()?;
             acc.update_batch(&args, group_of_row, filter.as_ref(), n_groups)?;
-            let st = acc.state(EmitTo::All)?;
+            let mut st = acc.state(EmitTo::All)?;
+            if !old_groups.is_empty() {
+                let both: Vec<ArrayRef> = old_states[offset..offset + a.n_state]
+                    .iter()
+                    .zip(&st)
+                    .map(|(old, new)| arrow::compute::concat(&[old.as_ref(), new.as_ref()]))
+                    .collect::<Result<_, _>>()?;
+                let mut merged = a.accumulator()?;
+                merged.merge_batch(&both, &merge_groups, n_groups)?;
+                st = merged.state(EmitTo::All)?;
+            }
             let mut fin = a.accumulator()?;
             fin.merge_batch(&st, &ident, n_groups)?;
             finals.push(fin.evaluate(EmitTo::All)?);
@@ -382,4 +399,22 @@ impl StreamingAggregate {
         let finals = self.evaluate_states(&states, values.len())?;
         Ok((Some(self.output_batch(keys_out, finals)?), n))
     }
+}
+
+/// Whether every group in `0..n_groups` has at least one row.
+fn rows_cover_groups(group_of_row: &[usize], n_groups: usize) -> bool {
+    if group_of_row.len() < n_groups {
+        return false;
+    }
+    let mut seen = vec![false; n_groups];
+    let mut missing = n_groups;
+    for g in group_of_row {
+        if let Some(s) = seen.get_mut(*g) {
+            if !*s {
+                *s = true;
+                missing -= 1;
+            }
+        }
+    }
+    missing == 0
 }
