@@ -212,8 +212,8 @@ fn random_files(seed: u64, files: usize, rows: usize, max_delay_s: i64) -> Vec<S
             let delay = (next() % (max_delay_s as u64 + 1)) as i64;
             let ts = base + t - delay;
             let user = ["a", "b", "c"][(next() % 3) as usize];
-            // Quarters: sums are exact in any order (a batch's rows are summed, then added to
-            // the stored sum, as Spark does; a batch query adds row by row).
+            // Quarters, whose sums are exact in any order: a batch's rows are summed and then
+            // added to the stored sum (as Spark does), the batch query sums all rows at once.
             let amount = (next() % 1000) as f64 / 4.0;
             f.push_str(&format!(
                 "{{\"ts\": {ts}, \"user\": \"{user}\", \"amount\": {amount}}}\n"

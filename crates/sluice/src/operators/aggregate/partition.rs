@@ -13,7 +13,7 @@ use arrow::row::Rows;
 use datafusion::logical_expr::EmitTo;
 
 use super::keys::key_event_times;
-use super::StreamingAggregate;
+use super::{AggFn, StreamingAggregate};
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::partition_of;
 use crate::operators::stateful::stores::on_partition_threads;
@@ -285,12 +285,11 @@ impl StreamingAggregate {
     ///
     /// DataFusion's accumulators rely on a contract of its hash aggregation: a call without a
     /// filter sees at least one row of every group in `0..total_num_groups`
-    /// (`NullState::accumulate` then marks every group as having seen a value, and a group that
-    /// saw only nulls would keep its identity: `min` = `i32::MAX`, `bool_and` = true). Merging
-    /// the stored states of only the old keys breaks it, so each call here covers every group:
-    /// the rows go into a fresh accumulator (with a filter when some group has no row), whose
-    /// states are then merged after the stored ones (stored first: `first`, `collect_list`
-    /// keep the order of arrival) in one `merge_batch` over all groups.
+    /// (`NullState::accumulate` then marks all of them as having seen a value, and a group that
+    /// saw only nulls would keep the identity: `min` = `i32::MAX`, `bool_and` = true). So each
+    /// call here covers every group: the merge gets a state for every group, a new key's being
+    /// the empty state (of an accumulator that saw no row), and the update a filter when some
+    /// group has no row (the global key in a batch without rows).
     pub(super) fn accumulate(
         &self,
         old_states: &[ArrayRef],
@@ -313,24 +312,45 @@ impl StreamingAggregate {
             return Ok((states, finals));
         }
         let ident: Vec<usize> = (0..n_groups).collect();
-        // Groups without a row (the global key in a batch without rows for it): updating
-        // needs a filter then, so that the accumulator tracks which groups saw a value.
+        // Where each group's stored state is among `old_states`; `old_groups.len()` (the
+        // appended empty state) for a new key. `None`: every group has a stored state.
+        let state_of_group: Option<UInt32Array> =
+            (!old_groups.is_empty() && old_groups.len() < n_groups).then(|| {
+                let mut at = vec![old_groups.len() as u32; n_groups];
+                for (i, g) in old_groups.iter().enumerate() {
+                    at[*g] = i as u32;
+                }
+                UInt32Array::from(at)
+            });
         let all_rows =
             (!rows_cover_groups(group_of_row, n_groups)).then(|| BooleanArray::from(vec![true; n]));
-        let merge_groups: Vec<usize> = old_groups.iter().copied().chain(0..n_groups).collect();
         let mut new_states: Vec<ArrayRef> = Vec::new();
         let mut finals: Vec<ArrayRef> = Vec::new();
         let mut offset = 0;
         for a in &self.aggs {
-            // Arguments, then the ORDER BY expressions of an ordered aggregate (what DataFusion's
-            // aggregate execution passes to `update_batch`).
-            let exprs = a.expr.all_expressions();
-            let args: Vec<ArrayRef> = exprs
-                .args
-                .iter()
-                .chain(exprs.order_by_exprs.iter())
-                .map(|e| -> Result<ArrayRef> { Ok(e.evaluate(rows)?.into_array(n)?) })
-                .collect::<Result<_>>()?;
+            let mut acc = a.accumulator()?;
+            let old: &[ArrayRef] = if old_groups.is_empty() {
+                &[]
+            } else {
+                &old_states[offset..offset + a.n_state]
+            };
+            match &state_of_group {
+                None if old_groups.is_empty() => {}
+                None => acc.merge_batch(old, old_groups, n_groups)?,
+                Some(at) => {
+                    let empty = self.empty_state(a, rows)?;
+                    let full: Vec<ArrayRef> = old
+                        .iter()
+                        .zip(&empty)
+                        .map(|(o, e)| -> Result<ArrayRef> {
+                            let both = arrow::compute::concat(&[o.as_ref(), e.as_ref()])?;
+                            Ok(take(&both, at, None)?)
+                        })
+                        .collect::<Result<_>>()?;
+                    acc.merge_batch(&full, &ident, n_groups)?;
+                }
+            }
+            let args = self.update_args(a, rows)?;
             let filter: Option<BooleanArray> = match &a.filter {
                 Some(f) => Some(
                     f.evaluate(rows)?
@@ -342,19 +362,8 @@ impl StreamingAggregate {
                 ),
                 None => all_rows.clone(),
             };
-            let mut acc = a.accumulator()?;
             acc.update_batch(&args, group_of_row, filter.as_ref(), n_groups)?;
-            let mut st = acc.state(EmitTo::All)?;
-            if !old_groups.is_empty() {
-                let both: Vec<ArrayRef> = old_states[offset..offset + a.n_state]
-                    .iter()
-                    .zip(&st)
-                    .map(|(old, new)| arrow::compute::concat(&[old.as_ref(), new.as_ref()]))
-                    .collect::<Result<_, _>>()?;
-                let mut merged = a.accumulator()?;
-                merged.merge_batch(&both, &merge_groups, n_groups)?;
-                st = merged.state(EmitTo::All)?;
-            }
+            let st = acc.state(EmitTo::All)?;
             let mut fin = a.accumulator()?;
             fin.merge_batch(&st, &ident, n_groups)?;
             finals.push(fin.evaluate(EmitTo::All)?);
@@ -362,6 +371,28 @@ impl StreamingAggregate {
             offset += a.n_state;
         }
         Ok((new_states, finals))
+    }
+
+    /// The arguments of `a` over `rows`, then the ORDER BY expressions of an ordered aggregate
+    /// (what DataFusion's aggregate execution passes to `update_batch`).
+    fn update_args(&self, a: &AggFn, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        let n = rows.num_rows();
+        let exprs = a.expr.all_expressions();
+        exprs
+            .args
+            .iter()
+            .chain(exprs.order_by_exprs.iter())
+            .map(|e| -> Result<ArrayRef> { Ok(e.evaluate(rows)?.into_array(n)?) })
+            .collect()
+    }
+
+    /// The state of one group that saw no row (an empty filter makes the accumulator track
+    /// it as such), one row per state field: what merging it into a group changes nothing.
+    fn empty_state(&self, a: &AggFn, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        let mut acc = a.accumulator()?;
+        let args = self.update_args(a, &rows.slice(0, 0))?;
+        acc.update_batch(&args, &[], Some(&BooleanArray::from(Vec::<bool>::new())), 1)?;
+        Ok(acc.state(EmitTo::All)?)
     }
 
     /// Evicts one partition's keys with event time at or before `evict_us` through its
