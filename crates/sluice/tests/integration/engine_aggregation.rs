@@ -653,3 +653,36 @@ fn a_batch_is_summed_then_added_to_the_stored_sum_as_spark_does() {
         assert_eq!(got, expected, "restart after every batch: {restart}");
     }
 }
+
+#[test]
+fn session_windows_of_only_nulls_give_null_when_merged_with_stored_sessions() {
+    // Key 2's session of only nulls is extended (merged with its stored state) in the batch
+    // where key 3's first session, of only nulls, starts. Recorded with PySpark 3.5.7.
+    let row = |t: &str, k: i64, x: &str, b: &str| {
+        format!("{{\"ts\":\"2026-09-15T{t}:00Z\",\"k\":{k},\"x\":{x},\"b\":{b}}}\n")
+    };
+    let batches = [
+        row("12:00", 1, "1", "true") + &row("12:01", 2, "null", "null"),
+        row("12:03", 2, "null", "null")
+            + &row("12:02", 3, "null", "null")
+            + &row("12:04", 1, "2", "false"),
+        row("12:40", 9, "9", "true"),
+        row("12:41", 9, "null", "null"),
+    ];
+    let batches: Vec<&str> = batches.iter().map(String::as_str).collect();
+    let sql = "SELECT session_window.start AS start, session_window.end AS end, k, \
+        min(x) AS mn, bool_and(b) AS ba, bit_or(x) AS bo, collect_list(x) AS cl, count(*) AS n \
+        FROM t GROUP BY session_window(ts, '5 minutes'), k";
+    let expected = vec![
+        "2026-09-15 12:00:00|2026-09-15 12:09:00|1|1|false|3|[1, 2]|2",
+        "2026-09-15 12:01:00|2026-09-15 12:08:00|2|null|null|null|[]|2",
+        "2026-09-15 12:02:00|2026-09-15 12:07:00|3|null|null|null|[]|1",
+    ];
+    let schema = ("ts TIMESTAMP, k INT, x INT, b BOOLEAN", true);
+    for restart in [false, true] {
+        let got = null_groups_run(&batches, schema, sql, OutputMode::Append, restart);
+        let mut emitted: Vec<String> = got.into_iter().flat_map(|(_, rows)| rows).collect();
+        emitted.sort();
+        assert_eq!(emitted, expected, "restart after every batch: {restart}");
+    }
+}
