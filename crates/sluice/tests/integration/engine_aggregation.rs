@@ -656,17 +656,15 @@ fn a_batch_is_summed_then_added_to_the_stored_sum_as_spark_does() {
 
 #[test]
 fn session_windows_of_only_nulls_give_null_when_merged_with_stored_sessions() {
-    // Key 2's session of only nulls is extended (merged with its stored state) in the batch
-    // where key 3's first session, of only nulls, starts. Recorded with PySpark 3.5.7.
+    // Key 3's first session, of only nulls, starts in the batch that extends key 1's stored
+    // session; key 2's session of only nulls is extended later. Recorded with PySpark 3.5.7.
     let row = |t: &str, k: i64, x: &str, b: &str| {
         format!("{{\"ts\":\"2026-09-15T{t}:00Z\",\"k\":{k},\"x\":{x},\"b\":{b}}}\n")
     };
     let batches = [
         row("12:00", 1, "1", "true") + &row("12:01", 2, "null", "null"),
-        row("12:03", 2, "null", "null")
-            + &row("12:02", 3, "null", "null")
-            + &row("12:04", 1, "2", "false"),
-        row("12:40", 9, "9", "true"),
+        row("12:02", 3, "null", "null") + &row("12:04", 1, "2", "false"),
+        row("12:03", 2, "null", "null") + &row("12:40", 9, "9", "true"),
         row("12:41", 9, "null", "null"),
     ];
     let batches: Vec<&str> = batches.iter().map(String::as_str).collect();
