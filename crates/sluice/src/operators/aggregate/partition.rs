@@ -312,18 +312,21 @@ impl StreamingAggregate {
             return Ok((states, finals));
         }
         let ident: Vec<usize> = (0..n_groups).collect();
-        // Where each group's stored state is among `old_states`; `old_groups.len()` (the
-        // appended empty state) for a new key. `None`: every group has a stored state.
-        let state_of_group: Option<UInt32Array> =
-            (!old_groups.is_empty() && old_groups.len() < n_groups).then(|| {
-                let mut at = vec![old_groups.len() as u32; n_groups];
-                for (i, g) in old_groups.iter().enumerate() {
-                    at[*g] = i as u32;
-                }
-                UInt32Array::from(at)
-            });
-        let all_rows =
-            (!rows_cover_groups(group_of_row, n_groups)).then(|| BooleanArray::from(vec![true; n]));
+        // New keys (no stored state) while other keys have one: merged with the empty state,
+        // after the stored states (a group may have several: merged session windows).
+        let new_keys = if old_groups.is_empty() {
+            Vec::new()
+        } else {
+            groups_without_rows(old_groups, n_groups)
+        };
+        let (empty_at, merge_groups): (UInt32Array, Vec<usize>) = {
+            let at = (0..old_groups.len() as u32)
+                .chain(std::iter::repeat_n(old_groups.len() as u32, new_keys.len()));
+            let groups = old_groups.iter().chain(&new_keys).copied();
+            (at.collect(), groups.collect())
+        };
+        let all_rows = (!groups_without_rows(group_of_row, n_groups).is_empty())
+            .then(|| BooleanArray::from(vec![true; n]));
         let mut new_states: Vec<ArrayRef> = Vec::new();
         let mut finals: Vec<ArrayRef> = Vec::new();
         let mut offset = 0;
@@ -334,21 +337,21 @@ impl StreamingAggregate {
             } else {
                 &old_states[offset..offset + a.n_state]
             };
-            match &state_of_group {
-                None if old_groups.is_empty() => {}
-                None => acc.merge_batch(old, old_groups, n_groups)?,
-                Some(at) => {
-                    let empty = self.empty_state(a, rows)?;
-                    let full: Vec<ArrayRef> = old
-                        .iter()
-                        .zip(&empty)
-                        .map(|(o, e)| -> Result<ArrayRef> {
-                            let both = arrow::compute::concat(&[o.as_ref(), e.as_ref()])?;
-                            Ok(take(&both, at, None)?)
-                        })
-                        .collect::<Result<_>>()?;
-                    acc.merge_batch(&full, &ident, n_groups)?;
+            if new_keys.is_empty() {
+                if !old_groups.is_empty() {
+                    acc.merge_batch(old, old_groups, n_groups)?;
                 }
+            } else {
+                let empty = self.empty_state(a, rows)?;
+                let with_empty: Vec<ArrayRef> = old
+                    .iter()
+                    .zip(&empty)
+                    .map(|(o, e)| -> Result<ArrayRef> {
+                        let both = arrow::compute::concat(&[o.as_ref(), e.as_ref()])?;
+                        Ok(take(&both, &empty_at, None)?)
+                    })
+                    .collect::<Result<_>>()?;
+                acc.merge_batch(&with_empty, &merge_groups, n_groups)?;
             }
             let args = self.update_args(a, rows)?;
             let filter: Option<BooleanArray> = match &a.filter {
@@ -432,20 +435,13 @@ impl StreamingAggregate {
     }
 }
 
-/// Whether every group in `0..n_groups` has at least one row.
-fn rows_cover_groups(group_of_row: &[usize], n_groups: usize) -> bool {
-    if group_of_row.len() < n_groups {
-        return false;
-    }
+/// The groups in `0..n_groups` without a row in `group_of_row`.
+fn groups_without_rows(group_of_row: &[usize], n_groups: usize) -> Vec<usize> {
     let mut seen = vec![false; n_groups];
-    let mut missing = n_groups;
     for g in group_of_row {
         if let Some(s) = seen.get_mut(*g) {
-            if !*s {
-                *s = true;
-                missing -= 1;
-            }
+            *s = true;
         }
     }
-    missing == 0
+    (0..n_groups).filter(|g| !seen[*g]).collect()
 }
