@@ -684,3 +684,33 @@ fn session_windows_of_only_nulls_give_null_when_merged_with_stored_sessions() {
         assert_eq!(emitted, expected, "restart after every batch: {restart}");
     }
 }
+
+#[test]
+fn a_new_session_of_only_nulls_gives_null_when_another_merges_two_stored_sessions() {
+    // 12:04 bridges key 1's stored sessions 12:00-12:05 and 12:08-12:13 (two stored states for
+    // one group) in the batch where key 3's session of only nulls starts. PySpark 3.5.7.
+    let row = |t: &str, k: i64, x: &str, b: &str| {
+        format!("{{\"ts\":\"2026-09-15T{t}:00Z\",\"k\":{k},\"x\":{x},\"b\":{b}}}\n")
+    };
+    let batches = [
+        row("12:00", 1, "1", "true") + &row("12:08", 1, "2", "true"),
+        row("12:04", 1, "3", "false") + &row("12:07", 3, "null", "null"),
+        row("12:50", 9, "9", "true"),
+        row("12:51", 9, "null", "null"),
+    ];
+    let batches: Vec<&str> = batches.iter().map(String::as_str).collect();
+    let sql = "SELECT session_window.start AS start, session_window.end AS end, k, \
+        min(x) AS mn, bool_and(b) AS ba, bit_or(x) AS bo, count(*) AS n \
+        FROM t GROUP BY session_window(ts, '5 minutes'), k";
+    let expected = vec![
+        "2026-09-15 12:00:00|2026-09-15 12:13:00|1|1|false|3|3",
+        "2026-09-15 12:07:00|2026-09-15 12:12:00|3|null|null|null|1",
+    ];
+    let schema = ("ts TIMESTAMP, k INT, x INT, b BOOLEAN", true);
+    for restart in [false, true] {
+        let got = null_groups_run(&batches, schema, sql, OutputMode::Append, restart);
+        let mut emitted: Vec<String> = got.into_iter().flat_map(|(_, rows)| rows).collect();
+        emitted.sort();
+        assert_eq!(emitted, expected, "restart after every batch: {restart}");
+    }
+}
