@@ -212,7 +212,9 @@ fn random_files(seed: u64, files: usize, rows: usize, max_delay_s: i64) -> Vec<S
             let delay = (next() % (max_delay_s as u64 + 1)) as i64;
             let ts = base + t - delay;
             let user = ["a", "b", "c"][(next() % 3) as usize];
-            let amount = (next() % 1000) as f64 / 10.0;
+            // Quarters, whose sums are exact in any order: a batch's rows are summed and then
+            // added to the stored sum (as Spark does), the batch query sums all rows at once.
+            let amount = (next() % 1000) as f64 / 4.0;
             f.push_str(&format!(
                 "{{\"ts\": {ts}, \"user\": \"{user}\", \"amount\": {amount}}}\n"
             ));
@@ -452,4 +454,281 @@ fn any_datafusion_aggregate_streams_without_per_function_code() {
         .unwrap();
     let flat = |b: &[RecordBatch]| b.iter().flat_map(describe_rows).collect::<Vec<_>>();
     assert_eq!(flat(&streamed), flat(&reference));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Groups whose values are all null.
+
+const NULL_AGGS: &str = "min(x) AS mn, max(x) AS mx, sum(x) AS sm, avg(x) AS av, first(x) AS fi, \
+    last(x) AS la, first(x, true) AS fin, last(x, true) AS lan, bool_and(b) AS ba, \
+    bool_or(b) AS bo, bit_and(x) AS bta, bit_or(x) AS bto, bit_xor(x) AS btx, \
+    collect_list(x) AS cl, stddev(x) AS sd, variance(x) AS va, count(x) AS cn, \
+    min(s) AS mns, max(s) AS mxs, max_by(x, x) AS mb, count_if(b) AS ci, every(b) AS ev";
+
+const NULL_SCHEMA: (&str, bool) = ("k INT, x INT, b BOOLEAN, s STRING", false);
+
+/// Key 2 is null, then 5, then null; key 3 only null, first in a batch that also updates the
+/// stored key 1 (where the identity leaked: `min` = 2147483647, `bool_and` = true); key 4 only
+/// null, in a batch with stored keys only.
+const NULL_BATCHES: [&str; 3] = [
+    "{\"k\":1,\"x\":1,\"b\":true,\"s\":\"a\"}\n{\"k\":2,\"x\":null,\"b\":null,\"s\":null}\n",
+    "{\"k\":1,\"x\":2,\"b\":false,\"s\":\"b\"}\n{\"k\":3,\"x\":null,\"b\":null,\"s\":null}\n{\"k\":2,\"x\":5,\"b\":false,\"s\":\"z\"}\n",
+    "{\"k\":3,\"x\":null,\"b\":null,\"s\":null}\n{\"k\":4,\"x\":null,\"b\":null,\"s\":null}\n{\"k\":2,\"x\":null,\"b\":null,\"s\":null}\n",
+];
+
+/// Streams `batches` (a file a batch) through the `sql` over `t` (a stream of JSON files of
+/// `schema`, watermarked on `ts` by 10 minutes when `watermark`) in `mode`; with `restart`, a
+/// new query (state reloaded from the checkpoint) for every batch.
+fn null_groups_run(
+    batches: &[&str],
+    (schema, watermark): (&str, bool),
+    sql: &str,
+    mode: OutputMode,
+    restart: bool,
+) -> Vec<(u64, Vec<String>)> {
+    let d = dirs();
+    let seen: Seen = Arc::default();
+    let start = |s: &Session, trigger: Trigger| {
+        let mut frame = s
+            .read_stream()
+            .format("json")
+            .schema(schema)
+            .unwrap()
+            .option("maxFilesPerTrigger", "1")
+            .load(d.input.display().to_string())
+            .unwrap();
+        if watermark {
+            frame = frame.with_watermark("ts", "10 minutes").unwrap();
+        }
+        frame.create_or_replace_temp_view("t").unwrap();
+        let sink = seen.clone();
+        s.sql(sql)
+            .unwrap()
+            .write_stream()
+            .output_mode(mode)
+            .option("checkpointLocation", d.checkpoint.display())
+            .trigger(trigger)
+            .foreach_batch(move |data, id| {
+                sink.lock()
+                    .unwrap()
+                    .push((id, describe_rows(&data.concat()?)));
+                Ok(())
+            })
+            .start()
+            .unwrap()
+    };
+    if restart {
+        for (i, f) in batches.iter().enumerate() {
+            add_file(&d.input, &format!("{i}.json"), f, i as u64);
+            start(&session(), Trigger::AvailableNow)
+                .await_termination()
+                .unwrap();
+        }
+    } else {
+        let q = start(&session(), Trigger::default());
+        for (i, f) in batches.iter().enumerate() {
+            add_file(&d.input, &format!("{i}.json"), f, i as u64);
+            q.process_all_available().unwrap();
+        }
+        q.stop();
+    }
+    let out = seen.lock().unwrap().clone();
+    out
+}
+
+/// The row of a key whose values were all null, for `NULL_AGGS` (PySpark 3.5.7: null, except
+/// `collect_list` = `[]` and the counts = 0).
+fn all_null_row(k: i64) -> String {
+    format!("{k}|null|null|null|null|null|null|null|null|null|null|null|null|null|[]|null|null|0|null|null|null|0|null")
+}
+
+#[test]
+fn a_group_of_only_nulls_gives_null_in_update_and_complete_mode_across_restarts() {
+    // Recorded with PySpark 3.5.7 (foreachBatch, a file per batch, update and complete mode).
+    let k1_first = "1|1|1|1|1.0|1|1|1|1|true|true|1|1|1|[1]|null|null|1|a|a|1|1|true";
+    let k1 = "1|1|2|3|1.5|1|2|1|2|false|true|0|3|3|[1, 2]|0.7071067811865476|0.5|2|a|b|2|1|false";
+    let k2_then_5 = "2|5|5|5|5.0|null|5|5|5|false|false|5|5|5|[5]|null|null|1|z|z|5|0|false";
+    let k2_last_null = "2|5|5|5|5.0|null|null|5|5|false|false|5|5|5|[5]|null|null|1|z|z|5|0|false";
+    let rows = |r: &[String]| {
+        let mut r = r.to_vec();
+        r.sort();
+        r
+    };
+    let update = vec![
+        (0, rows(&[k1_first.into(), all_null_row(2)])),
+        (1, rows(&[k1.into(), k2_then_5.into(), all_null_row(3)])),
+        (
+            2,
+            rows(&[k2_last_null.into(), all_null_row(3), all_null_row(4)]),
+        ),
+    ];
+    let complete = vec![
+        (0, rows(&[k1_first.into(), all_null_row(2)])),
+        (1, rows(&[k1.into(), k2_then_5.into(), all_null_row(3)])),
+        (
+            2,
+            rows(&[
+                k1.into(),
+                k2_last_null.into(),
+                all_null_row(3),
+                all_null_row(4),
+            ]),
+        ),
+    ];
+    let sql = format!("SELECT k, {NULL_AGGS} FROM t GROUP BY k");
+    for (mode, expected) in [
+        (OutputMode::Update, update),
+        (OutputMode::Complete, complete),
+    ] {
+        for restart in [false, true] {
+            let got = null_groups_run(&NULL_BATCHES, NULL_SCHEMA, &sql, mode, restart);
+            assert_eq!(
+                got, expected,
+                "{mode:?}, restart after every batch: {restart}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_global_aggregation_of_no_rows_or_only_nulls_gives_null() {
+    // Recorded with PySpark 3.5.7: a global aggregation emits its row every batch, also while
+    // no row passed the WHERE (count(*) = 0).
+    let aggs = "min(x) AS mn, sum(x) AS sm, bool_and(b) AS ba, bit_and(x) AS bta, \
+        collect_list(x) AS cl, count(x) AS cn, count(*) AS n";
+    let nulls = |n: u32| format!("null|null|null|null|[]|0|{n}");
+    let only_k4 = vec![
+        (0, vec![nulls(0)]),
+        (1, vec![nulls(0)]),
+        (2, vec![nulls(1)]),
+    ];
+    let only_k2 = vec![
+        (0, vec![nulls(1)]),
+        (1, vec!["5|5|false|5|[5]|1|2".to_string()]),
+        (2, vec!["5|5|false|5|[5]|1|3".to_string()]),
+    ];
+    for (k, expected) in [(4, only_k4), (2, only_k2)] {
+        let sql = format!("SELECT {aggs} FROM t WHERE k = {k}");
+        for mode in [OutputMode::Update, OutputMode::Complete] {
+            for restart in [false, true] {
+                let got = null_groups_run(&NULL_BATCHES, NULL_SCHEMA, &sql, mode, restart);
+                assert_eq!(got, expected, "k = {k}, {mode:?}, restart: {restart}");
+            }
+        }
+    }
+}
+
+#[test]
+fn append_mode_emits_a_window_of_only_nulls_as_null() {
+    // Window 12:00-12:10 of key 3 is all null and starts in the batch that updates the stored
+    // key 1; the watermark (12:30 - 10 minutes) closes it. Recorded with PySpark 3.5.7.
+    let batches = [
+        "{\"ts\":\"2026-09-15T12:01:00Z\",\"k\":1,\"x\":1,\"b\":true}\n\
+         {\"ts\":\"2026-09-15T12:02:00Z\",\"k\":2,\"x\":null,\"b\":null}\n",
+        "{\"ts\":\"2026-09-15T12:04:00Z\",\"k\":1,\"x\":2,\"b\":false}\n\
+         {\"ts\":\"2026-09-15T12:03:00Z\",\"k\":3,\"x\":null,\"b\":null}\n\
+         {\"ts\":\"2026-09-15T12:30:00Z\",\"k\":9,\"x\":9,\"b\":true}\n",
+        "{\"ts\":\"2026-09-15T12:31:00Z\",\"k\":9,\"x\":null,\"b\":null}\n",
+    ];
+    let sql = "SELECT window.start AS start, k, min(x) AS mn, max(x) AS mx, bool_and(b) AS ba, \
+        bool_or(b) AS bo, collect_list(x) AS cl FROM t GROUP BY window(ts, '10 minutes'), k";
+    let expected = vec![
+        "2026-09-15 12:00:00|1|1|2|false|true|[1, 2]",
+        "2026-09-15 12:00:00|2|null|null|null|null|[]",
+        "2026-09-15 12:00:00|3|null|null|null|null|[]",
+    ];
+    let schema = ("ts TIMESTAMP, k INT, x INT, b BOOLEAN", true);
+    for restart in [false, true] {
+        let got = null_groups_run(&batches, schema, sql, OutputMode::Append, restart);
+        let mut emitted: Vec<String> = got.into_iter().flat_map(|(_, rows)| rows).collect();
+        emitted.sort();
+        assert_eq!(emitted, expected, "restart after every batch: {restart}");
+    }
+}
+
+#[test]
+fn a_batch_is_summed_then_added_to_the_stored_sum_as_spark_does() {
+    // PySpark 3.5.7, update mode, a file per batch: 0.1, then 0.2 and 0.3 gives 0.1, then
+    // 0.6 = 0.1 + (0.2 + 0.3) (the batch's partial sum merged with the stored one), not
+    // 0.6000000000000001 = (0.1 + 0.2) + 0.3.
+    let batches = [
+        "{\"k\":1,\"v\":0.1}\n",
+        "{\"k\":1,\"v\":0.2}\n{\"k\":1,\"v\":0.3}\n",
+    ];
+    let sql = "SELECT k, sum(v) AS total FROM t GROUP BY k";
+    for restart in [false, true] {
+        let got = null_groups_run(
+            &batches,
+            ("k INT, v DOUBLE", false),
+            sql,
+            OutputMode::Update,
+            restart,
+        );
+        let expected = vec![
+            (0, vec!["1|0.1".to_string()]),
+            (1, vec!["1|0.6".to_string()]),
+        ];
+        assert_eq!(got, expected, "restart after every batch: {restart}");
+    }
+}
+
+#[test]
+fn session_windows_of_only_nulls_give_null_when_merged_with_stored_sessions() {
+    // Key 3's first session, of only nulls, starts in the batch that extends key 1's stored
+    // session; key 2's session of only nulls is extended later. Recorded with PySpark 3.5.7.
+    let row = |t: &str, k: i64, x: &str, b: &str| {
+        format!("{{\"ts\":\"2026-09-15T{t}:00Z\",\"k\":{k},\"x\":{x},\"b\":{b}}}\n")
+    };
+    let batches = [
+        row("12:00", 1, "1", "true") + &row("12:01", 2, "null", "null"),
+        row("12:02", 3, "null", "null") + &row("12:04", 1, "2", "false"),
+        row("12:03", 2, "null", "null") + &row("12:40", 9, "9", "true"),
+        row("12:41", 9, "null", "null"),
+    ];
+    let batches: Vec<&str> = batches.iter().map(String::as_str).collect();
+    let sql = "SELECT session_window.start AS start, session_window.end AS end, k, \
+        min(x) AS mn, bool_and(b) AS ba, bit_or(x) AS bo, collect_list(x) AS cl, count(*) AS n \
+        FROM t GROUP BY session_window(ts, '5 minutes'), k";
+    let expected = vec![
+        "2026-09-15 12:00:00|2026-09-15 12:09:00|1|1|false|3|[1, 2]|2",
+        "2026-09-15 12:01:00|2026-09-15 12:08:00|2|null|null|null|[]|2",
+        "2026-09-15 12:02:00|2026-09-15 12:07:00|3|null|null|null|[]|1",
+    ];
+    let schema = ("ts TIMESTAMP, k INT, x INT, b BOOLEAN", true);
+    for restart in [false, true] {
+        let got = null_groups_run(&batches, schema, sql, OutputMode::Append, restart);
+        let mut emitted: Vec<String> = got.into_iter().flat_map(|(_, rows)| rows).collect();
+        emitted.sort();
+        assert_eq!(emitted, expected, "restart after every batch: {restart}");
+    }
+}
+
+#[test]
+fn a_new_session_of_only_nulls_gives_null_when_another_merges_two_stored_sessions() {
+    // 12:04 bridges key 1's stored sessions 12:00-12:05 and 12:08-12:13 (two stored states for
+    // one group) in the batch where key 3's session of only nulls starts. PySpark 3.5.7.
+    let row = |t: &str, k: i64, x: &str, b: &str| {
+        format!("{{\"ts\":\"2026-09-15T{t}:00Z\",\"k\":{k},\"x\":{x},\"b\":{b}}}\n")
+    };
+    let batches = [
+        row("12:00", 1, "1", "true") + &row("12:08", 1, "2", "true"),
+        row("12:04", 1, "3", "false") + &row("12:07", 3, "null", "null"),
+        row("12:50", 9, "9", "true"),
+        row("12:51", 9, "null", "null"),
+    ];
+    let batches: Vec<&str> = batches.iter().map(String::as_str).collect();
+    let sql = "SELECT session_window.start AS start, session_window.end AS end, k, \
+        min(x) AS mn, bool_and(b) AS ba, bit_or(x) AS bo, count(*) AS n \
+        FROM t GROUP BY session_window(ts, '5 minutes'), k";
+    let expected = vec![
+        "2026-09-15 12:00:00|2026-09-15 12:13:00|1|1|false|3|3",
+        "2026-09-15 12:07:00|2026-09-15 12:12:00|3|null|null|null|1",
+    ];
+    let schema = ("ts TIMESTAMP, k INT, x INT, b BOOLEAN", true);
+    for restart in [false, true] {
+        let got = null_groups_run(&batches, schema, sql, OutputMode::Append, restart);
+        let mut emitted: Vec<String> = got.into_iter().flat_map(|(_, rows)| rows).collect();
+        emitted.sort();
+        assert_eq!(emitted, expected, "restart after every batch: {restart}");
+    }
 }

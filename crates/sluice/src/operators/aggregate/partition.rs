@@ -13,7 +13,7 @@ use arrow::row::Rows;
 use datafusion::logical_expr::EmitTo;
 
 use super::keys::key_event_times;
-use super::StreamingAggregate;
+use super::{AggFn, StreamingAggregate};
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::partition_of;
 use crate::operators::stateful::stores::on_partition_threads;
@@ -282,6 +282,14 @@ impl StreamingAggregate {
     /// For each aggregate: merges the stored states of `old_groups` and updates with the `rows`
     /// (row `i` belongs to group `group_of_row[i]`). Returns the new intermediate states (all
     /// aggregates' state fields, in order) and the final values, one per group.
+    ///
+    /// DataFusion's accumulators rely on a contract of its hash aggregation: a call without a
+    /// filter sees at least one row of every group in `0..total_num_groups`
+    /// (`NullState::accumulate` then marks all of them as having seen a value, and a group that
+    /// saw only nulls would keep the identity: `min` = `i32::MAX`, `bool_and` = true). So each
+    /// call here covers every group: the merge gets a state for every group, a new key's being
+    /// the empty state (of an accumulator that saw no row), and the update a filter when some
+    /// group has no row (the global key in a batch without rows).
     pub(super) fn accumulate(
         &self,
         old_states: &[ArrayRef],
@@ -304,27 +312,48 @@ impl StreamingAggregate {
             return Ok((states, finals));
         }
         let ident: Vec<usize> = (0..n_groups).collect();
+        // New keys (no stored state) while other keys have one: merged with the empty state,
+        // after the stored states (a group may have several: merged session windows).
+        let new_keys = if old_groups.is_empty() {
+            Vec::new()
+        } else {
+            groups_without_rows(old_groups, n_groups)
+        };
+        let (empty_at, merge_groups): (UInt32Array, Vec<usize>) = {
+            let at = (0..old_groups.len() as u32)
+                .chain(std::iter::repeat_n(old_groups.len() as u32, new_keys.len()));
+            let groups = old_groups.iter().chain(&new_keys).copied();
+            (at.collect(), groups.collect())
+        };
+        let all_rows = (!groups_without_rows(group_of_row, n_groups).is_empty())
+            .then(|| BooleanArray::from(vec![true; n]));
         let mut new_states: Vec<ArrayRef> = Vec::new();
         let mut finals: Vec<ArrayRef> = Vec::new();
         let mut offset = 0;
         for a in &self.aggs {
             let mut acc = a.accumulator()?;
-            if !old_groups.is_empty() {
-                acc.merge_batch(
-                    &old_states[offset..offset + a.n_state],
-                    old_groups,
-                    n_groups,
-                )?;
+            let old: &[ArrayRef] = if old_groups.is_empty() {
+                &[]
+            } else {
+                &old_states[offset..offset + a.n_state]
+            };
+            if new_keys.is_empty() {
+                if !old_groups.is_empty() {
+                    acc.merge_batch(old, old_groups, n_groups)?;
+                }
+            } else {
+                let empty = self.empty_state(a, rows)?;
+                let with_empty: Vec<ArrayRef> = old
+                    .iter()
+                    .zip(&empty)
+                    .map(|(o, e)| -> Result<ArrayRef> {
+                        let both = arrow::compute::concat(&[o.as_ref(), e.as_ref()])?;
+                        Ok(take(&both, &empty_at, None)?)
+                    })
+                    .collect::<Result<_>>()?;
+                acc.merge_batch(&with_empty, &merge_groups, n_groups)?;
             }
-            // Arguments, then the ORDER BY expressions of an ordered aggregate (what DataFusion's
-            // aggregate execution passes to `update_batch`).
-            let exprs = a.expr.all_expressions();
-            let args: Vec<ArrayRef> = exprs
-                .args
-                .iter()
-                .chain(exprs.order_by_exprs.iter())
-                .map(|e| -> Result<ArrayRef> { Ok(e.evaluate(rows)?.into_array(n)?) })
-                .collect::<Result<_>>()?;
+            let args = self.update_args(a, rows)?;
             let filter: Option<BooleanArray> = match &a.filter {
                 Some(f) => Some(
                     f.evaluate(rows)?
@@ -334,7 +363,7 @@ impl StreamingAggregate {
                         .cloned()
                         .ok_or_else(|| SluiceError::internal("filter"))?,
                 ),
-                None => None,
+                None => all_rows.clone(),
             };
             acc.update_batch(&args, group_of_row, filter.as_ref(), n_groups)?;
             let st = acc.state(EmitTo::All)?;
@@ -345,6 +374,28 @@ impl StreamingAggregate {
             offset += a.n_state;
         }
         Ok((new_states, finals))
+    }
+
+    /// The arguments of `a` over `rows`, then the ORDER BY expressions of an ordered aggregate
+    /// (what DataFusion's aggregate execution passes to `update_batch`).
+    fn update_args(&self, a: &AggFn, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        let n = rows.num_rows();
+        let exprs = a.expr.all_expressions();
+        exprs
+            .args
+            .iter()
+            .chain(exprs.order_by_exprs.iter())
+            .map(|e| -> Result<ArrayRef> { Ok(e.evaluate(rows)?.into_array(n)?) })
+            .collect()
+    }
+
+    /// The state of one group that saw no row (an empty filter makes the accumulator track
+    /// it as such), one row per state field: what merging it into a group changes nothing.
+    fn empty_state(&self, a: &AggFn, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        let mut acc = a.accumulator()?;
+        let args = self.update_args(a, &rows.slice(0, 0))?;
+        acc.update_batch(&args, &[], Some(&BooleanArray::from(Vec::<bool>::new())), 1)?;
+        Ok(acc.state(EmitTo::All)?)
     }
 
     /// Evicts one partition's keys with event time at or before `evict_us` through its
@@ -382,4 +433,15 @@ impl StreamingAggregate {
         let finals = self.evaluate_states(&states, values.len())?;
         Ok((Some(self.output_batch(keys_out, finals)?), n))
     }
+}
+
+/// The groups in `0..n_groups` without a row in `group_of_row`.
+fn groups_without_rows(group_of_row: &[usize], n_groups: usize) -> Vec<usize> {
+    let mut seen = vec![false; n_groups];
+    for g in group_of_row {
+        if let Some(s) = seen.get_mut(*g) {
+            *s = true;
+        }
+    }
+    (0..n_groups).filter(|g| !seen[*g]).collect()
 }
