@@ -256,6 +256,15 @@ impl From<datafusion::error::DataFusionError> for SluiceError {
                 }
                 (Fault::Internal, class::DATAFUSION_ERROR)
             }
+            // An analyzer rule's error comes wrapped in the rule's name.
+            D::Context(..) => {
+                if let D::External(inner) = e.find_root() {
+                    if let Some(s) = inner.downcast_ref::<SluiceError>() {
+                        return SluiceError::new(s.fault, s.class, s.message.clone());
+                    }
+                }
+                (Fault::Internal, class::DATAFUSION_ERROR)
+            }
             _ => (Fault::Internal, class::DATAFUSION_ERROR),
         };
         let msg = e.to_string();

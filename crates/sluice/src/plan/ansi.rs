@@ -718,6 +718,12 @@ fn rewrite_division(e: Expr, schema: &DFSchema, ansi: bool) -> DfResult<Transfor
     if let Expr::ScalarFunction(ScalarFunction { func, args }) = &e {
         if let Some(d) = func.inner().downcast_ref::<SparkDiv>() {
             if !d.is_bound() {
+                for a in args {
+                    match a.get_type(schema) {
+                        Ok(t) if t.is_floating() => return Err(div::wrong_type(&t)),
+                        _ => {}
+                    }
+                }
                 let mode = if ansi { Mode::Ansi } else { Mode::Legacy };
                 let bound = ScalarUDF::new_from_impl(SparkDiv::new(Some(mode)));
                 return Ok(Transformed::yes(bound.call(args.clone())));

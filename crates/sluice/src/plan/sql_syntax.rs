@@ -1,5 +1,5 @@
 //! Spark SQL syntax that sqlparser's Spark dialect or DataFusion's planner do not take as Spark
-//! means it: string literal escapes and the operators `DIV`, `!` and `~`.
+//! means it: string literal escapes and the operators `DIV`, `!`, `~` and `RLIKE`.
 //!
 //! - String literals. Spark unescapes backslash sequences in `'...'` and `"..."`
 //!   (`spark.sql.parser.escapedStringLiterals=false`, the default,
@@ -13,7 +13,8 @@
 //!   `IntegerDivide` operator, so it becomes the function `div(a, b)` (`plan::ansi`'s
 //!   `SparkDiv`). sqlparser also parses the right side of `DIV` as a whole expression
 //!   (`10 DIV 3 + 1` as `10 DIV (3 + 1)`); [`SparkDialect`] gives `DIV` the precedence of `*`.
-//! - `! x` is `NOT x`; `~ x` is `bitwise_not(x)` (datafusion-spark's).
+//! - `! x` is `NOT x`; `~ x` is `bitwise_not(x)` (datafusion-spark's); `x RLIKE p` /
+//!   `x REGEXP p` is `regexp_like(x, p)` (a match anywhere in `x`, as Java's `find`).
 //!
 //! Every rule was checked on PySpark 3.5.7.
 
@@ -229,6 +230,36 @@ fn call(name: &str, args: Vec<SqlExpr>) -> SqlExpr {
     })
 }
 
+/// `7.5` as Spark types it, `DECIMAL(2, 1)` (DataFusion's is DOUBLE, which `div` refuses).
+fn decimal_literal(e: SqlExpr) -> SqlExpr {
+    use datafusion::sql::sqlparser::ast::{CastKind, DataType as SqlType, ExactNumberInfo};
+    let SqlExpr::Value(v) = &e else {
+        return e;
+    };
+    let Value::Number(n, _) = &v.value else {
+        return e;
+    };
+    let Some((int, frac)) = n.split_once('.') else {
+        return e;
+    };
+    let all_digits = |t: &str| t.chars().all(|c| c.is_ascii_digit());
+    if !all_digits(int) || !all_digits(frac) {
+        return e;
+    }
+    let int = int.trim_start_matches('0');
+    let (p, s) = ((int.len() + frac.len()).max(1) as u64, frac.len() as u64);
+    if p > 38 {
+        return e;
+    }
+    SqlExpr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(e),
+        data_type: SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(p.max(s), s as i64)),
+        array: false,
+        format: None,
+    }
+}
+
 /// Applies Spark's string literal rules and rewrites `DIV`, `!` and `~` (see the module doc) in
 /// a statement or expression parsed by [`SparkDialect`] with [`parser_options`].
 pub(crate) fn rewrite_syntax<V: VisitMut>(node: &mut V, escaped_literals: bool) -> Result<()> {
@@ -269,7 +300,25 @@ pub(crate) fn rewrite_syntax<V: VisitMut>(node: &mut V, escaped_literals: bool) 
             } => {
                 let l = std::mem::replace(left.as_mut(), SqlExpr::value(Value::Null));
                 let r = std::mem::replace(right.as_mut(), SqlExpr::value(Value::Null));
-                *e = call("div", vec![l, r]);
+                *e = call("div", vec![decimal_literal(l), decimal_literal(r)]);
+            }
+            SqlExpr::RLike {
+                negated,
+                expr,
+                pattern,
+                ..
+            } => {
+                let x = std::mem::replace(expr.as_mut(), SqlExpr::value(Value::Null));
+                let p = std::mem::replace(pattern.as_mut(), SqlExpr::value(Value::Null));
+                let like = call("regexp_like", vec![x, p]);
+                *e = if *negated {
+                    SqlExpr::UnaryOp {
+                        op: UnaryOperator::Not,
+                        expr: Box::new(like),
+                    }
+                } else {
+                    like
+                };
             }
             _ => {}
         }
@@ -341,6 +390,9 @@ mod tests {
         assert_eq!(e.to_string(), "div(2 * 7, 2)");
         let e = parse_spark_expr("8 DIV 3 DIV 2", false).unwrap();
         assert_eq!(e.to_string(), "div(div(8, 3), 2)");
+        // Spark's `7.5` is DECIMAL(2,1), which `div` takes.
+        let e = parse_spark_expr("7.5 div 2", false).unwrap();
+        assert_eq!(e.to_string(), "div(CAST(7.5 AS DECIMAL(2,1)), 2)");
     }
 
     #[test]
@@ -349,6 +401,10 @@ mod tests {
         assert_eq!(
             parse_spark_expr("~ 5", false).unwrap().to_string(),
             "bitwise_not((5))"
+        );
+        assert_eq!(
+            parse_spark_expr("s NOT RLIKE '\\\\d'", false).unwrap().to_string(),
+            "NOT regexp_like(s, '\\d')"
         );
     }
 }

@@ -76,8 +76,8 @@ fn div_is_sparks_integral_division() {
     assert_eq!(
         batch(
             &s,
-            "SELECT 7 div 2, -7 div 2, 7 div 0, 10 div 3 + 1, 2 * 7 div 2, 7.5 div 2, \
-             CAST(null AS INT) div 2, div(7, 2)"
+            "SELECT 7 div 2 AS a, -7 div 2 AS b, 7 div 0 AS c, 10 div 3 + 1 AS d, 2 * 7 div 2 AS e, \
+             7.5 div 2 AS f, CAST(null AS INT) div 2 AS g, div(7, 2) AS h"
         )
         .unwrap(),
         ["3|-3|null|4|7|3|null|3"]
@@ -117,7 +117,8 @@ fn bang_tilde_and_the_other_operators_spark_users_write() {
     assert_eq!(
         batch(
             &s,
-            "SELECT ! true, !false, ! 1 = 2, ~ 5, ~CAST(5 AS TINYINT), 5 & 3, 5 | 3, 5 ^ 3"
+            "SELECT ! true AS a, !false AS b, ! 1 = 2 AS c, ~ 5 AS d, ~CAST(5 AS TINYINT) AS e, \
+             5 & 3 AS f, 5 | 3 AS g, 5 ^ 3 AS h"
         )
         .unwrap(),
         ["false|true|true|-6|-6|1|7|6"]
@@ -126,7 +127,8 @@ fn bang_tilde_and_the_other_operators_spark_users_write() {
     assert_eq!(
         batch(
             &s,
-            "SELECT 'a' || 'b', 'a' || 1, 'a' || null, 1 <=> 1, null <=> 1, null <=> null"
+            "SELECT 'a' || 'b' AS a, 'a' || 1 AS b, 'a' || null AS c, 1 <=> 1 AS d, null <=> 1 AS e, \
+             null <=> null AS f"
         )
         .unwrap(),
         ["ab|a1|null|true|false|true"]
@@ -152,14 +154,14 @@ fn string_literals_are_unescaped_as_spark_does() {
     assert_eq!(
         batch(
             &s,
-            r"SELECT regexp_extract('ab123', '(\\d+)', 1), length('a\tb'), '\'', '\u0041', '\101', '\x', '\%', 'it''s', 'a' 'b'"
+            r"SELECT regexp_extract('ab123', '(\\d+)', 1) AS a, length('a\tb') AS b, '\'' AS c, '\u0041' AS d, '\101' AS e, '\x' AS f, '\%' AS g, 'it''s' AS h, 'a' 'b' AS i"
         )
         .unwrap(),
         [r"123|3|'|A|A|x|\%|its|ab"]
     );
     // Spark: 'a_' LIKE 'a\_' is true, 'ab' LIKE 'a\_' false
     assert_eq!(
-        batch(&s, r"SELECT 'ab' LIKE 'a\_', 'a_' LIKE 'a\_'").unwrap(),
+        batch(&s, r"SELECT 'ab' LIKE 'a\_' AS a, 'a_' LIKE 'a\_' AS b").unwrap(),
         ["false|true"]
     );
     // The DataFrame API's SQL expressions follow the same rules.
@@ -196,7 +198,7 @@ fn escaped_string_literals_conf_keeps_backslashes() {
     let s = session_with(&[("spark.sql.parser.escapedStringLiterals", "true")]);
     // Spark: \\d+, a\tb (4 characters), \u0041
     assert_eq!(
-        batch(&s, r"SELECT '\\d+', length('a\tb'), '\u0041'").unwrap(),
+        batch(&s, r"SELECT '\\d+' AS a, length('a\tb') AS b, '\u0041' AS c").unwrap(),
         [r"\\d+|4|\u0041"]
     );
 }

@@ -26,6 +26,18 @@ impl SparkDiv {
     }
 }
 
+/// Spark's error for an operand `div` does not take.
+pub(crate) fn wrong_type(bad: &DataType) -> DataFusionError {
+    DataFusionError::External(Box::new(SluiceError::query(
+        class::DATATYPE_MISMATCH_BINARY_OP_WRONG_TYPE,
+        format!(
+            "the operator `div` requires BIGINT or DECIMAL operands, not {}: cast the operand \
+             (CAST(x AS BIGINT)), or use `/` for DOUBLE division",
+            spark_type_name(bad)
+        ),
+    )))
+}
+
 fn div_operand(t: &DataType) -> bool {
     t.is_integer() || t.is_null() || matches!(t, DataType::Decimal128(..))
 }
@@ -44,15 +56,12 @@ impl ScalarUDFImpl for SparkDiv {
                 format!("div(a, b) takes 2 arguments, got {}", arg_types.len()),
             ))));
         }
-        if let Some(bad) = arg_types.iter().find(|t| !div_operand(t)) {
-            return Err(DataFusionError::External(Box::new(SluiceError::query(
-                class::DATATYPE_MISMATCH_BINARY_OP_WRONG_TYPE,
-                format!(
-                    "the operator `div` requires BIGINT or DECIMAL operands, not {}: cast the \
-                     operand (CAST(x AS BIGINT)), or use `/` for DOUBLE division",
-                    spark_type_name(bad)
-                ),
-            ))));
+        if let Some(bad) = arg_types.iter().find(|t| !div_operand(t) && !t.is_floating()) {
+            return Err(wrong_type(bad));
+        }
+        if arg_types.iter().any(|t| t.is_floating()) {
+            // Refused when the analyzer binds the mode (an error here would lose its class).
+            return Ok(vec![DataType::Float64, DataType::Float64]);
         }
         let scale = arg_types
             .iter()
@@ -83,6 +92,7 @@ impl ScalarUDFImpl for SparkDiv {
         let l = args.args[0].to_array(args.number_rows)?;
         let r = args.args[1].to_array(args.number_rows)?;
         let quotients: Vec<(Option<i128>, Option<i128>)> = match l.data_type() {
+            t if t.is_floating() => return Err(wrong_type(t)),
             DataType::Decimal128(..) => l
                 .as_primitive::<Decimal128Type>()
                 .iter()
