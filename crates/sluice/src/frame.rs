@@ -65,6 +65,7 @@ impl StreamFrame {
         f: impl FnOnce(LogicalPlanBuilder) -> datafusion::error::Result<LogicalPlanBuilder>,
     ) -> Result<Self> {
         let plan = f(LogicalPlanBuilder::from(self.plan.clone()))?.build()?;
+        let plan = crate::plan::generate::plan_generators(plan)?; // generators as Generate nodes
         Ok(Self::new(self.session.clone(), plan))
     }
 
@@ -102,9 +103,11 @@ impl StreamFrame {
         self.select_exprs(exprs)
     }
     /// A projection with expressions (alias them with `.alias("name")`). A column named in
-    /// another case than the schema's keeps the name as written, as in Spark.
+    /// another case than the schema's keeps the name as written, as in Spark. A generator
+    /// (`sluice::explode(col("xs"))`, ..) as a whole item generates rows; name several columns
+    /// with `sluice::multi_alias`.
     pub fn select_exprs(&self, exprs: Vec<Expr>) -> Result<Self> {
-        let exprs = exprs
+        let exprs = crate::plan::generate::expand_multi_aliases(exprs)?
             .into_iter()
             .map(|e| {
                 let written = match &e {

@@ -26,6 +26,7 @@
 //! | [`state`] | the versioned state store contract (`StateStore`, `StateStoreProvider`) and the default provider under `state/<op>/<partition>/` |
 //! | [`testing`] | test hooks (feature `testing`): injected crashes and stops, no-ops without the feature |
 //! | [`time_text`] | timestamps as text, in Spark's two forms, and Spark's interval strings |
+//! | `value_text` | (crate-private) Spark's text of Arrow values, nested ones too: JSON as `to_json` and the JSON sink write it, and `show()`'s form |
 //! | `kafka_log` | (feature `kafka`) the librdkafka client context that sends librdkafka's logs to the `log` crate |
 //!
 //! Inside the engine (crate-private): `plan` (the only code that talks to DataFusion's planner:
@@ -69,6 +70,7 @@ mod sync;
 pub mod testing;
 pub mod time_text;
 pub mod types;
+pub(crate) mod value_text;
 
 pub use datafusion::prelude::{lit, Expr};
 pub use error::{Fault, Result, SluiceError};
@@ -77,7 +79,10 @@ pub use frame::{GroupedFrame, KeyedFrame, StreamFrame};
 pub use operators::flat_map_groups_with_state::{GroupState, GroupStateTimeout};
 pub use operators::window::{session_window, sliding_window, window};
 pub use pipeline::Pipeline;
-pub use plan::json::{from_json, to_json};
+pub use plan::generate::{
+    explode, explode_outer, inline, inline_outer, multi_alias, posexplode, posexplode_outer, stack,
+};
+pub use plan::json::{from_json, schema_of_json, to_json};
 pub use progress::{StreamingQueryListener, StreamingQueryProgress};
 pub use query::StreamingQuery;
 pub use session::{Session, SessionBuilder};

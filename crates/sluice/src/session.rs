@@ -73,7 +73,7 @@ impl SessionBuilder {
             .set_str("datafusion.sql_parser.dialect", "spark")
             // spark.sql.ansi.enabled (plan/ansi.rs).
             .with_enable_ansi_mode(ansi_conf(self.conf.get(crate::conf::ANSI_ENABLED))?);
-        let mut state = SessionStateBuilder::new()
+        let mut builder = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
             .with_spark_features()
@@ -84,8 +84,33 @@ impl SessionBuilder {
                     .collect(),
             )
             .with_analyzer_rule(Arc::new(SparkCastRule))
-            .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner))
-            .build();
+            .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner));
+        // Nested types (helper nested): Spark's `s.field` and 0-based `arr[i]` before
+        // DataFusion's planner.
+        let case_sensitive = self
+            .conf
+            .get("spark.sql.caseSensitive")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        if let Some(planners) = builder.expr_planners() {
+            planners.insert(
+                0,
+                Arc::new(crate::plan::field_access::SparkFieldAccessPlanner::new(
+                    case_sensitive,
+                )),
+            );
+        }
+        let mut state = builder.build();
+        for zero_based in [false, true] {
+            state.register_udf(Arc::new(ScalarUDF::new_from_impl(
+                crate::plan::field_access::SparkElementAt::new(zero_based),
+            )))?;
+        }
+        if let Some(get_field) = state.scalar_functions().get("get_field").cloned() {
+            state.register_udf(Arc::new(crate::plan::field_access::spark_get_field(
+                get_field,
+                case_sensitive,
+            )))?;
+        }
         if let Some(round) = state.scalar_functions().get("round").cloned() {
             state.register_udf(Arc::new(ScalarUDF::new_from_impl(SparkRound::new(round))))?;
         }
@@ -103,6 +128,13 @@ impl SessionBuilder {
         }
         // Spark's function library beyond datafusion-spark (plan/functions/).
         crate::plan::functions::register(&mut state)?;
+        // Spark's generators (explode, LATERAL VIEW, ..): placeholders that plan_generators plans.
+        for udf in crate::plan::generate::generator_udfs() {
+            state.register_udf(Arc::new(udf))?;
+        }
+        if !state.scalar_functions().contains_key("split") {
+            state.register_udf(Arc::new(crate::plan::generate::split::split_udf()))?;
+        }
         let ctx = SessionContext::new_with_state(state);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(
@@ -231,9 +263,15 @@ impl Session {
     /// Runs SQL over the session's views and tables. The result is a stream when the query
     /// reads one (`is_streaming()`), else a batch frame.
     pub fn sql(&self, query: &str) -> Result<StreamFrame> {
-        let plan = crate::plan::sql::plan_sql(self, query)
+        // Nested types: schema_of_json('..') folded to its literal result.
+        let query = crate::plan::json::fold_schema_of_json(query)?;
+        let plan = crate::plan::sql::plan_sql(self, &query)
             .map_err(crate::plan::functions::unresolved_routine)?;
+        // Generators: the placeholders of explode(..), LATERAL VIEW, .. become Generate nodes.
+        let plan = crate::plan::generate::plan_generators(plan)?;
         let plan = self.analyze(plan)?;
+        // Nested types: no GROUP BY on a map, as in Spark.
+        crate::plan::field_access::check_grouping_types(&plan)?;
         Ok(StreamFrame::new(self.clone(), plan))
     }
 

@@ -9,7 +9,8 @@
 //!   Spark's SQL front end (`window.start`, `max_by`/`min_by`, then planning); [`names`]: Spark's
 //!   rules for matching names (`spark.sql.caseSensitive`), used by [`sql_names`] (the resolver
 //!   over the SQL AST) and the DataFrame API; [`intervals`]: Spark's interval literals;
-//!   [`json`]: `from_json`/`to_json`.
+//!   [`json`]: `from_json`/`to_json`/`schema_of_json`; [`field_access`]: `s.field`
+//!   (case-insensitive), `arr[i]` (0-based).
 //! - `stateful_nodes`: which plan nodes are stateful (one decision, for the analysis and the
 //!   staged plan).
 //! - `staged`: how a query's plan runs per batch (`StagedPlan`: stateful stages bottom-up, then
@@ -18,11 +19,14 @@
 //! - [`functions`]: Spark's built-in function library beyond `datafusion-spark` (and its
 //!   generated status table, `FUNCTIONS.md`).
 //! - [`planner`]: the session's query planner (the watermark node's physical planning).
+//! - [`generate`]: Spark's generators (`explode`, `LATERAL VIEW`, ..) as `Generate` nodes.
 
 pub(crate) mod analysis;
 pub(crate) mod ansi;
 pub(crate) mod continuous;
+pub(crate) mod field_access;
 pub(crate) mod functions;
+pub(crate) mod generate;
 pub(crate) mod incremental;
 pub(crate) mod intervals;
 pub(crate) mod json;

@@ -1,5 +1,6 @@
 //! The session's query planner: DataFusion's physical planner plus the planners of Sluice's
-//! extension nodes ([`EventTimeWatermark`]). `Session` installs [`SluiceQueryPlanner`].
+//! extension nodes ([`EventTimeWatermark`], generators' `Generate`). `Session` installs
+//! [`SluiceQueryPlanner`].
 
 use std::sync::Arc;
 
@@ -51,8 +52,11 @@ impl QueryPlanner for SluiceQueryPlanner {
         logical_plan: &LogicalPlan,
         session: &dyn DfSession,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(WatermarkExtensionPlanner)])
-            .create_physical_plan(logical_plan, session)
-            .await
+        DefaultPhysicalPlanner::with_extension_planners(vec![
+            Arc::new(WatermarkExtensionPlanner),
+            Arc::new(crate::plan::generate::exec::GenerateExtensionPlanner),
+        ])
+        .create_physical_plan(logical_plan, session)
+        .await
     }
 }

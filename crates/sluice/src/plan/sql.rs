@@ -44,6 +44,11 @@ pub(crate) fn plan_sql(session: &Session, sql: &str) -> Result<LogicalPlan> {
     }
     let mut st = statements.remove(0);
     rewrite_statement(&mut st)?;
+    // Generators: multi-aliases and LATERAL VIEWs (their arguments typed by probe queries).
+    super::generate::sql::rewrite_generator_statement(
+        &mut st,
+        &mut super::generate::sql::session_probe(session),
+    )?;
     let rules = super::names::NameRules::of(session)?;
     super::sql_names::resolve_statement(&mut st, rules, session)?;
     let state = session.df_state();

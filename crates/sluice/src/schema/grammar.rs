@@ -12,8 +12,9 @@ use crate::error::{Result, SluiceError};
 /// What the grammar admits: the two entry points share one parser.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Dialect {
-    /// A DDL schema string ([`parse_ddl_schema`]): flat columns only. Nested types, `VOID` and
-    /// unsigned integers are not supported in schemas yet.
+    /// A DDL schema string ([`parse_ddl_schema`]): columns of scalar and nested (`ARRAY`,
+    /// `STRUCT`, `MAP`) types, struct fields with `NOT NULL` and `COMMENT` as Spark's DDL
+    /// allows. `VOID` and unsigned integers are not supported in schemas yet.
     Ddl,
     /// A Spark type name ([`parse_spark_type_name`]): nested `ARRAY`, `STRUCT` and `MAP`,
     /// `VOID`, `<int> UNSIGNED`.
@@ -190,6 +191,13 @@ impl<'a> TypeParser<'a> {
         self.eat(':');
         self.skip_ws();
         let data_type = self.parse_type(&name)?;
+        let nullable = self.parse_column_options(&name)?;
+        Ok(Field::new(name, data_type, nullable))
+    }
+
+    /// `[NOT NULL] [COMMENT '..']` after a column's or struct field's type; returns whether
+    /// it is nullable (comments are read and dropped).
+    fn parse_column_options(&mut self, name: &str) -> Result<bool> {
         let mut nullable = true;
         loop {
             self.skip_ws();
@@ -203,12 +211,12 @@ impl<'a> TypeParser<'a> {
                 nullable = false;
             } else if self.keyword("COMMENT") {
                 self.skip_ws();
-                self.parse_string_literal(&name)?;
+                self.parse_string_literal(name)?;
             } else {
                 break;
             }
         }
-        Ok(Field::new(name, data_type, nullable))
+        Ok(nullable)
     }
 
     fn parse_string_literal(&mut self, col: &str) -> Result<String> {
@@ -300,6 +308,9 @@ impl<'a> TypeParser<'a> {
             }));
         }
         let upper = word.to_ascii_uppercase();
+        if let Some(t) = self.parse_nested(&upper)? {
+            return Ok(t);
+        }
         if self.dialect == Dialect::TypeName {
             if let Some(t) = self.parse_type_name_only(&upper)? {
                 return Ok(t);
@@ -355,14 +366,6 @@ impl<'a> TypeParser<'a> {
                 }
                 DataType::Decimal128(p as u8, s as i8)
             }
-            // Only DDL reaches here with these (a type name parsed them above): schemas refuse
-            // them until nested columns are supported (issue 14).
-            "ARRAY" | "STRUCT" | "MAP" => {
-                return Err(SluiceError::not_supported_yet(format!(
-                    "{subject} has the nested type {upper}<...>: nested types in schemas are not \
-                     supported yet; use flat columns (STRING, INT, DOUBLE, TIMESTAMP, ...)"
-                )))
-            }
             "INTERVAL" | "VOID" | "VARIANT" | "OBJECT" => {
                 return Err(SluiceError::not_supported_yet(format!(
                     "{subject} has the type {upper}, which is not supported in schemas yet"
@@ -385,10 +388,11 @@ impl<'a> TypeParser<'a> {
         Ok(dt)
     }
 
-    /// The types only a type name holds, after their keyword `upper`: `ARRAY<t>`,
-    /// `MAP<k, v>`, `STRUCT<name: t, ..>`, `VOID` and `<int> UNSIGNED`. `None` for any other
-    /// type (a scalar, parsed as in DDL).
-    fn parse_type_name_only(&mut self, upper: &str) -> Result<Option<DataType>> {
+    /// The nested types after their keyword `upper`, in both dialects: `ARRAY<t>`,
+    /// `MAP<k, v>` and `STRUCT<name[:] t [NOT NULL] [COMMENT '..'], ..>` (a type name's
+    /// struct fields need the `:`, as [`spark_type_name`](super::spark_type_name) writes
+    /// them). `None` for any other type.
+    fn parse_nested(&mut self, upper: &str) -> Result<Option<DataType>> {
         Ok(Some(match upper {
             "ARRAY" => {
                 self.expect('<')?;
@@ -402,12 +406,7 @@ impl<'a> TypeParser<'a> {
                 self.expect(',')?;
                 let v = self.parse_type("")?;
                 self.expect('>')?;
-                let entries = Field::new_struct(
-                    "entries",
-                    vec![Field::new("key", k, false), Field::new("value", v, true)],
-                    false,
-                );
-                DataType::Map(Arc::new(entries), false)
+                DataType::Map(Arc::new(map_entries(k, v)), false)
             }
             "STRUCT" => {
                 self.expect('<')?;
@@ -415,10 +414,7 @@ impl<'a> TypeParser<'a> {
                 self.skip_ws();
                 if !self.eat('>') {
                     loop {
-                        let name = self.parse_name("field", true)?;
-                        self.expect(':')?;
-                        let t = self.parse_type(&name)?;
-                        fields.push(Field::new(name, t, true));
+                        fields.push(self.parse_struct_field()?);
                         self.skip_ws();
                         if self.eat('>') {
                             break;
@@ -428,6 +424,32 @@ impl<'a> TypeParser<'a> {
                 }
                 DataType::Struct(fields.into())
             }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// One field of a `STRUCT<..>`.
+    fn parse_struct_field(&mut self) -> Result<Field> {
+        let name = self.parse_name("field", true)?;
+        match self.dialect {
+            Dialect::TypeName => self.expect(':')?,
+            Dialect::Ddl => {
+                self.skip_ws();
+                self.eat(':');
+            }
+        }
+        let t = self.parse_type(&name)?;
+        let mut nullable = true;
+        if self.dialect == Dialect::Ddl {
+            nullable = self.parse_column_options(&name)?;
+        }
+        Ok(Field::new(name, t, nullable))
+    }
+
+    /// The types only a type name holds, after their keyword `upper`: `VOID` and
+    /// `<int> UNSIGNED`. `None` for any other type (a scalar, parsed as in DDL).
+    fn parse_type_name_only(&mut self, upper: &str) -> Result<Option<DataType>> {
+        Ok(Some(match upper {
             "VOID" => DataType::Null,
             "TINYINT" | "SMALLINT" | "INT" | "BIGINT" => {
                 let save = self.pos;
@@ -446,4 +468,14 @@ impl<'a> TypeParser<'a> {
             _ => return Ok(None),
         }))
     }
+}
+
+/// The entries field of Spark's `MAP<k, v>`: keys never null, values nullable
+/// (`valueContainsNull`), named as DataFusion's `map()` names them.
+pub(crate) fn map_entries(k: DataType, v: DataType) -> Field {
+    Field::new_struct(
+        "entries",
+        vec![Field::new("key", k, false), Field::new("value", v, true)],
+        false,
+    )
 }

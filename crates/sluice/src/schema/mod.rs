@@ -16,9 +16,10 @@
 //!
 //! One grammar, two entry points: [`parse_ddl_schema`] reads a schema string, and
 //! [`parse_spark_type_name`] reads one type name as [`spark_type_name`] writes it (the names
-//! recorded in a state schema file). Type names also hold nested `ARRAY<t>`, `STRUCT<name: t,
-//! ..>` and `MAP<k, v>`, `VOID` (`Null`) and `<int> UNSIGNED`; DDL schemas refuse nested
-//! types as not supported yet. Intervals are not supported in either.
+//! recorded in a state schema file). Both hold nested `ARRAY<t>` (`List`, items nullable),
+//! `STRUCT<name: t, ..>` (`Struct`; in DDL also `name t`, `NOT NULL` and `COMMENT '..'`) and
+//! `MAP<k, v>` (`Map` with `entries: {key, value}`, values nullable), to any depth. Type names
+//! also hold `VOID` (`Null`) and `<int> UNSIGNED`. Intervals are not supported in either.
 
 use crate::error::class;
 use std::sync::Arc;
@@ -41,7 +42,8 @@ pub const MAX_DECIMAL_PRECISION: u8 = 38;
 ///
 /// Column names may be backquoted (`` `my col` ``, with ``` `` ``` for a literal backquote).
 /// Every field is nullable unless it says `NOT NULL`. A bad string fails with the query error
-/// class `class::INVALID_SCHEMA` naming the bad part; nested types fail as not supported yet.
+/// class `class::INVALID_SCHEMA` naming the bad part. Nested `ARRAY<..>`, `STRUCT<..>` and
+/// `MAP<.., ..>` columns are read as Spark's `StructType.fromDDL` reads them.
 pub fn parse_ddl_schema(ddl: &str) -> Result<SchemaRef> {
     let mut p = TypeParser::new(ddl, Dialect::Ddl);
     let mut fields: Vec<Field> = Vec::new();
@@ -201,4 +203,19 @@ pub fn parse_spark_type_name(name: &str) -> Result<DataType> {
         )));
     }
     Ok(t)
+}
+
+/// A Spark DDL type string as `from_json` reads its schema argument (Spark's
+/// `DataType.fromDDL`): one type (`ARRAY<INT>`, `MAP<STRING, INT>`, `STRUCT<a: INT>`), else a
+/// schema string (`a INT, b STRING`), which is a `STRUCT` of its columns.
+pub fn parse_ddl_type(ddl: &str) -> Result<DataType> {
+    let mut p = TypeParser::new(ddl, Dialect::Ddl);
+    p.skip_ws();
+    if let Ok(t) = p.parse_type("") {
+        p.skip_ws();
+        if p.at_end() {
+            return Ok(t);
+        }
+    }
+    Ok(DataType::Struct(parse_ddl_schema(ddl)?.fields().clone()))
 }

@@ -95,11 +95,60 @@ fn bad_strings_name_the_bad_part() {
     }
 }
 
+/// Nested DDL as Spark 3.5 reads it; the expected strings are Spark's
+/// `StructType.fromDDL(ddl).sql()` (struct fields lose `NOT NULL` and comments there).
 #[test]
-fn nested_types_are_not_supported_yet() {
-    for ddl in ["a ARRAY<INT>", "a STRUCT<b: INT>", "a map<string, int>"] {
-        let err = parse_ddl_schema(ddl).unwrap_err();
-        assert_eq!(err.fault(), Fault::NotSupportedYet, "{ddl}");
+fn nested_ddl_schemas_parse_as_spark_reads_them() {
+    for (ddl, spark_sql) in [
+        (
+            "a STRUCT<x: INT, y: ARRAY<STRING>>, m MAP<STRING,BIGINT>",
+            "STRUCT<a: STRUCT<x: INT, y: ARRAY<STRING>>, m: MAP<STRING, BIGINT>>",
+        ),
+        ("a struct<x int>", "STRUCT<a: STRUCT<x: INT>>"),
+        (
+            "a STRUCT<x: INT NOT NULL COMMENT 'c', `y z`: STRING>",
+            "STRUCT<a: STRUCT<x: INT, `y z`: STRING>>",
+        ),
+        (
+            "a ARRAY<STRUCT<x: INT>>",
+            "STRUCT<a: ARRAY<STRUCT<x: INT>>>",
+        ),
+        (
+            "a ARRAY<ARRAY<MAP<STRING,ARRAY<INT>>>>",
+            "STRUCT<a: ARRAY<ARRAY<MAP<STRING, ARRAY<INT>>>>>",
+        ),
+        (
+            "a MAP<STRUCT<x:INT>, INT>",
+            "STRUCT<a: MAP<STRUCT<x: INT>, INT>>",
+        ),
+        ("a STRUCT<>", "STRUCT<a: STRUCT<>>"),
+        (
+            "a STRUCT<x INT, X INT>",
+            "STRUCT<a: STRUCT<x: INT, X: INT>>",
+        ),
+    ] {
+        let s = parse_ddl_schema(ddl).unwrap_or_else(|e| panic!("{ddl}: {e}"));
+        let t = DataType::Struct(s.fields().clone());
+        assert_eq!(spark_type_name(&t), spark_sql, "{ddl}");
+        // What the DDL printer writes parses back to the same types.
+        let back = parse_ddl_schema(&schema_to_ddl(&s)).unwrap();
+        assert_eq!(
+            spark_type_name(&DataType::Struct(back.fields().clone())),
+            spark_sql,
+            "{ddl}"
+        );
+    }
+    let s = parse_ddl_schema("a STRUCT<x: INT NOT NULL, y INT> NOT NULL").unwrap();
+    let DataType::Struct(fs) = s.field(0).data_type() else {
+        panic!("not a struct")
+    };
+    assert!(!s.field(0).is_nullable());
+    assert!(!fs[0].is_nullable());
+    assert!(fs[1].is_nullable());
+    // Spark refuses these too.
+    for bad in ["a ARRAY<INT NOT NULL>", "a ARRAY<INT", "a MAP<INT>"] {
+        let err = parse_ddl_schema(bad).unwrap_err();
+        assert_eq!(err.class(), class::INVALID_SCHEMA, "{bad}: {err}");
     }
 }
 
@@ -128,7 +177,7 @@ fn type_names_round_trip() {
 }
 
 #[test]
-fn type_names_parse_nested_types_that_ddl_refuses() {
+fn type_names_and_ddl_parse_nested_types() {
     let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
     let window = DataType::Struct(
         vec![
@@ -151,7 +200,7 @@ fn type_names_parse_nested_types_that_ddl_refuses() {
         ("STRUCT<start: TIMESTAMP, end: TIMESTAMP>", window.clone()),
         (
             " array < struct<start:timestamp,end:timestamp> > ",
-            DataType::new_list(window, true),
+            DataType::new_list(window.clone(), true),
         ),
         (
             "MAP<STRING, ARRAY<BIGINT>>",
@@ -181,19 +230,12 @@ fn type_names_parse_nested_types_that_ddl_refuses() {
             "{name}"
         );
     }
-    // The DDL entry point keeps refusing nested types (and VOID, UNSIGNED) as before.
-    for ddl in [
-        "a ARRAY<INT>",
-        "a STRUCT<start: TIMESTAMP, end: TIMESTAMP>",
-        "a MAP<STRING, INT>",
+    // The DDL entry point reads nested types too (and keeps refusing VOID, UNSIGNED).
+    for (ddl, t) in [
+        ("a ARRAY<INT>", DataType::new_list(DataType::Int32, true)),
+        ("a STRUCT<start: TIMESTAMP, end: TIMESTAMP>", window.clone()),
     ] {
-        let err = parse_ddl_schema(ddl).unwrap_err();
-        assert_eq!(err.fault(), Fault::NotSupportedYet, "{ddl}");
-        assert!(
-            err.message()
-                .contains("nested types in schemas are not supported yet"),
-            "{ddl}: {err}"
-        );
+        assert_eq!(parse_ddl_schema(ddl).unwrap().field(0).data_type(), &t);
     }
     assert_eq!(
         parse_ddl_schema("a VOID").unwrap_err().fault(),

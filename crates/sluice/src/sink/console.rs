@@ -137,12 +137,22 @@ impl Sink for ConsoleSink {
     }
 }
 
-/// Formats one cell as Spark's `show()` does (timestamps `2026-09-15 12:01:00`, `null`).
+/// Formats one cell as Spark's `show()` does (timestamps `2026-09-15 12:01:00`, `null`;
+/// structs `{1, a}`, arrays `[1, 2]`, maps `{a -> 1}` with `NULL` inside them).
 pub fn format_cell(array: &ArrayRef, i: usize) -> Result<String> {
     if array.is_null(i) {
         return Ok("null".into());
     }
     match array.data_type() {
+        DataType::Struct(_)
+        | DataType::List(_)
+        | DataType::LargeList(_)
+        | DataType::Map(_, _)
+        | DataType::Binary => {
+            let mut s = String::new();
+            crate::value_text::write_show(&mut s, array.as_ref(), i)?;
+            Ok(s)
+        }
         DataType::Timestamp(TimeUnit::Microsecond, _) => {
             let a = array
                 .as_any()

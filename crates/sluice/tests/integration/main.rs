@@ -76,6 +76,11 @@ mod engine_ansi;
 // letters (streaming, batch, pipeline files), and the documented options Sluice refuses.
 mod engine_reader_options;
 
+// Generators (explode, posexplode, LATERAL VIEW, ..) in streams: a word count that restarts,
+// windowed and session-window counts, dedup and a stream-static join over exploded words, the
+// DataFrame API's generators, continuous mode refusing them.
+mod engine_generators;
+
 // Continuous processing (`Trigger::Continuous`): epochs, Spark's restrictions, at-least-once
 // restarts.
 mod continuous;
@@ -98,3 +103,5 @@ mod engine_sql_syntax;
 
 // Spark's aggregate functions in a streaming aggregation with a restart.
 mod engine_functions;
+// Nested types end to end: DDL, the JSON source and functions, field access, sinks, state.
+mod engine_nested;

@@ -363,6 +363,9 @@ impl FileSink {
     /// between (another writer on the same path), fails with `FILE_SINK_RACE` and removes this
     /// attempt's files.
     fn write_batch(&mut self, batch_id: u64, data: &BatchData) -> Result<()> {
+        if self.options.format == FileFormat::Csv {
+            check_csv_columns(&data.schema)?;
+        }
         let job = uuid::Uuid::new_v4();
         let mut written: Vec<PathBuf> = Vec::new();
         let mut entries = Vec::new();
@@ -487,15 +490,17 @@ fn write_data_file(
             buf.into_inner().map_err(|e| write_err(file, e.error()))?
         }
         FileFormat::Json => {
-            let mut w = arrow::json::LineDelimitedWriter::new(BufWriter::new(f));
+            let mut w = BufWriter::new(f);
+            let mut line = String::new();
             for b in &batches {
-                w.write(&timestamps_as_text(b)?)
-                    .map_err(|e| write_err(file, e))?;
+                for row in 0..b.num_rows() {
+                    line.clear();
+                    json_line(&mut line, b, row)?;
+                    w.write_all(line.as_bytes())
+                        .map_err(|e| write_err(file, e))?;
+                }
             }
-            w.finish().map_err(|e| write_err(file, e))?;
-            w.into_inner()
-                .into_inner()
-                .map_err(|e| write_err(file, e.error()))?
+            w.into_inner().map_err(|e| write_err(file, e.error()))?
         }
         FileFormat::Csv => {
             let mut w = BufWriter::new(f);
@@ -542,6 +547,49 @@ fn file_status(file: &Path) -> Result<SinkFileStatus> {
 
 // ---------------------------------------------------------------------------------------------
 // Spark's text formatting for JSON and CSV.
+
+/// Spark refuses nested columns in CSV (`UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE`, checked before
+/// any file is written).
+fn check_csv_columns(schema: &SchemaRef) -> Result<()> {
+    for f in schema.fields() {
+        if matches!(
+            f.data_type(),
+            DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_) | DataType::Map(..)
+        ) {
+            return Err(SluiceError::query(
+                class::UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE,
+                format!(
+                    "The CSV datasource doesn't support the column `{}` of the type \"{}\". \
+                     Write it as JSON text with to_json(..), or use the json or parquet format",
+                    f.name(),
+                    crate::schema::spark_type_name(f.data_type())
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One row as a line of Spark's JSON: an object of the non-null columns, nested values as
+/// `to_json` writes them.
+fn json_line(out: &mut String, b: &RecordBatch, row: usize) -> Result<()> {
+    out.push('{');
+    let mut first = true;
+    for (f, c) in b.schema().fields().iter().zip(b.columns()) {
+        if c.is_null(row) {
+            continue;
+        }
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        crate::value_text::write_json_string(out, f.name());
+        out.push(':');
+        crate::value_text::write_json(out, c.as_ref(), row)?;
+    }
+    out.push_str("}\n");
+    Ok(())
+}
 
 /// Replaces every timestamp column (also inside structs and lists) by its Spark text.
 fn timestamps_as_text(batch: &RecordBatch) -> Result<RecordBatch> {

@@ -21,7 +21,7 @@
 //! | `inferSchema`, `preferDate`, `samplingRatio` | CSV | schema inference only: `inferSchema=true` is not supported yet (give a schema) |
 //! | `allowComments`, `allowUnquotedFieldNames`, `allowSingleQuotes`, `allowNumericLeadingZeros`, `allowBackslashEscapingAnyCharacter`, `allowUnquotedControlChars`, `allowNonNumericNumbers` | JSON | supported |
 //! | `sep` / `delimiter`, `quote`, `escape`, `charToEscapeQuoteEscaping`, `comment`, `header`, `ignoreLeadingWhiteSpace`, `ignoreTrailingWhiteSpace`, `nullValue`, `nanValue`, `positiveInf`, `negativeInf`, `emptyValue`, `unescapedQuoteHandling` | CSV | supported |
-//! | `enforceSchema` | CSV | `true` (Spark's default) supported; `false` (check the header against the schema) not supported yet |
+//! | `enforceSchema` | CSV | supported: `true` (Spark's default) reads by position; `false` checks each file's header against the schema's names by position, ignoring case, and fails naming the file on a mismatch |
 //! | `maxColumns`, `maxCharsPerColumn` | CSV | not enforced: a value other than Spark's default (20480, -1) is not supported yet |
 //! | `compression`, `ignoreNullFields`, `quoteAll`, `escapeQuotes` | write options | ignored by a reader, as in Spark |
 
@@ -172,13 +172,6 @@ pub(crate) fn check_documented(format: &str, opts: &Options) -> Result<()> {
                 "inferSchema",
                 "true",
                 "give the schema with .schema(\"a INT, b STRING\")",
-            );
-        }
-        if !opts.bool("enforceSchema", true)? {
-            return refuse(
-                "enforceSchema",
-                "false",
-                "the header is not checked against the schema; columns are taken by position",
             );
         }
         if let Some(v) = opts.get("maxColumns") {

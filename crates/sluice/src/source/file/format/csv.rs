@@ -21,7 +21,7 @@ use super::{
     convert_temporal_or_decimal, excerpt, for_each_line, parse_java_double, parse_java_float,
     Assembler, Bad, Cell, CsvOptions, RecordRef,
 };
-use crate::error::Result;
+use crate::error::{class, Result, SluiceError};
 use crate::schema::spark_type_name;
 
 /// Reads the CSV text of one file into `asm`.
@@ -51,6 +51,10 @@ pub(crate) fn read(text: &str, uri: &str, c: &CsvOptions, asm: &mut Assembler<'_
         }
         if header_pending {
             header_pending = false;
+            if c.check_header {
+                tok.tokenize(line, &mut tokens);
+                check_header(&tokens, &fields, uri)?;
+            }
             return Ok(());
         }
         tok.tokenize(line, &mut tokens);
@@ -88,6 +92,46 @@ pub(crate) fn read(text: &str, uri: &str, c: &CsvOptions, asm: &mut Assembler<'_
         };
         asm.record(&cells, partial.map(Bad::Partial), rr)
     })
+}
+
+/// `enforceSchema=false`: the header names the schema's columns, by position, ignoring case.
+fn check_header(
+    header: &[Option<Cow<'_, str>>],
+    fields: &[(&str, &DataType)],
+    uri: &str,
+) -> Result<()> {
+    let names: Vec<&str> = header.iter().map(|t| t.as_deref().unwrap_or("")).collect();
+    let mismatch = if names.len() != fields.len() {
+        Some(format!(
+            "Number of columns in CSV header is not equal to number of fields in the schema: \
+             {} header columns, {} schema fields",
+            names.len(),
+            fields.len()
+        ))
+    } else {
+        names
+            .iter()
+            .zip(fields)
+            .find(|(h, (f, _))| !h.trim().eq_ignore_ascii_case(f))
+            .map(|(h, (f, _))| format!("Expected: {f} but found: {h}"))
+    };
+    match mismatch {
+        None => Ok(()),
+        Some(why) => Err(SluiceError::input(
+            class::MALFORMED_RECORD,
+            format!(
+                "CSV header does not conform to the schema.\n Header: {}\n Schema: {}\n{why}\n\
+                 CSV file: {uri}\nFix the header of that file, or read with \
+                 enforceSchema=true (columns by position, the header ignored).",
+                names.join(", "),
+                fields
+                    .iter()
+                    .map(|(f, _)| *f)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
 }
 
 /// Converts a non-null field; on failure returns the text for the message.
@@ -616,5 +660,32 @@ mod tests {
                 ],
             ]
         );
+    }
+
+    /// `enforceSchema=false` (PySpark 3.5.7): a header `ID,City` matches `id INT, city STRING`
+    /// ignoring case and values are read by position; `ID,Town` fails the read with Spark's
+    /// "CSV header does not conform to the schema", naming the file.
+    #[test]
+    fn enforce_schema_false_checks_the_header_by_position_ignoring_case() {
+        let extra = [("header", "true"), ("enforceSchema", "false")];
+        let o = opts("id INT, city STRING", &extra);
+        let (got, _, _) = parse(&o, &["ID,City", "1,Oslo"]).unwrap();
+        assert_eq!(got, vec![vec![json!(1), json!("Oslo")]]);
+        let err = parse(&o, &["ID,Town", "1,Oslo"]).unwrap_err();
+        assert_eq!(err.class(), "MALFORMED_RECORD");
+        let msg = err.message();
+        assert!(
+            msg.contains("CSV header does not conform to the schema"),
+            "{msg}"
+        );
+        assert!(msg.contains("Expected: city but found: Town"), "{msg}");
+        assert!(msg.contains("file:///t/1.csv"), "{msg}");
+        let short = parse(&o, &["ID", "1"]).unwrap_err();
+        assert!(
+            short.message().contains("Number of columns in CSV header"),
+            "{short}"
+        );
+        let lenient = opts("id INT, city STRING", &[("header", "true")]);
+        assert_eq!(parse(&lenient, &["ID,Town", "1,Oslo"]).unwrap().0.len(), 1);
     }
 }

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 
 use arrow::datatypes::DataType;
 
+use super::nested::{is_nested, Nested};
 use super::{
     convert_temporal_or_decimal, for_each_line, java_double_to_string, parse_decimal, Assembler,
     Bad, Cell, JsonOptions, RecordRef,
@@ -179,7 +180,7 @@ impl<'o> JsonReader<'o> {
                 Some(k) => {
                     next = k + 1;
                     let dt = self.types[k];
-                    match self.typed(cur, dt)? {
+                    match self.typed(cur, dt, &mut partial)? {
                         Ok(cell) => {
                             if let Some(slot) = cells.get_mut(k) {
                                 *slot = cell;
@@ -205,8 +206,19 @@ impl<'o> JsonReader<'o> {
         }
     }
 
-    /// Parses one value for a column of type `dt`.
-    fn typed<'a>(&self, cur: &mut Cursor<'a>, dt: &DataType) -> JResult<Conv<'a>> {
+    /// Parses one value for a column of type `dt`; a nested value that is only partly
+    /// converted sets `partial`.
+    fn typed<'a>(
+        &self,
+        cur: &mut Cursor<'a>,
+        dt: &DataType,
+        partial: &mut Option<String>,
+    ) -> JResult<Conv<'a>> {
+        if is_nested(dt) {
+            return Ok(self
+                .nested(cur, dt, partial)?
+                .map(|n| Cell::Nested(Box::new(n))));
+        }
         let Some(c) = cur.peek() else {
             return Err(JErr("unexpected end of input, expected a value".into()));
         };
@@ -251,6 +263,146 @@ impl<'o> JsonReader<'o> {
                 convert_number(n, dt)
             }
         })
+    }
+}
+
+impl JsonReader<'_> {
+    /// Parses one value of type `dt` (nested or not) as Spark's `JacksonParser` with partial
+    /// results: a struct field that does not fit is null and the struct is kept (`partial`
+    /// names the field); an array element or map value that does not fit makes the whole array
+    /// or map not fit, unless it is itself a partly converted struct, array or map (then it is
+    /// kept, and so is its container). `null` fits every type; a value of another JSON kind
+    /// than the type (an object for an array, a number for a struct) does not fit.
+    fn nested(
+        &self,
+        cur: &mut Cursor<'_>,
+        dt: &DataType,
+        partial: &mut Option<String>,
+    ) -> JResult<std::result::Result<Nested, String>> {
+        let Some(c) = cur.peek() else {
+            return Err(JErr("unexpected end of input, expected a value".into()));
+        };
+        match (c, dt) {
+            (b'n', _) => {
+                cur.literal("null")?;
+                Ok(Ok(Nested::Null))
+            }
+            (b'{', DataType::Struct(fields)) => {
+                cur.expect(b'{')?;
+                let mut vals = vec![Nested::Null; fields.len()];
+                cur.skip_ws()?;
+                if cur.eat(b'}') {
+                    return Ok(Ok(Nested::Struct(vals)));
+                }
+                loop {
+                    cur.skip_ws()?;
+                    let key = cur.key()?;
+                    cur.skip_ws()?;
+                    cur.expect(b':')?;
+                    cur.skip_ws()?;
+                    match fields.iter().position(|f| f.name() == key.as_ref()) {
+                        Some(i) => match self.nested(cur, fields[i].data_type(), partial)? {
+                            Ok(v) => vals[i] = v,
+                            Err(reason) => {
+                                vals[i] = Nested::Null;
+                                partial.get_or_insert(format!("field `{key}`: {reason}"));
+                            }
+                        },
+                        None => cur.skip_value(1)?,
+                    }
+                    cur.skip_ws()?;
+                    if cur.eat(b',') {
+                        continue;
+                    }
+                    if cur.eat(b'}') {
+                        return Ok(Ok(Nested::Struct(vals)));
+                    }
+                    return Err(cur.unexpected("`,` or `}`"));
+                }
+            }
+            (b'[', DataType::List(item) | DataType::LargeList(item)) => {
+                cur.expect(b'[')?;
+                let mut vals = Vec::new();
+                let mut failed: Option<String> = None;
+                cur.skip_ws()?;
+                if cur.eat(b']') {
+                    return Ok(Ok(Nested::List(vals)));
+                }
+                loop {
+                    cur.skip_ws()?;
+                    match self.nested(cur, item.data_type(), partial)? {
+                        Ok(v) => vals.push(v),
+                        Err(reason) => {
+                            failed.get_or_insert(format!("an array element: {reason}"));
+                        }
+                    }
+                    cur.skip_ws()?;
+                    if cur.eat(b',') {
+                        continue;
+                    }
+                    if cur.eat(b']') {
+                        return Ok(match failed {
+                            Some(r) => Err(r),
+                            None => Ok(Nested::List(vals)),
+                        });
+                    }
+                    return Err(cur.unexpected("`,` or `]`"));
+                }
+            }
+            (b'{', DataType::Map(entries, _)) => {
+                let DataType::Struct(kv) = entries.data_type() else {
+                    cur.skip_value(1)?;
+                    return Ok(Err("the map type has no key and value".into()));
+                };
+                let value_type = kv[1].data_type();
+                cur.expect(b'{')?;
+                let mut vals = Vec::new();
+                let mut failed: Option<String> = None;
+                cur.skip_ws()?;
+                if cur.eat(b'}') {
+                    return Ok(Ok(Nested::Map(vals)));
+                }
+                loop {
+                    cur.skip_ws()?;
+                    let key = cur.key()?;
+                    cur.skip_ws()?;
+                    cur.expect(b':')?;
+                    cur.skip_ws()?;
+                    match self.nested(cur, value_type, partial)? {
+                        Ok(v) => vals.push((key.into_owned(), v)),
+                        Err(reason) => {
+                            failed.get_or_insert(format!("the map value of `{key}`: {reason}"));
+                        }
+                    }
+                    cur.skip_ws()?;
+                    if cur.eat(b',') {
+                        continue;
+                    }
+                    if cur.eat(b'}') {
+                        return Ok(match failed {
+                            Some(r) => Err(r),
+                            None => Ok(Nested::Map(vals)),
+                        });
+                    }
+                    return Err(cur.unexpected("`,` or `}`"));
+                }
+            }
+            (_, dt) if is_nested(dt) => {
+                let kind = match c {
+                    b'{' => "an object",
+                    b'[' => "an array",
+                    b'"' | b'\'' => "a string",
+                    b't' | b'f' => "a boolean",
+                    _ => "a number",
+                };
+                cur.skip_value(1)?;
+                Ok(Err(format!(
+                    "cannot convert {kind} to {}",
+                    spark_type_name(dt)
+                )))
+            }
+            _ => Ok(self.typed(cur, dt, partial)?.map(Nested::from_cell)),
+        }
     }
 }
 
@@ -950,6 +1102,156 @@ mod tests {
 
     fn ts(s: &str) -> Value {
         json!(crate::source::file::datetime::parse_timestamp_micros(s).unwrap())
+    }
+
+    /// Spark 3.5.7's PERMISSIVE results for nested columns (recorded with
+    /// `spark.read.schema(..).json(..)`): a struct keeps its other fields when one does not
+    /// fit, an array or map with one element that does not fit is null, an array of structs
+    /// keeps a partly converted struct; every such record is partial (`_corrupt_record` set).
+    #[test]
+    fn nested_values_follow_sparks_partial_results() {
+        let o = opts(
+            "id INT, s STRUCT<a: INT, b: STRING>, arr ARRAY<INT>, m MAP<STRING, BIGINT>, \
+             _corrupt_record STRING",
+            &[],
+        );
+        let lines = [
+            r#"{"id":1,"s":{"a":1,"b":"x"},"arr":[1,2],"m":{"k":1}}"#,
+            r#"{"id":2,"s":{"a":"bad","b":"x"},"arr":[1,"x"],"m":{"k":"v"}}"#,
+            r#"{"id":3,"s":[1,2],"arr":{"a":1},"m":[1]}"#,
+            r#"{"id":4,"s":{"b":"y"}}"#,
+            r#"{"id":5,"s":null,"arr":[null,3],"m":{"k":null}}"#,
+            r#"{"id":6,"arr":5,"s":7,"m":"x"}"#,
+            r#"{"id":7,"s":{"a":1,"b":{"q":1}},"arr":[[1]],"m":{"k":[1]}}"#,
+            r#"{"id":8,"s":{"a":1.5},"arr":[1.5, 2],"m":{"k":2.5, "j":3}}"#,
+            r#"{"id":9,"arr":[],"m":{},"s":{}}"#,
+            r#"{"id":10,"s":{"a":1,"b":"x"},"arr":[1,2], "m":{"k":1}, "extra": {"z":[1,{"a":2}]}}"#,
+        ];
+        let (rows, _, _) = parse(&o, &lines).unwrap();
+        let n = Value::Null;
+        let c = |i: usize| json!(lines[i]);
+        let expected = vec![
+            vec![
+                json!(1),
+                json!({"a":1,"b":"x"}),
+                json!([1, 2]),
+                json!({"k":1}),
+                n.clone(),
+            ],
+            vec![
+                json!(2),
+                json!({"a":null,"b":"x"}),
+                n.clone(),
+                n.clone(),
+                c(1),
+            ],
+            vec![json!(3), n.clone(), n.clone(), n.clone(), c(2)],
+            vec![
+                json!(4),
+                json!({"a":null,"b":"y"}),
+                n.clone(),
+                n.clone(),
+                n.clone(),
+            ],
+            vec![
+                json!(5),
+                n.clone(),
+                json!([null, 3]),
+                json!({"k":null}),
+                n.clone(),
+            ],
+            vec![json!(6), n.clone(), n.clone(), n.clone(), c(5)],
+            vec![
+                json!(7),
+                json!({"a":1,"b":"{\"q\":1}"}),
+                n.clone(),
+                n.clone(),
+                c(6),
+            ],
+            vec![
+                json!(8),
+                json!({"a":null,"b":null}),
+                n.clone(),
+                n.clone(),
+                c(7),
+            ],
+            vec![
+                json!(9),
+                json!({"a":null,"b":null}),
+                json!([]),
+                json!({}),
+                n.clone(),
+            ],
+            vec![
+                json!(10),
+                json!({"a":1,"b":"x"}),
+                json!([1, 2]),
+                json!({"k":1}),
+                n.clone(),
+            ],
+        ];
+        assert_eq!(rows, expected);
+
+        // DROPMALFORMED drops the partial records, as Spark: ids 1, 4, 5, 9, 10 remain.
+        let o = opts(
+            "id INT, s STRUCT<a: INT, b: STRING>, arr ARRAY<INT>, m MAP<STRING, BIGINT>",
+            &[("mode", "DROPMALFORMED")],
+        );
+        let (rows, _, dropped) = parse(&o, &lines).unwrap();
+        let ids: Vec<Value> = rows.iter().map(|r| r[0].clone()).collect();
+        assert_eq!(ids, vec![json!(1), json!(4), json!(5), json!(9), json!(10)]);
+        assert_eq!(dropped, 5);
+        // FAILFAST stops at the first partial record.
+        let o = opts(
+            "id INT, s STRUCT<a: INT, b: STRING>",
+            &[("mode", "FAILFAST")],
+        );
+        assert!(parse(&o, &lines).is_err());
+
+        // An array of structs keeps a partly converted struct; nested timestamps and dates.
+        let o = opts(
+            "a ARRAY<STRUCT<x: INT, y: INT>>, t STRUCT<ts: TIMESTAMP, d: DATE>, \
+             _corrupt_record STRING",
+            &[],
+        );
+        let line = r#"{"a":[{"x":1},{"x":"q"},null,{"y":2}], "t":{"ts":"2024-01-01T00:00:00Z","d":"2024-02-03"}}"#;
+        let (rows, _, _) = parse(&o, &[line]).unwrap();
+        assert_eq!(
+            rows,
+            vec![vec![
+                json!([{"x":1,"y":null},{"x":null,"y":null},null,{"x":null,"y":2}]),
+                json!({"ts": ts("2024-01-01T00:00:00Z"), "d": 19756}),
+                json!(line),
+            ]]
+        );
+    }
+
+    /// Spark refuses a JSON schema with a map whose key is not a string.
+    #[test]
+    fn json_maps_need_string_keys() {
+        let schema: SchemaRef =
+            crate::schema::parse_ddl_schema("m MAP<INT,STRING>, _corrupt_record STRING").unwrap();
+        let err = ParseOptions::new("json", &schema, &Options::new(&HashMap::new()))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.class(),
+            crate::error::class::INVALID_JSON_SCHEMA_MAP_TYPE
+        );
+        assert_eq!(
+            err.message(),
+            "Input schema \"STRUCT<m: MAP<INT, STRING>, _corrupt_record: STRING>\" can only \
+             contain STRING as a key type for a MAP."
+        );
+        // CSV refuses nested columns with Spark's class and message.
+        let schema: SchemaRef = crate::schema::parse_ddl_schema("s STRUCT<x: INT>").unwrap();
+        let err = ParseOptions::new("csv", &schema, &Options::new(&HashMap::new()))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.message(),
+            "The CSV datasource doesn't support the column `s` of the type \"STRUCT<x: INT>\"."
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub(crate) mod csv;
 pub(crate) mod json;
+pub(crate) mod nested;
 pub(crate) mod parquet;
 
 use crate::error::class;
@@ -76,6 +77,9 @@ pub(crate) struct CsvOptions {
     pub negative_inf: String,
     pub ignore_leading_ws: bool,
     pub ignore_trailing_ws: bool,
+    /// `enforceSchema=false`: each file's header must name the schema's columns, by position,
+    /// ignoring case (Spark's `CSVHeaderChecker`).
+    pub check_header: bool,
     pub line_sep: Option<String>,
     /// `timestampFormat`, `dateFormat`, `timestampNTZFormat`, `enableDateTimeParsingFallback`.
     pub datetime: super::datetime::DatetimeFormats,
@@ -110,16 +114,21 @@ pub(crate) struct ParseOptions {
     pub ignore_corrupt_files: bool,
 }
 
-/// The schema with every field nullable (the readers' output schema).
+/// The schema with every field nullable, inside nested types too (the readers' output
+/// schema, Spark's `asNullable`).
 pub fn nullable_schema(schema: &SchemaRef) -> SchemaRef {
-    if schema.fields().iter().all(|f| f.is_nullable()) {
-        return schema.clone();
-    }
     let fields: Vec<Field> = schema
         .fields()
         .iter()
-        .map(|f| f.as_ref().clone().with_nullable(true))
+        .map(|f| nested::nullable_field(f))
         .collect();
+    if fields
+        .iter()
+        .zip(schema.fields().iter())
+        .all(|(a, b)| a == b.as_ref())
+    {
+        return schema.clone();
+    }
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
@@ -309,6 +318,7 @@ impl ParseOptions {
                     negative_inf: opts.get("negativeInf").unwrap_or("-Inf").to_string(),
                     ignore_leading_ws: opts.bool("ignoreLeadingWhiteSpace", false)?,
                     ignore_trailing_ws: opts.bool("ignoreTrailingWhiteSpace", false)?,
+                    check_header: !opts.bool("enforceSchema", true)?,
                     line_sep,
                     datetime,
                 })
@@ -327,6 +337,20 @@ impl ParseOptions {
         };
 
         let mut corrupt_idx = None;
+        if matches!(kind, FormatKind::Json(_))
+            && schema
+                .fields()
+                .iter()
+                .any(|f| nested::non_string_map_key(f.data_type()))
+        {
+            return Err(SluiceError::query(
+                class::INVALID_JSON_SCHEMA_MAP_TYPE,
+                format!(
+                    "Input schema \"{}\" can only contain STRING as a key type for a MAP.",
+                    spark_type_name(&DataType::Struct(schema.fields().clone()))
+                ),
+            ));
+        }
         match &kind {
             FormatKind::Json(_) | FormatKind::Csv(_) => {
                 let corrupt_name = opts
@@ -380,6 +404,15 @@ impl ParseOptions {
 }
 
 fn check_parsable_type(format: &str, f: &Field) -> Result<()> {
+    if nested::is_nested(f.data_type()) {
+        if format != "json" {
+            // Spark 3.5: the CSV (and text) data sources refuse nested columns.
+            return Err(unsupported_for_datasource(format, f));
+        }
+        if nested::readable(f.data_type()) {
+            return Ok(());
+        }
+    }
     match f.data_type() {
         DataType::Utf8
         | DataType::Boolean
@@ -401,6 +434,19 @@ fn check_parsable_type(format: &str, f: &Field) -> Result<()> {
     }
 }
 
+/// Spark's `UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE` for column `f` of a `format` source or sink.
+pub(crate) fn unsupported_for_datasource(format: &str, f: &Field) -> SluiceError {
+    SluiceError::query(
+        class::UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE,
+        format!(
+            "The {} datasource doesn't support the column `{}` of the type \"{}\".",
+            format.to_ascii_uppercase(),
+            f.name(),
+            spark_type_name(f.data_type())
+        ),
+    )
+}
+
 /// One parsed value, already of its column's type.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Cell<'a> {
@@ -413,6 +459,8 @@ pub(crate) enum Cell<'a> {
     Date(i32),
     Ts(i64),
     Str(Cow<'a, str>),
+    /// A struct, array or map value (JSON only).
+    Nested(Box<nested::Nested>),
 }
 
 /// Why a record is bad.
@@ -447,6 +495,8 @@ enum ColBuilder {
     Date(Date32Builder),
     Ts(TimestampMicrosecondBuilder),
     Binary(BinaryBuilder),
+    /// A struct, array or map column: the values of the pending rows, built at `finish`.
+    Nested(DataType, Vec<nested::Nested>),
 }
 
 impl ColBuilder {
@@ -468,6 +518,7 @@ impl ColBuilder {
                 ColBuilder::Ts(TimestampMicrosecondBuilder::new().with_timezone_opt(tz.clone()))
             }
             DataType::Binary => ColBuilder::Binary(BinaryBuilder::new()),
+            dt if nested::is_nested(dt) => ColBuilder::Nested(dt.clone(), Vec::new()),
             other => {
                 return Err(SluiceError::not_supported_yet(format!(
                     "column `{}` has the type {}, which the file readers do not support yet",
@@ -492,6 +543,7 @@ impl ColBuilder {
             ColBuilder::Date(b) => b.append_null(),
             ColBuilder::Ts(b) => b.append_null(),
             ColBuilder::Binary(b) => b.append_null(),
+            ColBuilder::Nested(_, v) => v.push(nested::Nested::Null),
         }
     }
 
@@ -517,12 +569,13 @@ impl ColBuilder {
             (ColBuilder::Dec(b), Cell::Dec(v)) => b.append_value(*v),
             (ColBuilder::Date(b), Cell::Date(v)) => b.append_value(*v),
             (ColBuilder::Ts(b), Cell::Ts(v)) => b.append_value(*v),
+            (ColBuilder::Nested(_, v), Cell::Nested(n)) => v.push(n.as_ref().clone()),
             (b, _) => b.append_null(),
         }
     }
 
-    fn finish(&mut self) -> ArrayRef {
-        match self {
+    fn finish(&mut self) -> Result<ArrayRef> {
+        Ok(match self {
             ColBuilder::Utf8(b) => Arc::new(b.finish()),
             ColBuilder::Bool(b) => Arc::new(b.finish()),
             ColBuilder::I8(b) => Arc::new(b.finish()),
@@ -535,7 +588,13 @@ impl ColBuilder {
             ColBuilder::Date(b) => Arc::new(b.finish()),
             ColBuilder::Ts(b) => Arc::new(b.finish()),
             ColBuilder::Binary(b) => Arc::new(b.finish()),
-        }
+            ColBuilder::Nested(dt, v) => {
+                let refs: Vec<&nested::Nested> = v.iter().collect();
+                let a = nested::build(dt, &refs)?;
+                v.clear();
+                a
+            }
+        })
     }
 }
 
@@ -655,7 +714,11 @@ impl<'o> Assembler<'o> {
         if self.pending == 0 {
             return Ok(());
         }
-        let columns: Vec<ArrayRef> = self.builders.iter_mut().map(|b| b.finish()).collect();
+        let columns: Vec<ArrayRef> = self
+            .builders
+            .iter_mut()
+            .map(|b| b.finish())
+            .collect::<Result<_>>()?;
         let options = RecordBatchOptions::new().with_row_count(Some(self.pending));
         let batch = RecordBatch::try_new_with_options(self.opts.schema.clone(), columns, &options)?;
         self.batches.push(batch);
@@ -1091,48 +1154,7 @@ fn is_decimal_literal(s: &str) -> bool {
     i == b.len()
 }
 
-/// Java's `Double.toString` (how Jackson writes a JSON float): `1.5`, `100.0`, `1.0E10`,
-/// `1.0E-4`.
-pub(crate) fn java_double_to_string(d: f64) -> String {
-    if d.is_nan() {
-        return "NaN".into();
-    }
-    if d.is_infinite() {
-        return if d > 0.0 {
-            "Infinity".into()
-        } else {
-            "-Infinity".into()
-        };
-    }
-    if d == 0.0 {
-        return if d.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
-    }
-    let a = d.abs();
-    if (1e-3..1e7).contains(&a) {
-        let s = format!("{d}");
-        if s.contains('.') {
-            s
-        } else {
-            format!("{s}.0")
-        }
-    } else {
-        let s = format!("{d:e}");
-        match s.split_once('e') {
-            Some((m, e)) => {
-                if m.contains('.') {
-                    format!("{m}E{e}")
-                } else {
-                    format!("{m}.0E{e}")
-                }
-            }
-            None => s,
-        }
-    }
-}
+pub(crate) use crate::value_text::java_double_to_string;
 
 /// The value of a JSON/CSV string for DATE/TIMESTAMP/DECIMAL columns (shared rules).
 pub(crate) fn convert_temporal_or_decimal<'a>(
@@ -1209,6 +1231,32 @@ pub(crate) mod test_util {
             DataType::Date32 => json!(a.as_primitive::<Date32Type>().value(r)),
             DataType::Timestamp(_, _) => {
                 json!(a.as_primitive::<TimestampMicrosecondType>().value(r))
+            }
+            // Nested values as in the conformance corpus: a struct is an object in field
+            // order, an array a list, a map an object.
+            DataType::Struct(fs) => {
+                let s = a.as_struct();
+                let mut m = serde_json::Map::new();
+                for (i, f) in fs.iter().enumerate() {
+                    m.insert(f.name().clone(), value(s.column(i).as_ref(), r));
+                }
+                Value::Object(m)
+            }
+            DataType::List(_) => {
+                let l = a.as_list::<i32>().value(r);
+                Value::Array((0..l.len()).map(|i| value(l.as_ref(), i)).collect())
+            }
+            DataType::Map(_, _) => {
+                let e = a.as_map().value(r);
+                let mut m = serde_json::Map::new();
+                for i in 0..e.len() {
+                    let k = match value(e.column(0).as_ref(), i) {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    m.insert(k, value(e.column(1).as_ref(), i));
+                }
+                Value::Object(m)
             }
             other => json!(format!("<{other}>")),
         }
@@ -1297,21 +1345,89 @@ mod tests {
 /// document or a wrongly typed field gives nulls, never an error). `None` gives a null row.
 /// Returns the rows in the nullable `schema`, one per document.
 pub fn parse_json_documents(docs: &[Option<&str>], schema: &SchemaRef) -> Result<RecordBatch> {
-    let mut o = std::collections::HashMap::new();
+    let dt = DataType::Struct(schema.fields().clone());
+    let arr = parse_json_values(docs, &dt, &std::collections::HashMap::new())?;
+    let s = arrow::array::AsArray::as_struct(arr.as_ref());
+    Ok(RecordBatch::try_new_with_options(
+        nullable_schema(schema),
+        s.columns().to_vec(),
+        &RecordBatchOptions::new().with_row_count(Some(docs.len())),
+    )?)
+}
+
+/// Parses one JSON document per element into a value of type `dt` (a struct, array, map or
+/// scalar), as Spark's `from_json(doc, type, options)`: the reader's `options` (`mode`,
+/// `allowSingleQuotes`, datetime patterns, ...) apply; in PERMISSIVE mode a malformed document
+/// gives a struct of nulls (a null for other types). A struct never comes out null for a
+/// non-null document: the caller sets the nulls of `None` documents.
+pub(crate) fn parse_json_values(
+    docs: &[Option<&str>],
+    dt: &DataType,
+    options: &std::collections::HashMap<String, String>,
+) -> Result<ArrayRef> {
+    let mut o = options.clone();
     o.insert("multiLine".to_string(), "true".to_string());
-    let opts = ParseOptions::new("json", schema, &Options::new(&o))?;
+    let (schema, wrap) = match dt {
+        DataType::Struct(fs) => (Arc::new(Schema::new(fs.clone())), false),
+        other => (
+            Arc::new(Schema::new(vec![Field::new("value", other.clone(), true)])),
+            true,
+        ),
+    };
+    let opts = ParseOptions::new("json", &schema, &Options::new(&o))?;
     let FormatKind::Json(j) = &opts.kind else {
         return Err(SluiceError::internal("from_json options"));
     };
     let j = j.clone();
     let mut asm = Assembler::new(&opts)?;
+    let mut wrapped = String::new();
     for d in docs {
-        // An empty document is malformed: a row of nulls, like a null input.
-        let text = d.filter(|s| !s.trim().is_empty()).unwrap_or("null");
-        json::read(text, "from_json", &j, &mut asm)?;
+        // An empty document is malformed: a row of nulls, like a null input. A struct is read
+        // from an object only (an array of objects is one row per object in files).
+        let text = d
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && (wrap || !s.starts_with('[')))
+            .unwrap_or("null");
+        if wrap {
+            // One field holding the value: `{"value": <doc>}`; for an array of structs, one
+            // object is an array of one (Spark's `from_json`).
+            let one_object = text.starts_with('{')
+                && matches!(dt, DataType::List(f) if matches!(f.data_type(), DataType::Struct(_)));
+            wrapped.clear();
+            wrapped.push_str(if one_object {
+                "{\"value\":["
+            } else {
+                "{\"value\":"
+            });
+            wrapped.push_str(text);
+            wrapped.push_str(if one_object { "\n]}" } else { "\n}" });
+            json::read(&wrapped, "from_json", &j, &mut asm)?;
+        } else {
+            json::read(text, "from_json", &j, &mut asm)?;
+        }
     }
     let rows = asm.finish()?;
-    Ok(arrow::compute::concat_batches(&opts.schema, &rows.batches)?)
+    let batch = arrow::compute::concat_batches(&opts.schema, &rows.batches)?;
+    if batch.num_rows() != docs.len() {
+        return Err(SluiceError::internal(format!(
+            "from_json read {} rows from {} documents",
+            batch.num_rows(),
+            docs.len()
+        )));
+    }
+    Ok(if wrap {
+        batch.column(0).clone()
+    } else {
+        let fields = match nested::nullable_type(dt) {
+            DataType::Struct(fs) => fs,
+            _ => schema.fields().clone(),
+        };
+        Arc::new(arrow::array::StructArray::try_new(
+            fields,
+            batch.columns().to_vec(),
+            None,
+        )?)
+    })
 }
 
 /// Parses `text` as one file of `format` (`json` lines or `csv` with a header) in PERMISSIVE
