@@ -31,6 +31,12 @@ const WINDOW_FUNCTIONS: [&str; 2] = ["window", "session_window"];
 /// references, `max_by`/`min_by`, then Spark's name resolution ([`super::sql_names`]); then
 /// DataFusion plans the statement (DDL such as `CREATE VIEW` runs, as in `SessionContext::sql`).
 pub(crate) fn plan_sql(session: &Session, sql: &str) -> Result<LogicalPlan> {
+    plan_sql_with(session, sql, true)
+}
+
+/// [`plan_sql`]; without `generators` the multi-aliases and LATERAL VIEWs stay as written (the
+/// generators' own probe queries, which must not probe again).
+pub(crate) fn plan_sql_with(session: &Session, sql: &str, generators: bool) -> Result<LogicalPlan> {
     let escaped = super::sql_syntax::escaped_string_literals(session)?;
     let mut statements = parse_statements(sql, escaped)?;
     if statements.len() != 1 {
@@ -45,10 +51,12 @@ pub(crate) fn plan_sql(session: &Session, sql: &str) -> Result<LogicalPlan> {
     let mut st = statements.remove(0);
     rewrite_statement(&mut st)?;
     // Generators: multi-aliases and LATERAL VIEWs (their arguments typed by probe queries).
-    super::generate::sql::rewrite_generator_statement(
-        &mut st,
-        &mut super::generate::sql::session_probe(session),
-    )?;
+    if generators {
+        super::generate::sql::rewrite_generator_statement(
+            &mut st,
+            &mut super::generate::sql::session_probe(session),
+        )?;
+    }
     let rules = super::names::NameRules::of(session)?;
     super::sql_names::resolve_statement(&mut st, rules, session)?;
     let state = session.df_state();

@@ -392,7 +392,7 @@ pub(crate) fn session_probe(
 ) -> impl FnMut(&str) -> Result<ProbeTypes> + '_ {
     move |probe_sql: &str| {
         // Planned as any SQL is (names resolved as Spark resolves them), never run.
-        let plan = crate::plan::sql::plan_sql(session, probe_sql)?;
+        let plan = crate::plan::sql::plan_sql_with(session, probe_sql, false)?;
         let fields = plan.schema().fields().iter().cloned().collect();
         let scalars = match &plan {
             datafusion::logical_expr::LogicalPlan::Projection(p) => p
