@@ -82,6 +82,16 @@ fn div_is_sparks_integral_division() {
         .unwrap(),
         ["3|-3|null|4|7|3|null|3"]
     );
+    // Spark: -13 (months), 2 (day-time)
+    assert_eq!(
+        batch(
+            &s,
+            "SELECT INTERVAL '1-1' YEAR TO MONTH div INTERVAL '-1' MONTH AS a, \
+             INTERVAL '5' HOUR div INTERVAL '2' HOUR AS b"
+        )
+        .unwrap(),
+        ["-13|2"]
+    );
     let df = s.sql("SELECT 7 div 2 AS q").unwrap();
     assert_eq!(
         df.schema().field(0).data_type(),

@@ -1,11 +1,13 @@
 //! Spark's integral division `a div b` (and the function `div(a, b)`): BIGINT, truncated
-//! toward zero. The operands are integers (widened to BIGINT) or decimals (`7.5 div 2` is 3);
+//! toward zero. The operands are integers (widened to BIGINT), decimals (`7.5 div 2` is 3) or
+//! two intervals of one kind (`INTERVAL '1-1' YEAR TO MONTH div INTERVAL '-1' MONTH` is -13);
 //! DOUBLE operands are refused, as in Spark. A zero divisor gives null (non-ANSI) or
 //! `DIVIDE_BY_ZERO` (ANSI); `-9223372036854775808 div -1` wraps (non-ANSI) or is
 //! `ARITHMETIC_OVERFLOW` (ANSI). The SQL front end turns the operator into the function
 //! (`plan::sql_syntax`); [`super::SparkArithmeticRule`] fixes the mode when the query is analysed.
 
 use super::*;
+use arrow::datatypes::IntervalUnit;
 
 /// `div(a, b)`; `mode` is `None` until the analyzer binds the session's ANSI mode.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -38,6 +40,36 @@ pub(crate) fn wrong_type(bad: &DataType) -> DataFusionError {
     )))
 }
 
+/// Two intervals as numbers of one unit: months (year-month intervals) or nanoseconds
+/// (day-time intervals, a day being 24 hours as in Spark's DAY TO SECOND).
+fn interval_operands(l: &ArrayRef, r: &ArrayRef) -> DfResult<Vec<(Option<i128>, Option<i128>)>> {
+    use arrow::datatypes::IntervalMonthDayNanoType as Mdn;
+    let (l, r) = (l.as_primitive::<Mdn>(), r.as_primitive::<Mdn>());
+    l.iter()
+        .zip(r.iter())
+        .map(|(a, b)| match (a, b) {
+            (Some(a), Some(b)) => {
+                let months = |v: &arrow::datatypes::IntervalMonthDayNano| v.days == 0 && v.nanoseconds == 0;
+                let nanos = |v: &arrow::datatypes::IntervalMonthDayNano| {
+                    i128::from(v.days) * 86_400_000_000_000 + i128::from(v.nanoseconds)
+                };
+                if months(&a) && months(&b) {
+                    Ok((Some(a.months.into()), Some(b.months.into())))
+                } else if a.months == 0 && b.months == 0 {
+                    Ok((Some(nanos(&a)), Some(nanos(&b))))
+                } else {
+                    Err(DataFusionError::External(Box::new(SluiceError::query(
+                        class::DATATYPE_MISMATCH_BINARY_OP_WRONG_TYPE,
+                        "`div` takes two year-month intervals or two day-time intervals, not a \
+                         mix of both",
+                    ))))
+                }
+            }
+            _ => Ok((None, None)),
+        })
+        .collect()
+}
+
 fn div_operand(t: &DataType) -> bool {
     t.is_integer() || t.is_null() || matches!(t, DataType::Decimal128(..))
 }
@@ -55,6 +87,13 @@ impl ScalarUDFImpl for SparkDiv {
                 class::WRONG_NUM_ARGS,
                 format!("div(a, b) takes 2 arguments, got {}", arg_types.len()),
             ))));
+        }
+        let interval = |t: &DataType| matches!(t, DataType::Interval(_));
+        if arg_types.iter().all(|t| interval(t) || t.is_null())
+            && arg_types.iter().any(interval)
+        {
+            let t = DataType::Interval(IntervalUnit::MonthDayNano);
+            return Ok(vec![t.clone(), t]);
         }
         if let Some(bad) = arg_types.iter().find(|t| !div_operand(t) && !t.is_floating()) {
             return Err(wrong_type(bad));
@@ -93,6 +132,7 @@ impl ScalarUDFImpl for SparkDiv {
         let r = args.args[1].to_array(args.number_rows)?;
         let quotients: Vec<(Option<i128>, Option<i128>)> = match l.data_type() {
             t if t.is_floating() => return Err(wrong_type(t)),
+            DataType::Interval(_) => interval_operands(&l, &r)?,
             DataType::Decimal128(..) => l
                 .as_primitive::<Decimal128Type>()
                 .iter()
