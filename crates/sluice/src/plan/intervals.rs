@@ -50,7 +50,10 @@ fn is_unit(word: &str) -> bool {
 pub(crate) fn merge_multi_unit_intervals(sql: &str) -> String {
     // Spark's string literals (backslash escapes), kept as written so they print back unchanged.
     let dialect = super::sql_syntax::SparkDialect;
-    let Ok(tokens) = Tokenizer::new(&dialect, sql).with_unescape(false).tokenize() else {
+    let Ok(tokens) = Tokenizer::new(&dialect, sql)
+        .with_unescape(false)
+        .tokenize()
+    else {
         return sql.to_string();
     };
     let mut out: Vec<String> = Vec::with_capacity(tokens.len());

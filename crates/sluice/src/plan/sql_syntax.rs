@@ -22,9 +22,9 @@ use std::any::TypeId;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, Expr as SqlExpr, Function, FunctionArg,
-    FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
-    UnaryOperator, Value, VisitMut,
+    visit_expressions_mut, BinaryOperator, Expr as SqlExpr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart, UnaryOperator,
+    Value, VisitMut,
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, SparkSqlDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -117,11 +117,15 @@ impl Dialect for SparkDialect {
             return None;
         }
         // `precedence` is `DIV`'s own (that of `*`): the right side binds only tighter operators.
-        Some(parser.parse_subexpr(precedence).map(|right| SqlExpr::BinaryOp {
-            left: Box::new(expr.clone()),
-            op: BinaryOperator::MyIntegerDivide,
-            right: Box::new(right),
-        }))
+        Some(
+            parser
+                .parse_subexpr(precedence)
+                .map(|right| SqlExpr::BinaryOp {
+                    left: Box::new(expr.clone()),
+                    op: BinaryOperator::MyIntegerDivide,
+                    right: Box::new(right),
+                }),
+        )
     }
 }
 
@@ -397,13 +401,18 @@ mod tests {
 
     #[test]
     fn bang_is_not_and_tilde_is_bitwise_not() {
-        assert_eq!(parse_spark_expr("! true", false).unwrap().to_string(), "NOT true");
+        assert_eq!(
+            parse_spark_expr("! true", false).unwrap().to_string(),
+            "NOT true"
+        );
         assert_eq!(
             parse_spark_expr("~ 5", false).unwrap().to_string(),
             "bitwise_not((5))"
         );
         assert_eq!(
-            parse_spark_expr("s NOT RLIKE '\\\\d'", false).unwrap().to_string(),
+            parse_spark_expr("s NOT RLIKE '\\\\d'", false)
+                .unwrap()
+                .to_string(),
             "NOT regexp_like(s, '\\d')"
         );
     }

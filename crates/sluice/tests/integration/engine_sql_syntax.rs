@@ -106,7 +106,13 @@ fn div_is_sparks_integral_division() {
     // In a stream over columns, a zero divisor is null without ANSI.
     let body = "{\"a\": 7, \"b\": 2}\n{\"a\": -7, \"b\": 0}\n{\"a\": 9, \"b\": null}\n";
     assert_eq!(
-        run_stream(&s, "a INT, b INT", body, "SELECT a, a div b AS q FROM events").unwrap(),
+        run_stream(
+            &s,
+            "a INT, b INT",
+            body,
+            "SELECT a, a div b AS q FROM events"
+        )
+        .unwrap(),
         ["-7|null", "7|3", "9|null"]
     );
 }
@@ -151,7 +157,13 @@ fn bang_tilde_and_the_other_operators_spark_users_write() {
     // In a stream: NOT and bitwise NOT over columns.
     let body = "{\"f\": true, \"n\": 5}\n{\"f\": null, \"n\": null}\n";
     assert_eq!(
-        run_stream(&s, "f BOOLEAN, n INT", body, "SELECT !f AS nf, ~n AS bn FROM events").unwrap(),
+        run_stream(
+            &s,
+            "f BOOLEAN, n INT",
+            body,
+            "SELECT !f AS nf, ~n AS bn FROM events"
+        )
+        .unwrap(),
         ["false|-6", "null|null"]
     );
 }
@@ -198,7 +210,12 @@ fn string_literals_are_unescaped_as_spark_does() {
         .unwrap();
     out.await_termination().unwrap();
     assert_eq!(
-        rows(&s.sql("SELECT * FROM syntax_api").unwrap().collect().unwrap()),
+        rows(
+            &s.sql("SELECT * FROM syntax_api")
+                .unwrap()
+                .collect()
+                .unwrap()
+        ),
         ["42"]
     );
 }
@@ -208,7 +225,11 @@ fn escaped_string_literals_conf_keeps_backslashes() {
     let s = session_with(&[("spark.sql.parser.escapedStringLiterals", "true")]);
     // Spark: \\d+, a\tb (4 characters), \u0041
     assert_eq!(
-        batch(&s, r"SELECT '\\d+' AS a, length('a\tb') AS b, '\u0041' AS c").unwrap(),
+        batch(
+            &s,
+            r"SELECT '\\d+' AS a, length('a\tb') AS b, '\u0041' AS c"
+        )
+        .unwrap(),
         [r"\\d+|4|\u0041"]
     );
 }

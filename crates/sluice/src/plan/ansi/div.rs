@@ -49,7 +49,8 @@ fn interval_operands(l: &ArrayRef, r: &ArrayRef) -> DfResult<Vec<(Option<i128>, 
         .zip(r.iter())
         .map(|(a, b)| match (a, b) {
             (Some(a), Some(b)) => {
-                let months = |v: &arrow::datatypes::IntervalMonthDayNano| v.days == 0 && v.nanoseconds == 0;
+                let months =
+                    |v: &arrow::datatypes::IntervalMonthDayNano| v.days == 0 && v.nanoseconds == 0;
                 let nanos = |v: &arrow::datatypes::IntervalMonthDayNano| {
                     i128::from(v.days) * 86_400_000_000_000 + i128::from(v.nanoseconds)
                 };
@@ -89,13 +90,14 @@ impl ScalarUDFImpl for SparkDiv {
             ))));
         }
         let interval = |t: &DataType| matches!(t, DataType::Interval(_));
-        if arg_types.iter().all(|t| interval(t) || t.is_null())
-            && arg_types.iter().any(interval)
-        {
+        if arg_types.iter().all(|t| interval(t) || t.is_null()) && arg_types.iter().any(interval) {
             let t = DataType::Interval(IntervalUnit::MonthDayNano);
             return Ok(vec![t.clone(), t]);
         }
-        if let Some(bad) = arg_types.iter().find(|t| !div_operand(t) && !t.is_floating()) {
+        if let Some(bad) = arg_types
+            .iter()
+            .find(|t| !div_operand(t) && !t.is_floating())
+        {
             return Err(wrong_type(bad));
         }
         if arg_types.iter().any(|t| t.is_floating()) {
