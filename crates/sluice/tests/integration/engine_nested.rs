@@ -253,7 +253,11 @@ fn nested_json_stream_to_parquet_and_json_sinks_across_restarts() {
             ],
             "{format}"
         );
-        if format == "parquet" && pyarrow_available() {
+        if format == "parquet" {
+            assert!(
+                pyarrow_available(),
+                "pyarrow is missing: scripts/test installs it (pip install pyarrow)"
+            );
             // pyarrow reads the nested types intact.
             let file = std::fs::read_dir(&d.output)
                 .unwrap()

@@ -198,7 +198,6 @@ fn documented_options_sluice_does_not_implement_are_refused_unknown_ones_ignored
         ("json", "locale", "fr-FR"),
         ("json", "timestampFormat", "yyyy-MM-dd QQQ"),
         ("csv", "inferSchema", "true"),
-        ("csv", "enforceSchema", "false"),
         ("csv", "maxColumns", "10"),
         ("csv", "maxCharsPerColumn", "100"),
         ("csv", "timeZone", "Europe/Paris"),

@@ -105,3 +105,7 @@ mod engine_sql_syntax;
 mod engine_functions;
 // Nested types end to end: DDL, the JSON source and functions, field access, sinks, state.
 mod engine_nested;
+
+// Issue 14's acceptance path: camelCase nested JSON, an exploded array and a windowed
+// aggregation, from the Rust API and a pipeline file, restarted, to parquet read by pyarrow.
+mod engine_sql_surface;

@@ -36,7 +36,9 @@ pub(crate) type Probe<'a> = dyn FnMut(&str) -> Result<ProbeTypes> + 'a;
 /// What a probe query gives: each output field, and its value when it is a literal.
 pub(crate) type ProbeTypes = (Vec<FieldRef>, Vec<Option<ScalarValue>>);
 
-/// Rewrites multi-aliases and LATERAL VIEWs of `sql`; returns it unchanged when it has none.
+/// Rewrites multi-aliases and LATERAL VIEWs of `sql`; returns it unchanged when it has none
+/// (the text form of [`rewrite_generator_statement`], which `plan_sql` runs on the parsed AST).
+#[cfg(test)]
 pub(crate) fn rewrite_generator_syntax(sql: &str, probe: &mut Probe<'_>) -> Result<String> {
     if !mentions_generator_syntax(sql) {
         return Ok(sql.to_string());
@@ -81,6 +83,7 @@ pub(crate) fn rewrite_generator_statement(
 }
 
 /// True when `sql` may hold a generator, `LATERAL` or `AS (..)` (a cheap test before parsing).
+#[cfg(test)]
 fn mentions_generator_syntax(sql: &str) -> bool {
     let lower = sql.to_ascii_lowercase();
     if ["lateral", "explode", "inline", "stack"]
@@ -411,11 +414,6 @@ pub(crate) fn session_probe(
         };
         Ok((fields, scalars))
     }
-}
-
-/// [`rewrite_generator_syntax`] with probe queries planned in `session` (not run).
-pub(crate) fn rewrite_sql(session: &crate::session::Session, sql: &str) -> Result<String> {
-    rewrite_generator_syntax(sql, &mut session_probe(session))
 }
 
 /// `FROM a, b JOIN c` as `FROM a CROSS JOIN (b JOIN c)`: one join chain, so a LATERAL VIEW

@@ -612,7 +612,10 @@ mod tests {
         let err = parse(&o, &lines).unwrap_err();
         assert_eq!(
             (err.class(), err.fault()),
-            ("MALFORMED_RECORD", Fault::Input)
+            (
+                "MALFORMED_RECORD_IN_PARSING.WITHOUT_SUGGESTION",
+                Fault::Input
+            )
         );
         assert!(
             err.message().contains("line 2 of file:///t/1.csv"),

@@ -1514,7 +1514,10 @@ mod tests {
         // FAILFAST stops at the first bad record, naming the file and line.
         let o = opts("a INT, b STRING", &[("mode", "FAILFAST")]);
         let err = parse(&o, &lines).unwrap_err();
-        assert_eq!(err.class(), "MALFORMED_RECORD");
+        assert_eq!(
+            err.class(),
+            "MALFORMED_RECORD_IN_PARSING.WITHOUT_SUGGESTION"
+        );
         assert_eq!(err.fault(), Fault::Input);
         let msg = err.message();
         assert!(msg.contains("line 2 of file:///t/1.json"), "{msg}");

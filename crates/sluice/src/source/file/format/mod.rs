@@ -755,9 +755,9 @@ fn excerpt(s: &str, max: usize) -> String {
 
 fn failfast_error(rec: RecordRef<'_>, reason: &str) -> SluiceError {
     SluiceError::input(
-        class::MALFORMED_RECORD,
+        class::MALFORMED_RECORD_IN_PARSING_WITHOUT_SUGGESTION,
         format!(
-            "Malformed record at line {} of {}: {reason}. Record: {:?}. The parse mode is \
+            "Malformed records are detected in record parsing: line {} of {}: {reason}. Record: {:?}. The parse mode is \
              FAILFAST, which stops the query at the first malformed record; set the source \
              option mode to PERMISSIVE (malformed records become rows of nulls, with the raw \
              text in the `_corrupt_record` column if the schema has one) or DROPMALFORMED \
