@@ -35,6 +35,10 @@ pub const ALLOW_KEY_RENAME: &str = "sluice.streaming.stateSchema.allowKeyRename"
 /// overflow or a division by zero fails the query with Spark's error class instead of giving
 /// null (`plan::ansi`). Read when a query is analysed.
 pub const ANSI_ENABLED: &str = "spark.sql.ansi.enabled";
+/// `spark.sql.parser.escapedStringLiterals`: when true, SQL string literals keep backslashes as
+/// written (Spark 1.6's behaviour); false (the default) applies Spark's escapes (`'\t'` is a tab,
+/// `plan::sql_syntax`). Read when a query is parsed.
+pub const ESCAPED_STRING_LITERALS: &str = "spark.sql.parser.escapedStringLiterals";
 
 /// Spark's default of [`MIN_BATCHES_TO_RETAIN`].
 pub const DEFAULT_MIN_BATCHES_TO_RETAIN: u64 = 100;

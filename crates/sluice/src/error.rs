@@ -33,6 +33,8 @@ pub mod class {
     pub const CONCURRENT_QUERY: &str = "CONCURRENT_QUERY";
     pub const CONCURRENT_STREAM_LOG_UPDATE: &str = "CONCURRENT_STREAM_LOG_UPDATE";
     pub const DATAFUSION_ERROR: &str = "DATAFUSION_ERROR";
+    pub const DATATYPE_MISMATCH_BINARY_OP_WRONG_TYPE: &str =
+        "DATATYPE_MISMATCH.BINARY_OP_WRONG_TYPE";
     pub const DATETIME_FIELD_OUT_OF_BOUNDS: &str = "DATETIME_FIELD_OUT_OF_BOUNDS";
     pub const DIVIDE_BY_ZERO: &str = "DIVIDE_BY_ZERO";
     pub const EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE: &str = "EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE";
@@ -273,6 +275,15 @@ impl From<datafusion::error::DataFusionError> for SluiceError {
             D::External(inner) => {
                 if let Some(s) = inner.downcast_ref::<SluiceError>() {
                     return SluiceError::new(s.fault, s.class, s.message.clone());
+                }
+                (Fault::Internal, class::DATAFUSION_ERROR)
+            }
+            // An analyzer rule's error comes wrapped in the rule's name.
+            D::Context(..) => {
+                if let D::External(inner) = e.find_root() {
+                    if let Some(s) = inner.downcast_ref::<SluiceError>() {
+                        return SluiceError::new(s.fault, s.class, s.message.clone());
+                    }
                 }
                 (Fault::Internal, class::DATAFUSION_ERROR)
             }

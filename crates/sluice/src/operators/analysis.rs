@@ -24,3 +24,13 @@ pub(crate) fn has_session_window(agg: &Aggregate) -> bool {
         .iter()
         .any(|g| matches!(WindowSpec::of(g), Ok(Some(WindowSpec::Session { .. }))))
 }
+
+/// The first grouping `window(..)` / `session_window(..)` the engine cannot run (a duration that
+/// is not a literal, a per-row session gap), as its error; checked before the output-mode rules
+/// so the user sees the real cause.
+pub(crate) fn check_windows(agg: &Aggregate) -> crate::error::Result<()> {
+    for g in &agg.group_expr {
+        WindowSpec::of(g)?;
+    }
+    Ok(())
+}

@@ -153,6 +153,13 @@ impl WindowSpec {
                 }))
             }
             "session_window" => {
+                if args.get(1).is_some_and(|a| literal_str(a).is_none()) {
+                    return Err(SluiceError::not_supported_yet(format!(
+                        "session_window with a gap computed per row (Spark's dynamic gap, here \
+                         `{}`) is not supported yet: use a constant gap such as '5 minutes'",
+                        args[1]
+                    )));
+                }
                 let gap = dur(1)?.ok_or_else(|| {
                     SluiceError::query(class::INVALID_WINDOW, "session_window(ts, gap) needs a gap")
                 })?;

@@ -9,7 +9,6 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{Ident, ObjectName, Query, TableFactor, Visit, Visitor};
-use datafusion::sql::sqlparser::dialect::SparkSqlDialect;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 
@@ -126,7 +125,9 @@ fn pos(l: Location) -> Position {
 
 /// Parses the whole file into statements (syntax only; names are checked by the caller).
 pub(super) fn parse_statements(src: &SourceText) -> Result<Vec<Statement>> {
-    let dialect = SparkSqlDialect {};
+    // Spark's string literals (backslash escapes: `'\''` does not end one); a query's own text
+    // is planned by `Session::sql`.
+    let dialect = crate::plan::sql_syntax::SparkDialect;
     let tokens = Tokenizer::new(&dialect, &src.text)
         .tokenize_with_location()
         .map_err(|e| {
@@ -854,7 +855,7 @@ fn query(c: &Cursor, from: usize, to: usize) -> Result<QueryDef> {
     }
     let toks = c.toks[c.sig[from]..=c.sig[to - 1]].to_vec();
     let end = pos(c.toks[c.sig[to - 1]].span.end);
-    let dialect = SparkSqlDialect {};
+    let dialect = crate::plan::sql_syntax::SparkDialect;
     let mut parser = Parser::new(&dialect).with_tokens_with_locations(toks);
     let parsed = parser
         .parse_query()

@@ -63,6 +63,7 @@ fn visit(plan: &LogicalPlan, mode: OutputMode, info: &mut StreamingPlanInfo) -> 
                         "Grouping Sets is not supported on streaming DataFrames/Datasets",
                     ));
                 }
+                crate::operators::analysis::check_windows(agg)?;
                 if mode == OutputMode::Append && !has_event_time_key(agg) {
                     return Err(SluiceError::query(
                         class::STREAMING_OUTPUT_MODE_UNSUPPORTED_OPERATION,

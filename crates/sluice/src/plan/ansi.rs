@@ -22,7 +22,7 @@
 //! - a number to DECIMAL(p, s) is rounded HALF_UP; more than `p` digits, NaN or infinity is null;
 //! - `+ - *` on integers wrap (DataFusion's operators already do);
 //! - `/` on integers is DOUBLE division (`7 / 2` = 3.5); `/`, `%` and `div` by zero are null
-//!   (also for DOUBLE: `1.5D / 0.0D` is null); `a div b` is BIGINT (truncated).
+//!   (also for DOUBLE: `1.5D / 0.0D` is null); `a div b` is BIGINT (truncated, `div.rs`).
 //!
 //! ANSI: the same casts and operators raise Spark's errors instead, with Spark's classes
 //! (`CAST_INVALID_INPUT`, `CAST_OVERFLOW`, `NUMERIC_VALUE_OUT_OF_RANGE`, `ARITHMETIC_OVERFLOW`,
@@ -725,6 +725,21 @@ fn narrow_literals(e: Expr, schema: &DFSchema) -> Transformed<Expr> {
 }
 
 fn rewrite_division(e: Expr, schema: &DFSchema, ansi: bool) -> DfResult<Transformed<Expr>> {
+    if let Expr::ScalarFunction(ScalarFunction { func, args }) = &e {
+        if let Some(d) = func.inner().downcast_ref::<SparkDiv>() {
+            if !d.is_bound() {
+                for a in args {
+                    match a.get_type(schema) {
+                        Ok(t) if t.is_floating() => return Err(div::wrong_type(&t)),
+                        _ => {}
+                    }
+                }
+                let mode = if ansi { Mode::Ansi } else { Mode::Legacy };
+                let bound = ScalarUDF::new_from_impl(SparkDiv::new(Some(mode)));
+                return Ok(Transformed::yes(bound.call(args.clone())));
+            }
+        }
+    }
     let narrowed = narrow_literals(e, schema);
     if narrowed.transformed {
         return Ok(narrowed);
@@ -863,7 +878,9 @@ pub(crate) fn rewrite_after_coercion(
     }
 }
 
+mod div;
 mod udfs;
+use div::SparkDiv;
 pub(crate) use udfs::try_udfs;
 use udfs::{AnsiDivisor, InvalidDateIsNull, SparkArith};
 

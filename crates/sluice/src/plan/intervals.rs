@@ -22,7 +22,6 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, DateTimeField, Expr as SqlExpr, Interval, Statement, UnaryOperator,
     Value,
 };
-use datafusion::sql::sqlparser::dialect::SparkSqlDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
 use crate::error::Result;
@@ -49,8 +48,12 @@ fn is_unit(word: &str) -> bool {
 /// `INTERVAL 1 HOUR 30 MINUTES` → `(INTERVAL '1' HOUR + INTERVAL '30' MINUTES)` (two or more
 /// number-unit pairs); everything else is returned as written.
 pub(crate) fn merge_multi_unit_intervals(sql: &str) -> String {
-    let dialect = SparkSqlDialect {};
-    let Ok(tokens) = Tokenizer::new(&dialect, sql).tokenize() else {
+    // Spark's string literals (backslash escapes), kept as written so they print back unchanged.
+    let dialect = super::sql_syntax::SparkDialect;
+    let Ok(tokens) = Tokenizer::new(&dialect, sql)
+        .with_unescape(false)
+        .tokenize()
+    else {
         return sql.to_string();
     };
     let mut out: Vec<String> = Vec::with_capacity(tokens.len());

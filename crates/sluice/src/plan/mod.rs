@@ -36,6 +36,7 @@ pub(crate) mod relation;
 pub(crate) mod spark;
 pub(crate) mod sql;
 pub(crate) mod sql_names;
+pub(crate) mod sql_syntax;
 pub(crate) mod staged;
 pub(crate) mod stateful_nodes;
 

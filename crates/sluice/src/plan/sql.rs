@@ -20,6 +20,8 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::SparkSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
+use super::sql_syntax::SparkDialect;
+
 use crate::error::{Result, SluiceError};
 use crate::session::Session;
 
@@ -35,7 +37,8 @@ pub(crate) fn plan_sql(session: &Session, sql: &str) -> Result<LogicalPlan> {
 /// [`plan_sql`]; without `generators` the multi-aliases and LATERAL VIEWs stay as written (the
 /// generators' own probe queries, which must not probe again).
 pub(crate) fn plan_sql_with(session: &Session, sql: &str, generators: bool) -> Result<LogicalPlan> {
-    let mut statements = parse_statements(sql)?;
+    let escaped = super::sql_syntax::escaped_string_literals(session)?;
+    let mut statements = parse_statements(sql, escaped)?;
     if statements.len() != 1 {
         return Err(SluiceError::query(
             class::PARSE_SYNTAX_ERROR,
@@ -62,12 +65,19 @@ pub(crate) fn plan_sql_with(session: &Session, sql: &str, generators: bool) -> R
     Ok(df.logical_plan().clone())
 }
 
-/// Parses SQL with Spark's dialect, multi-unit intervals merged first.
-fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
-    let dialect = SparkSqlDialect {};
+/// Parses SQL with Spark's dialect and string literals ([`super::sql_syntax`]), multi-unit
+/// intervals merged first.
+fn parse_statements(sql: &str, escaped_literals: bool) -> Result<Vec<Statement>> {
     let text = super::intervals::merge_multi_unit_intervals(sql);
-    Parser::parse_sql(&dialect, &text)
-        .map_err(|e| SluiceError::query(class::PARSE_SYNTAX_ERROR, format!("{e} in {sql:?}")))
+    let mut statements = Parser::new(&SparkDialect)
+        .with_options(super::sql_syntax::parser_options())
+        .try_with_sql(&text)
+        .and_then(|mut p| p.parse_statements())
+        .map_err(|e| SluiceError::query(class::PARSE_SYNTAX_ERROR, format!("{e} in {sql:?}")))?;
+    for st in &mut statements {
+        super::sql_syntax::rewrite_syntax(st, escaped_literals)?;
+    }
+    Ok(statements)
 }
 
 /// The rewrites that need no catalog: intervals, window references, `max_by`/`min_by`.
@@ -90,12 +100,15 @@ pub(crate) fn resolve_sql_expr(
     alias_allowed: bool,
 ) -> Result<String> {
     use datafusion::sql::sqlparser::ast::SelectItem;
-    let dialect = SparkSqlDialect {};
+    let escaped = super::sql_syntax::escaped_string_literals(session)?;
     let merged = super::intervals::merge_multi_unit_intervals(text);
     let bad = |e: datafusion::sql::sqlparser::parser::ParserError| {
         SluiceError::query(class::PARSE_SYNTAX_ERROR, format!("{e} in {text:?}"))
     };
-    let mut parser = Parser::new(&dialect).try_with_sql(&merged).map_err(bad)?;
+    let mut parser = Parser::new(&SparkDialect)
+        .with_options(super::sql_syntax::parser_options())
+        .try_with_sql(&merged)
+        .map_err(bad)?;
     let (mut expr, mut alias) = if alias_allowed {
         match parser.parse_select_item().map_err(bad)? {
             SelectItem::UnnamedExpr(e) => (e, None),
@@ -113,6 +126,7 @@ pub(crate) fn resolve_sql_expr(
     parser
         .expect_token(&datafusion::sql::sqlparser::tokenizer::Token::EOF)
         .map_err(bad)?;
+    super::sql_syntax::rewrite_syntax(&mut expr, escaped)?;
     super::intervals::rewrite_intervals_in_expr(&mut expr)?;
     let columns: Vec<(Option<String>, String, arrow::datatypes::DataType)> = schema
         .iter()
@@ -304,7 +318,7 @@ mod tests {
     use super::*;
 
     fn rewrite_window_references(sql: &str) -> Result<String> {
-        let mut st = parse_statements(sql)?.remove(0);
+        let mut st = parse_statements(sql, false)?.remove(0);
         Ok(if rewrite_statement(&mut st)? {
             st.to_string()
         } else {

@@ -97,6 +97,10 @@ mod kafka;
 // Names resolved as Spark resolves them (spark.sql.caseSensitive), Spark's interval literals,
 // null-safe join keys, self-joins and three-stream joins.
 mod engine_names;
+
+// Spark SQL syntax: `div`, `!`, `~`, string literal escapes, legacy multi-unit intervals.
+mod engine_sql_syntax;
+
 // Spark's aggregate functions in a streaming aggregation with a restart.
 mod engine_functions;
 // Nested types end to end: DDL, the JSON source and functions, field access, sinks, state.

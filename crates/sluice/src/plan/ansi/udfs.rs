@@ -370,7 +370,7 @@ impl ScalarUDFImpl for InvalidDateIsNull {
     }
 }
 
-/// The `try_*` functions, registered by the session.
+/// The `try_*` functions and `div`, registered by the session.
 pub(crate) fn try_udfs() -> Vec<ScalarUDF> {
     vec![
         ScalarUDF::new_from_impl(SparkArith::new(Operator::Plus, Mode::Try, "try_add".into())),
@@ -385,5 +385,6 @@ pub(crate) fn try_udfs() -> Vec<ScalarUDF> {
             "try_multiply".into(),
         )),
         ScalarUDF::new_from_impl(TryDivide::default()),
+        ScalarUDF::new_from_impl(SparkDiv::new(None)),
     ]
 }
