@@ -202,7 +202,7 @@ pub(crate) fn spark_cast(
         return Ok(arrow::compute::cast(a, to)?);
     }
     if is_string(to) {
-        let d = a.as_primitive::<arrow::datatypes::Float64Type>();
+        let d = a.as_primitive::<Float64Type>();
         let text: arrow::array::StringArray = d
             .iter()
             .map(|v| v.map(crate::value_text::java_double_to_string))
