@@ -12,12 +12,11 @@
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray, Float64Array, TimestampMicrosecondArray};
-use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type, TimeUnit};
+use arrow::datatypes::{DataType, FieldRef, Float64Type, Int64Type, TimeUnit};
 use datafusion::common::{exec_err, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::expr::{BinaryExpr, TryCast};
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
-use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 use datafusion::logical_expr::{
     lit, ColumnarValue, Expr, Operator, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
     ScalarUDFImpl, Signature, Volatility,
@@ -52,23 +51,16 @@ impl ScalarUDFImpl for StringArgsAs {
         &self.signature
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        let fields: Vec<FieldRef> = arg_types
+        let types = arg_types
             .iter()
             .enumerate()
-            .map(|(i, t)| {
-                let t = match self.targets.get(i) {
-                    // Spark's INT arguments take any integer (literals are BIGINT here).
-                    Some(Some(DataType::Int32)) if t.is_integer() => DataType::Int32,
-                    Some(Some(target)) if is_string_or_null(t) => target.clone(),
-                    _ => t.clone(),
-                };
-                Arc::new(Field::new(format!("arg{i}"), t, true))
-            })
-            .collect();
-        Ok(fields_with_udf(&fields, self.inner.as_ref())?
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect())
+            .map(|(i, t)| match self.targets.get(i) {
+                // Spark's INT arguments take any integer (literals are BIGINT here).
+                Some(Some(DataType::Int32)) if t.is_integer() => DataType::Int32,
+                Some(Some(target)) if is_string_or_null(t) => target.clone(),
+                _ => t.clone(),
+            });
+        super::coerced_by(&self.inner, types)
     }
     fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
         self.inner.return_type(arg_types)
@@ -275,11 +267,7 @@ impl ScalarUDFImpl for EpochTimestamp {
                 .collect(),
         };
         let out: ArrayRef = Arc::new(out);
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
-        } else {
-            ColumnarValue::Array(out)
-        })
+        super::columnar(out, scalar)
     }
 }
 
@@ -310,11 +298,7 @@ impl ScalarUDFImpl for Log1p {
             .map(|v| v.and_then(|v| (v > -1.0).then(|| v.ln_1p())))
             .collect();
         let out: ArrayRef = Arc::new(out);
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
-        } else {
-            ColumnarValue::Array(out)
-        })
+        super::columnar(out, scalar)
     }
 }
 

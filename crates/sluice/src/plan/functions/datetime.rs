@@ -93,11 +93,7 @@ impl ScalarUDFImpl for DateField {
                 |d| d + 1,
             ));
         }
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
-        } else {
-            ColumnarValue::Array(out)
-        })
+        super::columnar(out, scalar)
     }
 }
 
@@ -136,11 +132,7 @@ impl ScalarUDFImpl for WindowTime {
             .map(|i| (s.is_valid(i) && end.is_valid(i)).then(|| end.value(i) - 1))
             .collect();
         let out: ArrayRef = Arc::new(out);
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
-        } else {
-            ColumnarValue::Array(out)
-        })
+        super::columnar(out, scalar)
     }
 }
 

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use arrow::datatypes::DataType;
-use datafusion::common::ScalarValue;
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -94,11 +93,7 @@ impl ScalarUDFImpl for Md5 {
             })
             .collect();
         let out: ArrayRef = Arc::new(out);
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
-        } else {
-            ColumnarValue::Array(out)
-        })
+        super::columnar(out, scalar)
     }
 }
 

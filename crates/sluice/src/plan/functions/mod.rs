@@ -34,7 +34,15 @@ mod strings;
 mod table_tests;
 mod unix_time;
 
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::ScalarValue;
+use datafusion::error::Result as DfResult;
 use datafusion::execution::SessionState;
+use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
+use datafusion::logical_expr::{ColumnarValue, ScalarUDF};
 
 use crate::error::{class, Fault, Result, SluiceError};
 
@@ -54,7 +62,7 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .chain(binary::udfs(|name| scalars.get(name).cloned()))
         .chain(wrapped)
     {
-        state.register_udf(std::sync::Arc::new(udf))?;
+        state.register_udf(Arc::new(udf))?;
     }
     // Rewrites into the functions registered above.
     let now = state.scalar_functions().clone();
@@ -69,22 +77,22 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         }
     }
     for udf in null_on_error {
-        state.register_udf(std::sync::Arc::new(udf))?;
+        state.register_udf(Arc::new(udf))?;
     }
     let now = state.scalar_functions().clone();
     for udf in unix_time::udfs(|name| now.get(name).cloned())
         .into_iter()
         .chain(numfmt::udfs(|name| now.get(name).cloned()))
     {
-        state.register_udf(std::sync::Arc::new(udf))?;
+        state.register_udf(Arc::new(udf))?;
     }
     let existing = state.aggregate_functions().clone();
     for udaf in aggregates::udafs(|name| existing.get(name).cloned()) {
-        state.register_udaf(std::sync::Arc::new(udaf))?;
+        state.register_udaf(Arc::new(udaf))?;
     }
     let existing = state.aggregate_functions().clone();
     for udaf in aggregates::numeric_from_strings(|name| existing.get(name).cloned()) {
-        state.register_udaf(std::sync::Arc::new(udaf))?;
+        state.register_udaf(Arc::new(udaf))?;
     }
     // Aliases last, so they name the wrapped functions.
     aliases::register(state)?;
@@ -128,6 +136,32 @@ pub(crate) fn unresolved_routine(e: SluiceError) -> SluiceError {
             ),
         )
     }
+}
+
+/// The argument types a wrapped function `inner` coerces `arg_types` to (DataFusion's rules), for
+/// wrappers that change a function's behaviour but not its signature.
+pub(super) fn coerced_by(
+    inner: &ScalarUDF,
+    arg_types: impl IntoIterator<Item = DataType>,
+) -> DfResult<Vec<DataType>> {
+    let fields: Vec<FieldRef> = arg_types
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| Arc::new(Field::new(format!("arg{i}"), t, true)))
+        .collect();
+    Ok(fields_with_udf(&fields, inner)?
+        .iter()
+        .map(|f| f.data_type().clone())
+        .collect())
+}
+
+/// A function's result `out` as the value its call returns: a scalar when every argument was.
+pub(super) fn columnar(out: ArrayRef, scalar: bool) -> DfResult<ColumnarValue> {
+    Ok(if scalar {
+        ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+    } else {
+        ColumnarValue::Array(out)
+    })
 }
 
 #[cfg(test)]

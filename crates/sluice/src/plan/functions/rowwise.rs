@@ -12,7 +12,6 @@ use arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
-use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
@@ -203,15 +202,7 @@ impl ScalarUDFImpl for Dispatch {
         if self.alt_for(arg_types) {
             return self.alt.coerce_types(arg_types);
         }
-        let fields: Vec<FieldRef> = arg_types
-            .iter()
-            .enumerate()
-            .map(|(i, t)| Arc::new(Field::new(format!("arg{i}"), t.clone(), true)))
-            .collect();
-        Ok(fields_with_udf(&fields, self.inner.as_ref())?
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect())
+        super::coerced_by(&self.inner, arg_types.iter().cloned())
     }
     fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
         if self.alt_for(arg_types) {
@@ -313,15 +304,7 @@ impl ScalarUDFImpl for NullOnError {
         self.inner.signature()
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        let fields: Vec<FieldRef> = arg_types
-            .iter()
-            .enumerate()
-            .map(|(i, t)| Arc::new(Field::new(format!("arg{i}"), t.clone(), true)))
-            .collect();
-        Ok(fields_with_udf(&fields, self.inner.as_ref())?
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect())
+        super::coerced_by(&self.inner, arg_types.iter().cloned())
     }
     fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
         self.inner.return_type(arg_types)
