@@ -2,7 +2,8 @@
 //! console sink: `2026-02-14 10:00:00.5`, the fraction trimmed) and ISO-8601 with milliseconds
 //! (progress JSON and the JSON/CSV file sinks: `2026-02-14T10:00:00.500Z`, as Spark writes them);
 //! and Spark's interval strings (`"10 minutes"`, watermark delays, window sizes, trigger
-//! intervals) read into microseconds.
+//! intervals) read into microseconds; and the pieces of Spark's datetime patterns
+//! ([`pattern_pieces`]), which `date_format` and the readers translate into chrono's syntax.
 
 use arrow::datatypes::TimeUnit;
 
@@ -212,6 +213,62 @@ pub(crate) fn range_interval_text(value: &str, from: &str, to: &str) -> Result<S
     Ok(out.join(" "))
 }
 
+/// One piece of a Spark datetime pattern (`yyyy-MM-dd 'at' HH:mm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PatternPiece {
+    /// A character written as is; `quoted` when it came from `'text'` (`''` is a quote).
+    Literal { c: char, quoted: bool },
+    /// A run of one pattern letter (`yyyy` is `('y', 4)`).
+    Letters(char, usize),
+}
+
+/// Splits a Spark datetime pattern into literal characters and runs of pattern letters.
+pub(crate) fn pattern_pieces(pattern: &str) -> Vec<PatternPiece> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' {
+            if chars.get(i + 1) == Some(&'\'') {
+                out.push(PatternPiece::Literal { c, quoted: true });
+                i += 2;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < chars.len() && chars[j] != '\'' {
+                out.push(PatternPiece::Literal {
+                    c: chars[j],
+                    quoted: true,
+                });
+                j += 1;
+            }
+            i = j + 1;
+            continue;
+        }
+        if !c.is_ascii_alphabetic() {
+            out.push(PatternPiece::Literal { c, quoted: false });
+            i += 1;
+            continue;
+        }
+        let mut n = 1;
+        while i + n < chars.len() && chars[i + n] == c {
+            n += 1;
+        }
+        out.push(PatternPiece::Letters(c, n));
+        i += n;
+    }
+    out
+}
+
+/// A literal character in chrono's syntax (`%` is written `%%`).
+pub(crate) fn push_chrono_literal(out: &mut String, c: char) {
+    if c == '%' {
+        out.push('%');
+    }
+    out.push(c);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +330,41 @@ mod tests {
             (86_400 + 7_384) * s
         );
         assert!(parse_interval_micros("1:30").is_err());
+    }
+
+    #[test]
+    fn datetime_patterns_split_into_quoted_literals_and_letter_runs() {
+        use PatternPiece::{Letters, Literal};
+        assert_eq!(
+            pattern_pieces("yy.MM 'a''t'''"),
+            [
+                Letters('y', 2),
+                Literal {
+                    c: '.',
+                    quoted: false
+                },
+                Letters('M', 2),
+                Literal {
+                    c: ' ',
+                    quoted: false
+                },
+                Literal {
+                    c: 'a',
+                    quoted: true
+                },
+                Literal {
+                    c: '\'',
+                    quoted: true
+                },
+                Literal {
+                    c: 't',
+                    quoted: true
+                },
+                Literal {
+                    c: '\'',
+                    quoted: true
+                },
+            ]
+        );
     }
 }

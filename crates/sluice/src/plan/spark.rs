@@ -165,41 +165,16 @@ impl ScalarUDFImpl for SparkTimestampString {
 /// Translates a Spark datetime pattern (`yyyy-MM-dd HH:mm:ss.SSS`, `'quoted'` text) into a
 /// chrono format string; an error names a letter Sluice cannot translate yet.
 pub(crate) fn spark_pattern_to_chrono(pattern: &str) -> Result<String, String> {
-    let chars: Vec<char> = pattern.chars().collect();
+    use crate::time_text::{pattern_pieces, push_chrono_literal, PatternPiece};
     let mut out = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '\'' {
-            // 'text' is literal; '' is a quote.
-            let mut j = i + 1;
-            if chars.get(j) == Some(&'\'') {
-                out.push('\'');
-                i += 2;
+    for piece in pattern_pieces(pattern) {
+        let (c, n) = match piece {
+            PatternPiece::Literal { c, .. } => {
+                push_chrono_literal(&mut out, c);
                 continue;
             }
-            while j < chars.len() && chars[j] != '\'' {
-                if chars[j] == '%' {
-                    out.push('%');
-                }
-                out.push(chars[j]);
-                j += 1;
-            }
-            i = j + 1;
-            continue;
-        }
-        if !c.is_ascii_alphabetic() {
-            if c == '%' {
-                out.push('%');
-            }
-            out.push(c);
-            i += 1;
-            continue;
-        }
-        let mut n = 1;
-        while i + n < chars.len() && chars[i + n] == c {
-            n += 1;
-        }
+            PatternPiece::Letters(c, n) => (c, n),
+        };
         let spec = match (c, n) {
             ('y', 2) => "%y",
             ('y', _) => "%Y",
@@ -234,7 +209,6 @@ pub(crate) fn spark_pattern_to_chrono(pattern: &str) -> Result<String, String> {
             }
         };
         out.push_str(spec);
-        i += n;
     }
     Ok(out)
 }

@@ -440,50 +440,28 @@ fn expand_optional(chars: &[char], out: &mut Vec<String>) -> Result<(), String> 
 
 /// One plain Spark pattern (no `[...]`) in chrono's syntax for parsing.
 fn to_chrono(pattern: &str) -> Result<String, String> {
-    let chars: Vec<char> = pattern.chars().collect();
+    use crate::time_text::{pattern_pieces, push_chrono_literal, PatternPiece};
+    let pieces = pattern_pieces(pattern);
     let mut out = String::new();
     let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '\'' {
-            if chars.get(i + 1) == Some(&'\'') {
-                out.push('\'');
+    while i < pieces.len() {
+        let (c, n) = match pieces[i] {
+            // `.SSS`: the dot and any number of fraction digits.
+            PatternPiece::Literal {
+                c: '.',
+                quoted: false,
+            } if matches!(pieces.get(i + 1), Some(PatternPiece::Letters('S', _))) => {
+                out.push_str("%.f");
                 i += 2;
                 continue;
             }
-            let mut j = i + 1;
-            while j < chars.len() && chars[j] != '\'' {
-                if chars[j] == '%' {
-                    out.push('%');
-                }
-                out.push(chars[j]);
-                j += 1;
-            }
-            i = j + 1;
-            continue;
-        }
-        if !c.is_ascii_alphabetic() {
-            // `.SSS`: the dot and any number of fraction digits.
-            if c == '.' && chars.get(i + 1) == Some(&'S') {
-                let mut n = 1;
-                while chars.get(i + 1 + n) == Some(&'S') {
-                    n += 1;
-                }
-                out.push_str("%.f");
-                i += 1 + n;
+            PatternPiece::Literal { c, .. } => {
+                push_chrono_literal(&mut out, c);
+                i += 1;
                 continue;
             }
-            if c == '%' {
-                out.push('%');
-            }
-            out.push(c);
-            i += 1;
-            continue;
-        }
-        let mut n = 1;
-        while i + n < chars.len() && chars[i + n] == c {
-            n += 1;
-        }
+            PatternPiece::Letters(c, n) => (c, n),
+        };
         let spec = match (c, n) {
             ('y' | 'u', 2) => "%y",
             ('y' | 'u', _) => "%Y",
@@ -514,7 +492,7 @@ fn to_chrono(pattern: &str) -> Result<String, String> {
             }
         };
         out.push_str(spec);
-        i += n;
+        i += 1;
     }
     Ok(out)
 }
