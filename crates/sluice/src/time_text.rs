@@ -336,7 +336,7 @@ mod tests {
     fn datetime_patterns_split_into_quoted_literals_and_letter_runs() {
         use PatternPiece::{Letters, Literal};
         assert_eq!(
-            pattern_pieces("yy.MM 'a''t'''"),
+            pattern_pieces("yy.MM 'at' ''"),
             [
                 Letters('y', 2),
                 Literal {
@@ -353,12 +353,12 @@ mod tests {
                     quoted: true
                 },
                 Literal {
-                    c: '\'',
+                    c: 't',
                     quoted: true
                 },
                 Literal {
-                    c: 't',
-                    quoted: true
+                    c: ' ',
+                    quoted: false
                 },
                 Literal {
                     c: '\'',
