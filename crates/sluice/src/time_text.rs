@@ -3,7 +3,7 @@
 //! (progress JSON and the JSON/CSV file sinks: `2026-02-14T10:00:00.500Z`, as Spark writes them);
 //! and Spark's interval strings (`"10 minutes"`, watermark delays, window sizes, trigger
 //! intervals) read into microseconds; and the pieces of Spark's datetime patterns
-//! ([`pattern_pieces`]), which `date_format` and the readers translate into chrono's syntax.
+//! (`pattern_pieces`), which `date_format` and the readers translate into chrono's syntax.
 
 use arrow::datatypes::TimeUnit;
 
