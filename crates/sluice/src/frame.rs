@@ -288,7 +288,8 @@ impl StreamFrame {
         let df_schema = self.plan.schema();
         let text =
             crate::plan::sql::resolve_sql_expr(&self.session, df_schema, sql, alias_allowed)?;
-        Ok(self.session.context().parse_sql_expr(&text, df_schema)?)
+        let expr = self.session.context().parse_sql_expr(&text, df_schema)?;
+        crate::plan::literals::spark_literal_types_in_expr(expr, alias_allowed)
     }
 
     /// Registers the frame as a view that `session.sql` can read; a streaming frame stays a

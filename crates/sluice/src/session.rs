@@ -71,6 +71,8 @@ impl SessionBuilder {
         let config = SessionConfig::new()
             .with_target_partitions(partitions.max(1))
             .set_str("datafusion.sql_parser.dialect", "spark")
+            // Spark types `1.5` as DECIMAL(2,1) (plan/literals.rs).
+            .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
             // spark.sql.ansi.enabled (plan/ansi.rs).
             .with_enable_ansi_mode(ansi_conf(self.conf.get(crate::conf::ANSI_ENABLED))?);
         let mut builder = SessionStateBuilder::new()

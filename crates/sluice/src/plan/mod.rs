@@ -30,6 +30,7 @@ pub(crate) mod generate;
 pub(crate) mod incremental;
 pub(crate) mod intervals;
 pub(crate) mod json;
+pub(crate) mod literals;
 pub(crate) mod names;
 pub(crate) mod planner;
 pub(crate) mod relation;

@@ -61,6 +61,7 @@ pub(crate) fn plan_sql_with(session: &Session, sql: &str, generators: bool) -> R
     super::sql_names::resolve_statement(&mut st, rules, session)?;
     let state = session.df_state();
     let plan = session.block_on(state.statement_to_plan(DFStatement::Statement(Box::new(st))))?;
+    let plan = super::literals::spark_literal_types(plan)?;
     let df = session.block_on(session.context().execute_logical_plan(plan))?;
     Ok(df.logical_plan().clone())
 }

@@ -22,9 +22,9 @@ use std::any::TypeId;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, Expr as SqlExpr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart, UnaryOperator,
-    Value, VisitMut,
+    visit_expressions_mut, BinaryOperator, CeilFloorKind, Expr as SqlExpr, Function, FunctionArg,
+    FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
+    UnaryOperator, Value, VisitMut,
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, SparkSqlDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -107,6 +107,12 @@ impl Dialect for SparkDialect {
     fn supports_map_literal_with_angle_brackets(&self) -> bool {
         SPARK.supports_map_literal_with_angle_brackets()
     }
+    fn parse_prefix(
+        &self,
+        parser: &mut Parser,
+    ) -> Option<std::result::Result<SqlExpr, ParserError>> {
+        spark_prefix(parser)
+    }
     fn parse_infix(
         &self,
         parser: &mut Parser,
@@ -126,6 +132,81 @@ impl Dialect for SparkDialect {
                     right: Box::new(right),
                 }),
         )
+    }
+}
+
+/// Spark's prefix forms sqlparser reads differently: typed number literals (`1L`, `1.5D`, ...,
+/// and numbers DataFusion types differently from Spark; [`super::literals`]), the hex literal
+/// `X '..'` written with a space, and `TRIM(BOTH | LEADING | TRAILING FROM s)` without trim
+/// characters. `None` leaves the parser where it was.
+fn spark_prefix(parser: &mut Parser) -> Option<std::result::Result<SqlExpr, ParserError>> {
+    use datafusion::sql::sqlparser::ast::TrimWhereField;
+    use datafusion::sql::sqlparser::tokenizer::Token;
+    // The first token that is not whitespace.
+    let mut at = 0;
+    while matches!(
+        parser.peek_nth_token_no_skip(at).token,
+        Token::Whitespace(_)
+    ) {
+        at += 1;
+    }
+    match parser.peek_nth_token_no_skip(at).token {
+        Token::Number(text, long) => {
+            let typed = if long {
+                super::literals::suffixed_number(&text, "L").map(|e| (e, 0))
+            } else {
+                match parser.peek_nth_token_no_skip(at + 1).token {
+                    Token::Word(w) if w.quote_style.is_none() => {
+                        super::literals::suffixed_number(&text, &w.value).map(|e| (e, 1))
+                    }
+                    _ => None,
+                }
+                .or_else(|| super::literals::unsuffixed_number(&text).map(|e| (e, 0)))
+            }?;
+            let (expr, suffix_tokens) = typed;
+            parser.next_token();
+            for _ in 0..suffix_tokens {
+                parser.next_token_no_skip();
+            }
+            Some(Ok(expr))
+        }
+        Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("x") => {
+            let Token::SingleQuotedString(hex) = parser.peek_nth_token(1).token else {
+                return None;
+            };
+            parser.next_token();
+            parser.next_token();
+            Some(Ok(SqlExpr::value(Value::HexStringLiteral(hex))))
+        }
+        Token::Word(w) if w.keyword == Keyword::TRIM => {
+            if parser.peek_nth_token(1).token != Token::LParen {
+                return None;
+            }
+            let trim_where = match parser.peek_nth_token(2).token {
+                Token::Word(w) if w.keyword == Keyword::BOTH => TrimWhereField::Both,
+                Token::Word(w) if w.keyword == Keyword::LEADING => TrimWhereField::Leading,
+                Token::Word(w) if w.keyword == Keyword::TRAILING => TrimWhereField::Trailing,
+                // Spark refuses `TRIM(FROM s)` (a typed literal of type FROM).
+                _ => return None,
+            };
+            match parser.peek_nth_token(3).token {
+                Token::Word(w) if w.keyword == Keyword::FROM => {}
+                _ => return None,
+            }
+            for _ in 0..4 {
+                parser.next_token();
+            }
+            Some(parser.parse_expr().and_then(|expr| {
+                parser.expect_token(&Token::RParen)?;
+                Ok(SqlExpr::Trim {
+                    expr: Box::new(expr),
+                    trim_where: Some(trim_where),
+                    trim_what: None,
+                    trim_characters: None,
+                })
+            }))
+        }
+        _ => None,
     }
 }
 
@@ -234,36 +315,6 @@ fn call(name: &str, args: Vec<SqlExpr>) -> SqlExpr {
     })
 }
 
-/// `7.5` as Spark types it, `DECIMAL(2, 1)` (DataFusion's is DOUBLE, which `div` refuses).
-fn decimal_literal(e: SqlExpr) -> SqlExpr {
-    use datafusion::sql::sqlparser::ast::{CastKind, DataType as SqlType, ExactNumberInfo};
-    let SqlExpr::Value(v) = &e else {
-        return e;
-    };
-    let Value::Number(n, _) = &v.value else {
-        return e;
-    };
-    let Some((int, frac)) = n.split_once('.') else {
-        return e;
-    };
-    let all_digits = |t: &str| t.chars().all(|c| c.is_ascii_digit());
-    if !all_digits(int) || !all_digits(frac) {
-        return e;
-    }
-    let int = int.trim_start_matches('0');
-    let (p, s) = ((int.len() + frac.len()).max(1) as u64, frac.len() as u64);
-    if p > 38 {
-        return e;
-    }
-    SqlExpr::Cast {
-        kind: CastKind::Cast,
-        expr: Box::new(e),
-        data_type: SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(p.max(s), s as i64)),
-        array: false,
-        format: None,
-    }
-}
-
 /// Applies Spark's string literal rules and rewrites `DIV`, `!` and `~` (see the module doc) in
 /// a statement or expression parsed by [`SparkDialect`] with [`parser_options`].
 pub(crate) fn rewrite_syntax<V: VisitMut>(node: &mut V, escaped_literals: bool) -> Result<()> {
@@ -304,7 +355,25 @@ pub(crate) fn rewrite_syntax<V: VisitMut>(node: &mut V, escaped_literals: bool) 
             } => {
                 let l = std::mem::replace(left.as_mut(), SqlExpr::value(Value::Null));
                 let r = std::mem::replace(right.as_mut(), SqlExpr::value(Value::Null));
-                *e = call("div", vec![decimal_literal(l), decimal_literal(r)]);
+                *e = call("div", vec![l, r]);
+            }
+            // `ceil(x, d)` / `floor(x, d)`: Spark's functions of two arguments (DataFusion's
+            // planner refuses the scale).
+            SqlExpr::Ceil {
+                expr,
+                field: CeilFloorKind::Scale(d),
+            } => {
+                let x = std::mem::replace(expr.as_mut(), SqlExpr::value(Value::Null));
+                let d = SqlExpr::Value(d.clone());
+                *e = call("ceil", vec![x, d]);
+            }
+            SqlExpr::Floor {
+                expr,
+                field: CeilFloorKind::Scale(d),
+            } => {
+                let x = std::mem::replace(expr.as_mut(), SqlExpr::value(Value::Null));
+                let d = SqlExpr::Value(d.clone());
+                *e = call("floor", vec![x, d]);
             }
             SqlExpr::RLike {
                 negated,
@@ -394,9 +463,10 @@ mod tests {
         assert_eq!(e.to_string(), "div(2 * 7, 2)");
         let e = parse_spark_expr("8 DIV 3 DIV 2", false).unwrap();
         assert_eq!(e.to_string(), "div(div(8, 3), 2)");
-        // Spark's `7.5` is DECIMAL(2,1), which `div` takes.
+        // Spark's `7.5` is DECIMAL(2,1) (the session parses fractions as decimals), which
+        // `div` takes.
         let e = parse_spark_expr("7.5 div 2", false).unwrap();
-        assert_eq!(e.to_string(), "div(CAST(7.5 AS DECIMAL(2,1)), 2)");
+        assert_eq!(e.to_string(), "div(7.5, 2)");
     }
 
     #[test]

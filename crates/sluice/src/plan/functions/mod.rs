@@ -25,9 +25,11 @@ mod catalog;
 mod coerce;
 mod collections;
 mod datetime;
+mod hash;
 mod md5;
 mod misc;
 mod numfmt;
+mod rounding;
 mod rowwise;
 mod strings;
 #[cfg(test)]
@@ -57,6 +59,8 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .chain(strings::udfs())
         .chain(coerce::udfs())
         .chain([md5::udf()])
+        .chain(hash::udfs())
+        .chain(rounding::udfs(|name| scalars.get(name).cloned()))
         .chain(collections::udfs(|name| scalars.get(name).cloned()))
         .chain(misc::udfs(|name| scalars.get(name).cloned()))
         .chain(binary::udfs(|name| scalars.get(name).cloned()))

@@ -136,6 +136,25 @@ fn timestamp_text(us: i64) -> Value {
     json!(s)
 }
 
+/// `v` as Python's `json.dumps` writes it (`, ` and `: ` separators): the text of a map key that
+/// is not a string in `scripts/spark-functions`' canonical form.
+fn python_json(v: &Value) -> String {
+    match v {
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(python_json).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, x)| format!("{}: {}", Value::String(k.clone()), python_json(x)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// One cell in the canonical form `scripts/spark-functions` writes.
 fn cell(a: &ArrayRef, i: usize) -> Value {
     use arrow::datatypes::*;
@@ -226,7 +245,7 @@ fn cell(a: &ArrayRef, i: usize) -> Value {
             for j in 0..entries.len() {
                 let key = match cell(k, j) {
                     Value::String(s) => s,
-                    other => other.to_string(),
+                    other => python_json(&other),
                 };
                 out.insert(key, cell(v, j));
             }
