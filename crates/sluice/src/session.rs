@@ -93,12 +93,18 @@ impl SessionBuilder {
             .conf
             .get("spark.sql.caseSensitive")
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        let ansi = ansi_conf(self.conf.get(crate::conf::ANSI_ENABLED))?;
         if let Some(planners) = builder.expr_planners() {
             planners.insert(
                 0,
                 Arc::new(crate::plan::field_access::SparkFieldAccessPlanner::new(
                     case_sensitive,
                 )),
+            );
+            // Spark's casts of a string operand (plan/promote_strings.rs).
+            planners.insert(
+                0,
+                Arc::new(crate::plan::promote_strings::PromoteStrings::new(ansi)),
             );
         }
         let mut state = builder.build();

@@ -33,6 +33,7 @@ pub(crate) mod json;
 pub(crate) mod literals;
 pub(crate) mod names;
 pub(crate) mod planner;
+pub(crate) mod promote_strings;
 pub(crate) mod relation;
 pub(crate) mod spark;
 pub(crate) mod sql;
