@@ -25,6 +25,7 @@ mod catalog;
 mod coerce;
 mod collections;
 mod datetime;
+pub(crate) mod lambda;
 mod md5;
 mod misc;
 mod numfmt;
@@ -96,6 +97,8 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
     }
     // Aliases last, so they name the wrapped functions.
     aliases::register(state)?;
+    // Higher-order functions last: their lambda bodies plan with everything above.
+    lambda::register(state)?;
     Ok(())
 }
 
