@@ -207,6 +207,16 @@ pub(crate) fn rewrite_lambdas<V: VisitMut>(node: &mut V) -> Result<bool> {
             return ControlFlow::Continue(());
         };
         if !list.args.iter().any(|a| lambda_of(a).is_some()) {
+            if plain_array_sort(f) {
+                // Spark's `array_sort(array)` sorts ascending with nulls last.
+                if let SqlExpr::Function(f) = e {
+                    if let FunctionArguments::List(l) = &mut f.args {
+                        l.args.push(unnamed(literal("ASC".into())));
+                        l.args.push(unnamed(literal("NULLS LAST".into())));
+                        changed = true;
+                    }
+                }
+            }
             return ControlFlow::Continue(());
         }
         let name = match f.name.0.last() {
@@ -242,6 +252,14 @@ pub(crate) fn rewrite_lambdas<V: VisitMut>(node: &mut V) -> Result<bool> {
         Some(e) => Err(e),
         None => Ok(changed),
     }
+}
+
+/// `array_sort(x)`: one plain argument.
+fn plain_array_sort(f: &Function) -> bool {
+    f.name.0.len() == 1
+        && f.name.to_string().eq_ignore_ascii_case("array_sort")
+        && matches!(&f.args, FunctionArguments::List(l) if l.args.len() == 1
+            && matches!(l.args[0], FunctionArg::Unnamed(FunctionArgExpr::Expr(_))))
 }
 
 fn lambda_of(a: &FunctionArg) -> Option<&datafusion::sql::sqlparser::ast::LambdaFunction> {

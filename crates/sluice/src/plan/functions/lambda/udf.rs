@@ -16,6 +16,8 @@ use datafusion::logical_expr::{
     ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
 };
+use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::sqlparser::ast::ExprWithAlias;
 use datafusion::sql::sqlparser::dialect::SparkSqlDialect;
@@ -484,6 +486,18 @@ fn plan_lambda(
     let logical = state
         .create_logical_expr_from_sql_expr(ExprWithAlias { expr, alias: None }, &df_schema)
         .map_err(|e| in_lambda(crate::plan::functions::unresolved_routine(e.into())))?;
+    // Coerced and simplified as DataFusion's optimizer would (some functions, e.g.
+    // `coalesce`, exist only until simplified).
+    let simplifier = ExprSimplifier::new(
+        SimplifyContext::builder()
+            .with_schema(Arc::new(df_schema.clone()))
+            .with_config_options(state.config_options().clone())
+            .build(),
+    );
+    let logical = simplifier
+        .coerce(logical, &df_schema)
+        .and_then(|e| simplifier.simplify(e))
+        .map_err(|e| in_lambda(e.into()))?;
     let physical = state
         .create_physical_expr(logical, &df_schema)
         .map_err(|e| in_lambda(e.into()))?;
