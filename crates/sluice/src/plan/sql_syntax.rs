@@ -107,7 +107,10 @@ impl Dialect for SparkDialect {
     fn supports_map_literal_with_angle_brackets(&self) -> bool {
         SPARK.supports_map_literal_with_angle_brackets()
     }
-    fn parse_prefix(&self, parser: &mut Parser) -> Option<std::result::Result<SqlExpr, ParserError>> {
+    fn parse_prefix(
+        &self,
+        parser: &mut Parser,
+    ) -> Option<std::result::Result<SqlExpr, ParserError>> {
         // `exists(array, x -> ..)` is Spark's higher-order function, not EXISTS (subquery).
         crate::plan::functions::lambda::parse_exists_call(parser)
     }

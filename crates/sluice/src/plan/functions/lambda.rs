@@ -42,8 +42,8 @@ use std::sync::Arc;
 use datafusion::execution::SessionState;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, Expr as SqlExpr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart, OneOrManyWithParens,
-    Value, VisitMut,
+    FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
+    OneOrManyWithParens, Value, VisitMut,
 };
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
@@ -175,7 +175,9 @@ pub(super) fn register(state: &mut SessionState) -> Result<()> {
 
 /// The dialect hook for `exists(array, x -> ..)`: `EXISTS (` followed by something other than
 /// a query is Spark's `exists` function, not the subquery predicate.
-pub(crate) fn parse_exists_call(parser: &mut Parser) -> Option<std::result::Result<SqlExpr, ParserError>> {
+pub(crate) fn parse_exists_call(
+    parser: &mut Parser,
+) -> Option<std::result::Result<SqlExpr, ParserError>> {
     let word = match &parser.peek_token_ref().token {
         Token::Word(w) if w.keyword == Keyword::EXISTS => w.value.clone(),
         _ => return None,
@@ -184,7 +186,9 @@ pub(crate) fn parse_exists_call(parser: &mut Parser) -> Option<std::result::Resu
         return None;
     }
     match &parser.peek_nth_token_ref(2).token {
-        Token::Word(w) if matches!(w.keyword, Keyword::SELECT | Keyword::WITH | Keyword::VALUES) => {
+        Token::Word(w)
+            if matches!(w.keyword, Keyword::SELECT | Keyword::WITH | Keyword::VALUES) =>
+        {
             return None
         }
         Token::LParen => return None,
@@ -281,9 +285,16 @@ fn literal(text: String) -> SqlExpr {
 fn rewrite_call(kind: Kind, f: &Function) -> Result<Function> {
     let name = kind.name();
     let FunctionArguments::List(list) = &f.args else {
-        return Err(SluiceError::internal("rewrite_call without an argument list"));
+        return Err(SluiceError::internal(
+            "rewrite_call without an argument list",
+        ));
     };
-    if f.filter.is_some() || f.over.is_some() || !f.within_group.is_empty() || list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+    if f.filter.is_some()
+        || f.over.is_some()
+        || !f.within_group.is_empty()
+        || list.duplicate_treatment.is_some()
+        || !list.clauses.is_empty()
+    {
         return Err(SluiceError::query(
             class::PARSE_SYNTAX_ERROR,
             format!("`{name}` is a scalar function: it takes no DISTINCT, FILTER, OVER or WITHIN GROUP (in `{f}`)"),
@@ -316,7 +327,10 @@ fn rewrite_call(kind: Kind, f: &Function) -> Result<Function> {
                 other => {
                     return Err(SluiceError::query(
                         class::PARSE_SYNTAX_ERROR,
-                        format!("argument {} of `{name}` must be an expression, got `{other}`", i + 1),
+                        format!(
+                            "argument {} of `{name}` must be an expression, got `{other}`",
+                            i + 1
+                        ),
                     ))
                 }
             },
@@ -366,7 +380,10 @@ fn rewrite_call(kind: Kind, f: &Function) -> Result<Function> {
             ));
         }
         for (i, p) in params.iter().enumerate() {
-            if params[..i].iter().any(|q| q.value.eq_ignore_ascii_case(&p.value)) {
+            if params[..i]
+                .iter()
+                .any(|q| q.value.eq_ignore_ascii_case(&p.value))
+            {
                 return Err(SluiceError::query(
                     class::INVALID_LAMBDA_FUNCTION_CALL_DUPLICATE_ARG_NAMES,
                     format!(
@@ -411,18 +428,21 @@ fn name_struct_fields(body: &mut SqlExpr) {
     let _ = visit_expressions_mut(body, |e: &mut SqlExpr| {
         let items: Vec<SqlExpr> = match &*e {
             SqlExpr::Tuple(items) => items.clone(),
-            SqlExpr::Function(f)
-                if f.name.to_string().eq_ignore_ascii_case("struct") =>
-            {
+            SqlExpr::Function(f) if f.name.to_string().eq_ignore_ascii_case("struct") => {
                 match &f.args {
-                    FunctionArguments::List(l) if l.args.iter().all(|a| matches!(a, FunctionArg::Unnamed(FunctionArgExpr::Expr(_)))) => l
-                        .args
-                        .iter()
-                        .filter_map(|a| match a {
-                            FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => Some(x.clone()),
-                            _ => None,
-                        })
-                        .collect(),
+                    FunctionArguments::List(l)
+                        if l.args.iter().all(|a| {
+                            matches!(a, FunctionArg::Unnamed(FunctionArgExpr::Expr(_)))
+                        }) =>
+                    {
+                        l.args
+                            .iter()
+                            .filter_map(|a| match a {
+                                FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => Some(x.clone()),
+                                _ => None,
+                            })
+                            .collect()
+                    }
                     _ => return ControlFlow::Continue(()),
                 }
             }

@@ -104,7 +104,9 @@ impl Flat {
         let list = match a.data_type() {
             DataType::List(_) => a.as_list::<i32>().clone(),
             DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
-                cast(a, &DataType::List(f.clone()))?.as_list::<i32>().clone()
+                cast(a, &DataType::List(f.clone()))?
+                    .as_list::<i32>()
+                    .clone()
             }
             other => {
                 return Err(SluiceError::internal(format!(
@@ -252,7 +254,10 @@ fn aggregate(c: &Ctx, a: &ArrayRef, zero: &ArrayRef) -> Result<ArrayRef> {
         );
         let merged = c.eval(
             0,
-            vec![take(acc.as_ref(), &idx, None)?, take(f.values.as_ref(), &elems, None)?],
+            vec![
+                take(acc.as_ref(), &idx, None)?,
+                take(f.values.as_ref(), &elems, None)?,
+            ],
             &idx,
         )?;
         let merged = if merged.data_type() == &acc_type {
@@ -462,7 +467,13 @@ fn transform_map(c: &Ctx, a: &ArrayRef, keys: bool) -> Result<ArrayRef> {
     let m = FlatMap::of(a)?;
     let out = c.eval(0, vec![m.keys.clone(), m.values.clone()], &m.parents)?;
     if !keys {
-        return map(&c.p.ret, m.keys.clone(), out, &m.offsets, m.map.nulls().cloned());
+        return map(
+            &c.p.ret,
+            m.keys.clone(),
+            out,
+            &m.offsets,
+            m.map.nulls().cloned(),
+        );
     }
     if out.null_count() > 0 {
         return Err(SluiceError::input(
@@ -475,7 +486,13 @@ fn transform_map(c: &Ctx, a: &ArrayRef, keys: bool) -> Result<ArrayRef> {
         ));
     }
     check_unique_keys(&out, &m.offsets)?;
-    map(&c.p.ret, out, m.values.clone(), &m.offsets, m.map.nulls().cloned())
+    map(
+        &c.p.ret,
+        out,
+        m.values.clone(),
+        &m.offsets,
+        m.map.nulls().cloned(),
+    )
 }
 
 /// Spark's `spark.sql.mapKeyDedupPolicy=EXCEPTION`: a map may not repeat a key.

@@ -12,11 +12,11 @@ use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::SessionState;
+use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
 };
-use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::sqlparser::ast::ExprWithAlias;
@@ -82,7 +82,11 @@ impl HigherOrder {
     }
 
     /// The lambdas' encoded texts from the literal arguments (`None`: not literals).
-    fn texts(&self, literal: impl Fn(usize) -> Option<ScalarValue>, n_args: usize) -> DfResult<Vec<String>> {
+    fn texts(
+        &self,
+        literal: impl Fn(usize) -> Option<ScalarValue>,
+        n_args: usize,
+    ) -> DfResult<Vec<String>> {
         let n_data = self.kind.data_args();
         let count = match literal(n_data) {
             Some(ScalarValue::Int64(Some(n))) => n as usize,
@@ -111,7 +115,12 @@ impl HigherOrder {
     }
 
     /// The planned lambdas for `types` (all arguments' types) and `texts`, cached.
-    fn planned(&self, types: &[DataType], names: &[String], texts: Vec<String>) -> DfResult<Arc<Planned>> {
+    fn planned(
+        &self,
+        types: &[DataType],
+        names: &[String],
+        texts: Vec<String>,
+    ) -> DfResult<Arc<Planned>> {
         let key = (types.to_vec(), texts);
         if let Some(p) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return Ok(p);
@@ -139,7 +148,9 @@ impl HigherOrder {
 
 impl std::fmt::Debug for HigherOrder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HigherOrder").field("name", &self.name).finish()
+        f.debug_struct("HigherOrder")
+            .field("name", &self.name)
+            .finish()
     }
 }
 impl PartialEq for HigherOrder {
@@ -189,7 +200,11 @@ impl ScalarUDFImpl for HigherOrder {
             |i| args.scalar_arguments.get(i).copied().flatten().cloned(),
             args.arg_fields.len(),
         )?;
-        let types: Vec<DataType> = args.arg_fields.iter().map(|f| f.data_type().clone()).collect();
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
         let names: Vec<String> = args.arg_fields.iter().map(|f| f.name().clone()).collect();
         let p = self.planned(&types, &names, texts)?;
         Ok(Arc::new(Field::new(self.kind.name(), p.ret.clone(), true)))
@@ -202,11 +217,18 @@ impl ScalarUDFImpl for HigherOrder {
             },
             args.args.len(),
         )?;
-        let types: Vec<DataType> = args.arg_fields.iter().map(|f| f.data_type().clone()).collect();
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
         let names: Vec<String> = args.arg_fields.iter().map(|f| f.name().clone()).collect();
         let count = texts.len();
         let p = self.planned(&types, &names, texts)?;
-        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let rows = if scalar { 1 } else { args.number_rows };
         let n_data = self.kind.data_args();
         let mut data = Vec::new();
@@ -280,11 +302,9 @@ pub(super) fn list_of(t: DataType) -> DataType {
 pub(super) fn map_of(like: &DataType, k: DataType, v: DataType) -> DataType {
     let (entries, kn, vn) = match like {
         DataType::Map(f, _) => match f.data_type() {
-            DataType::Struct(kv) if kv.len() == 2 => (
-                f.name().clone(),
-                kv[0].name().clone(),
-                kv[1].name().clone(),
-            ),
+            DataType::Struct(kv) if kv.len() == 2 => {
+                (f.name().clone(), kv[0].name().clone(), kv[1].name().clone())
+            }
             _ => ("entries".into(), "key".into(), "value".into()),
         },
         _ => ("entries".into(), "key".into(), "value".into()),
@@ -398,7 +418,13 @@ fn plan(
             (vec![l], list_of(e))
         }
         Kind::ZipWith => {
-            let l = lambda(0, &[element(kind, t0)?, element(kind, &types[1]).map_err(|_| mismatch(kind, 2, "ARRAY", &types[1]))?])?;
+            let l = lambda(
+                0,
+                &[
+                    element(kind, t0)?,
+                    element(kind, &types[1]).map_err(|_| mismatch(kind, 2, "ARRAY", &types[1]))?,
+                ],
+            )?;
             let ret = list_of(l.ty.clone());
             (vec![l], ret)
         }
@@ -418,7 +444,11 @@ fn plan(
         Kind::MapZipWith => {
             let (k1, v1) = entries(kind, 1, t0)?;
             let (k2, v2) = entries(kind, 2, &types[1])?;
-            let k = if k1 == DataType::Null { k2.clone() } else { k1.clone() };
+            let k = if k1 == DataType::Null {
+                k2.clone()
+            } else {
+                k1.clone()
+            };
             if k1 != k2 && k1 != DataType::Null && k2 != DataType::Null {
                 return Err(SluiceError::query(
                     class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
@@ -472,7 +502,10 @@ fn plan_lambda(
         SluiceError::new(
             e.fault(),
             e.class(),
-            format!("in the lambda function `{written}` of `{}`: {msg}", kind.name()),
+            format!(
+                "in the lambda function `{written}` of `{}`: {msg}",
+                kind.name()
+            ),
         )
     };
     let mut parser = Parser::new(&SparkSqlDialect {})
