@@ -498,7 +498,7 @@ fn transform_map(c: &Ctx, a: &ArrayRef, keys: bool) -> Result<ArrayRef> {
 /// Spark's `spark.sql.mapKeyDedupPolicy=EXCEPTION`: a map may not repeat a key.
 fn check_unique_keys(keys: &ArrayRef, offsets: &[usize]) -> Result<()> {
     let conv = RowConverter::new(vec![SortField::new(keys.data_type().clone())])?;
-    let rows = conv.convert_columns(&[keys.clone()])?;
+    let rows = conv.convert_columns(std::slice::from_ref(keys))?;
     for w in offsets.windows(2) {
         let mut seen = std::collections::HashSet::new();
         for j in w[0]..w[1] {
@@ -528,8 +528,8 @@ fn map_zip_with(c: &Ctx, a: &ArrayRef, b: &ArrayRef) -> Result<ArrayRef> {
         cast(&r.keys, &key_type)?
     };
     let conv = RowConverter::new(vec![SortField::new(key_type)])?;
-    let lrows = conv.convert_columns(&[l.keys.clone()])?;
-    let rrows = conv.convert_columns(&[rkeys.clone()])?;
+    let lrows = conv.convert_columns(std::slice::from_ref(&l.keys))?;
+    let rrows = conv.convert_columns(std::slice::from_ref(&rkeys))?;
     let mut keys: Vec<(usize, usize)> = Vec::new();
     let mut lv = Vec::new();
     let mut rv = Vec::new();
