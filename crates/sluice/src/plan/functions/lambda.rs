@@ -40,11 +40,13 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::execution::SessionState;
+use datafusion::sql::sqlparser::ast::UnaryOperator;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, Expr as SqlExpr, Function, FunctionArg, FunctionArgExpr,
     FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
     OneOrManyWithParens, Value, VisitMut,
 };
+use datafusion::sql::sqlparser::dialect::{Dialect, Precedence, SparkSqlDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
@@ -174,18 +176,21 @@ pub(super) fn register(state: &mut SessionState) -> Result<()> {
 }
 
 /// The dialect hook for `exists(array, x -> ..)`: `EXISTS (` followed by something other than
-/// a query is Spark's `exists` function, not the subquery predicate.
+/// a query is Spark's `exists` function, not the subquery predicate (also after `NOT`).
 pub(crate) fn parse_exists_call(
     parser: &mut Parser,
 ) -> Option<std::result::Result<SqlExpr, ParserError>> {
-    let word = match &parser.peek_token_ref().token {
+    let is = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k);
+    let not = is(&parser.peek_token_ref().token, Keyword::NOT);
+    let at = usize::from(not);
+    let word = match &parser.peek_nth_token_ref(at).token {
         Token::Word(w) if w.keyword == Keyword::EXISTS => w.value.clone(),
         _ => return None,
     };
-    if parser.peek_nth_token_ref(1).token != Token::LParen {
+    if parser.peek_nth_token_ref(at + 1).token != Token::LParen {
         return None;
     }
-    match &parser.peek_nth_token_ref(2).token {
+    match &parser.peek_nth_token_ref(at + 2).token {
         Token::Word(w)
             if matches!(w.keyword, Keyword::SELECT | Keyword::WITH | Keyword::VALUES) =>
         {
@@ -193,6 +198,14 @@ pub(crate) fn parse_exists_call(
         }
         Token::LParen => return None,
         _ => {}
+    }
+    if not {
+        parser.next_token();
+        let precedence = SparkSqlDialect {}.prec_value(Precedence::UnaryNot);
+        return Some(parser.parse_subexpr(precedence).map(|e| SqlExpr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr: Box::new(e),
+        }));
     }
     parser.next_token();
     Some(parser.parse_function(ObjectName::from(vec![Ident::new(word)])))

@@ -104,6 +104,14 @@ fn exists_and_forall_are_three_valued() {
         ]
     );
     assert_eq!(column(&s, "SELECT forall(array(), x -> x > 1)"), ["true"]);
+    // `NOT exists(..)` too.
+    assert_eq!(
+        rows(
+            &s,
+            "SELECT NOT exists(array(1, 2), x -> x > 1), NOT exists(array(1), x -> x > 1) AND true"
+        ),
+        [["false", "true"]]
+    );
     // `exists(..)` is the function, `EXISTS (SELECT ..)` still the predicate.
     assert_eq!(
         column(
@@ -139,6 +147,27 @@ fn aggregate_folds_with_and_without_finish() {
     );
     assert!(e.is(class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE), "{e}");
     assert!(e.message().contains("`aggregate`"), "{e}");
+}
+
+#[test]
+fn struct_parameters_and_qualified_columns() {
+    let s = session();
+    assert_eq!(
+        column(
+            &s,
+            "SELECT transform(array(named_struct('a', 1), named_struct('a', 2)), x -> x.a + t.k) \
+             FROM VALUES (10) AS t(k)"
+        ),
+        ["[11, 12]"]
+    );
+    // Outer columns resolve as Spark resolves them (case-insensitively).
+    assert_eq!(
+        column(
+            &s,
+            "SELECT filter(xs, x -> x > LIMIT_) FROM VALUES (array(1, 5), 2) AS t(xs, limit_)"
+        ),
+        ["[5]"]
+    );
 }
 
 #[test]
