@@ -88,6 +88,7 @@ fn rewrite_statement(st: &mut Statement) -> Result<bool> {
         changed |= rewrite_query(q)?;
     }
     changed |= rewrite_max_min_by(st)?;
+    changed |= super::functions::lambda::rewrite_lambdas(st)?;
     Ok(changed)
 }
 
@@ -129,6 +130,7 @@ pub(crate) fn resolve_sql_expr(
         .map_err(bad)?;
     super::sql_syntax::rewrite_syntax(&mut expr, escaped)?;
     super::intervals::rewrite_intervals_in_expr(&mut expr)?;
+    super::functions::lambda::rewrite_lambdas(&mut expr)?;
     let columns: Vec<(Option<String>, String, arrow::datatypes::DataType)> = schema
         .iter()
         .map(|(q, f)| {

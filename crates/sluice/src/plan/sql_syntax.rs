@@ -111,7 +111,8 @@ impl Dialect for SparkDialect {
         &self,
         parser: &mut Parser,
     ) -> Option<std::result::Result<SqlExpr, ParserError>> {
-        spark_prefix(parser)
+        // `exists(array, x -> ..)` is Spark's higher-order function, not EXISTS (subquery).
+        crate::plan::functions::lambda::parse_exists_call(parser).or_else(|| spark_prefix(parser))
     }
     fn parse_infix(
         &self,

@@ -26,6 +26,7 @@ mod coerce;
 mod collections;
 mod datetime;
 mod hash;
+pub(crate) mod lambda;
 mod md5;
 mod misc;
 mod numfmt;
@@ -100,6 +101,8 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
     }
     // Aliases last, so they name the wrapped functions.
     aliases::register(state)?;
+    // Higher-order functions last: their lambda bodies plan with everything above.
+    lambda::register(state)?;
     Ok(())
 }
 
