@@ -38,12 +38,40 @@ fn ddl_arg(args: &[Option<&ScalarValue>]) -> DfResult<DataType> {
 
 /// The options of `from_json(value, schema, map('k', 'v', ..))`.
 fn options_arg(args: &[ColumnarValue]) -> DfResult<HashMap<String, String>> {
+    let out = options_at(args, 2, "from_json")?;
+    check_parse_mode(&out, "from_json")?;
+    Ok(out)
+}
+
+/// `mode` of `from_json` / `from_csv`: PERMISSIVE or FAILFAST, as Spark.
+pub(crate) fn check_parse_mode(options: &HashMap<String, String>, function: &str) -> DfResult<()> {
+    if let Some(mode) = crate::conf::option(options, "mode") {
+        if !mode.eq_ignore_ascii_case("PERMISSIVE") && !mode.eq_ignore_ascii_case("FAILFAST") {
+            return plan_err!(
+                "{function}() doesn't support the {} mode. Acceptable modes are PERMISSIVE and FAILFAST.",
+                mode.to_ascii_uppercase()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The options map of a JSON/CSV function, argument `idx` (`map('k', 'v', ..)`, a literal);
+/// none when the argument is absent.
+pub(crate) fn options_at(
+    args: &[ColumnarValue],
+    idx: usize,
+    function: &str,
+) -> DfResult<HashMap<String, String>> {
     let mut out = HashMap::new();
-    let Some(arg) = args.get(2) else {
+    let Some(arg) = args.get(idx) else {
         return Ok(out);
     };
     let ColumnarValue::Scalar(ScalarValue::Map(m)) = arg else {
-        return plan_err!("from_json: the options must be a literal map('key', 'value', ..)");
+        return plan_err!(
+            "{function}: the options must be a literal map('key', 'value', ..), e.g. \
+             map('timestampFormat', 'dd/MM/yyyy')"
+        );
     };
     if m.is_empty() || m.is_null(0) {
         return Ok(out);
@@ -57,15 +85,181 @@ fn options_arg(args: &[ColumnarValue]) -> DfResult<HashMap<String, String>> {
             out.insert(keys.value(i).to_string(), values.value(i).to_string());
         }
     }
-    if let Some(mode) = crate::conf::option(&out, "mode") {
-        if !mode.eq_ignore_ascii_case("PERMISSIVE") && !mode.eq_ignore_ascii_case("FAILFAST") {
-            return plan_err!(
-                "from_json() doesn't support the {} mode. Acceptable modes are PERMISSIVE and FAILFAST.",
-                mode.to_ascii_uppercase()
-            );
+    Ok(out)
+}
+
+fn external(e: crate::error::SluiceError) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::External(Box::new(e))
+}
+
+/// The datetime patterns of a writing function (`to_json`, `to_csv`), as chrono formats: Spark's
+/// `timestampFormat` and `dateFormat`, and the checks of `timeZone` and `locale` (UTC and
+/// English only) and of `timestampNTZFormat` (Sluice has one timestamp type).
+#[derive(Debug, Default)]
+pub(crate) struct WriteDatetimes {
+    pub(crate) timestamp: Option<String>,
+    pub(crate) date: Option<String>,
+}
+
+pub(crate) fn write_datetimes(
+    options: &HashMap<String, String>,
+    function: &str,
+) -> DfResult<WriteDatetimes> {
+    let pattern = |key: &str| -> DfResult<Option<String>> {
+        match crate::conf::option(options, key) {
+            None => Ok(None),
+            Some(p) => crate::plan::spark::spark_pattern_to_chrono(p)
+                .map(Some)
+                .map_err(|why| {
+                    external(crate::error::SluiceError::not_supported_yet(format!(
+                        "{function}: the option {key} = {p:?}: {}",
+                        why.trim_start_matches("date_format: ")
+                    )))
+                }),
+        }
+    };
+    if crate::conf::option(options, "timestampNTZFormat").is_some() {
+        return Err(external(crate::error::SluiceError::not_supported_yet(format!(
+            "{function}: the option timestampNTZFormat is not supported yet (Sluice has one \
+             timestamp type); use timestampFormat"
+        ))));
+    }
+    if let Some(tz) = crate::conf::option(options, "timeZone") {
+        if !matches!(
+            tz.trim().to_ascii_uppercase().as_str(),
+            "UTC" | "GMT" | "Z" | "+00:00" | "ETC/UTC"
+        ) {
+            return Err(external(crate::error::SluiceError::not_supported_yet(format!(
+                "{function}: the option timeZone = {tz:?} is not supported yet (UTC only)"
+            ))));
         }
     }
-    Ok(out)
+    if let Some(l) = crate::conf::option(options, "locale") {
+        if !matches!(l.trim().to_ascii_lowercase().as_str(), "en-us" | "en") {
+            return Err(external(crate::error::SluiceError::not_supported_yet(format!(
+                "{function}: the option locale = {l:?} is not supported yet (en-US only)"
+            ))));
+        }
+    }
+    Ok(WriteDatetimes {
+        timestamp: pattern("timestampFormat")?,
+        date: pattern("dateFormat")?,
+    })
+}
+
+/// A boolean option of a writing function: Sluice honours `supported` only, and says so for
+/// the other value.
+fn bool_option(
+    options: &HashMap<String, String>,
+    key: &str,
+    supported: bool,
+    function: &str,
+) -> DfResult<()> {
+    let Some(v) = crate::conf::option(options, key) else {
+        return Ok(());
+    };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "false" if (v.trim().eq_ignore_ascii_case("true")) == supported => Ok(()),
+        "true" | "false" => Err(external(crate::error::SluiceError::not_supported_yet(format!(
+            "{function}: the option {key} = {v} is not supported yet (only {supported})"
+        )))),
+        _ => Err(external(crate::error::SluiceError::query(
+            crate::error::class::INVALID_OPTION,
+            format!("{function}: invalid value {v:?} for the option '{key}': expected true or false"),
+        ))),
+    }
+}
+
+/// `a` with its timestamps and dates (at any depth) replaced by their text in `formats`' chrono
+/// patterns, where one is given: how `to_json`/`to_csv` write them with `timestampFormat` /
+/// `dateFormat`. Timestamps are UTC.
+pub(crate) fn format_datetimes(a: &ArrayRef, formats: &WriteDatetimes) -> DfResult<ArrayRef> {
+    use std::fmt::Write as _;
+    if formats.timestamp.is_none() && formats.date.is_none() {
+        return Ok(a.clone());
+    }
+    let text = |fmt: &str, v: Option<chrono::NaiveDateTime>| -> DfResult<Option<String>> {
+        let Some(v) = v else { return Ok(None) };
+        let mut s = String::new();
+        write!(s, "{}", v.format(fmt)).map_err(|_| {
+            datafusion::error::DataFusionError::Execution(format!(
+                "cannot format {v} with the pattern {fmt:?}"
+            ))
+        })?;
+        Ok(Some(s))
+    };
+    Ok(match a.data_type() {
+        DataType::Timestamp(..) if formats.timestamp.is_some() => {
+            let fmt = formats.timestamp.as_deref().unwrap_or_default();
+            let us = arrow::compute::cast(
+                a,
+                &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
+            )?;
+            let us = us.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+            let out = us
+                .iter()
+                .map(|v| text(fmt, v.and_then(|v| chrono::DateTime::from_timestamp_micros(v)).map(|d| d.naive_utc())))
+                .collect::<DfResult<StringArray>>()?;
+            Arc::new(out)
+        }
+        DataType::Date32 | DataType::Date64 if formats.date.is_some() => {
+            let fmt = formats.date.as_deref().unwrap_or_default();
+            let days = arrow::compute::cast(a, &DataType::Date32)?;
+            let days = days.as_primitive::<arrow::datatypes::Date32Type>();
+            let out = days
+                .iter()
+                .map(|v| {
+                    text(
+                        fmt,
+                        v.and_then(|d| chrono::DateTime::from_timestamp(i64::from(d) * 86_400, 0))
+                            .map(|d| d.naive_utc()),
+                    )
+                })
+                .collect::<DfResult<StringArray>>()?;
+            Arc::new(out)
+        }
+        DataType::Struct(_) => {
+            let s = a.as_struct();
+            let columns = s
+                .columns()
+                .iter()
+                .map(|c| format_datetimes(c, formats))
+                .collect::<DfResult<Vec<_>>>()?;
+            let fields: Vec<Field> = s
+                .fields()
+                .iter()
+                .zip(&columns)
+                .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+                .collect();
+            Arc::new(StructArray::try_new(fields.into(), columns, s.nulls().cloned())?)
+        }
+        DataType::List(f) => {
+            let l = a.as_list::<i32>();
+            let values = format_datetimes(l.values(), formats)?;
+            let field = Arc::new(f.as_ref().clone().with_data_type(values.data_type().clone()));
+            Arc::new(arrow::array::ListArray::try_new(
+                field,
+                l.offsets().clone(),
+                values,
+                l.nulls().cloned(),
+            )?)
+        }
+        DataType::Map(f, sorted) => {
+            let m = a.as_map();
+            let entries: ArrayRef = Arc::new(m.entries().clone());
+            let entries = format_datetimes(&entries, formats)?;
+            let field = Arc::new(f.as_ref().clone().with_data_type(entries.data_type().clone()));
+            let entries = entries.as_struct().clone();
+            Arc::new(arrow::array::MapArray::try_new(
+                field,
+                m.offsets().clone(),
+                entries,
+                m.nulls().cloned(),
+                *sorted,
+            )?)
+        }
+        _ => a.clone(),
+    })
 }
 
 /// `from_json(value, 'user STRING, amount DOUBLE'[, options])` -> struct; also
@@ -138,8 +332,11 @@ impl ScalarUDFImpl for FromJson {
     }
 }
 
-/// `to_json(struct | array | map)` -> a JSON string per row, as Spark writes it
+/// `to_json(struct | array | map[, options])` -> a JSON string per row, as Spark writes it
 /// ([`crate::value_text::write_json`]: null struct fields omitted, nested values in full).
+/// Options: `timestampFormat`, `dateFormat` (Spark's pattern letters), `timeZone` (UTC),
+/// `ignoreNullFields` (`true` only), `pretty` and `writeNonAsciiCharacterAsCodePoint`
+/// (`false` only); other options are ignored, as Spark ignores the reader's.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ToJson {
     signature: Signature,
@@ -148,12 +345,18 @@ pub(crate) struct ToJson {
 impl Default for ToJson {
     fn default() -> Self {
         Self {
-            signature: Signature::any(1, Volatility::Immutable),
+            signature: Signature::user_defined(Volatility::Immutable),
         }
     }
 }
 
 impl ScalarUDFImpl for ToJson {
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        if !(1..=2).contains(&arg_types.len()) {
+            return plan_err!("to_json takes (value[, options])");
+        }
+        Ok(arg_types.to_vec())
+    }
     fn name(&self) -> &str {
         "to_json"
     }
@@ -175,7 +378,13 @@ impl ScalarUDFImpl for ToJson {
         }
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let options = options_at(&args.args, 1, "to_json")?;
+        let formats = write_datetimes(&options, "to_json")?;
+        bool_option(&options, "ignoreNullFields", true, "to_json")?;
+        bool_option(&options, "pretty", false, "to_json")?;
+        bool_option(&options, "writeNonAsciiCharacterAsCodePoint", false, "to_json")?;
         let arr: ArrayRef = args.args[0].to_array(args.number_rows)?;
+        let arr = format_datetimes(&arr, &formats)?;
         let mut out = arrow::array::StringBuilder::new();
         let mut text = String::new();
         for i in 0..arr.len() {
@@ -228,19 +437,93 @@ impl ScalarUDFImpl for SchemaOfJson {
         Ok(DataType::Utf8)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let options = options_at(&args.args, 1, "schema_of_json")?;
+        let primitives_as_string = schema_options(&options)?;
         let values = args.args[0].to_array(args.number_rows)?;
         let values = arrow::compute::cast(&values, &DataType::Utf8)?;
         let mut out = arrow::array::StringBuilder::new();
         for v in values.as_string::<i32>().iter() {
             match v {
                 None => out.append_null(),
-                Some(doc) => out.append_value(
-                    schema_of_json(doc)
-                        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?,
-                ),
+                Some(doc) => {
+                    let doc = if options.is_empty() {
+                        doc.to_string()
+                    } else {
+                        canonical_json(doc, &options)?
+                    };
+                    let mut t = infer_json_type(&doc).map_err(external)?;
+                    if primitives_as_string {
+                        t = all_strings(t);
+                    }
+                    out.append_value(crate::schema::spark_type_name(&t))
+                }
             }
         }
         Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    }
+}
+
+/// The inference options of `schema_of_json(doc, options)`: whether `primitivesAsString`; the
+/// parser's options (`allowNumericLeadingZeros`, `allowSingleQuotes`, ..) act through
+/// [`canonical_json`]; `prefersDecimal` and `dropFieldIfAllNull` are `false` only.
+fn schema_options(options: &HashMap<String, String>) -> DfResult<bool> {
+    bool_option(options, "prefersDecimal", false, "schema_of_json")?;
+    bool_option(options, "dropFieldIfAllNull", false, "schema_of_json")?;
+    match crate::conf::option(options, "primitivesAsString") {
+        None => Ok(false),
+        Some(v) if v.trim().eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) if v.trim().eq_ignore_ascii_case("false") => Ok(false),
+        Some(v) => Err(external(crate::error::SluiceError::query(
+            crate::error::class::INVALID_OPTION,
+            format!(
+                "schema_of_json: invalid value {v:?} for the option 'primitivesAsString': \
+                 expected true or false"
+            ),
+        ))),
+    }
+}
+
+/// `doc` read by the JSON reader with `options` (leading zeros, single quotes, comments,
+/// unquoted names, ..) and written back as standard JSON, for inference. A document the
+/// reader refuses even with the options is an error, as in Spark.
+fn canonical_json(doc: &str, options: &HashMap<String, String>) -> DfResult<String> {
+    let trimmed = doc.trim_start();
+    if trimmed.starts_with('"') || trimmed.starts_with('\'') {
+        // A top-level string: the reader would give its text, not its JSON.
+        return Ok(doc.to_string());
+    }
+    let mut o = options.clone();
+    o.retain(|k, _| !k.eq_ignore_ascii_case("mode"));
+    o.insert("mode".into(), "FAILFAST".into());
+    let parsed = crate::source::file::parse_json_values(&[Some(doc)], &DataType::Utf8, &o)
+        .map_err(|e| {
+            external(crate::error::SluiceError::query(
+                crate::error::class::MALFORMED_RECORD,
+                format!(
+                    "schema_of_json: {doc:?} is not a JSON document with these options ({}); \
+                     give a literal JSON string such as '{{\"a\": 1}}'",
+                    e.message()
+                ),
+            ))
+        })?;
+    let parsed = parsed.as_string::<i32>();
+    if parsed.is_null(0) {
+        return Ok("null".to_string());
+    }
+    Ok(parsed.value(0).to_string())
+}
+
+/// `primitivesAsString`: every primitive type inferred is `STRING`.
+fn all_strings(t: DataType) -> DataType {
+    match t {
+        DataType::List(f) => DataType::new_list(all_strings(f.data_type().clone()), true),
+        DataType::Struct(fs) => DataType::Struct(
+            fs.iter()
+                .map(|f| Field::new(f.name(), all_strings(f.data_type().clone()), true))
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+        _ => DataType::Utf8,
     }
 }
 
@@ -484,4 +767,137 @@ pub fn from_json(value: Expr, ddl: &str) -> Expr {
 /// `to_json(struct_expr | array_expr | map_expr)` for the DataFrame API.
 pub fn to_json(value: Expr) -> Expr {
     ScalarUDF::new_from_impl(ToJson::default()).call(vec![value])
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::class;
+    use crate::session::Session;
+
+    fn one(s: &Session, sql: &str) -> crate::Result<String> {
+        let b = s.sql(sql)?.collect()?;
+        let c = b[0].column(0);
+        Ok(c.as_string::<i32>().value(0).to_string())
+    }
+
+    use arrow::array::AsArray;
+
+    // Every expectation below was returned by Spark 3.5.7.
+
+    #[test]
+    fn to_json_formats_datetimes_with_its_options() {
+        let s = Session::builder().shuffle_partitions(1).build().unwrap();
+        let q = "SELECT to_json(named_struct('d', DATE'2020-01-02', 't', \
+                 TIMESTAMP'2020-01-02 03:04:05', 'n', CAST(NULL AS INT)), \
+                 map('dateFormat', 'dd.MM.yyyy', 'timestampFormat', 'yyyy/MM/dd HH:mm'))";
+        assert_eq!(
+            one(&s, q).unwrap(),
+            r#"{"d":"02.01.2020","t":"2020/01/02 03:04"}"#
+        );
+        assert_eq!(
+            one(
+                &s,
+                "SELECT to_json(array(DATE'2020-01-02'), map('dateFormat', 'yyyyMMdd'))"
+            )
+            .unwrap(),
+            r#"["20200102"]"#
+        );
+        assert_eq!(
+            one(
+                &s,
+                "SELECT to_json(named_struct('time', to_timestamp('2015-08-26', 'yyyy-MM-dd')), \
+                 map('timestampFormat', 'dd/MM/yyyy'))"
+            )
+            .unwrap(),
+            r#"{"time":"26/08/2015"}"#
+        );
+        // Options Spark does not know are ignored.
+        assert_eq!(
+            one(&s, "SELECT to_json(named_struct('a', 1), map('foo', 'bar'))").unwrap(),
+            r#"{"a":1}"#
+        );
+        assert_eq!(
+            one(
+                &s,
+                "SELECT to_json(named_struct('a', 1), map('ignoreNullFields', 'true', 'pretty', 'false'))"
+            )
+            .unwrap(),
+            r#"{"a":1}"#
+        );
+    }
+
+    #[test]
+    fn to_json_refuses_the_options_it_cannot_honour() {
+        let s = Session::builder().shuffle_partitions(1).build().unwrap();
+        for (opt, value) in [
+            ("ignoreNullFields", "false"),
+            ("pretty", "true"),
+            ("timestampNTZFormat", "yyyy"),
+            ("timeZone", "Europe/Paris"),
+        ] {
+            let e = one(
+                &s,
+                &format!("SELECT to_json(named_struct('a', 1), map('{opt}', '{value}'))"),
+            )
+            .unwrap_err();
+            assert!(e.is(class::SLUICE_NOT_SUPPORTED_YET), "{opt}: {e}");
+            assert!(e.to_string().contains(opt), "{opt}: {e}");
+        }
+        let e = one(
+            &s,
+            "SELECT to_json(named_struct('a', 1), map('ignoreNullFields', 'maybe'))",
+        )
+        .unwrap_err();
+        assert!(e.is(class::INVALID_OPTION), "{e}");
+    }
+
+    #[test]
+    fn schema_of_json_reads_with_the_parser_options() {
+        let s = Session::builder().shuffle_partitions(1).build().unwrap();
+        assert_eq!(
+            one(
+                &s,
+                r#"SELECT schema_of_json('[{"col":01}]', map('allowNumericLeadingZeros', 'true'))"#
+            )
+            .unwrap(),
+            "ARRAY<STRUCT<col: BIGINT>>"
+        );
+        assert_eq!(
+            one(
+                &s,
+                r#"SELECT schema_of_json('{"a":01, "b":[1.5]}', map('allowNumericLeadingZeros', 'true'))"#
+            )
+            .unwrap(),
+            "STRUCT<a: BIGINT, b: ARRAY<DOUBLE>>"
+        );
+        assert_eq!(
+            one(
+                &s,
+                "SELECT schema_of_json('{a:1}', map('allowUnquotedFieldNames', 'true'))"
+            )
+            .unwrap(),
+            "STRUCT<a: BIGINT>"
+        );
+        assert_eq!(
+            one(
+                &s,
+                r#"SELECT schema_of_json('{"a":1, "b":[true]}', map('primitivesAsString', 'true'))"#
+            )
+            .unwrap(),
+            "STRUCT<a: STRING, b: ARRAY<STRING>>"
+        );
+        // Without the option, leading zeros are malformed, as in Spark.
+        let e = one(
+            &s,
+            r#"SELECT schema_of_json('{"a":01}', map('allowSingleQuotes', 'true'))"#,
+        )
+        .unwrap_err();
+        assert!(e.is(class::MALFORMED_RECORD), "{e}");
+        let e = one(
+            &s,
+            r#"SELECT schema_of_json('{"a":1.5}', map('prefersDecimal', 'true'))"#,
+        )
+        .unwrap_err();
+        assert!(e.is(class::SLUICE_NOT_SUPPORTED_YET), "{e}");
+    }
 }

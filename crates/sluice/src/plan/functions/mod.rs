@@ -24,6 +24,7 @@ mod binary;
 mod catalog;
 mod coerce;
 mod collections;
+mod csv;
 mod datetime;
 mod md5;
 mod misc;
@@ -56,6 +57,7 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .into_iter()
         .chain(strings::udfs())
         .chain(coerce::udfs())
+        .chain(csv::udfs())
         .chain([md5::udf()])
         .chain(collections::udfs(|name| scalars.get(name).cloned()))
         .chain(misc::udfs(|name| scalars.get(name).cloned()))
