@@ -147,6 +147,170 @@ pub(crate) fn write_datetimes(
     })
 }
 
+/// A `true`/`false` option (Spark's `toBoolean`: a value that is neither is refused).
+fn flag(
+    options: &HashMap<String, String>,
+    key: &str,
+    default: bool,
+    function: &str,
+) -> DfResult<bool> {
+    match crate::conf::option(options, key) {
+        None => Ok(default),
+        Some(v) if v.trim().eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) if v.trim().eq_ignore_ascii_case("false") => Ok(false),
+        Some(v) => Err(external(crate::error::SluiceError::query(
+            crate::error::class::INVALID_OPTION,
+            format!("{function}: invalid value {v:?} for the option '{key}': expected true or false"),
+        ))),
+    }
+}
+
+/// How `to_json` writes: `ignoreNullFields` (null struct fields left out) and `pretty`
+/// (Jackson's `DefaultPrettyPrinter`: objects one entry a line, indented by two spaces per
+/// object level, `"k" : v`; arrays on one line, `[ 1, 2 ]`; empty ones `{ }` and `[ ]`).
+struct JsonStyle {
+    ignore_null_fields: bool,
+    pretty: bool,
+}
+
+/// Writes value `i` of `a` as JSON in `style` (`depth`: the enclosing objects); scalars as
+/// [`crate::value_text::write_json`] writes them.
+fn write_styled(
+    out: &mut String,
+    a: &dyn Array,
+    i: usize,
+    style: &JsonStyle,
+    depth: usize,
+) -> DfResult<()> {
+    if a.is_null(i) {
+        out.push_str("null");
+        return Ok(());
+    }
+    let object = |out: &mut String,
+                  entries: Vec<(String, &dyn Array, usize)>,
+                  depth: usize|
+     -> DfResult<()> {
+        if entries.is_empty() {
+            out.push_str(if style.pretty { "{ }" } else { "{}" });
+            return Ok(());
+        }
+        out.push('{');
+        for (k, (name, arr, j)) in entries.into_iter().enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            if style.pretty {
+                out.push('\n');
+                out.push_str(&"  ".repeat(depth + 1));
+            }
+            crate::value_text::write_json_string(out, &name);
+            out.push_str(if style.pretty { " : " } else { ":" });
+            write_styled(out, arr, j, style, depth + 1)?;
+        }
+        if style.pretty {
+            out.push('\n');
+            out.push_str(&"  ".repeat(depth));
+        }
+        out.push('}');
+        Ok(())
+    };
+    match a.data_type() {
+        DataType::Struct(fields) => {
+            let s = a.as_struct();
+            let entries = fields
+                .iter()
+                .zip(s.columns())
+                .filter(|(_, c)| !(style.ignore_null_fields && c.is_null(i)))
+                .map(|(f, c)| (f.name().clone(), c.as_ref(), i))
+                .collect();
+            object(out, entries, depth)
+        }
+        DataType::Map(..) => {
+            let e = a.as_map().value(i);
+            let mut entries = Vec::with_capacity(e.len());
+            for j in 0..e.len() {
+                let mut key = String::new();
+                key_text(&mut key, e.column(0).as_ref(), j)?;
+                entries.push((key, e.column(1).as_ref(), j));
+            }
+            object(out, entries, depth)
+        }
+        DataType::List(_) | DataType::LargeList(_) => {
+            let l = match a.data_type() {
+                DataType::List(_) => a.as_list::<i32>().value(i),
+                _ => a.as_list::<i64>().value(i),
+            };
+            if l.is_empty() {
+                out.push_str(if style.pretty { "[ ]" } else { "[]" });
+                return Ok(());
+            }
+            out.push_str(if style.pretty { "[ " } else { "[" });
+            for j in 0..l.len() {
+                if j > 0 {
+                    out.push_str(if style.pretty { ", " } else { "," });
+                }
+                write_styled(out, l.as_ref(), j, style, depth)?;
+            }
+            out.push_str(if style.pretty { " ]" } else { "]" });
+            Ok(())
+        }
+        _ => crate::value_text::write_json(out, a, i).map_err(external),
+    }
+}
+
+/// The text of a map key in `to_json`: Spark writes the key's internal `toString`, so a
+/// struct is `[1,x]`, an array `[1,2]`, a date its day number and a timestamp its
+/// microseconds; strings, numbers and booleans as they are.
+fn key_text(out: &mut String, a: &dyn Array, i: usize) -> DfResult<()> {
+    if a.is_null(i) {
+        out.push_str("null");
+        return Ok(());
+    }
+    match a.data_type() {
+        DataType::Struct(_) => {
+            let s = a.as_struct();
+            out.push('[');
+            for (k, c) in s.columns().iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                key_text(out, c.as_ref(), i)?;
+            }
+            out.push(']');
+        }
+        DataType::List(_) | DataType::LargeList(_) => {
+            let l = match a.data_type() {
+                DataType::List(_) => a.as_list::<i32>().value(i),
+                _ => a.as_list::<i64>().value(i),
+            };
+            out.push('[');
+            for j in 0..l.len() {
+                if j > 0 {
+                    out.push(',');
+                }
+                key_text(out, l.as_ref(), j)?;
+            }
+            out.push(']');
+        }
+        DataType::Date32 => {
+            let d = a.as_primitive::<arrow::datatypes::Date32Type>().value(i);
+            out.push_str(&d.to_string());
+        }
+        DataType::Timestamp(..) => {
+            let us = arrow::compute::cast(
+                &a.slice(i, 1),
+                &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
+            )?;
+            let v = us
+                .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                .value(0);
+            out.push_str(&v.to_string());
+        }
+        _ => crate::value_text::write_show(out, a, i).map_err(external)?,
+    }
+    Ok(())
+}
+
 /// A boolean option of a writing function: Sluice honours `supported` only, and says so for
 /// the other value.
 fn bool_option(
@@ -335,8 +499,8 @@ impl ScalarUDFImpl for FromJson {
 /// `to_json(struct | array | map[, options])` -> a JSON string per row, as Spark writes it
 /// ([`crate::value_text::write_json`]: null struct fields omitted, nested values in full).
 /// Options: `timestampFormat`, `dateFormat` (Spark's pattern letters), `timeZone` (UTC),
-/// `ignoreNullFields` (`true` only), `pretty` and `writeNonAsciiCharacterAsCodePoint`
-/// (`false` only); other options are ignored, as Spark ignores the reader's.
+/// `ignoreNullFields`, `pretty`, and `writeNonAsciiCharacterAsCodePoint` (`false` only); other
+/// options are ignored, as Spark ignores the reader's.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ToJson {
     signature: Signature,
@@ -380,8 +544,10 @@ impl ScalarUDFImpl for ToJson {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let options = options_at(&args.args, 1, "to_json")?;
         let formats = write_datetimes(&options, "to_json")?;
-        bool_option(&options, "ignoreNullFields", true, "to_json")?;
-        bool_option(&options, "pretty", false, "to_json")?;
+        let style = JsonStyle {
+            ignore_null_fields: flag(&options, "ignoreNullFields", true, "to_json")?,
+            pretty: flag(&options, "pretty", false, "to_json")?,
+        };
         bool_option(&options, "writeNonAsciiCharacterAsCodePoint", false, "to_json")?;
         let arr: ArrayRef = args.args[0].to_array(args.number_rows)?;
         let arr = format_datetimes(&arr, &formats)?;
@@ -393,8 +559,7 @@ impl ScalarUDFImpl for ToJson {
                 continue;
             }
             text.clear();
-            crate::value_text::write_json(&mut text, arr.as_ref(), i)
-                .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+            write_styled(&mut text, arr.as_ref(), i, &style, 0)?;
             out.append_value(&text);
         }
         Ok(ColumnarValue::Array(Arc::new(out.finish())))
@@ -770,134 +935,5 @@ pub fn to_json(value: Expr) -> Expr {
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::error::class;
-    use crate::session::Session;
-
-    fn one(s: &Session, sql: &str) -> crate::Result<String> {
-        let b = s.sql(sql)?.collect()?;
-        let c = b[0].column(0);
-        Ok(c.as_string::<i32>().value(0).to_string())
-    }
-
-    use arrow::array::AsArray;
-
-    // Every expectation below was returned by Spark 3.5.7.
-
-    #[test]
-    fn to_json_formats_datetimes_with_its_options() {
-        let s = Session::builder().shuffle_partitions(1).build().unwrap();
-        let q = "SELECT to_json(named_struct('d', DATE'2020-01-02', 't', \
-                 TIMESTAMP'2020-01-02 03:04:05', 'n', CAST(NULL AS INT)), \
-                 map('dateFormat', 'dd.MM.yyyy', 'timestampFormat', 'yyyy/MM/dd HH:mm'))";
-        assert_eq!(
-            one(&s, q).unwrap(),
-            r#"{"d":"02.01.2020","t":"2020/01/02 03:04"}"#
-        );
-        assert_eq!(
-            one(
-                &s,
-                "SELECT to_json(array(DATE'2020-01-02'), map('dateFormat', 'yyyyMMdd'))"
-            )
-            .unwrap(),
-            r#"["20200102"]"#
-        );
-        assert_eq!(
-            one(
-                &s,
-                "SELECT to_json(named_struct('time', to_timestamp('2015-08-26', 'yyyy-MM-dd')), \
-                 map('timestampFormat', 'dd/MM/yyyy'))"
-            )
-            .unwrap(),
-            r#"{"time":"26/08/2015"}"#
-        );
-        // Options Spark does not know are ignored.
-        assert_eq!(
-            one(&s, "SELECT to_json(named_struct('a', 1), map('foo', 'bar'))").unwrap(),
-            r#"{"a":1}"#
-        );
-        assert_eq!(
-            one(
-                &s,
-                "SELECT to_json(named_struct('a', 1), map('ignoreNullFields', 'true', 'pretty', 'false'))"
-            )
-            .unwrap(),
-            r#"{"a":1}"#
-        );
-    }
-
-    #[test]
-    fn to_json_refuses_the_options_it_cannot_honour() {
-        let s = Session::builder().shuffle_partitions(1).build().unwrap();
-        for (opt, value) in [
-            ("ignoreNullFields", "false"),
-            ("pretty", "true"),
-            ("timestampNTZFormat", "yyyy"),
-            ("timeZone", "Europe/Paris"),
-        ] {
-            let e = one(
-                &s,
-                &format!("SELECT to_json(named_struct('a', 1), map('{opt}', '{value}'))"),
-            )
-            .unwrap_err();
-            assert!(e.is(class::SLUICE_NOT_SUPPORTED_YET), "{opt}: {e}");
-            assert!(e.to_string().contains(opt), "{opt}: {e}");
-        }
-        let e = one(
-            &s,
-            "SELECT to_json(named_struct('a', 1), map('ignoreNullFields', 'maybe'))",
-        )
-        .unwrap_err();
-        assert!(e.is(class::INVALID_OPTION), "{e}");
-    }
-
-    #[test]
-    fn schema_of_json_reads_with_the_parser_options() {
-        let s = Session::builder().shuffle_partitions(1).build().unwrap();
-        assert_eq!(
-            one(
-                &s,
-                r#"SELECT schema_of_json('[{"col":01}]', map('allowNumericLeadingZeros', 'true'))"#
-            )
-            .unwrap(),
-            "ARRAY<STRUCT<col: BIGINT>>"
-        );
-        assert_eq!(
-            one(
-                &s,
-                r#"SELECT schema_of_json('{"a":01, "b":[1.5]}', map('allowNumericLeadingZeros', 'true'))"#
-            )
-            .unwrap(),
-            "STRUCT<a: BIGINT, b: ARRAY<DOUBLE>>"
-        );
-        assert_eq!(
-            one(
-                &s,
-                "SELECT schema_of_json('{a:1}', map('allowUnquotedFieldNames', 'true'))"
-            )
-            .unwrap(),
-            "STRUCT<a: BIGINT>"
-        );
-        assert_eq!(
-            one(
-                &s,
-                r#"SELECT schema_of_json('{"a":1, "b":[true]}', map('primitivesAsString', 'true'))"#
-            )
-            .unwrap(),
-            "STRUCT<a: STRING, b: ARRAY<STRING>>"
-        );
-        // Without the option, leading zeros are malformed, as in Spark.
-        let e = one(
-            &s,
-            r#"SELECT schema_of_json('{"a":01}', map('allowSingleQuotes', 'true'))"#,
-        )
-        .unwrap_err();
-        assert!(e.is(class::MALFORMED_RECORD), "{e}");
-        let e = one(
-            &s,
-            r#"SELECT schema_of_json('{"a":1.5}', map('prefersDecimal', 'true'))"#,
-        )
-        .unwrap_err();
-        assert!(e.is(class::SLUICE_NOT_SUPPORTED_YET), "{e}");
-    }
-}
+#[path = "json_tests.rs"]
+mod tests;
