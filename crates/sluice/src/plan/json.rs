@@ -119,26 +119,28 @@ pub(crate) fn write_datetimes(
         }
     };
     if crate::conf::option(options, "timestampNTZFormat").is_some() {
-        return Err(external(crate::error::SluiceError::not_supported_yet(format!(
-            "{function}: the option timestampNTZFormat is not supported yet (Sluice has one \
+        return Err(external(crate::error::SluiceError::not_supported_yet(
+            format!(
+                "{function}: the option timestampNTZFormat is not supported yet (Sluice has one \
              timestamp type); use timestampFormat"
-        ))));
+            ),
+        )));
     }
     if let Some(tz) = crate::conf::option(options, "timeZone") {
         if !matches!(
             tz.trim().to_ascii_uppercase().as_str(),
             "UTC" | "GMT" | "Z" | "+00:00" | "ETC/UTC"
         ) {
-            return Err(external(crate::error::SluiceError::not_supported_yet(format!(
-                "{function}: the option timeZone = {tz:?} is not supported yet (UTC only)"
-            ))));
+            return Err(external(crate::error::SluiceError::not_supported_yet(
+                format!("{function}: the option timeZone = {tz:?} is not supported yet (UTC only)"),
+            )));
         }
     }
     if let Some(l) = crate::conf::option(options, "locale") {
         if !matches!(l.trim().to_ascii_lowercase().as_str(), "en-us" | "en") {
-            return Err(external(crate::error::SluiceError::not_supported_yet(format!(
-                "{function}: the option locale = {l:?} is not supported yet (en-US only)"
-            ))));
+            return Err(external(crate::error::SluiceError::not_supported_yet(
+                format!("{function}: the option locale = {l:?} is not supported yet (en-US only)"),
+            )));
         }
     }
     Ok(WriteDatetimes {
@@ -160,7 +162,9 @@ fn flag(
         Some(v) if v.trim().eq_ignore_ascii_case("false") => Ok(false),
         Some(v) => Err(external(crate::error::SluiceError::query(
             crate::error::class::INVALID_OPTION,
-            format!("{function}: invalid value {v:?} for the option '{key}': expected true or false"),
+            format!(
+                "{function}: invalid value {v:?} for the option '{key}': expected true or false"
+            ),
         ))),
     }
 }
@@ -323,13 +327,15 @@ fn bool_option(
         return Ok(());
     };
     match v.trim().to_ascii_lowercase().as_str() {
-        "true" | "false" if (v.trim().eq_ignore_ascii_case("true")) == supported => Ok(()),
-        "true" | "false" => Err(external(crate::error::SluiceError::not_supported_yet(format!(
-            "{function}: the option {key} = {v} is not supported yet (only {supported})"
-        )))),
+        "true" | "false" if v.trim().eq_ignore_ascii_case("true") == supported => Ok(()),
+        "true" | "false" => Err(external(crate::error::SluiceError::not_supported_yet(
+            format!("{function}: the option {key} = {v} is not supported yet (only {supported})"),
+        ))),
         _ => Err(external(crate::error::SluiceError::query(
             crate::error::class::INVALID_OPTION,
-            format!("{function}: invalid value {v:?} for the option '{key}': expected true or false"),
+            format!(
+                "{function}: invalid value {v:?} for the option '{key}': expected true or false"
+            ),
         ))),
     }
 }
@@ -362,7 +368,13 @@ pub(crate) fn format_datetimes(a: &ArrayRef, formats: &WriteDatetimes) -> DfResu
             let us = us.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
             let out = us
                 .iter()
-                .map(|v| text(fmt, v.and_then(|v| chrono::DateTime::from_timestamp_micros(v)).map(|d| d.naive_utc())))
+                .map(|v| {
+                    text(
+                        fmt,
+                        v.and_then(chrono::DateTime::from_timestamp_micros)
+                            .map(|d| d.naive_utc()),
+                    )
+                })
                 .collect::<DfResult<StringArray>>()?;
             Arc::new(out)
         }
@@ -395,12 +407,20 @@ pub(crate) fn format_datetimes(a: &ArrayRef, formats: &WriteDatetimes) -> DfResu
                 .zip(&columns)
                 .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
                 .collect();
-            Arc::new(StructArray::try_new(fields.into(), columns, s.nulls().cloned())?)
+            Arc::new(StructArray::try_new(
+                fields.into(),
+                columns,
+                s.nulls().cloned(),
+            )?)
         }
         DataType::List(f) => {
             let l = a.as_list::<i32>();
             let values = format_datetimes(l.values(), formats)?;
-            let field = Arc::new(f.as_ref().clone().with_data_type(values.data_type().clone()));
+            let field = Arc::new(
+                f.as_ref()
+                    .clone()
+                    .with_data_type(values.data_type().clone()),
+            );
             Arc::new(arrow::array::ListArray::try_new(
                 field,
                 l.offsets().clone(),
@@ -412,7 +432,11 @@ pub(crate) fn format_datetimes(a: &ArrayRef, formats: &WriteDatetimes) -> DfResu
             let m = a.as_map();
             let entries: ArrayRef = Arc::new(m.entries().clone());
             let entries = format_datetimes(&entries, formats)?;
-            let field = Arc::new(f.as_ref().clone().with_data_type(entries.data_type().clone()));
+            let field = Arc::new(
+                f.as_ref()
+                    .clone()
+                    .with_data_type(entries.data_type().clone()),
+            );
             let entries = entries.as_struct().clone();
             Arc::new(arrow::array::MapArray::try_new(
                 field,
@@ -548,7 +572,12 @@ impl ScalarUDFImpl for ToJson {
             ignore_null_fields: flag(&options, "ignoreNullFields", true, "to_json")?,
             pretty: flag(&options, "pretty", false, "to_json")?,
         };
-        bool_option(&options, "writeNonAsciiCharacterAsCodePoint", false, "to_json")?;
+        bool_option(
+            &options,
+            "writeNonAsciiCharacterAsCodePoint",
+            false,
+            "to_json",
+        )?;
         let arr: ArrayRef = args.args[0].to_array(args.number_rows)?;
         let arr = format_datetimes(&arr, &formats)?;
         let mut out = arrow::array::StringBuilder::new();
@@ -800,12 +829,12 @@ fn strip_null(t: DataType) -> DataType {
     }
 }
 
-/// Replaces each `schema_of_json('<literal>')` in a SQL text by the string literal of its
-/// result, so that `from_json(v, schema_of_json('{..}'))` has its schema when the query is
-/// planned (Spark requires the argument to be foldable too). Text inside string literals,
-/// quoted identifiers and comments is left alone.
+/// Replaces each `schema_of_json('<literal>')` and `schema_of_csv('<literal>')` in a SQL text
+/// by the string literal of its result, so that `from_json(v, schema_of_json('{..}'))` and
+/// `from_csv(v, schema_of_csv('1,abc'))` have their schema when the query is planned (Spark
+/// requires the argument to be foldable too). Text inside string literals, quoted identifiers
+/// and comments is left alone.
 pub(crate) fn fold_schema_of_json(sql: &str) -> crate::error::Result<String> {
-    const NAME: &str = "schema_of_json";
     let b = sql.as_bytes();
     let mut out = String::with_capacity(sql.len());
     let mut i = 0;
@@ -827,7 +856,9 @@ pub(crate) fn fold_schema_of_json(sql: &str) -> crate::error::Result<String> {
                 while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
                     i += 1;
                 }
-                if !sql[start..i].eq_ignore_ascii_case(NAME) {
+                let word = &sql[start..i];
+                let csv = word.eq_ignore_ascii_case("schema_of_csv");
+                if !csv && !word.eq_ignore_ascii_case("schema_of_json") {
                     continue;
                 }
                 let mut j = i;
@@ -853,7 +884,14 @@ pub(crate) fn fold_schema_of_json(sql: &str) -> crate::error::Result<String> {
                     continue;
                 }
                 let doc = unquote(&sql[lit_start..lit_end]);
-                let ty = schema_of_json(&doc)?;
+                let ty = if csv {
+                    crate::schema::spark_type_name(&crate::source::file::infer_csv_schema(
+                        &doc,
+                        &HashMap::new(),
+                    )?)
+                } else {
+                    schema_of_json(&doc)?
+                };
                 out.push_str(&sql[copied..start]);
                 out.push('\'');
                 out.push_str(&ty.replace('\\', "\\\\").replace('\'', "\\'"));

@@ -42,7 +42,11 @@ fn to_json_formats_datetimes_with_its_options() {
     );
     // Options Spark does not know are ignored.
     assert_eq!(
-        one(&s, "SELECT to_json(named_struct('a', 1), map('foo', 'bar'))").unwrap(),
+        one(
+            &s,
+            "SELECT to_json(named_struct('a', 1), map('foo', 'bar'))"
+        )
+        .unwrap(),
         r#"{"a":1}"#
     );
     assert_eq!(
@@ -74,11 +78,19 @@ fn to_json_writes_null_fields_and_pretty_json_on_request() {
         "{\n  \"a\" : [ {\n    \"b\" : 1,\n    \"n\" : null\n  } ],\n  \"e\" : [ ],\n  \"m\" : {\n    \"k\" : \"v\"\n  },\n  \"z\" : {\n    \"q\" : null\n  }\n}"
     );
     assert_eq!(
-        one(&s, "SELECT to_json(array(array(1), array()), map('pretty', 'true'))").unwrap(),
+        one(
+            &s,
+            "SELECT to_json(array(array(1), array()), map('pretty', 'true'))"
+        )
+        .unwrap(),
         "[ [ 1 ], [ ] ]"
     );
     assert_eq!(
-        one(&s, "SELECT to_json(map('a', CAST(NULL AS INT)), map('pretty', 'true'))").unwrap(),
+        one(
+            &s,
+            "SELECT to_json(map('a', CAST(NULL AS INT)), map('pretty', 'true'))"
+        )
+        .unwrap(),
         "{\n  \"a\" : null\n}"
     );
 }
@@ -89,14 +101,24 @@ fn to_json_writes_map_keys_as_spark_prints_them() {
     for (value, json) in [
         ("map(named_struct('a', 1, 'b', 'x'), 1)", r#"{"[1,x]":1}"#),
         ("map(array(1, 2), 1)", r#"{"[1,2]":1}"#),
-        ("map(named_struct('a', 1, 'b', CAST(NULL AS STRING)), 1)", r#"{"[1,null]":1}"#),
-        ("map(named_struct('a', named_struct('c', 2)), 1)", r#"{"[[2]]":1}"#),
+        (
+            "map(named_struct('a', 1, 'b', CAST(NULL AS STRING)), 1)",
+            r#"{"[1,null]":1}"#,
+        ),
+        (
+            "map(named_struct('a', named_struct('c', 2)), 1)",
+            r#"{"[[2]]":1}"#,
+        ),
         ("map(DATE'2020-01-01', 1)", r#"{"18262":1}"#),
         ("map(1, 1, 2, 2)", r#"{"1":1,"2":2}"#),
         ("map(true, 1)", r#"{"true":1}"#),
         ("map('a', CAST(NULL AS INT))", r#"{"a":null}"#),
     ] {
-        assert_eq!(one(&s, &format!("SELECT to_json({value})")).unwrap(), json, "{value}");
+        assert_eq!(
+            one(&s, &format!("SELECT to_json({value})")).unwrap(),
+            json,
+            "{value}"
+        );
     }
 }
 

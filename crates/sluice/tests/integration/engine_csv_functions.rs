@@ -53,8 +53,7 @@ fn from_csv_parses_a_text_stream_and_to_csv_writes_it_back() {
                     .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
                     .collect();
                 for r in 0..b.num_rows() {
-                    let cells: Vec<String> =
-                        cols.iter().map(|c| c.value(r).to_string()).collect();
+                    let cells: Vec<String> = cols.iter().map(|c| c.value(r).to_string()).collect();
                     rows.push(cells.join("|"));
                 }
             }

@@ -58,8 +58,19 @@ fn csv_schema(args: &[Option<&ScalarValue>]) -> DfResult<DataType> {
              'a INT, b DOUBLE' or schema_of_csv('1,abc')"
         );
     };
-    let schema = crate::schema::parse_ddl_schema(ddl)
+    let t = crate::schema::parse_ddl_type(ddl)
         .map_err(|e| DataFusionError::Plan(format!("from_csv: {}", e.message())))?;
+    let DataType::Struct(fields) = t else {
+        return Err(external(SluiceError::query(
+            class::INVALID_SCHEMA_NON_STRUCT_TYPE,
+            format!(
+                "from_csv: the input schema \"{}\" is not a struct type; give the columns, \
+                 e.g. 'a INT, b DOUBLE'",
+                crate::schema::spark_type_name(&t)
+            ),
+        )));
+    };
+    let schema = Schema::new(fields);
     if let Some(f) = schema
         .fields()
         .iter()
@@ -145,7 +156,11 @@ struct CsvWrite {
     trim_trailing: bool,
 }
 
-fn char_option(options: &HashMap<String, String>, key: &str, default: char) -> DfResult<Option<char>> {
+fn char_option(
+    options: &HashMap<String, String>,
+    key: &str,
+    default: char,
+) -> DfResult<Option<char>> {
     match crate::conf::option(options, key) {
         None => Ok(Some(default)),
         Some(v) => {
@@ -379,26 +394,23 @@ impl ScalarUDFImpl for SchemaOfCsv {
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let options = options_at(&args.args, 1, "schema_of_csv")?;
-        let text = match &args.args[0] {
-            ColumnarValue::Scalar(v) => match v.cast_to(&DataType::Utf8)? {
-                ScalarValue::Utf8(Some(s)) => s,
-                _ => {
-                    return Err(external(SluiceError::query(
+        let text =
+            match &args.args[0] {
+                ColumnarValue::Scalar(v) => match v.cast_to(&DataType::Utf8)? {
+                    ScalarValue::Utf8(Some(s)) => s,
+                    _ => return Err(external(SluiceError::query(
                         class::DATATYPE_MISMATCH_UNEXPECTED_NULL,
                         "Cannot resolve \"schema_of_csv(NULL)\" due to data type mismatch: The \
                          csv must not be null. Give a literal CSV line such as '1,abc'.",
-                    )))
-                }
-            },
-            ColumnarValue::Array(_) => {
-                return Err(external(SluiceError::query(
+                    ))),
+                },
+                ColumnarValue::Array(_) => return Err(external(SluiceError::query(
                     class::DATATYPE_MISMATCH_NON_FOLDABLE_INPUT,
                     "Cannot resolve \"schema_of_csv\" due to data type mismatch: the input csv \
                      should be a foldable \"STRING\" expression. Give a literal CSV line such \
                      as '1,abc'.",
-                )))
-            }
-        };
+                ))),
+            };
         let t = crate::source::file::infer_csv_schema(&text, &options).map_err(external)?;
         Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(
             crate::schema::spark_type_name(&t),
@@ -483,7 +495,10 @@ mod tests {
         );
         // The corrupt-record column takes the text of a partial record.
         assert_eq!(
-            one(&s, "SELECT from_csv('1,x', 'a INT, b INT, _corrupt_record STRING')"),
+            one(
+                &s,
+                "SELECT from_csv('1,x', 'a INT, b INT, _corrupt_record STRING')"
+            ),
             "{a: 1, b: null, _corrupt_record: 1,x}"
         );
     }
@@ -492,11 +507,17 @@ mod tests {
     fn from_csv_honours_the_readers_options() {
         let s = session();
         assert_eq!(
-            one(&s, "SELECT from_csv('1;2', 'a INT, b INT', map('sep', ';'))"),
+            one(
+                &s,
+                "SELECT from_csv('1;2', 'a INT, b INT', map('sep', ';'))"
+            ),
             "{a: 1, b: 2}"
         );
         assert_eq!(
-            one(&s, "SELECT from_csv('1,NA', 'a INT, b INT', map('nullValue', 'NA'))"),
+            one(
+                &s,
+                "SELECT from_csv('1,NA', 'a INT, b INT', map('nullValue', 'NA'))"
+            ),
             "{a: 1, b: null}"
         );
         assert_eq!(
@@ -530,6 +551,8 @@ mod tests {
         );
         let e = error(&s, "SELECT from_csv('1', 'a ARRAY<INT>')");
         assert!(e.is(class::UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE), "{e}");
+        let e = error(&s, "SELECT from_csv('1', 'INT')");
+        assert!(e.is(class::INVALID_SCHEMA_NON_STRUCT_TYPE), "{e}");
         let e = error(&s, "SELECT from_csv('1', 42)");
         assert!(e.to_string().contains("from_csv"), "{e}");
         let e = error(&s, "SELECT from_csv('1', 'a INT', map('quote', 'ab'))");
@@ -539,7 +562,10 @@ mod tests {
     #[test]
     fn to_csv_writes_with_sparks_write_defaults() {
         let s = session();
-        assert_eq!(one(&s, "SELECT to_csv(named_struct('a', 1, 'b', 2))"), "1,2");
+        assert_eq!(
+            one(&s, "SELECT to_csv(named_struct('a', 1, 'b', 2))"),
+            "1,2"
+        );
         // Null is empty, a separator quotes, whitespace is trimmed, an empty string is "".
         assert_eq!(
             one(
@@ -559,7 +585,10 @@ mod tests {
             "1.5,1.0,2020-01-02,2020-01-02T03:04:05.123Z,1.50,true"
         );
         assert_eq!(
-            one(&s, "SELECT to_csv(named_struct('t', TIMESTAMP'2020-01-02 03:04:05'))"),
+            one(
+                &s,
+                "SELECT to_csv(named_struct('t', TIMESTAMP'2020-01-02 03:04:05'))"
+            ),
             "2020-01-02T03:04:05.000Z"
         );
         assert_eq!(
@@ -677,6 +706,15 @@ mod tests {
                 "SELECT schema_of_csv('26/08/2015', map('dateFormat', 'dd/MM/yyyy'))"
             ),
             "STRUCT<_c0: DATE>"
+        );
+    }
+
+    #[test]
+    fn from_csv_takes_the_schema_schema_of_csv_infers() {
+        let s = session();
+        assert_eq!(
+            one(&s, "SELECT from_csv('1,abc', schema_of_csv('7,xyz'))"),
+            "{_c0: 1, _c1: abc}"
         );
     }
 

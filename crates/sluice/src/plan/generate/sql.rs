@@ -229,7 +229,8 @@ fn positional_generator_args(e: &mut SqlExpr) -> Result<bool> {
 fn table_function_generators(select: &mut Select) -> Result<bool> {
     let mut changed = false;
     for twj in &mut select.from {
-        let factors = std::iter::once(&mut twj.relation).chain(twj.joins.iter_mut().map(|j| &mut j.relation));
+        let factors =
+            std::iter::once(&mut twj.relation).chain(twj.joins.iter_mut().map(|j| &mut j.relation));
         for tf in factors {
             let TableFactor::Table {
                 name,

@@ -715,11 +715,7 @@ pub(crate) fn parse_csv_values(
     let mut asm = Assembler::new(&opts)?;
     let nulls: Vec<Cell<'_>> = (0..n).map(|_| Cell::Null).collect();
     for t in texts {
-        let line = t
-            .unwrap_or("")
-            .split(['\n', '\r'])
-            .next()
-            .unwrap_or("");
+        let line = t.unwrap_or("").split(['\n', '\r']).next().unwrap_or("");
         if line.trim_matches(|ch: char| ch <= ' ').is_empty() {
             let rr = RecordRef {
                 file: "from_csv",
@@ -761,9 +757,7 @@ pub(crate) fn infer_csv_schema(
     let super::FormatKind::Csv(c) = &opts.kind else {
         return Err(SluiceError::internal("schema_of_csv options"));
     };
-    let date_format_given = options
-        .keys()
-        .any(|k| k.eq_ignore_ascii_case("dateFormat"));
+    let date_format_given = options.keys().any(|k| k.eq_ignore_ascii_case("dateFormat"));
     let line = text.split(['\n', '\r']).next().unwrap_or("");
     let tok = Tokenizer::new(c);
     let mut tokens = Vec::new();
@@ -808,8 +802,7 @@ fn infer_field(s: &str, c: &CsvOptions, date_format_given: bool) -> DataType {
         b.len() == 10
             && b[4] == b'-'
             && b[7] == b'-'
-            && b
-                .iter()
+            && b.iter()
                 .enumerate()
                 .all(|(i, ch)| i == 4 || i == 7 || ch.is_ascii_digit())
     };
