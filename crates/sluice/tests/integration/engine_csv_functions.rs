@@ -10,6 +10,9 @@ use sluice::{OutputMode, Trigger};
 
 use crate::support::{add_file, dirs, session};
 
+/// Each batch's id and rows.
+type Recorded = Arc<Mutex<Vec<(u64, Vec<String>)>>>;
+
 #[test]
 fn from_csv_parses_a_text_stream_and_to_csv_writes_it_back() {
     let d = dirs();
@@ -34,7 +37,7 @@ fn from_csv_parses_a_text_stream_and_to_csv_writes_it_back() {
              (SELECT from_csv(value, 'user STRING, amount INT, ts TIMESTAMP') AS r FROM lines)",
         )
         .unwrap();
-    let out: Arc<Mutex<Vec<(u64, Vec<String>)>>> = Arc::default();
+    let out: Recorded = Arc::default();
     let sink = out.clone();
     let q = frame
         .write_stream()
