@@ -38,12 +38,40 @@ fn ddl_arg(args: &[Option<&ScalarValue>]) -> DfResult<DataType> {
 
 /// The options of `from_json(value, schema, map('k', 'v', ..))`.
 fn options_arg(args: &[ColumnarValue]) -> DfResult<HashMap<String, String>> {
+    let out = options_at(args, 2, "from_json")?;
+    check_parse_mode(&out, "from_json")?;
+    Ok(out)
+}
+
+/// `mode` of `from_json` / `from_csv`: PERMISSIVE or FAILFAST, as Spark.
+pub(crate) fn check_parse_mode(options: &HashMap<String, String>, function: &str) -> DfResult<()> {
+    if let Some(mode) = crate::conf::option(options, "mode") {
+        if !mode.eq_ignore_ascii_case("PERMISSIVE") && !mode.eq_ignore_ascii_case("FAILFAST") {
+            return plan_err!(
+                "{function}() doesn't support the {} mode. Acceptable modes are PERMISSIVE and FAILFAST.",
+                mode.to_ascii_uppercase()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The options map of a JSON/CSV function, argument `idx` (`map('k', 'v', ..)`, a literal);
+/// none when the argument is absent.
+pub(crate) fn options_at(
+    args: &[ColumnarValue],
+    idx: usize,
+    function: &str,
+) -> DfResult<HashMap<String, String>> {
     let mut out = HashMap::new();
-    let Some(arg) = args.get(2) else {
+    let Some(arg) = args.get(idx) else {
         return Ok(out);
     };
     let ColumnarValue::Scalar(ScalarValue::Map(m)) = arg else {
-        return plan_err!("from_json: the options must be a literal map('key', 'value', ..)");
+        return plan_err!(
+            "{function}: the options must be a literal map('key', 'value', ..), e.g. \
+             map('timestampFormat', 'dd/MM/yyyy')"
+        );
     };
     if m.is_empty() || m.is_null(0) {
         return Ok(out);
@@ -57,15 +85,369 @@ fn options_arg(args: &[ColumnarValue]) -> DfResult<HashMap<String, String>> {
             out.insert(keys.value(i).to_string(), values.value(i).to_string());
         }
     }
-    if let Some(mode) = crate::conf::option(&out, "mode") {
-        if !mode.eq_ignore_ascii_case("PERMISSIVE") && !mode.eq_ignore_ascii_case("FAILFAST") {
-            return plan_err!(
-                "from_json() doesn't support the {} mode. Acceptable modes are PERMISSIVE and FAILFAST.",
-                mode.to_ascii_uppercase()
-            );
+    Ok(out)
+}
+
+fn external(e: crate::error::SluiceError) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::External(Box::new(e))
+}
+
+/// The datetime patterns of a writing function (`to_json`, `to_csv`), as chrono formats: Spark's
+/// `timestampFormat` and `dateFormat`, and the checks of `timeZone` and `locale` (UTC and
+/// English only) and of `timestampNTZFormat` (Sluice has one timestamp type).
+#[derive(Debug, Default)]
+pub(crate) struct WriteDatetimes {
+    pub(crate) timestamp: Option<String>,
+    pub(crate) date: Option<String>,
+}
+
+pub(crate) fn write_datetimes(
+    options: &HashMap<String, String>,
+    function: &str,
+) -> DfResult<WriteDatetimes> {
+    let pattern = |key: &str| -> DfResult<Option<String>> {
+        match crate::conf::option(options, key) {
+            None => Ok(None),
+            Some(p) => crate::plan::spark::spark_pattern_to_chrono(p)
+                .map(Some)
+                .map_err(|why| {
+                    external(crate::error::SluiceError::not_supported_yet(format!(
+                        "{function}: the option {key} = {p:?}: {}",
+                        why.trim_start_matches("date_format: ")
+                    )))
+                }),
+        }
+    };
+    if crate::conf::option(options, "timestampNTZFormat").is_some() {
+        return Err(external(crate::error::SluiceError::not_supported_yet(
+            format!(
+                "{function}: the option timestampNTZFormat is not supported yet (Sluice has one \
+             timestamp type); use timestampFormat"
+            ),
+        )));
+    }
+    if let Some(tz) = crate::conf::option(options, "timeZone") {
+        if !matches!(
+            tz.trim().to_ascii_uppercase().as_str(),
+            "UTC" | "GMT" | "Z" | "+00:00" | "ETC/UTC"
+        ) {
+            return Err(external(crate::error::SluiceError::not_supported_yet(
+                format!("{function}: the option timeZone = {tz:?} is not supported yet (UTC only)"),
+            )));
         }
     }
-    Ok(out)
+    if let Some(l) = crate::conf::option(options, "locale") {
+        if !matches!(l.trim().to_ascii_lowercase().as_str(), "en-us" | "en") {
+            return Err(external(crate::error::SluiceError::not_supported_yet(
+                format!("{function}: the option locale = {l:?} is not supported yet (en-US only)"),
+            )));
+        }
+    }
+    Ok(WriteDatetimes {
+        timestamp: pattern("timestampFormat")?,
+        date: pattern("dateFormat")?,
+    })
+}
+
+/// A `true`/`false` option (Spark's `toBoolean`: a value that is neither is refused).
+fn flag(
+    options: &HashMap<String, String>,
+    key: &str,
+    default: bool,
+    function: &str,
+) -> DfResult<bool> {
+    match crate::conf::option(options, key) {
+        None => Ok(default),
+        Some(v) if v.trim().eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) if v.trim().eq_ignore_ascii_case("false") => Ok(false),
+        Some(v) => Err(external(crate::error::SluiceError::query(
+            crate::error::class::INVALID_OPTION,
+            format!(
+                "{function}: invalid value {v:?} for the option '{key}': expected true or false"
+            ),
+        ))),
+    }
+}
+
+/// How `to_json` writes: `ignoreNullFields` (null struct fields left out) and `pretty`
+/// (Jackson's `DefaultPrettyPrinter`: objects one entry a line, indented by two spaces per
+/// object level, `"k" : v`; arrays on one line, `[ 1, 2 ]`; empty ones `{ }` and `[ ]`).
+struct JsonStyle {
+    ignore_null_fields: bool,
+    pretty: bool,
+}
+
+/// Writes value `i` of `a` as JSON in `style` (`depth`: the enclosing objects); scalars as
+/// [`crate::value_text::write_json`] writes them.
+fn write_styled(
+    out: &mut String,
+    a: &dyn Array,
+    i: usize,
+    style: &JsonStyle,
+    depth: usize,
+) -> DfResult<()> {
+    if a.is_null(i) {
+        out.push_str("null");
+        return Ok(());
+    }
+    let object = |out: &mut String,
+                  entries: Vec<(String, &dyn Array, usize)>,
+                  depth: usize|
+     -> DfResult<()> {
+        if entries.is_empty() {
+            out.push_str(if style.pretty { "{ }" } else { "{}" });
+            return Ok(());
+        }
+        out.push('{');
+        for (k, (name, arr, j)) in entries.into_iter().enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            if style.pretty {
+                out.push('\n');
+                out.push_str(&"  ".repeat(depth + 1));
+            }
+            crate::value_text::write_json_string(out, &name);
+            out.push_str(if style.pretty { " : " } else { ":" });
+            write_styled(out, arr, j, style, depth + 1)?;
+        }
+        if style.pretty {
+            out.push('\n');
+            out.push_str(&"  ".repeat(depth));
+        }
+        out.push('}');
+        Ok(())
+    };
+    match a.data_type() {
+        DataType::Struct(fields) => {
+            let s = a.as_struct();
+            let entries = fields
+                .iter()
+                .zip(s.columns())
+                .filter(|(_, c)| !(style.ignore_null_fields && c.is_null(i)))
+                .map(|(f, c)| (f.name().clone(), c.as_ref(), i))
+                .collect();
+            object(out, entries, depth)
+        }
+        DataType::Map(..) => {
+            let e = a.as_map().value(i);
+            let mut entries = Vec::with_capacity(e.len());
+            for j in 0..e.len() {
+                let mut key = String::new();
+                key_text(&mut key, e.column(0).as_ref(), j)?;
+                entries.push((key, e.column(1).as_ref(), j));
+            }
+            object(out, entries, depth)
+        }
+        DataType::List(_) | DataType::LargeList(_) => {
+            let l = match a.data_type() {
+                DataType::List(_) => a.as_list::<i32>().value(i),
+                _ => a.as_list::<i64>().value(i),
+            };
+            if l.is_empty() {
+                out.push_str(if style.pretty { "[ ]" } else { "[]" });
+                return Ok(());
+            }
+            out.push_str(if style.pretty { "[ " } else { "[" });
+            for j in 0..l.len() {
+                if j > 0 {
+                    out.push_str(if style.pretty { ", " } else { "," });
+                }
+                write_styled(out, l.as_ref(), j, style, depth)?;
+            }
+            out.push_str(if style.pretty { " ]" } else { "]" });
+            Ok(())
+        }
+        _ => crate::value_text::write_json(out, a, i).map_err(external),
+    }
+}
+
+/// The text of a map key in `to_json`: Spark writes the key's internal `toString`, so a
+/// struct is `[1,x]`, an array `[1,2]`, a date its day number and a timestamp its
+/// microseconds; strings, numbers and booleans as they are.
+fn key_text(out: &mut String, a: &dyn Array, i: usize) -> DfResult<()> {
+    if a.is_null(i) {
+        out.push_str("null");
+        return Ok(());
+    }
+    match a.data_type() {
+        DataType::Struct(_) => {
+            let s = a.as_struct();
+            out.push('[');
+            for (k, c) in s.columns().iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                key_text(out, c.as_ref(), i)?;
+            }
+            out.push(']');
+        }
+        DataType::List(_) | DataType::LargeList(_) => {
+            let l = match a.data_type() {
+                DataType::List(_) => a.as_list::<i32>().value(i),
+                _ => a.as_list::<i64>().value(i),
+            };
+            out.push('[');
+            for j in 0..l.len() {
+                if j > 0 {
+                    out.push(',');
+                }
+                key_text(out, l.as_ref(), j)?;
+            }
+            out.push(']');
+        }
+        DataType::Date32 => {
+            let d = a.as_primitive::<arrow::datatypes::Date32Type>().value(i);
+            out.push_str(&d.to_string());
+        }
+        DataType::Timestamp(..) => {
+            let us = arrow::compute::cast(
+                &a.slice(i, 1),
+                &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
+            )?;
+            let v = us
+                .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                .value(0);
+            out.push_str(&v.to_string());
+        }
+        _ => crate::value_text::write_show(out, a, i).map_err(external)?,
+    }
+    Ok(())
+}
+
+/// A boolean option of a writing function: Sluice honours `supported` only, and says so for
+/// the other value.
+fn bool_option(
+    options: &HashMap<String, String>,
+    key: &str,
+    supported: bool,
+    function: &str,
+) -> DfResult<()> {
+    let Some(v) = crate::conf::option(options, key) else {
+        return Ok(());
+    };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "false" if v.trim().eq_ignore_ascii_case("true") == supported => Ok(()),
+        "true" | "false" => Err(external(crate::error::SluiceError::not_supported_yet(
+            format!("{function}: the option {key} = {v} is not supported yet (only {supported})"),
+        ))),
+        _ => Err(external(crate::error::SluiceError::query(
+            crate::error::class::INVALID_OPTION,
+            format!(
+                "{function}: invalid value {v:?} for the option '{key}': expected true or false"
+            ),
+        ))),
+    }
+}
+
+/// `a` with its timestamps and dates (at any depth) replaced by their text in `formats`' chrono
+/// patterns, where one is given: how `to_json`/`to_csv` write them with `timestampFormat` /
+/// `dateFormat`. Timestamps are UTC.
+pub(crate) fn format_datetimes(a: &ArrayRef, formats: &WriteDatetimes) -> DfResult<ArrayRef> {
+    use std::fmt::Write as _;
+    if formats.timestamp.is_none() && formats.date.is_none() {
+        return Ok(a.clone());
+    }
+    let text = |fmt: &str, v: Option<chrono::NaiveDateTime>| -> DfResult<Option<String>> {
+        let Some(v) = v else { return Ok(None) };
+        let mut s = String::new();
+        write!(s, "{}", v.format(fmt)).map_err(|_| {
+            datafusion::error::DataFusionError::Execution(format!(
+                "cannot format {v} with the pattern {fmt:?}"
+            ))
+        })?;
+        Ok(Some(s))
+    };
+    Ok(match a.data_type() {
+        DataType::Timestamp(..) if formats.timestamp.is_some() => {
+            let fmt = formats.timestamp.as_deref().unwrap_or_default();
+            let us = arrow::compute::cast(
+                a,
+                &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
+            )?;
+            let us = us.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+            let out = us
+                .iter()
+                .map(|v| {
+                    text(
+                        fmt,
+                        v.and_then(chrono::DateTime::from_timestamp_micros)
+                            .map(|d| d.naive_utc()),
+                    )
+                })
+                .collect::<DfResult<StringArray>>()?;
+            Arc::new(out)
+        }
+        DataType::Date32 | DataType::Date64 if formats.date.is_some() => {
+            let fmt = formats.date.as_deref().unwrap_or_default();
+            let days = arrow::compute::cast(a, &DataType::Date32)?;
+            let days = days.as_primitive::<arrow::datatypes::Date32Type>();
+            let out = days
+                .iter()
+                .map(|v| {
+                    text(
+                        fmt,
+                        v.and_then(|d| chrono::DateTime::from_timestamp(i64::from(d) * 86_400, 0))
+                            .map(|d| d.naive_utc()),
+                    )
+                })
+                .collect::<DfResult<StringArray>>()?;
+            Arc::new(out)
+        }
+        DataType::Struct(_) => {
+            let s = a.as_struct();
+            let columns = s
+                .columns()
+                .iter()
+                .map(|c| format_datetimes(c, formats))
+                .collect::<DfResult<Vec<_>>>()?;
+            let fields: Vec<Field> = s
+                .fields()
+                .iter()
+                .zip(&columns)
+                .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+                .collect();
+            Arc::new(StructArray::try_new(
+                fields.into(),
+                columns,
+                s.nulls().cloned(),
+            )?)
+        }
+        DataType::List(f) => {
+            let l = a.as_list::<i32>();
+            let values = format_datetimes(l.values(), formats)?;
+            let field = Arc::new(
+                f.as_ref()
+                    .clone()
+                    .with_data_type(values.data_type().clone()),
+            );
+            Arc::new(arrow::array::ListArray::try_new(
+                field,
+                l.offsets().clone(),
+                values,
+                l.nulls().cloned(),
+            )?)
+        }
+        DataType::Map(f, sorted) => {
+            let m = a.as_map();
+            let entries: ArrayRef = Arc::new(m.entries().clone());
+            let entries = format_datetimes(&entries, formats)?;
+            let field = Arc::new(
+                f.as_ref()
+                    .clone()
+                    .with_data_type(entries.data_type().clone()),
+            );
+            let entries = entries.as_struct().clone();
+            Arc::new(arrow::array::MapArray::try_new(
+                field,
+                m.offsets().clone(),
+                entries,
+                m.nulls().cloned(),
+                *sorted,
+            )?)
+        }
+        _ => a.clone(),
+    })
 }
 
 /// `from_json(value, 'user STRING, amount DOUBLE'[, options])` -> struct; also
@@ -138,8 +520,11 @@ impl ScalarUDFImpl for FromJson {
     }
 }
 
-/// `to_json(struct | array | map)` -> a JSON string per row, as Spark writes it
+/// `to_json(struct | array | map[, options])` -> a JSON string per row, as Spark writes it
 /// ([`crate::value_text::write_json`]: null struct fields omitted, nested values in full).
+/// Options: `timestampFormat`, `dateFormat` (Spark's pattern letters), `timeZone` (UTC),
+/// `ignoreNullFields`, `pretty`, and `writeNonAsciiCharacterAsCodePoint` (`false` only); other
+/// options are ignored, as Spark ignores the reader's.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ToJson {
     signature: Signature,
@@ -148,12 +533,18 @@ pub(crate) struct ToJson {
 impl Default for ToJson {
     fn default() -> Self {
         Self {
-            signature: Signature::any(1, Volatility::Immutable),
+            signature: Signature::user_defined(Volatility::Immutable),
         }
     }
 }
 
 impl ScalarUDFImpl for ToJson {
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        if !(1..=2).contains(&arg_types.len()) {
+            return plan_err!("to_json takes (value[, options])");
+        }
+        Ok(arg_types.to_vec())
+    }
     fn name(&self) -> &str {
         "to_json"
     }
@@ -175,7 +566,20 @@ impl ScalarUDFImpl for ToJson {
         }
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let options = options_at(&args.args, 1, "to_json")?;
+        let formats = write_datetimes(&options, "to_json")?;
+        let style = JsonStyle {
+            ignore_null_fields: flag(&options, "ignoreNullFields", true, "to_json")?,
+            pretty: flag(&options, "pretty", false, "to_json")?,
+        };
+        bool_option(
+            &options,
+            "writeNonAsciiCharacterAsCodePoint",
+            false,
+            "to_json",
+        )?;
         let arr: ArrayRef = args.args[0].to_array(args.number_rows)?;
+        let arr = format_datetimes(&arr, &formats)?;
         let mut out = arrow::array::StringBuilder::new();
         let mut text = String::new();
         for i in 0..arr.len() {
@@ -184,8 +588,7 @@ impl ScalarUDFImpl for ToJson {
                 continue;
             }
             text.clear();
-            crate::value_text::write_json(&mut text, arr.as_ref(), i)
-                .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+            write_styled(&mut text, arr.as_ref(), i, &style, 0)?;
             out.append_value(&text);
         }
         Ok(ColumnarValue::Array(Arc::new(out.finish())))
@@ -228,19 +631,93 @@ impl ScalarUDFImpl for SchemaOfJson {
         Ok(DataType::Utf8)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let options = options_at(&args.args, 1, "schema_of_json")?;
+        let primitives_as_string = schema_options(&options)?;
         let values = args.args[0].to_array(args.number_rows)?;
         let values = arrow::compute::cast(&values, &DataType::Utf8)?;
         let mut out = arrow::array::StringBuilder::new();
         for v in values.as_string::<i32>().iter() {
             match v {
                 None => out.append_null(),
-                Some(doc) => out.append_value(
-                    schema_of_json(doc)
-                        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?,
-                ),
+                Some(doc) => {
+                    let doc = if options.is_empty() {
+                        doc.to_string()
+                    } else {
+                        canonical_json(doc, &options)?
+                    };
+                    let mut t = infer_json_type(&doc).map_err(external)?;
+                    if primitives_as_string {
+                        t = all_strings(t);
+                    }
+                    out.append_value(crate::schema::spark_type_name(&t))
+                }
             }
         }
         Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    }
+}
+
+/// The inference options of `schema_of_json(doc, options)`: whether `primitivesAsString`; the
+/// parser's options (`allowNumericLeadingZeros`, `allowSingleQuotes`, ..) act through
+/// [`canonical_json`]; `prefersDecimal` and `dropFieldIfAllNull` are `false` only.
+fn schema_options(options: &HashMap<String, String>) -> DfResult<bool> {
+    bool_option(options, "prefersDecimal", false, "schema_of_json")?;
+    bool_option(options, "dropFieldIfAllNull", false, "schema_of_json")?;
+    match crate::conf::option(options, "primitivesAsString") {
+        None => Ok(false),
+        Some(v) if v.trim().eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) if v.trim().eq_ignore_ascii_case("false") => Ok(false),
+        Some(v) => Err(external(crate::error::SluiceError::query(
+            crate::error::class::INVALID_OPTION,
+            format!(
+                "schema_of_json: invalid value {v:?} for the option 'primitivesAsString': \
+                 expected true or false"
+            ),
+        ))),
+    }
+}
+
+/// `doc` read by the JSON reader with `options` (leading zeros, single quotes, comments,
+/// unquoted names, ..) and written back as standard JSON, for inference. A document the
+/// reader refuses even with the options is an error, as in Spark.
+fn canonical_json(doc: &str, options: &HashMap<String, String>) -> DfResult<String> {
+    let trimmed = doc.trim_start();
+    if trimmed.starts_with('"') || trimmed.starts_with('\'') {
+        // A top-level string: the reader would give its text, not its JSON.
+        return Ok(doc.to_string());
+    }
+    let mut o = options.clone();
+    o.retain(|k, _| !k.eq_ignore_ascii_case("mode"));
+    o.insert("mode".into(), "FAILFAST".into());
+    let parsed = crate::source::file::parse_json_values(&[Some(doc)], &DataType::Utf8, &o)
+        .map_err(|e| {
+            external(crate::error::SluiceError::query(
+                crate::error::class::MALFORMED_RECORD,
+                format!(
+                    "schema_of_json: {doc:?} is not a JSON document with these options ({}); \
+                     give a literal JSON string such as '{{\"a\": 1}}'",
+                    e.message()
+                ),
+            ))
+        })?;
+    let parsed = parsed.as_string::<i32>();
+    if parsed.is_null(0) {
+        return Ok("null".to_string());
+    }
+    Ok(parsed.value(0).to_string())
+}
+
+/// `primitivesAsString`: every primitive type inferred is `STRING`.
+fn all_strings(t: DataType) -> DataType {
+    match t {
+        DataType::List(f) => DataType::new_list(all_strings(f.data_type().clone()), true),
+        DataType::Struct(fs) => DataType::Struct(
+            fs.iter()
+                .map(|f| Field::new(f.name(), all_strings(f.data_type().clone()), true))
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+        _ => DataType::Utf8,
     }
 }
 
@@ -352,12 +829,12 @@ fn strip_null(t: DataType) -> DataType {
     }
 }
 
-/// Replaces each `schema_of_json('<literal>')` in a SQL text by the string literal of its
-/// result, so that `from_json(v, schema_of_json('{..}'))` has its schema when the query is
-/// planned (Spark requires the argument to be foldable too). Text inside string literals,
-/// quoted identifiers and comments is left alone.
+/// Replaces each `schema_of_json('<literal>')` and `schema_of_csv('<literal>')` in a SQL text
+/// by the string literal of its result, so that `from_json(v, schema_of_json('{..}'))` and
+/// `from_csv(v, schema_of_csv('1,abc'))` have their schema when the query is planned (Spark
+/// requires the argument to be foldable too). Text inside string literals, quoted identifiers
+/// and comments is left alone.
 pub(crate) fn fold_schema_of_json(sql: &str) -> crate::error::Result<String> {
-    const NAME: &str = "schema_of_json";
     let b = sql.as_bytes();
     let mut out = String::with_capacity(sql.len());
     let mut i = 0;
@@ -379,7 +856,9 @@ pub(crate) fn fold_schema_of_json(sql: &str) -> crate::error::Result<String> {
                 while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
                     i += 1;
                 }
-                if !sql[start..i].eq_ignore_ascii_case(NAME) {
+                let word = &sql[start..i];
+                let csv = word.eq_ignore_ascii_case("schema_of_csv");
+                if !csv && !word.eq_ignore_ascii_case("schema_of_json") {
                     continue;
                 }
                 let mut j = i;
@@ -405,7 +884,14 @@ pub(crate) fn fold_schema_of_json(sql: &str) -> crate::error::Result<String> {
                     continue;
                 }
                 let doc = unquote(&sql[lit_start..lit_end]);
-                let ty = schema_of_json(&doc)?;
+                let ty = if csv {
+                    crate::schema::spark_type_name(&crate::source::file::infer_csv_schema(
+                        &doc,
+                        &HashMap::new(),
+                    )?)
+                } else {
+                    schema_of_json(&doc)?
+                };
                 out.push_str(&sql[copied..start]);
                 out.push('\'');
                 out.push_str(&ty.replace('\\', "\\\\").replace('\'', "\\'"));
@@ -485,3 +971,7 @@ pub fn from_json(value: Expr, ddl: &str) -> Expr {
 pub fn to_json(value: Expr) -> Expr {
     ScalarUDF::new_from_impl(ToJson::default()).call(vec![value])
 }
+
+#[cfg(test)]
+#[path = "json_tests.rs"]
+mod tests;

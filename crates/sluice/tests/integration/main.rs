@@ -81,6 +81,9 @@ mod engine_reader_options;
 // DataFrame API's generators, continuous mode refusing them.
 mod engine_generators;
 
+// from_csv over a text stream, to_csv back.
+mod engine_csv_functions;
+
 // Continuous processing (`Trigger::Continuous`): epochs, Spark's restrictions, at-least-once
 // restarts.
 mod continuous;

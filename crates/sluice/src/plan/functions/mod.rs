@@ -24,6 +24,7 @@ mod binary;
 mod catalog;
 mod coerce;
 mod collections;
+mod csv;
 mod datetime;
 mod hash;
 pub(crate) mod lambda;
@@ -59,6 +60,7 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .into_iter()
         .chain(strings::udfs())
         .chain(coerce::udfs())
+        .chain(csv::udfs())
         .chain([md5::udf()])
         .chain(hash::udfs())
         .chain(rounding::udfs(|name| scalars.get(name).cloned()))

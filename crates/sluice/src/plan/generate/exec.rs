@@ -42,6 +42,48 @@ pub(crate) enum GenFn {
     Inline,
     /// `stack(rows, ..)`.
     Stack { rows: usize },
+    /// `json_tuple(json, fields..)`.
+    JsonTuple,
+}
+
+/// `json_tuple`'s columns: per row, each field's value of the JSON object `args[0]` (a string
+/// as it is, another value as compact JSON text, null when missing, JSON null, or when the
+/// document is null, malformed or not an object), as Spark's `JsonTuple`.
+fn json_tuple_columns(args: &[ArrayRef], num_rows: usize) -> DfResult<Vec<ArrayRef>> {
+    let strings = args
+        .iter()
+        .map(|a| cast(a, &DataType::Utf8))
+        .collect::<DfResult<Vec<_>, _>>()?;
+    let docs = strings[0].as_string::<i32>();
+    let mut builders: Vec<arrow::array::StringBuilder> = (1..strings.len())
+        .map(|_| arrow::array::StringBuilder::new())
+        .collect();
+    for i in 0..num_rows {
+        let object = if docs.is_valid(i) {
+            match serde_json::from_str::<serde_json::Value>(docs.value(i)) {
+                Ok(serde_json::Value::Object(m)) => Some(m),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        for (j, b) in builders.iter_mut().enumerate() {
+            let names = strings[j + 1].as_string::<i32>();
+            let value = match (&object, names.is_valid(i)) {
+                (Some(m), true) => m.get(names.value(i)),
+                _ => None,
+            };
+            match value {
+                None | Some(serde_json::Value::Null) => b.append_null(),
+                Some(serde_json::Value::String(s)) => b.append_value(s),
+                Some(other) => b.append_value(other.to_string()),
+            }
+        }
+    }
+    Ok(builders
+        .into_iter()
+        .map(|mut b| Arc::new(b.finish()) as ArrayRef)
+        .collect())
 }
 
 /// The rows generated from one batch: for each output row its input row, and the generated
@@ -160,6 +202,10 @@ pub(crate) fn generate(
     types: &[DataType],
 ) -> DfResult<Generated> {
     match f {
+        GenFn::JsonTuple => Ok(Generated {
+            input_rows: (0..num_rows as u32).collect(),
+            columns: json_tuple_columns(args, num_rows)?,
+        }),
         GenFn::Explode { with_pos } => {
             let (values, spans) = element_spans(&args[0])?;
             let (input_rows, elems, pos) = element_rows(&spans, outer);
@@ -431,6 +477,7 @@ impl ExtensionPlanner for GenerateExtensionPlanner {
             GeneratorKind::Explode => GenFn::Explode { with_pos: false },
             GeneratorKind::PosExplode => GenFn::Explode { with_pos: true },
             GeneratorKind::Inline => GenFn::Inline,
+            GeneratorKind::JsonTuple => GenFn::JsonTuple,
             GeneratorKind::Stack => GenFn::Stack {
                 rows: stack_rows_of(g.args().first())?,
             },

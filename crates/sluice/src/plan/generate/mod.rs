@@ -1,5 +1,6 @@
 //! Spark's generators: `explode`, `explode_outer`, `posexplode`, `posexplode_outer`, `inline`,
-//! `inline_outer`, `stack`, in a SELECT list or in `LATERAL VIEW [OUTER]`, on streams and
+//! `inline_outer`, `stack`, `json_tuple`, in a SELECT list, in `LATERAL VIEW [OUTER]` or as a
+//! table function in FROM (`SELECT * FROM posexplode(array(1, 2))`), on streams and
 //! batches alike (Spark's `Generate` node and `GenerateExec`).
 //!
 //! A generator turns one input row into zero or more output rows. DataFusion's planner does not
@@ -22,7 +23,9 @@
 //!    columns keep their watermark marker.
 //!
 //! Output columns follow Spark: `col` (array elements), `pos` (INT, from 0), `key`/`value` (map
-//! entries), the struct's field names (`inline`), `col0`, `col1`, .. (`stack`). A null or empty
+//! entries), the struct's field names (`inline`), `col0`, `col1`, .. (`stack`), `c0`, `c1`, ..
+//! (`json_tuple`, strings). Spark's named argument of the explodes (`explode(collection =>
+//! ..)`) is accepted. A null or empty
 //! input gives no row, or with the `_outer` variants (and `LATERAL VIEW OUTER`) one row of nulls.
 
 pub(crate) mod exec;
@@ -60,10 +63,13 @@ pub(crate) enum GeneratorKind {
     Inline,
     /// `stack(n, e1, .., ek)`: `n` rows of `ceil(k / n)` columns, filled row by row.
     Stack,
+    /// `json_tuple(json, 'f1', .., 'fk')`: one row of `k` string columns `c0`, .. per input row
+    /// (nulls for a null or malformed document).
+    JsonTuple,
 }
 
 /// The generator functions, Spark's names: (name, kind, outer).
-const GENERATORS: [(&str, GeneratorKind, bool); 7] = [
+const GENERATORS: [(&str, GeneratorKind, bool); 8] = [
     ("explode", GeneratorKind::Explode, false),
     ("explode_outer", GeneratorKind::Explode, true),
     ("posexplode", GeneratorKind::PosExplode, false),
@@ -71,7 +77,17 @@ const GENERATORS: [(&str, GeneratorKind, bool); 7] = [
     ("inline", GeneratorKind::Inline, false),
     ("inline_outer", GeneratorKind::Inline, true),
     ("stack", GeneratorKind::Stack, false),
+    ("json_tuple", GeneratorKind::JsonTuple, false),
 ];
+
+/// The name Spark gives a generator's parameter in named-argument calls
+/// (`explode(collection => ..)`), for the generators that take one.
+pub(crate) fn parameter_name(kind: GeneratorKind) -> Option<&'static str> {
+    match kind {
+        GeneratorKind::Explode | GeneratorKind::PosExplode => Some("collection"),
+        GeneratorKind::Inline | GeneratorKind::Stack | GeneratorKind::JsonTuple => None,
+    }
+}
 
 /// The marker of one output column of a generator (`AS (a, b)`, `LATERAL VIEW`).
 pub(crate) const GENERATOR_COLUMN: &str = "__sluice_generator_column";
@@ -223,6 +239,31 @@ pub(crate) fn output_fields(
                 _ => Err(mismatch("\"ARRAY<STRUCT>\"", arg)),
             }
         }
+        GeneratorKind::JsonTuple => {
+            if args.len() < 2 {
+                return Err(wrong_args("> 1"));
+            }
+            if let Some(bad) = args.iter().find(|a| {
+                !matches!(
+                    a.data_type(),
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                )
+            }) {
+                return Err(SluiceError::query(
+                    class::DATATYPE_MISMATCH_NON_STRING_TYPE,
+                    format!(
+                        "Cannot resolve \"{name}(..)\" due to data type mismatch: all arguments \
+                         must be strings; \"{}\" has the type \"{}\". Give the JSON document \
+                         and the field names as strings (CAST(NULL AS STRING) for a null).",
+                        bad.name(),
+                        spark_type_name(bad.data_type())
+                    ),
+                ));
+            }
+            Ok((0..args.len() - 1)
+                .map(|j| nullable(&format!("c{j}"), &DataType::Utf8))
+                .collect())
+        }
         GeneratorKind::Stack => {
             if args.len() < 2 {
                 return Err(wrong_args("> 1"));
@@ -360,7 +401,7 @@ fn marker_literals(args: &[Expr]) -> Option<(&'static str, bool, usize)> {
     Some((name, outer, j))
 }
 
-fn kind_of(name: &str) -> GeneratorKind {
+pub(crate) fn kind_of(name: &str) -> GeneratorKind {
     GENERATORS
         .iter()
         .find(|(n, _, _)| *n == name)

@@ -12,6 +12,10 @@
 //!   Spark names them (typed by a probe), so an outer query can read `col`, `pos`, `key` or a
 //!   struct's fields by name.
 //!
+//! - a generator in FROM (`SELECT * FROM posexplode(xs) AS t`) becomes the derived table
+//!   `(SELECT posexplode(xs)) AS t`, whose bare item is named as above;
+//! - named arguments of a generator (`explode(collection => xs)`) become positional.
+//!
 //! `rewrite.rs` turns all of them into `Generate` nodes.
 
 use std::ops::ControlFlow;
@@ -121,7 +125,8 @@ impl VisitorMut for Rewriter<'_, '_> {
     }
 }
 
-/// A generator call in SQL: its Spark name (lower case) and arguments.
+/// A generator call in SQL: its Spark name (lower case) and arguments (named arguments
+/// included; [`positional_generator_args`] checks their names).
 fn generator_call(e: &SqlExpr) -> Option<(&'static str, Vec<&SqlExpr>)> {
     let SqlExpr::Function(f) = e else {
         return None;
@@ -129,22 +134,151 @@ fn generator_call(e: &SqlExpr) -> Option<(&'static str, Vec<&SqlExpr>)> {
     let [ObjectNamePart::Identifier(id)] = f.name.0.as_slice() else {
         return None;
     };
-    let name = GENERATORS
-        .iter()
-        .map(|(n, _, _)| *n)
-        .find(|n| id.value.eq_ignore_ascii_case(n))?;
+    let name = generator_name(&id.value)?;
     let args = match &f.args {
-        FunctionArguments::List(list) => list
-            .args
-            .iter()
-            .filter_map(|a| match a {
-                FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => Some(x),
-                _ => None,
-            })
-            .collect(),
+        FunctionArguments::List(list) => list.args.iter().filter_map(arg_expr).collect(),
         _ => Vec::new(),
     };
     Some((name, args))
+}
+
+/// Spark's name of the generator called `written`, if it is one.
+fn generator_name(written: &str) -> Option<&'static str> {
+    GENERATORS
+        .iter()
+        .map(|(n, _, _)| *n)
+        .find(|n| written.eq_ignore_ascii_case(n))
+}
+
+fn arg_expr(a: &FunctionArg) -> Option<&SqlExpr> {
+    match a {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(x))
+        | FunctionArg::Named {
+            arg: FunctionArgExpr::Expr(x),
+            ..
+        }
+        | FunctionArg::ExprNamed {
+            arg: FunctionArgExpr::Expr(x),
+            ..
+        } => Some(x),
+        _ => None,
+    }
+}
+
+/// Spark's named arguments of a generator (`explode(collection => xs)`) made positional,
+/// so that DataFusion plans the call; a name Spark does not know for it is refused with
+/// Spark's `UNRECOGNIZED_PARAMETER_NAME`.
+fn positional_args(name: &str, args: &mut [FunctionArg]) -> Result<()> {
+    let kind = super::kind_of(name);
+    for a in args.iter_mut() {
+        let (written, arg) = match a {
+            FunctionArg::Named { name: n, arg, .. } => (n.value.clone(), arg.clone()),
+            FunctionArg::ExprNamed { name: n, arg, .. } => (n.to_string(), arg.clone()),
+            FunctionArg::Unnamed(_) => continue,
+        };
+        match super::parameter_name(kind) {
+            Some(p) if p.eq_ignore_ascii_case(&written) => *a = FunctionArg::Unnamed(arg),
+            known => {
+                return Err(SluiceError::query(
+                    class::UNRECOGNIZED_PARAMETER_NAME,
+                    format!(
+                        "Cannot invoke function `{name}` because the \
+                         function call included a named argument reference for the argument \
+                         named `{written}`, but this function does not include any signature \
+                         containing an argument with this name. {}",
+                        match known {
+                            Some(p) => format!("Did you mean one of the following? [`{p}`]."),
+                            None => "Pass the arguments by position.".to_string(),
+                        }
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`positional_args`] on a generator call at the top of `e` (a SELECT item).
+fn positional_generator_args(e: &mut SqlExpr) -> Result<bool> {
+    let SqlExpr::Function(f) = e else {
+        return Ok(false);
+    };
+    let [ObjectNamePart::Identifier(id)] = f.name.0.as_slice() else {
+        return Ok(false);
+    };
+    let Some(name) = generator_name(&id.value) else {
+        return Ok(false);
+    };
+    let FunctionArguments::List(list) = &mut f.args else {
+        return Ok(false);
+    };
+    if list
+        .args
+        .iter()
+        .all(|a| matches!(a, FunctionArg::Unnamed(_)))
+    {
+        return Ok(false);
+    }
+    positional_args(name, &mut list.args)?;
+    Ok(true)
+}
+
+/// `FROM gen(args) [AS t]` (a generator as a table function, Spark's table-valued generators)
+/// as `FROM (SELECT gen(args)) [AS t]`, whose bare generator item is then named as Spark names
+/// its columns.
+fn table_function_generators(select: &mut Select) -> Result<bool> {
+    let mut changed = false;
+    for twj in &mut select.from {
+        let factors =
+            std::iter::once(&mut twj.relation).chain(twj.joins.iter_mut().map(|j| &mut j.relation));
+        for tf in factors {
+            let TableFactor::Table {
+                name,
+                alias,
+                args: Some(args),
+                ..
+            } = tf
+            else {
+                continue;
+            };
+            let [ObjectNamePart::Identifier(id)] = name.0.as_slice() else {
+                continue;
+            };
+            let Some(gen) = generator_name(&id.value) else {
+                continue;
+            };
+            let mut fargs = args.args.clone();
+            positional_args(gen, &mut fargs)?;
+            let list = fargs
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let alias = alias
+                .as_ref()
+                .map(|a| format!(" AS {a}"))
+                .unwrap_or_default();
+            let text = format!("SELECT * FROM (SELECT {gen}({list})){alias}");
+            let dialect = SparkSqlDialect {};
+            let derived = Parser::parse_sql(&dialect, &text)
+                .ok()
+                .and_then(|st| match st.into_iter().next() {
+                    Some(Statement::Query(q)) => match *q.body {
+                        SetExpr::Select(mut s) => s.from.pop().map(|t| t.relation),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .ok_or_else(|| {
+                    SluiceError::internal(format!(
+                        "table function rewrite produced bad SQL {text:?}"
+                    ))
+                })?;
+            *tf = derived;
+            changed = true;
+        }
+    }
+    Ok(changed)
 }
 
 fn parse_expr(text: &str) -> Result<SqlExpr> {
@@ -172,15 +306,28 @@ fn not_a_generator(e: &SqlExpr, place: &str) -> SluiceError {
         class::UNSUPPORTED_GENERATOR_NOT_GENERATOR,
         format!(
             "The generator is not supported: {e} in {place} is not a generator. Use explode, \
-             explode_outer, posexplode, posexplode_outer, inline, inline_outer or stack there."
+             explode_outer, posexplode, posexplode_outer, inline, inline_outer, stack or \
+             json_tuple there."
         ),
     )
 }
 
 impl Rewriter<'_, '_> {
     fn rewrite_select(&mut self, select: &mut Select) -> Result<bool> {
+        let mut changed = table_function_generators(select)?;
+        for item in &mut select.projection {
+            if let SelectItem::UnnamedExpr(e)
+            | SelectItem::ExprWithAlias { expr: e, .. }
+            | SelectItem::ExprWithAliases { expr: e, .. } = item
+            {
+                changed |= positional_generator_args(e)?;
+            }
+        }
+        for lv in &mut select.lateral_views {
+            changed |= positional_generator_args(&mut lv.lateral_view)?;
+        }
         // LATERAL VIEWs first: the SELECT list may read their columns.
-        let mut changed = self.rewrite_lateral_views(select)?;
+        changed |= self.rewrite_lateral_views(select)?;
         changed |= rewrite_multi_aliases(select)?;
         changed |= self.name_bare_generators(select);
         Ok(changed)

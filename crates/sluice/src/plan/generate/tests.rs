@@ -493,3 +493,110 @@ fn outer_queries_read_a_bare_generator_by_spark_names() {
         &["1|2", "4|3"],
     );
 }
+
+#[test]
+fn generators_in_from_are_table_functions() {
+    let s = session();
+    check(
+        &s,
+        "SELECT * FROM posexplode(array(10, 20))",
+        &["pos", "col"],
+        &["0|10", "1|20"],
+    );
+    check(
+        &s,
+        "SELECT t.pos, t.col FROM posexplode_outer(array(10, 20)) t",
+        &["pos", "col"],
+        &["0|10", "1|20"],
+    );
+    check(
+        &s,
+        "SELECT * FROM posexplode_outer(CAST(NULL AS ARRAY<INT>))",
+        &["pos", "col"],
+        &["null|null"],
+    );
+    check(
+        &s,
+        "SELECT * FROM explode(collection => map('a', 1))",
+        &["key", "value"],
+        &["a|1"],
+    );
+    check(
+        &s,
+        "SELECT * FROM stack(2, 1, 2, 3)",
+        &["col0", "col1"],
+        &["1|2", "3|null"],
+    );
+    check(
+        &s,
+        "SELECT * FROM inline(array(struct(1, 'a'), struct(2, 'b')))",
+        &["col1", "col2"],
+        &["1|a", "2|b"],
+    );
+}
+
+#[test]
+fn explode_takes_its_named_argument() {
+    let s = session();
+    check(
+        &s,
+        "SELECT explode(collection => array(10, 20))",
+        &["col"],
+        &["10", "20"],
+    );
+    check(
+        &s,
+        "SELECT explode(collection => array(1, 2)) AS x",
+        &["x"],
+        &["1", "2"],
+    );
+    fails(
+        &s,
+        "SELECT explode(arr => array(1, 2))",
+        class::UNRECOGNIZED_PARAMETER_NAME,
+    );
+}
+
+#[test]
+fn json_tuple_is_a_generator_of_string_columns() {
+    let s = session();
+    check(
+        &s,
+        r#"SELECT json_tuple('{"a":1, "b":2}', 'a', 'b')"#,
+        &["c0", "c1"],
+        &["1|2"],
+    );
+    check(
+        &s,
+        r#"SELECT json_tuple('{"a":1, "b":{"c":[1,2]}, "d":null, "e":"x"}', 'a', 'b', 'd', 'e', 'zz')"#,
+        &["c0", "c1", "c2", "c3", "c4"],
+        &[r#"1|{"c":[1,2]}|null|x|null"#],
+    );
+    // A malformed document, or one that is not an object, gives one row of nulls.
+    check(&s, "SELECT json_tuple('not json', 'a')", &["c0"], &["null"]);
+    check(&s, "SELECT json_tuple('[1]', 'a')", &["c0"], &["null"]);
+    check(
+        &s,
+        r#"SELECT * FROM json_tuple('{"a":1}', 'a')"#,
+        &["c0"],
+        &["1"],
+    );
+    check(
+        &s,
+        r#"SELECT id, x, y FROM VALUES (1, '{"a":"p","b":2}'), (2, CAST(NULL AS STRING)) AS v(id, j)
+           LATERAL VIEW json_tuple(j, 'a', 'b') t AS x, y"#,
+        &["id", "x", "y"],
+        &["1|p|2", "2|null|null"],
+    );
+    fails(
+        &s,
+        r#"SELECT json_tuple('{"a":1}', 1)"#,
+        class::DATATYPE_MISMATCH_NON_STRING_TYPE,
+    );
+    fails(
+        &s,
+        r#"SELECT json_tuple(NULL, 'a')"#,
+        class::DATATYPE_MISMATCH_NON_STRING_TYPE,
+    );
+    fails(&s, r#"SELECT json_tuple('{"a":1}')"#, class::WRONG_NUM_ARGS);
+}

@@ -14,8 +14,10 @@
 
 pub(crate) mod datetime;
 mod format;
+pub(crate) use format::csv::{infer_csv_schema, parse_csv_values};
 pub(crate) use format::nested::{
-    non_string_map_key as nested_type_has_non_string_map_key, nullable_type,
+    is_nested as is_nested_type, non_string_map_key as nested_type_has_non_string_map_key,
+    nullable_type,
 };
 pub use format::parse_json_documents;
 pub(crate) use format::parse_json_values;

@@ -392,6 +392,137 @@ impl<'c> Tokenizer<'c> {
     }
 }
 
+/// Parses one CSV record per element with the reader's rules and `options`, as Spark's
+/// `from_csv(text, schema, options)`: `mode` PERMISSIVE (a field that does not fit its type is
+/// null, the rest of the record kept; a blank text is a record of nulls) or FAILFAST (an error).
+/// Only the first line of a text is read; `header` and `comment` do not apply. Returns a struct
+/// array in the nullable `schema`, one row per text; the caller sets the nulls of `None` texts.
+pub(crate) fn parse_csv_values(
+    texts: &[Option<&str>],
+    schema: &arrow::datatypes::SchemaRef,
+    options: &std::collections::HashMap<String, String>,
+) -> Result<arrow::array::ArrayRef> {
+    let opts = super::ParseOptions::new("csv", schema, &super::Options::new(options))?;
+    let super::FormatKind::Csv(c) = &opts.kind else {
+        return Err(SluiceError::internal("from_csv options"));
+    };
+    let mut c = c.clone();
+    c.header = false;
+    c.check_header = false;
+    c.comment = None;
+    let n = opts.data_fields.len();
+    let mut asm = Assembler::new(&opts)?;
+    let nulls: Vec<Cell<'_>> = (0..n).map(|_| Cell::Null).collect();
+    for t in texts {
+        let line = t.unwrap_or("").split(['\n', '\r']).next().unwrap_or("");
+        if line.trim_matches(|ch: char| ch <= ' ').is_empty() {
+            let rr = RecordRef {
+                file: "from_csv",
+                line: 1,
+                text: line,
+            };
+            asm.record(&nulls, None, rr)?;
+        } else {
+            read(line, "from_csv", &c, &mut asm)?;
+        }
+    }
+    let rows = asm.finish()?;
+    let batch = arrow::compute::concat_batches(&opts.schema, &rows.batches)?;
+    if batch.num_rows() != texts.len() {
+        return Err(SluiceError::internal(format!(
+            "from_csv read {} rows from {} texts",
+            batch.num_rows(),
+            texts.len()
+        )));
+    }
+    Ok(std::sync::Arc::new(arrow::array::StructArray::try_new(
+        opts.schema.fields().clone(),
+        batch.columns().to_vec(),
+        None,
+    )?))
+}
+
+/// Spark's `schema_of_csv(text, options)`: the type `CSVInferSchema` gives each field of the
+/// first line of `text` (tokenized with the reader's rules and `options`), as
+/// `STRUCT<_c0: INT, _c1: STRING>`. Per field, the first that fits: `INT`, `BIGINT`,
+/// `DECIMAL(p, 0)` (integers beyond `BIGINT`), `DOUBLE`, `DATE` (`dateFormat`, default
+/// `yyyy-MM-dd`), `TIMESTAMP`, `BOOLEAN`, else `STRING`; a null field is `STRING`.
+pub(crate) fn infer_csv_schema(
+    text: &str,
+    options: &std::collections::HashMap<String, String>,
+) -> Result<DataType> {
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::empty());
+    let opts = super::ParseOptions::new("csv", &schema, &super::Options::new(options))?;
+    let super::FormatKind::Csv(c) = &opts.kind else {
+        return Err(SluiceError::internal("schema_of_csv options"));
+    };
+    let date_format_given = options.keys().any(|k| k.eq_ignore_ascii_case("dateFormat"));
+    let line = text.split(['\n', '\r']).next().unwrap_or("");
+    let tok = Tokenizer::new(c);
+    let mut tokens = Vec::new();
+    tok.tokenize(line, &mut tokens);
+    let fields: Vec<arrow::datatypes::Field> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let t = match t {
+                Some(s) if s.as_ref() != c.null_value => infer_field(s, c, date_format_given),
+                _ => DataType::Utf8,
+            };
+            arrow::datatypes::Field::new(format!("_c{i}"), t, true)
+        })
+        .collect();
+    Ok(DataType::Struct(fields.into()))
+}
+
+fn infer_field(s: &str, c: &CsvOptions, date_format_given: bool) -> DataType {
+    if s.parse::<i32>().is_ok() {
+        return DataType::Int32;
+    }
+    if s.parse::<i64>().is_ok() {
+        return DataType::Int64;
+    }
+    let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        let p = digits.trim_start_matches('0').len().max(1);
+        if p <= 38 {
+            return DataType::Decimal128(p as u8, 0);
+        }
+    }
+    if parse_java_double(s).is_some()
+        || s == c.nan_value
+        || s == c.positive_inf
+        || s == c.negative_inf
+    {
+        return DataType::Float64;
+    }
+    let iso_date = {
+        let b = s.as_bytes();
+        b.len() == 10
+            && b[4] == b'-'
+            && b[7] == b'-'
+            && b.iter()
+                .enumerate()
+                .all(|(i, ch)| i == 4 || i == 7 || ch.is_ascii_digit())
+    };
+    let is_date = if date_format_given {
+        convert_temporal_or_decimal(s, &DataType::Date32, &c.datetime).is_some()
+    } else {
+        iso_date && convert_temporal_or_decimal(s, &DataType::Date32, &c.datetime).is_some()
+    };
+    if is_date {
+        return DataType::Date32;
+    }
+    let ts = DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None);
+    if convert_temporal_or_decimal(s, &ts, &c.datetime).is_some() {
+        return ts;
+    }
+    if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") {
+        return DataType::Boolean;
+    }
+    DataType::Utf8
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
