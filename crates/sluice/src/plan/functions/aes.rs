@@ -124,7 +124,11 @@ impl ScalarUDFImpl for Aes {
         Ok(DataType::Binary)
     }
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
-        let types: Vec<DataType> = args.arg_fields.iter().map(|f| f.data_type().clone()).collect();
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
         self.checked_types(&types)?;
         Ok(Arc::new(Field::new(self.name(), DataType::Binary, true)))
     }
@@ -356,12 +360,12 @@ impl AesError {
                      and AAD, or use try_aes_decrypt to get null instead."
                 ),
             ),
-            AesError::Random(detail) => DataFusionError::External(Box::new(
-                SluiceError::internal(format!(
+            AesError::Random(detail) => {
+                DataFusionError::External(Box::new(SluiceError::internal(format!(
                     "{name}: the operating system gave no random bytes for the IV ({detail}); \
                      pass an explicit IV"
-                )),
-            )),
+                ))))
+            }
         }
     }
 }
@@ -442,10 +446,12 @@ fn encrypt(
         Mode::Cbc => with_aes!(key, C => cbc::Encryptor::<C>::new_from_slices(key, &iv)
             .map_err(crypto)?
             .encrypt_padded_vec_mut::<Pkcs7>(input)),
-        Mode::Gcm => with_aes!(key, C => aes_gcm::AesGcm::<C, aes_gcm::aead::consts::U12>::new_from_slice(key)
+        Mode::Gcm => {
+            with_aes!(key, C => aes_gcm::AesGcm::<C, aes_gcm::aead::consts::U12>::new_from_slice(key)
             .map_err(crypto)?
             .encrypt(aes_gcm::Nonce::from_slice(&iv), Payload { msg: input, aad })
-            .map_err(|_| AesError::Crypto("encryption failed".into()))?),
+            .map_err(|_| AesError::Crypto("encryption failed".into()))?)
+        }
     };
     let mut out = iv;
     out.extend_from_slice(&body);
@@ -497,10 +503,12 @@ fn decrypt(
             .map_err(crypto)?
             .decrypt_padded_vec_mut::<Pkcs7>(body)
             .map_err(bad_padding)),
-        Mode::Gcm => with_aes!(key, C => aes_gcm::AesGcm::<C, aes_gcm::aead::consts::U12>::new_from_slice(key)
+        Mode::Gcm => {
+            with_aes!(key, C => aes_gcm::AesGcm::<C, aes_gcm::aead::consts::U12>::new_from_slice(key)
             .map_err(crypto)?
             .decrypt(aes_gcm::Nonce::from_slice(iv), Payload { msg: body, aad })
-            .map_err(|_| AesError::Crypto("Tag mismatch!".into()))),
+            .map_err(|_| AesError::Crypto("Tag mismatch!".into())))
+        }
     }
 }
 
@@ -539,7 +547,12 @@ mod tests {
     fn every_mode_and_key_size_round_trips() {
         for key in [K16, K24, K32] {
             for (mode, padding) in [("GCM", "NONE"), ("CBC", "PKCS"), ("ECB", "DEFAULT")] {
-                for msg in [&b""[..], b"Spark", b"exactly 16 bytes", b"a longer message here"] {
+                for msg in [
+                    &b""[..],
+                    b"Spark",
+                    b"exactly 16 bytes",
+                    b"a longer message here",
+                ] {
                     let ct = encrypt(msg, key, mode, padding, &[], &[]).unwrap();
                     let expected_len = match mode {
                         "GCM" => 12 + msg.len() + 16,
@@ -573,7 +586,10 @@ mod tests {
     fn gcm_aad_must_match_on_decryption() {
         let iv = [7u8; 12];
         let ct = encrypt(b"Spark", K32, "GCM", "DEFAULT", &iv, b"aad").unwrap();
-        assert_eq!(decrypt(&ct, K32, "GCM", "DEFAULT", b"aad").unwrap(), b"Spark");
+        assert_eq!(
+            decrypt(&ct, K32, "GCM", "DEFAULT", b"aad").unwrap(),
+            b"Spark"
+        );
         assert_eq!(
             decrypt(&ct, K32, "GCM", "DEFAULT", b"other"),
             Err(AesError::Crypto("Tag mismatch!".into()))
@@ -587,8 +603,10 @@ mod tests {
     #[test]
     fn sql_round_trips_and_spark_values() {
         assert_eq!(
-            one("SELECT CAST(aes_decrypt(aes_encrypt('Spark SQL', '1234567890abcdef'), \
-                 '1234567890abcdef') AS STRING)")
+            one(
+                "SELECT CAST(aes_decrypt(aes_encrypt('Spark SQL', '1234567890abcdef'), \
+                 '1234567890abcdef') AS STRING)"
+            )
             .as_deref(),
             Some("Spark SQL")
         );
@@ -598,8 +616,10 @@ mod tests {
             Some("3lmwu+Mw0H3fi5NDvcu9lg==")
         );
         assert_eq!(
-            one("SELECT CAST(aes_decrypt(aes_encrypt('x', '1234567890abcdef', 'CBC'), \
-                 '1234567890abcdef', 'cbc', 'default') AS STRING)")
+            one(
+                "SELECT CAST(aes_decrypt(aes_encrypt('x', '1234567890abcdef', 'CBC'), \
+                 '1234567890abcdef', 'cbc', 'default') AS STRING)"
+            )
             .as_deref(),
             Some("x")
         );
@@ -747,8 +767,10 @@ mod tests {
         }
         // ECB decryption ignores an AAD, as Spark's does.
         assert_eq!(
-            one("SELECT CAST(aes_decrypt(aes_encrypt('Spark', '0000111122223333', 'ECB'), \
-                 '0000111122223333', 'ECB', 'PKCS', 'aad') AS STRING)")
+            one(
+                "SELECT CAST(aes_decrypt(aes_encrypt('Spark', '0000111122223333', 'ECB'), \
+                 '0000111122223333', 'ECB', 'PKCS', 'aad') AS STRING)"
+            )
             .as_deref(),
             Some("Spark")
         );

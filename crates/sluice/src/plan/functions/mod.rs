@@ -183,9 +183,7 @@ mod tests {
         );
         assert!(!e.message().contains("not support yet"), "{e}");
         // A Spark built-in Sluice lacks says so and points at the table.
-        let e = s
-            .sql("SELECT input_file_block_length()")
-            .unwrap_err();
+        let e = s.sql("SELECT input_file_block_length()").unwrap_err();
         assert!(e.is(class::UNRESOLVED_ROUTINE), "{e}");
         assert!(
             e.message()

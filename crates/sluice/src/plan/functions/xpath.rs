@@ -152,9 +152,17 @@ impl ScalarUDFImpl for XPathFn {
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
         // The path's foldability is checked when the function runs: here a constant expression
         // such as concat('a', '/b') is not folded into a literal yet, and Spark accepts it.
-        let types: Vec<DataType> = args.arg_fields.iter().map(|f| f.data_type().clone()).collect();
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
         self.checked_types(&types)?;
-        Ok(Arc::new(Field::new(self.name(), self.kind.data_type(), true)))
+        Ok(Arc::new(Field::new(
+            self.name(),
+            self.kind.data_type(),
+            true,
+        )))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         self.invoke(args)
@@ -314,7 +322,11 @@ fn context() -> Context<'static> {
 /// `.` and `-` may appear (no exponent, no `NaN`/`Infinity`, no `+`), else NaN.
 fn xpath_number(s: &str) -> f64 {
     let t = s.trim_matches(|c: char| c <= ' ');
-    if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '-') {
+    if t.is_empty()
+        || !t
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.' || c == '-')
+    {
         return f64::NAN;
     }
     t.parse().unwrap_or(f64::NAN)
@@ -516,7 +528,7 @@ impl Out {
             Out::Short(b) => b.append_value(number_of(&v) as i32 as i16),
             // Java writes negative zero as "0".
             Out::String(b) => match v {
-                Value::Number(x) if x == 0.0 => b.append_value("0"),
+                Value::Number(0.0) => b.append_value("0"),
                 v => b.append_value(v.string()),
             },
         }
@@ -612,7 +624,10 @@ mod tests {
             one(&format!("SELECT xpath({x}, 'a/b')")).as_deref(),
             Some("[null,null,null]")
         );
-        assert_eq!(one(&format!("SELECT xpath({x}, 'a/x')")).as_deref(), Some("[]"));
+        assert_eq!(
+            one(&format!("SELECT xpath({x}, 'a/x')")).as_deref(),
+            Some("[]")
+        );
         assert_eq!(
             one("SELECT xpath('<a><b id=\"1\">b1</b><b id=\"2\">b2</b></a>', 'a/b/@id')")
                 .as_deref(),
@@ -645,38 +660,86 @@ mod tests {
     #[test]
     fn numbers_convert_as_java_does() {
         let q = |f: &str, x: &str, p: &str| one(&format!("SELECT {f}('{x}', '{p}')"));
-        assert_eq!(q("xpath_int", "<a><b>1</b><b>2</b></a>", "sum(a/b)").as_deref(), Some("3"));
+        assert_eq!(
+            q("xpath_int", "<a><b>1</b><b>2</b></a>", "sum(a/b)").as_deref(),
+            Some("3")
+        );
         assert_eq!(q("xpath_int", "<a>x</a>", "a").as_deref(), Some("0"));
         assert_eq!(q("xpath_int", "<a>3.7</a>", "a").as_deref(), Some("3"));
         assert_eq!(q("xpath_int", "<a>-3.7</a>", "a").as_deref(), Some("-3"));
         // No exponents in XPath 1.0 numbers: NaN, so 0.
         assert_eq!(q("xpath_long", "<a>1e20</a>", "a").as_deref(), Some("0"));
         assert_eq!(q("xpath_long", "<a>NaN</a>", "a").as_deref(), Some("0"));
-        assert_eq!(q("xpath_short", "<a>70000</a>", "a").as_deref(), Some("4464"));
+        assert_eq!(
+            q("xpath_short", "<a>70000</a>", "a").as_deref(),
+            Some("4464")
+        );
         assert_eq!(q("xpath_double", "<a>x</a>", "a").as_deref(), Some("NaN"));
         assert_eq!(q("xpath_float", "<a>x</a>", "a").as_deref(), Some("NaN"));
         assert_eq!(q("xpath_number", "<a></a>", "a").as_deref(), Some("NaN"));
-        assert_eq!(q("xpath_double", "<a> 12 </a>", "a").as_deref(), Some("12.0"));
+        assert_eq!(
+            q("xpath_double", "<a> 12 </a>", "a").as_deref(),
+            Some("12.0")
+        );
         assert_eq!(q("xpath_double", "<a>+5</a>", "a").as_deref(), Some("NaN"));
-        assert_eq!(q("xpath_double", "<a>-.5</a>", "a").as_deref(), Some("-0.5"));
-        assert_eq!(q("xpath_double", "<a><b>1e1</b></a>", "sum(a/b)").as_deref(), Some("NaN"));
-        assert_eq!(q("xpath_double", "<a>Infinity</a>", "a").as_deref(), Some("NaN"));
+        assert_eq!(
+            q("xpath_double", "<a>-.5</a>", "a").as_deref(),
+            Some("-0.5")
+        );
+        assert_eq!(
+            q("xpath_double", "<a><b>1e1</b></a>", "sum(a/b)").as_deref(),
+            Some("NaN")
+        );
+        assert_eq!(
+            q("xpath_double", "<a>Infinity</a>", "a").as_deref(),
+            Some("NaN")
+        );
     }
 
     #[test]
     fn strings_and_booleans() {
         let q = |f: &str, x: &str, p: &str| one(&format!("SELECT {f}('{x}', '{p}')"));
-        assert_eq!(q("xpath_string", "<a><b>b</b><c>cc</c></a>", "a/c").as_deref(), Some("cc"));
-        assert_eq!(q("xpath_string", "<a><b>x</b><b>y</b></a>", "a/b").as_deref(), Some("x"));
-        assert_eq!(q("xpath_string", "<a><b>x</b></a>", "a/c").as_deref(), Some(""));
-        assert_eq!(q("xpath_string", "<a><b>x<c>y</c></b></a>", "a/b").as_deref(), Some("xy"));
-        assert_eq!(q("xpath_string", "<a><b>1</b></a>", "count(a/b)").as_deref(), Some("1"));
-        assert_eq!(q("xpath_string", "<a/>", "1 div 0").as_deref(), Some("Infinity"));
+        assert_eq!(
+            q("xpath_string", "<a><b>b</b><c>cc</c></a>", "a/c").as_deref(),
+            Some("cc")
+        );
+        assert_eq!(
+            q("xpath_string", "<a><b>x</b><b>y</b></a>", "a/b").as_deref(),
+            Some("x")
+        );
+        assert_eq!(
+            q("xpath_string", "<a><b>x</b></a>", "a/c").as_deref(),
+            Some("")
+        );
+        assert_eq!(
+            q("xpath_string", "<a><b>x<c>y</c></b></a>", "a/b").as_deref(),
+            Some("xy")
+        );
+        assert_eq!(
+            q("xpath_string", "<a><b>1</b></a>", "count(a/b)").as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            q("xpath_string", "<a/>", "1 div 0").as_deref(),
+            Some("Infinity")
+        );
         assert_eq!(q("xpath_string", "<a/>", "-0").as_deref(), Some("0"));
-        assert_eq!(q("xpath_boolean", "<a><b>1</b></a>", "a/b").as_deref(), Some("true"));
-        assert_eq!(q("xpath_boolean", "<a><b>1</b></a>", "a/c").as_deref(), Some("false"));
-        assert_eq!(q("xpath_boolean", "<a><b>1</b></a>", "a/b = 1").as_deref(), Some("true"));
-        assert_eq!(q("xpath_boolean", "<a>0</a>", "number(a)").as_deref(), Some("false"));
+        assert_eq!(
+            q("xpath_boolean", "<a><b>1</b></a>", "a/b").as_deref(),
+            Some("true")
+        );
+        assert_eq!(
+            q("xpath_boolean", "<a><b>1</b></a>", "a/c").as_deref(),
+            Some("false")
+        );
+        assert_eq!(
+            q("xpath_boolean", "<a><b>1</b></a>", "a/b = 1").as_deref(),
+            Some("true")
+        );
+        assert_eq!(
+            q("xpath_boolean", "<a>0</a>", "number(a)").as_deref(),
+            Some("false")
+        );
     }
 
     #[test]
@@ -738,7 +801,10 @@ mod tests {
         assert!(e.is(class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE), "{e}");
         let e = err("SELECT xpath_int('<a><b>1</b></a>', 'sum(a/b)', 1)");
         assert!(e.is(class::WRONG_NUM_ARGS), "{e}");
-        assert!(e.message().contains("`xpath_int` requires 2 parameters"), "{e}");
+        assert!(
+            e.message().contains("`xpath_int` requires 2 parameters"),
+            "{e}"
+        );
     }
 
     #[test]
