@@ -160,6 +160,20 @@ pub mod class {
         "UNSUPPORTED_GENERATOR.NESTED_IN_EXPRESSIONS";
     pub const UNSUPPORTED_GENERATOR_NOT_GENERATOR: &str = "UNSUPPORTED_GENERATOR.NOT_GENERATOR";
     pub const UNSUPPORTED_GENERATOR_OUTSIDE_SELECT: &str = "UNSUPPORTED_GENERATOR.OUTSIDE_SELECT";
+    // AES functions (plan/functions/aes.rs): Spark's classes.
+    pub const INVALID_PARAMETER_VALUE_AES_CRYPTO_ERROR: &str =
+        "INVALID_PARAMETER_VALUE.AES_CRYPTO_ERROR";
+    pub const INVALID_PARAMETER_VALUE_AES_IV_LENGTH: &str = "INVALID_PARAMETER_VALUE.AES_IV_LENGTH";
+    pub const INVALID_PARAMETER_VALUE_AES_KEY_LENGTH: &str =
+        "INVALID_PARAMETER_VALUE.AES_KEY_LENGTH";
+    pub const UNSUPPORTED_FEATURE_AES_MODE: &str = "UNSUPPORTED_FEATURE.AES_MODE";
+    pub const UNSUPPORTED_FEATURE_AES_MODE_AAD: &str = "UNSUPPORTED_FEATURE.AES_MODE_AAD";
+    pub const UNSUPPORTED_FEATURE_AES_MODE_IV: &str = "UNSUPPORTED_FEATURE.AES_MODE_IV";
+    // XPath functions (plan/functions/xpath.rs). Spark 3.5 raises a plain RuntimeException
+    // without a class for these, so the names are Sluice's.
+    pub const XPATH_INVALID_PATH: &str = "XPATH_INVALID_PATH";
+    pub const XPATH_INVALID_XML: &str = "XPATH_INVALID_XML";
+    pub const XPATH_NOT_A_NODE_SET: &str = "XPATH_NOT_A_NODE_SET";
 }
 
 /// Who is at fault for an error.
