@@ -19,6 +19,7 @@
 //! Spark built-in Sluice lacks.
 
 mod aggregates;
+mod aggregates_more;
 mod aliases;
 mod binary;
 mod catalog;
@@ -28,6 +29,7 @@ mod datetime;
 mod md5;
 mod misc;
 mod numfmt;
+mod percentile;
 mod rowwise;
 mod strings;
 #[cfg(test)]
@@ -92,6 +94,13 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
     }
     let existing = state.aggregate_functions().clone();
     for udaf in aggregates::numeric_from_strings(|name| existing.get(name).cloned()) {
+        state.register_udaf(Arc::new(udaf))?;
+    }
+    let existing = state.aggregate_functions().clone();
+    for udaf in aggregates_more::udafs(|name| existing.get(name).cloned())
+        .into_iter()
+        .chain(percentile::udafs())
+    {
         state.register_udaf(Arc::new(udaf))?;
     }
     // Aliases last, so they name the wrapped functions.
