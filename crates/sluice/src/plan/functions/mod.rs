@@ -22,10 +22,12 @@ mod aggregates;
 mod aggregates_more;
 mod aliases;
 mod binary;
+mod bitmap;
 mod catalog;
 mod coerce;
 mod collections;
 mod datetime;
+mod hll;
 mod md5;
 mod misc;
 mod numfmt;
@@ -62,6 +64,7 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .chain(collections::udfs(|name| scalars.get(name).cloned()))
         .chain(misc::udfs(|name| scalars.get(name).cloned()))
         .chain(binary::udfs(|name| scalars.get(name).cloned()))
+        .chain(bitmap::udfs().into_iter().chain(hll::udfs()))
         .chain(wrapped)
     {
         state.register_udf(Arc::new(udf))?;
@@ -100,6 +103,8 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
     for udaf in aggregates_more::udafs(|name| existing.get(name).cloned())
         .into_iter()
         .chain(percentile::udafs())
+        .chain(bitmap::udafs())
+        .chain(hll::udafs())
     {
         state.register_udaf(Arc::new(udaf))?;
     }
