@@ -27,6 +27,7 @@ mod catalog;
 mod coerce;
 mod collections;
 mod datetime;
+mod histogram;
 mod hll;
 mod md5;
 mod misc;
@@ -105,6 +106,7 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .chain(percentile::udafs())
         .chain(bitmap::udafs())
         .chain(hll::udafs())
+        .chain(histogram::udafs())
     {
         state.register_udaf(Arc::new(udaf))?;
     }

@@ -106,7 +106,7 @@ fn value_type(name: &str, t: &DataType) -> DfResult<DataType> {
     })
 }
 
-fn as_doubles(a: &ArrayRef) -> DfResult<ArrayRef> {
+pub(super) fn as_doubles(a: &ArrayRef) -> DfResult<ArrayRef> {
     Ok(match a.data_type() {
         DataType::Interval(IntervalUnit::YearMonth) | DataType::Duration(_) => {
             arrow::compute::cast(&super::aggregates_more::as_int64(a)?, &DataType::Float64)?
@@ -122,7 +122,7 @@ fn as_doubles(a: &ArrayRef) -> DfResult<ArrayRef> {
 }
 
 /// A double result in the output type `t` (Spark: `toInt` / `toLong` for intervals).
-fn from_double(v: Option<f64>, t: &DataType) -> DfResult<ScalarValue> {
+pub(super) fn from_double(v: Option<f64>, t: &DataType) -> DfResult<ScalarValue> {
     Ok(match t {
         DataType::Interval(IntervalUnit::YearMonth) => {
             ScalarValue::IntervalYearMonth(v.map(|v| v as i32))
@@ -670,7 +670,7 @@ fn calendar_interval(name: &str) -> DataFusionError {
     ))))
 }
 
-fn approx_input(name: &str, t: &DataType) -> DfResult<DataType> {
+pub(super) fn approx_input(name: &str, t: &DataType) -> DfResult<DataType> {
     Ok(match t {
         DataType::Interval(IntervalUnit::MonthDayNano) => return Err(calendar_interval(name)),
         DataType::Interval(IntervalUnit::YearMonth)
