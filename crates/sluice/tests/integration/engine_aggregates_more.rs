@@ -27,7 +27,10 @@ fn rows(b: &RecordBatch) -> Vec<String> {
                 .iter()
                 .map(|c| {
                     let t = arrow::compute::cast(c, &DataType::Utf8).unwrap();
-                    let t = t.as_any().downcast_ref::<arrow::array::StringArray>().unwrap();
+                    let t = t
+                        .as_any()
+                        .downcast_ref::<arrow::array::StringArray>()
+                        .unwrap();
                     if t.is_null(i) {
                         "null".to_string()
                     } else {

@@ -34,7 +34,7 @@ fn wrong_args(name: &str, what: &str, n: usize) -> DataFusionError {
 
 fn bad_type(name: &str, what: &str, t: &DataType) -> DataFusionError {
     agg_err(
-        "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+        crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
         format!("`{name}` takes {what}, not {t}"),
     )
 }
@@ -79,9 +79,7 @@ fn spark_cmp(a: &ScalarValue, b: &ScalarValue) -> std::cmp::Ordering {
     }
     match (a, b) {
         (ScalarValue::Float64(Some(x)), ScalarValue::Float64(Some(y))) => dbl(*x, *y),
-        (ScalarValue::Float32(Some(x)), ScalarValue::Float32(Some(y))) => {
-            dbl(*x as f64, *y as f64)
-        }
+        (ScalarValue::Float32(Some(x)), ScalarValue::Float32(Some(y))) => dbl(*x as f64, *y as f64),
         _ => a.partial_cmp(b).unwrap_or(Ordering::Equal),
     }
 }
@@ -119,9 +117,9 @@ fn java_hash(v: &ScalarValue) -> Option<i32> {
             let x = if x.is_nan() { f32::NAN } else { *x };
             x.to_bits() as i32
         }
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
-            murmur3_spark_bytes(s.as_bytes(), 42)
-        }
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => murmur3_spark_bytes(s.as_bytes(), 42),
         _ => return None,
     })
 }
@@ -414,13 +412,17 @@ impl AggregateUDFImpl for MaxMinBy {
                 };
                 if matches!(y, DataType::Map(..)) {
                     return Err(agg_err(
-                        "DATATYPE_MISMATCH.INVALID_ORDERING_TYPE",
+                        crate::error::class::DATATYPE_MISMATCH_INVALID_ORDERING_TYPE,
                         format!("`{}` cannot order by a MAP ({y})", self.name()),
                     ));
                 }
                 Ok(vec![norm(x), norm(y)])
             }
-            _ => Err(wrong_args(self.name(), "two arguments (x, y)", arg_types.len())),
+            _ => Err(wrong_args(
+                self.name(),
+                "two arguments (x, y)",
+                arg_types.len(),
+            )),
         }
     }
     fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
@@ -465,17 +467,16 @@ impl Accumulator for IntervalAvgAcc {
             let a = values[0].as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>();
             for v in a.iter().flatten() {
                 let micros = v.days as i64 * 86_400_000_000 + v.nanoseconds / 1000;
-                let months = match (v.months, micros) {
-                    (m, 0) if m != 0 => true,
-                    (0, _) => false,
-                    _ => {
-                        return Err(agg_err(
-                            "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                let months =
+                    match (v.months, micros) {
+                        (m, 0) if m != 0 => true,
+                        (0, _) => false,
+                        _ => return Err(agg_err(
+                            crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
                             "`try_avg` takes year-month or day-time intervals, not an interval \
                              of months and days",
-                        ))
-                    }
-                };
+                        )),
+                    };
                 self.count += 1;
                 if months {
                     self.months = true;
@@ -707,7 +708,10 @@ impl Accumulator for RegrInterceptAcc {
     fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
         let y = arrow::compute::cast(&values[0], &DataType::Float64)?;
         let x = arrow::compute::cast(&values[1], &DataType::Float64)?;
-        let (y, x) = (y.as_primitive::<Float64Type>(), x.as_primitive::<Float64Type>());
+        let (y, x) = (
+            y.as_primitive::<Float64Type>(),
+            x.as_primitive::<Float64Type>(),
+        );
         for i in 0..y.len() {
             if y.is_valid(i) && x.is_valid(i) {
                 self.r.add(y.value(i), x.value(i));
@@ -780,7 +784,11 @@ impl AggregateUDFImpl for RegrIntercept {
                 }
                 Ok(vec![DataType::Float64, DataType::Float64])
             }
-            _ => Err(wrong_args("regr_intercept", "two arguments (y, x)", arg_types.len())),
+            _ => Err(wrong_args(
+                "regr_intercept",
+                "two arguments (y, x)",
+                arg_types.len(),
+            )),
         }
     }
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
@@ -842,7 +850,10 @@ mod tests {
     #[test]
     fn mode_is_the_most_frequent_value_ignoring_nulls() {
         let s = session();
-        let v = one(&s, "SELECT mode(c) FROM VALUES (0), (10), (10), (NULL), (NULL), (NULL) t(c)");
+        let v = one(
+            &s,
+            "SELECT mode(c) FROM VALUES (0), (10), (10), (NULL), (NULL), (NULL) t(c)",
+        );
         assert_eq!(v, ScalarValue::Int64(Some(10)));
         let v = one(&s, "SELECT mode(c) FROM VALUES ('a'), ('b'), ('b') t(c)");
         assert_eq!(v, ScalarValue::Utf8(Some("b".into())));
@@ -850,9 +861,15 @@ mod tests {
         let v = one(&s, "SELECT mode(c) FROM VALUES (CAST(NULL AS INT)) t(c)");
         assert_eq!(v, ScalarValue::Int32(None));
         // More ties, as Spark 3.5.7 breaks them.
-        let v = one(&s, "SELECT mode(c) FROM VALUES (5), (3), (9), (1), (70) t(c)");
+        let v = one(
+            &s,
+            "SELECT mode(c) FROM VALUES (5), (3), (9), (1), (70) t(c)",
+        );
         assert_eq!(v, ScalarValue::Int64(Some(1)));
-        let v = one(&s, "SELECT mode(c) FROM VALUES ('x'), ('y'), ('z'), ('w') t(c)");
+        let v = one(
+            &s,
+            "SELECT mode(c) FROM VALUES ('x'), ('y'), ('z'), ('w') t(c)",
+        );
         assert_eq!(v, ScalarValue::Utf8(Some("z".into())));
         let v = one(&s, "SELECT mode(c) FROM VALUES (true), (false) t(c)");
         assert_eq!(v, ScalarValue::Boolean(Some(false)));
@@ -864,7 +881,9 @@ mod tests {
             "SELECT mode(c) FROM VALUES (CAST(1.5 AS DOUBLE)), (2.5), (-1.0), (4.0) t(c)",
         );
         assert_eq!(v, ScalarValue::Float64(Some(1.5)));
-        let e = s.sql("SELECT mode(c, c) FROM VALUES (1) t(c)").and_then(|f| f.collect());
+        let e = s
+            .sql("SELECT mode(c, c) FROM VALUES (1) t(c)")
+            .and_then(|f| f.collect());
         let e = e.unwrap_err();
         assert!(e.to_string().contains("mode"), "{e}");
     }
@@ -877,9 +896,15 @@ mod tests {
             index: HashMap::new(),
             counts: vec![],
         };
-        let batch: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![Some(1), Some(2), None]));
+        let batch: ArrayRef =
+            Arc::new(arrow::array::Int32Array::from(vec![Some(1), Some(2), None]));
         a.update_batch(&[batch]).unwrap();
-        let st: Vec<ArrayRef> = a.state().unwrap().iter().map(|v| v.to_array().unwrap()).collect();
+        let st: Vec<ArrayRef> = a
+            .state()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_array().unwrap())
+            .collect();
         let mut b = ModeAcc {
             data_type: DataType::Int32,
             keys: vec![],
@@ -895,7 +920,8 @@ mod tests {
     #[test]
     fn max_by_and_min_by_keep_the_last_of_equal_orderings() {
         let s = session();
-        let rows = "VALUES (1, CAST(1.5 AS DOUBLE)), (NULL, NULL), (3, 2.5), (3, -1.0), (7, 4.0) t(i, d)";
+        let rows =
+            "VALUES (1, CAST(1.5 AS DOUBLE)), (NULL, NULL), (3, 2.5), (3, -1.0), (7, 4.0) t(i, d)";
         let v = one(&s, &format!("SELECT max_by(d, 0.5) FROM {rows}"));
         assert_eq!(v, ScalarValue::Float64(Some(4.0)));
         let v = one(&s, &format!("SELECT min_by(d, i) FROM {rows}"));
@@ -905,9 +931,14 @@ mod tests {
         let v = one(&s, &format!("SELECT min_by(i, d) FROM {rows}"));
         assert_eq!(v, ScalarValue::Int64(Some(3)));
         // Only null orderings: null.
-        let v = one(&s, "SELECT max_by(x, y) FROM VALUES ('a', CAST(NULL AS INT)) t(x, y)");
+        let v = one(
+            &s,
+            "SELECT max_by(x, y) FROM VALUES ('a', CAST(NULL AS INT)) t(x, y)",
+        );
         assert_eq!(v, ScalarValue::Utf8(None));
-        let e = s.sql("SELECT max_by(x) FROM VALUES (1) t(x)").and_then(|f| f.collect());
+        let e = s
+            .sql("SELECT max_by(x) FROM VALUES (1) t(x)")
+            .and_then(|f| f.collect());
         assert!(e.unwrap_err().to_string().contains("max_by"));
     }
 
@@ -941,12 +972,16 @@ mod tests {
     #[test]
     fn regr_intercept_follows_spark_arithmetic() {
         let s = session();
-        let rows = "VALUES (1, CAST(1.5 AS DOUBLE)), (NULL, NULL), (3, 2.5), (3, -1.0), (7, 4.0) t(i, d)";
+        let rows =
+            "VALUES (1, CAST(1.5 AS DOUBLE)), (NULL, NULL), (3, 2.5), (3, -1.0), (7, 4.0) t(i, d)";
         let v = one(&s, &format!("SELECT regr_intercept(d, i) FROM {rows}"));
         assert_eq!(v, ScalarValue::Float64(Some(0.0)));
         let v = one(&s, &format!("SELECT regr_intercept(i, d) FROM {rows}"));
         assert_eq!(v, ScalarValue::Float64(Some(2.2452830188679247)));
-        let v = one(&s, "SELECT regr_intercept(y, x) FROM VALUES (1, CAST(NULL AS INT)) t(y, x)");
+        let v = one(
+            &s,
+            "SELECT regr_intercept(y, x) FROM VALUES (1, CAST(NULL AS INT)) t(y, x)",
+        );
         assert!(v.is_null());
     }
 

@@ -53,7 +53,7 @@ impl Accumulator for BitmapAcc {
         for pos in p.as_primitive::<Int64Type>().iter().flatten() {
             if pos < 0 || pos >= (NUM_BYTES * 8) as i64 {
                 return Err(agg_err(
-                    "INVALID_BITMAP_POSITION",
+                    crate::error::class::INVALID_BITMAP_POSITION,
                     format!(
                         "The 0-indexed bitmap position {pos} is out of bounds. The bitmap has {} \
                          bits ({NUM_BYTES} bytes); use bitmap_bit_position(..) for a position.",
@@ -107,18 +107,19 @@ impl AggregateUDFImpl for BitmapAgg {
         let name = self.name();
         match arg_types {
             [t] if self.construct => {
-                if t.is_integer() || t.is_null() || matches!(t, DataType::Utf8 | DataType::Utf8View) {
+                if t.is_integer() || t.is_null() || matches!(t, DataType::Utf8 | DataType::Utf8View)
+                {
                     Ok(vec![DataType::Int64])
                 } else {
                     Err(agg_err(
-                        "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                        crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
                         format!("`{name}` takes a BIGINT bit position, not {t}"),
                     ))
                 }
             }
             [t] if is_binary(t) => Ok(vec![DataType::Binary]),
             [t] => Err(agg_err(
-                "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
                 format!("`{name}` takes a BINARY bitmap, not {t}"),
             )),
             _ => Err(agg_err(
@@ -168,7 +169,7 @@ impl ScalarUDFImpl for BitmapCount {
         match arg_types {
             [t] if is_binary(t) => Ok(vec![DataType::Binary]),
             [t] => Err(agg_err(
-                "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
                 format!("`bitmap_count` takes a BINARY bitmap, not {t}"),
             )),
             _ => Err(agg_err(
@@ -232,11 +233,22 @@ mod tests {
         assert_eq!(v, S::Utf8(Some("070000".into())));
         let v = one(&s, "SELECT substring(hex(bitmap_or_agg(c)), 0, 6) FROM VALUES (unhex('10')), (unhex('20')), (unhex('40')) t(c)");
         assert_eq!(v, S::Utf8(Some("700000".into())));
-        assert_eq!(one(&s, "SELECT bitmap_count(unhex('1010'))"), S::Int64(Some(2)));
-        assert_eq!(one(&s, "SELECT bitmap_count(unhex('FFFF'))"), S::Int64(Some(16)));
-        assert_eq!(one(&s, "SELECT bitmap_count(unhex(CAST(NULL AS STRING)))"), S::Int64(None));
+        assert_eq!(
+            one(&s, "SELECT bitmap_count(unhex('1010'))"),
+            S::Int64(Some(2))
+        );
+        assert_eq!(
+            one(&s, "SELECT bitmap_count(unhex('FFFF'))"),
+            S::Int64(Some(16))
+        );
+        assert_eq!(
+            one(&s, "SELECT bitmap_count(unhex(CAST(NULL AS STRING)))"),
+            S::Int64(None)
+        );
         let v = one(&s, "SELECT bitmap_construct_agg(i) FROM VALUES (1), (CAST(NULL AS INT)), (3), (3), (7) t(i)");
-        let S::Binary(Some(b)) = v else { panic!("{v:?}") };
+        let S::Binary(Some(b)) = v else {
+            panic!("{v:?}")
+        };
         assert_eq!(b.len(), 4096);
         assert_eq!(b[0], 0x8a);
         assert!(b[1..].iter().all(|x| *x == 0));
@@ -244,8 +256,11 @@ mod tests {
             .sql("SELECT bitmap_construct_agg(c) FROM VALUES (40000) t(c)")
             .and_then(|f| f.collect())
             .unwrap_err();
-        assert!(e.is("INVALID_BITMAP_POSITION"), "{e}");
-        let e = s.sql("SELECT bitmap_count(1.5)").and_then(|f| f.collect()).unwrap_err();
+        assert!(e.is(crate::error::class::INVALID_BITMAP_POSITION), "{e}");
+        let e = s
+            .sql("SELECT bitmap_count(1.5)")
+            .and_then(|f| f.collect())
+            .unwrap_err();
         assert!(e.message().contains("bitmap_count"), "{e}");
     }
 }

@@ -242,7 +242,7 @@ impl AggregateUDFImpl for HistogramNumeric {
                 let x = super::percentile::approx_input("histogram_numeric", x)?;
                 if !nb.is_integer() {
                     return Err(agg_err(
-                        "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                        crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
                         format!("the nb of `histogram_numeric` must be an INT constant, not {nb}"),
                     ));
                 }
@@ -268,7 +268,7 @@ impl AggregateUDFImpl for HistogramNumeric {
             Some(ScalarValue::Int64(Some(n))) if (2..=i32::MAX as i64).contains(&n) => n as usize,
             v => {
                 return Err(agg_err(
-                    "DATATYPE_MISMATCH.VALUE_OUT_OF_RANGE",
+                    crate::error::class::DATATYPE_MISMATCH_VALUE_OUT_OF_RANGE,
                     format!(
                         "The nb of `histogram_numeric` must be a constant between [2, {}] \
                          (current value = {v:?})",
@@ -314,14 +314,20 @@ mod tests {
             hist(&[0.0, 1.0, 2.0, 10.0], 5),
             vec![(0.0, 1.0), (1.0, 1.0), (2.0, 1.0), (10.0, 1.0)]
         );
-        assert_eq!(
-            hist(&[1.0, 2.0, 4.0, 5.0], 2),
-            vec![(1.5, 2.0), (4.5, 2.0)]
-        );
+        assert_eq!(hist(&[1.0, 2.0, 4.0, 5.0], 2), vec![(1.5, 2.0), (4.5, 2.0)]);
         let h = hist(&[1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0], 3);
         let xs: Vec<i64> = h.iter().map(|b| b.0 as i64).collect();
         assert_eq!(xs, vec![2, 10, 21]);
-        assert_eq!(h.iter().map(|b| b.1).collect::<Vec<_>>(), vec![4.0, 2.0, 1.0]);
+        assert_eq!(
+            h.iter().map(|b| b.1).collect::<Vec<_>>(),
+            vec![4.0, 2.0, 1.0]
+        );
+        // Equal gaps: Spark's java.util.Random(31183) picks the pair to merge.
+        assert_eq!(hist(&[1.0, 2.0, 3.0, 4.0], 2), vec![(2.0, 3.0), (4.0, 1.0)]);
+        assert_eq!(
+            hist(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], 3),
+            vec![(2.0, 3.0), (4.5, 2.0), (6.5, 2.0)]
+        );
     }
 
     #[test]
@@ -353,6 +359,9 @@ mod tests {
             .sql("SELECT histogram_numeric(c, 1) FROM VALUES (1) t(c)")
             .and_then(|f| f.collect())
             .unwrap_err();
-        assert!(e.is("DATATYPE_MISMATCH.VALUE_OUT_OF_RANGE"), "{e}");
+        assert!(
+            e.is(crate::error::class::DATATYPE_MISMATCH_VALUE_OUT_OF_RANGE),
+            "{e}"
+        );
     }
 }

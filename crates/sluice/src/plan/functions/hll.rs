@@ -32,7 +32,7 @@ const DEFAULT_LG_K: u8 = 12;
 fn sketch_from(bytes: &[u8], name: &str) -> DfResult<HllSketch> {
     HllSketch::deserialize(bytes).map_err(|e| {
         agg_err(
-            "HLL_INVALID_INPUT_SKETCH_BUFFER",
+            crate::error::class::HLL_INVALID_INPUT_SKETCH_BUFFER,
             format!(
                 "Invalid call to `{name}`; only valid HLL sketch buffers are supported as inputs \
                  (such as those produced by `hll_sketch_agg`): {e}"
@@ -43,7 +43,7 @@ fn sketch_from(bytes: &[u8], name: &str) -> DfResult<HllSketch> {
 
 fn lg_k_error(name: &str, v: impl std::fmt::Display) -> DataFusionError {
     agg_err(
-        "HLL_INVALID_LG_K",
+        crate::error::class::HLL_INVALID_LG_K,
         format!(
             "Invalid call to `{name}`; only valid lgConfigK values between 4 and 21 \
              (inclusive) are supported: {v}"
@@ -53,7 +53,7 @@ fn lg_k_error(name: &str, v: impl std::fmt::Display) -> DataFusionError {
 
 fn different_lg_k(name: &str, a: u8, b: u8) -> DataFusionError {
     agg_err(
-        "HLL_UNION_DIFFERENT_LG_K",
+        crate::error::class::HLL_UNION_DIFFERENT_LG_K,
         format!(
             "Sketches have different lgConfigK values: {a} and {b}. Set the \
              allowDifferentLgConfigK parameter of `{name}` to true to union them."
@@ -224,7 +224,7 @@ impl AggregateUDFImpl for HllSketchAgg {
             DataType::Null => DataType::Int64,
             t => {
                 return Err(agg_err(
-                    "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                    crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
                     format!("`hll_sketch_agg` takes an INT, BIGINT, STRING or BINARY, not {t}"),
                 ))
             }
@@ -250,7 +250,8 @@ impl AggregateUDFImpl for HllSketchAgg {
                 None => return Err(lg_k_error("hll_sketch_agg", "not a constant")),
             },
         };
-        let sketch = HllSketch::new(lg_k, HllType::Hll8).map_err(|e| lg_k_error("hll_sketch_agg", e))?;
+        let sketch =
+            HllSketch::new(lg_k, HllType::Hll8).map_err(|e| lg_k_error("hll_sketch_agg", e))?;
         Ok(Box::new(SketchAcc {
             lg_k,
             sketch,
@@ -329,14 +330,17 @@ impl Accumulator for UnionAcc {
     }
 }
 
-fn allow_argument(name: &str, e: Option<&Arc<dyn datafusion::physical_expr::PhysicalExpr>>) -> DfResult<bool> {
+fn allow_argument(
+    name: &str,
+    e: Option<&Arc<dyn datafusion::physical_expr::PhysicalExpr>>,
+) -> DfResult<bool> {
     let Some(e) = e else {
         return Ok(false);
     };
     match constant(e)? {
         Some(ScalarValue::Boolean(Some(b))) => Ok(b),
         _ => Err(agg_err(
-            "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+            crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
             format!("the second argument of `{name}` (allowDifferentLgConfigK) must be a boolean constant"),
         )),
     }
@@ -351,7 +355,7 @@ fn binary_args(name: &str, arg_types: &[DataType], n: usize) -> DfResult<Vec<Dat
                 DataType::Binary | DataType::BinaryView | DataType::LargeBinary | DataType::Null
             ) {
                 return Err(agg_err(
-                    "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                    crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
                     format!("`{name}` takes BINARY sketches, not {t}"),
                 ));
             }
@@ -424,7 +428,11 @@ impl ScalarUDFImpl for HllScalar {
         &self.signature
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        let (n, range) = if self.estimate { (1, 1..=1) } else { (2, 2..=3) };
+        let (n, range) = if self.estimate {
+            (1, 1..=1)
+        } else {
+            (2, 2..=3)
+        };
         if !range.contains(&arg_types.len()) {
             return Err(agg_err(
                 crate::error::class::WRONG_NUM_ARGS,
@@ -467,7 +475,9 @@ impl ScalarUDFImpl for HllScalar {
                     if b.is_null(i) {
                         return Ok(None);
                     }
-                    Ok(Some(sketch_from(b.value(i), name)?.estimate().round() as i64))
+                    Ok(Some(
+                        sketch_from(b.value(i), name)?.estimate().round() as i64
+                    ))
                 })
                 .collect::<DfResult<Int64Array>>()?;
             return super::columnar(Arc::new(out), scalar);
@@ -479,7 +489,10 @@ impl ScalarUDFImpl for HllScalar {
                 if a.is_null(i) || b.is_null(i) {
                     return Ok(None);
                 }
-                let (x, y) = (sketch_from(a.value(i), name)?, sketch_from(b.value(i), name)?);
+                let (x, y) = (
+                    sketch_from(a.value(i), name)?,
+                    sketch_from(b.value(i), name)?,
+                );
                 let allowed = allow.is_some_and(|f| f.is_valid(i) && f.value(i));
                 if x.lg_config_k() != y.lg_config_k() && !allowed {
                     return Err(different_lg_k(name, x.lg_config_k(), y.lg_config_k()));
@@ -488,7 +501,9 @@ impl ScalarUDFImpl for HllScalar {
                     .map_err(|e| lg_k_error(name, e))?;
                 u.update(&x);
                 u.update(&y);
-                Ok(Some(updatable_image(u.to_sketch(HllType::Hll8).serialize())))
+                Ok(Some(updatable_image(
+                    u.to_sketch(HllType::Hll8).serialize(),
+                )))
             })
             .collect::<DfResult<Vec<Option<Vec<u8>>>>>()?;
         let out: BinaryArray = out.iter().map(|v| v.as_deref()).collect();
@@ -595,11 +610,16 @@ mod tests {
         let s = crate::Session::builder().build().unwrap();
         let err = |sql: &str| s.sql(sql).and_then(|f| f.collect()).unwrap_err();
         let e = err("SELECT hll_sketch_agg(c, 2) FROM VALUES (1) t(c)");
-        assert!(e.is("HLL_INVALID_LG_K"), "{e}");
+        assert!(e.is(crate::error::class::HLL_INVALID_LG_K), "{e}");
         let e = err("SELECT hll_sketch_estimate(unhex('0102'))");
-        assert!(e.is("HLL_INVALID_INPUT_SKETCH_BUFFER"), "{e}");
-        let e = err("SELECT hll_union(hll_sketch_agg(c, 12), hll_sketch_agg(c, 13)) FROM VALUES (1) t(c)");
-        assert!(e.is("HLL_UNION_DIFFERENT_LG_K"), "{e}");
+        assert!(
+            e.is(crate::error::class::HLL_INVALID_INPUT_SKETCH_BUFFER),
+            "{e}"
+        );
+        let e = err(
+            "SELECT hll_union(hll_sketch_agg(c, 12), hll_sketch_agg(c, 13)) FROM VALUES (1) t(c)",
+        );
+        assert!(e.is(crate::error::class::HLL_UNION_DIFFERENT_LG_K), "{e}");
         let e = err("SELECT hll_sketch_agg(c) FROM VALUES (1.5) t(c)");
         assert!(e.message().contains("hll_sketch_agg"), "{e}");
     }

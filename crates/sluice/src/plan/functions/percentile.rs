@@ -48,7 +48,7 @@ pub(super) fn constant(e: &Arc<dyn PhysicalExpr>) -> DfResult<Option<ScalarValue
 
 fn non_foldable(name: &str, what: &str) -> DataFusionError {
     agg_err(
-        "DATATYPE_MISMATCH.NON_FOLDABLE_INPUT",
+        crate::error::class::DATATYPE_MISMATCH_NON_FOLDABLE_INPUT,
         format!("the {what} of `{name}` must be a constant, not a column"),
     )
 }
@@ -60,7 +60,7 @@ fn percentages(name: &str, args: &AccumulatorArgs, i: usize) -> DfResult<(Vec<f6
     };
     let bad = || {
         agg_err(
-            "DATATYPE_MISMATCH.VALUE_OUT_OF_RANGE",
+            crate::error::class::DATATYPE_MISMATCH_VALUE_OUT_OF_RANGE,
             format!(
                 "the percentage of `{name}` must be between 0.0 and 1.0 (a constant or an array \
                  of constants), not {v}"
@@ -99,7 +99,7 @@ fn value_type(name: &str, t: &DataType) -> DfResult<DataType> {
         }
         t => {
             return Err(agg_err(
-                "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
                 format!("`{name}` takes a numeric or ANSI interval argument, not {t}"),
             ))
         }
@@ -111,12 +111,14 @@ pub(super) fn as_doubles(a: &ArrayRef) -> DfResult<ArrayRef> {
         DataType::Interval(IntervalUnit::YearMonth) | DataType::Duration(_) => {
             arrow::compute::cast(&super::aggregates_more::as_int64(a)?, &DataType::Float64)?
         }
-        DataType::Date32 => {
-            arrow::compute::cast(&arrow::compute::cast(a, &DataType::Int32)?, &DataType::Float64)?
-        }
-        DataType::Timestamp(..) => {
-            arrow::compute::cast(&arrow::compute::cast(a, &DataType::Int64)?, &DataType::Float64)?
-        }
+        DataType::Date32 => arrow::compute::cast(
+            &arrow::compute::cast(a, &DataType::Int32)?,
+            &DataType::Float64,
+        )?,
+        DataType::Timestamp(..) => arrow::compute::cast(
+            &arrow::compute::cast(a, &DataType::Int64)?,
+            &DataType::Float64,
+        )?,
         _ => arrow::compute::cast(a, &DataType::Float64)?,
     })
 }
@@ -129,7 +131,9 @@ pub(super) fn from_double(v: Option<f64>, t: &DataType) -> DfResult<ScalarValue>
         }
         DataType::Duration(_) => ScalarValue::DurationMicrosecond(v.map(|v| v as i64)),
         DataType::Date32 => ScalarValue::Date32(v.map(|v| v as i32)),
-        DataType::Timestamp(_, tz) => ScalarValue::TimestampMicrosecond(v.map(|v| v as i64), tz.clone()),
+        DataType::Timestamp(_, tz) => {
+            ScalarValue::TimestampMicrosecond(v.map(|v| v as i64), tz.clone())
+        }
         DataType::Float64 => ScalarValue::Float64(v),
         t => ScalarValue::Float64(v).cast_to(t)?,
     })
@@ -213,7 +217,7 @@ impl Accumulator for PercentileAcc {
             };
             if n < 0 {
                 return Err(agg_err(
-                    "INVALID_PARAMETER_VALUE",
+                    crate::error::class::INVALID_PARAMETER_VALUE,
                     format!(
                         "the frequency of `percentile` must not be negative: {n} for value {}",
                         v.value(i)
@@ -234,7 +238,10 @@ impl Accumulator for PercentileAcc {
             }
             let k = keys.value(r);
             let c = counts.value(r);
-            let (k, c) = (k.as_primitive::<Float64Type>(), c.as_primitive::<Int64Type>());
+            let (k, c) = (
+                k.as_primitive::<Float64Type>(),
+                c.as_primitive::<Int64Type>(),
+            );
             for i in 0..k.len() {
                 self.add(k.value(i), c.value(i));
             }
@@ -248,8 +255,14 @@ impl Accumulator for PercentileAcc {
             .map(|(k, c)| (f64::from_bits(*k), *c))
             .collect();
         pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let keys: Vec<ScalarValue> = pairs.iter().map(|p| ScalarValue::Float64(Some(p.0))).collect();
-        let counts: Vec<ScalarValue> = pairs.iter().map(|p| ScalarValue::Int64(Some(p.1))).collect();
+        let keys: Vec<ScalarValue> = pairs
+            .iter()
+            .map(|p| ScalarValue::Float64(Some(p.0)))
+            .collect();
+        let counts: Vec<ScalarValue> = pairs
+            .iter()
+            .map(|p| ScalarValue::Int64(Some(p.1)))
+            .collect();
         Ok(vec![
             ScalarValue::List(ScalarValue::new_list_nullable(&keys, &DataType::Float64)),
             ScalarValue::List(ScalarValue::new_list_nullable(&counts, &DataType::Int64)),
@@ -325,7 +338,7 @@ impl AggregateUDFImpl for Percentile {
         if let Some(f) = arg_types.get(2) {
             if !(f.is_integer() || f.is_null()) {
                 return Err(agg_err(
-                    "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                    crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
                     format!("the frequency of `percentile` must be an integral number, not {f}"),
                 ));
             }
@@ -567,7 +580,10 @@ impl QuantileSummaries {
         };
         let relative_error = f64::from_le_bytes(f(0)?);
         let count = i64::from_le_bytes(f(8)?);
-        let n: [u8; 4] = b.get(16..20).and_then(|s| s.try_into().ok()).ok_or_else(bad)?;
+        let n: [u8; 4] = b
+            .get(16..20)
+            .and_then(|s| s.try_into().ok())
+            .ok_or_else(bad)?;
         let n = u32::from_le_bytes(n) as usize;
         if b.len() != 20 + n * 24 {
             return Err(bad());
@@ -663,11 +679,13 @@ struct ApproxPercentile {
 /// Sluice's interval literals are calendar intervals (months, days and nanoseconds in one),
 /// which have no order; Spark's percentiles take its year-month or day-time intervals.
 fn calendar_interval(name: &str) -> DataFusionError {
-    DataFusionError::External(Box::new(crate::error::SluiceError::not_supported_yet(format!(
-        "`{name}` over an INTERVAL literal (Sluice types it as a calendar interval of months, \
+    DataFusionError::External(Box::new(crate::error::SluiceError::not_supported_yet(
+        format!(
+            "`{name}` over an INTERVAL literal (Sluice types it as a calendar interval of months, \
          days and nanoseconds); use make_ym_interval(..) or make_dt_interval(..) for Spark's \
          year-month or day-time intervals"
-    ))))
+        ),
+    )))
 }
 
 pub(super) fn approx_input(name: &str, t: &DataType) -> DfResult<DataType> {
@@ -684,7 +702,7 @@ pub(super) fn approx_input(name: &str, t: &DataType) -> DfResult<DataType> {
         }
         t => {
             return Err(agg_err(
-                "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
                 format!(
                     "`{name}` takes a numeric, date, timestamp or ANSI interval argument, not {t}"
                 ),
@@ -711,12 +729,18 @@ impl AggregateUDFImpl for ApproxPercentile {
                 ),
             ));
         }
-        let mut out = vec![approx_input(self.name, &arg_types[0])?, arg_types[1].clone()];
+        let mut out = vec![
+            approx_input(self.name, &arg_types[0])?,
+            arg_types[1].clone(),
+        ];
         if let Some(a) = arg_types.get(2) {
             if !a.is_integer() {
                 return Err(agg_err(
-                    "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
-                    format!("the accuracy of `{}` must be an integral constant, not {a}", self.name),
+                    crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
+                    format!(
+                        "the accuracy of `{}` must be an integral constant, not {a}",
+                        self.name
+                    ),
                 ));
             }
             out.push(DataType::Int64);
@@ -740,7 +764,7 @@ impl AggregateUDFImpl for ApproxPercentile {
                     ScalarValue::Int64(Some(a)) if a > 0 && a <= i32::MAX as i64 => a,
                     v => {
                         return Err(agg_err(
-                            "DATATYPE_MISMATCH.VALUE_OUT_OF_RANGE",
+                            crate::error::class::DATATYPE_MISMATCH_VALUE_OUT_OF_RANGE,
                             format!(
                                 "the accuracy of `{}` must be between 1 and {} (got {v})",
                                 self.name,
@@ -803,7 +827,10 @@ mod tests {
     #[test]
     fn gk_answers_are_input_values_as_spark_gives() {
         // Spark 3.5.7: percentile_approx(col, 0.5, 100) over 0, 6, 7, 9, 10 is 7.
-        assert_eq!(approx(&[0.0, 6.0, 7.0, 9.0, 10.0], &[0.5], 100.0), vec![7.0]);
+        assert_eq!(
+            approx(&[0.0, 6.0, 7.0, 9.0, 10.0], &[0.5], 100.0),
+            vec![7.0]
+        );
         assert_eq!(
             approx(&[0.0, 1.0, 2.0, 10.0], &[0.5, 0.4, 0.1], 100.0),
             vec![1.0, 1.0, 0.0]
@@ -816,7 +843,10 @@ mod tests {
         let r: Vec<f64> = (0..1000).map(|v| v as f64).collect();
         assert_eq!(approx(&r, &[0.5], 2.0), vec![0.0]);
         let r: Vec<f64> = (0..100_000).map(|v| v as f64).collect();
-        assert_eq!(approx(&r, &[0.1, 0.5, 0.9], 10.0), vec![0.0, 49999.0, 99999.0]);
+        assert_eq!(
+            approx(&r, &[0.1, 0.5, 0.9], 10.0),
+            vec![0.0, 49999.0, 99999.0]
+        );
     }
 
     #[test]
@@ -855,19 +885,35 @@ mod tests {
     #[test]
     fn percentile_and_median_as_spark() {
         let s = crate::Session::builder().build().unwrap();
-        let rows = "VALUES (1, CAST(1.5 AS DOUBLE)), (NULL, NULL), (3, 2.5), (3, -1.0), (7, 4.0) t(i, d)";
+        let rows =
+            "VALUES (1, CAST(1.5 AS DOUBLE)), (NULL, NULL), (3, 2.5), (3, -1.0), (7, 4.0) t(i, d)";
         // Spark 3.5.7's values.
-        assert_eq!(one(&s, &format!("SELECT median(d) FROM {rows}")), ScalarValue::Float64(Some(2.0)));
-        assert_eq!(one(&s, &format!("SELECT median(i) FROM {rows}")), ScalarValue::Float64(Some(3.0)));
-        let v = one(&s, "SELECT percentile(c, array(0.25, 0.75)) FROM VALUES (0), (10) t(c)");
+        assert_eq!(
+            one(&s, &format!("SELECT median(d) FROM {rows}")),
+            ScalarValue::Float64(Some(2.0))
+        );
+        assert_eq!(
+            one(&s, &format!("SELECT median(i) FROM {rows}")),
+            ScalarValue::Float64(Some(3.0))
+        );
+        let v = one(
+            &s,
+            "SELECT percentile(c, array(0.25, 0.75)) FROM VALUES (0), (10) t(c)",
+        );
         assert_eq!(doubles(&v), vec![Some(2.5), Some(7.5)]);
-        let v = one(&s, "SELECT percentile(c, 0.5, f) FROM VALUES (1, 2), (5, 1), (7, 0) t(c, f)");
+        let v = one(
+            &s,
+            "SELECT percentile(c, 0.5, f) FROM VALUES (1, 2), (5, 1), (7, 0) t(c, f)",
+        );
         assert_eq!(v, ScalarValue::Float64(Some(1.0)));
         // Strings read as doubles: not numbers, null.
         let v = one(&s, "SELECT median(c) FROM VALUES ('a'), ('b') t(c)");
         assert_eq!(v, ScalarValue::Float64(None));
         // No rows, or an empty percentage array: null.
-        let v = one(&s, "SELECT percentile(c, 0.5) FROM VALUES (1) t(c) WHERE c > 4");
+        let v = one(
+            &s,
+            "SELECT percentile(c, 0.5) FROM VALUES (1) t(c) WHERE c > 4",
+        );
         assert_eq!(v, ScalarValue::Float64(None));
         let v = one(&s, "SELECT percentile(c, array()) FROM VALUES (1) t(c)");
         assert!(v.is_null(), "{v:?}");
@@ -879,9 +925,15 @@ mod tests {
         assert_eq!(v, ScalarValue::IntervalYearMonth(Some(-1)));
         // Bad arguments: Spark's error classes.
         let e = err(&s, "SELECT percentile(c, 1.5) FROM VALUES (1) t(c)");
-        assert!(e.is("DATATYPE_MISMATCH.VALUE_OUT_OF_RANGE"), "{e}");
+        assert!(
+            e.is(crate::error::class::DATATYPE_MISMATCH_VALUE_OUT_OF_RANGE),
+            "{e}"
+        );
         let e = err(&s, "SELECT percentile(c, c) FROM VALUES (0.5) t(c)");
-        assert!(e.is("DATATYPE_MISMATCH.NON_FOLDABLE_INPUT"), "{e}");
+        assert!(
+            e.is(crate::error::class::DATATYPE_MISMATCH_NON_FOLDABLE_INPUT),
+            "{e}"
+        );
         let e = err(&s, "SELECT percentile(c, 0.5, -1) FROM VALUES (1) t(c)");
         assert!(e.message().contains("negative"), "{e}");
         let e = err(&s, "SELECT median(c, 0.5) FROM VALUES (1) t(c)");
@@ -891,18 +943,34 @@ mod tests {
     #[test]
     fn percentile_approx_as_spark() {
         let s = crate::Session::builder().build().unwrap();
-        let rows = "VALUES (1, CAST(1.5 AS DOUBLE)), (NULL, NULL), (3, 2.5), (3, -1.0), (7, 4.0) t(i, d)";
+        let rows =
+            "VALUES (1, CAST(1.5 AS DOUBLE)), (NULL, NULL), (3, 2.5), (3, -1.0), (7, 4.0) t(i, d)";
         let v = one(&s, &format!("SELECT percentile_approx(d, 0.5) FROM {rows}"));
         assert_eq!(v, ScalarValue::Float64(Some(1.5)));
         // The input's type back (Spark: int).
-        let v = one(&s, "SELECT approx_percentile(c, 0.5, 100) FROM VALUES (0), (6), (7), (9), (10) t(c)");
+        let v = one(
+            &s,
+            "SELECT approx_percentile(c, 0.5, 100) FROM VALUES (0), (6), (7), (9), (10) t(c)",
+        );
         assert_eq!(v, ScalarValue::Int64(Some(7)));
-        let v = one(&s, "SELECT percentile_approx(c, 0.5) FROM VALUES (1) t(c) WHERE c > 4");
+        let v = one(
+            &s,
+            "SELECT percentile_approx(c, 0.5) FROM VALUES (1) t(c) WHERE c > 4",
+        );
         assert!(v.is_null());
-        let e = err(&s, "SELECT percentile_approx(c, 0.5, 0) FROM VALUES (1) t(c)");
-        assert!(e.is("DATATYPE_MISMATCH.VALUE_OUT_OF_RANGE"), "{e}");
+        let e = err(
+            &s,
+            "SELECT percentile_approx(c, 0.5, 0) FROM VALUES (1) t(c)",
+        );
+        assert!(
+            e.is(crate::error::class::DATATYPE_MISMATCH_VALUE_OUT_OF_RANGE),
+            "{e}"
+        );
         let e = err(&s, "SELECT percentile_approx(c, 2.0) FROM VALUES (1) t(c)");
-        assert!(e.is("DATATYPE_MISMATCH.VALUE_OUT_OF_RANGE"), "{e}");
+        assert!(
+            e.is(crate::error::class::DATATYPE_MISMATCH_VALUE_OUT_OF_RANGE),
+            "{e}"
+        );
         let e = err(&s, "SELECT percentile_approx(c) FROM VALUES (1) t(c)");
         assert!(e.message().contains("percentile_approx"), "{e}");
     }
