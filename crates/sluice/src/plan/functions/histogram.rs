@@ -141,7 +141,7 @@ impl Histogram {
                 b.len()
             ))
         };
-        if b.len() < 4 || (b.len() - 4) % 16 != 0 {
+        if b.len() < 4 || !(b.len() - 4).is_multiple_of(16) {
             return Err(bad());
         }
         let nbins = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;

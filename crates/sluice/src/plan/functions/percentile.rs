@@ -552,7 +552,7 @@ impl QuantileSummaries {
     }
 
     /// The compressed summary as bytes: relative error, count, then (value, g, delta) each.
-    pub(super) fn to_bytes(&mut self) -> Vec<u8> {
+    pub(super) fn compressed_bytes(&mut self) -> Vec<u8> {
         self.compress();
         let mut b = Vec::with_capacity(20 + self.sampled.len() * 24);
         b.extend_from_slice(&self.relative_error.to_le_bytes());
@@ -659,7 +659,9 @@ impl Accumulator for ApproxAcc {
         Ok(())
     }
     fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
-        Ok(vec![ScalarValue::Binary(Some(self.summary.to_bytes()))])
+        Ok(vec![ScalarValue::Binary(Some(
+            self.summary.compressed_bytes(),
+        ))])
     }
     fn evaluate(&mut self) -> DfResult<ScalarValue> {
         let values = self.summary.query(&self.percentages);
@@ -855,7 +857,7 @@ mod tests {
         let mut b = QuantileSummaries::new(0.001);
         (0..500).for_each(|v| a.insert(v as f64));
         (500..1000).for_each(|v| b.insert(v as f64));
-        let mut back = QuantileSummaries::from_bytes(&a.to_bytes()).unwrap();
+        let mut back = QuantileSummaries::from_bytes(&a.compressed_bytes()).unwrap();
         assert_eq!(back, a);
         back.merge(&b);
         let m = back.query(&[0.5]).unwrap()[0];
