@@ -174,6 +174,14 @@ pub mod class {
     pub const XPATH_INVALID_PATH: &str = "XPATH_INVALID_PATH";
     pub const XPATH_INVALID_XML: &str = "XPATH_INVALID_XML";
     pub const XPATH_NOT_A_NODE_SET: &str = "XPATH_NOT_A_NODE_SET";
+    // Aggregates (plan/functions/: aggregates_more, percentile, bitmap, hll, histogram).
+    pub const DATATYPE_MISMATCH_INVALID_ORDERING_TYPE: &str =
+        "DATATYPE_MISMATCH.INVALID_ORDERING_TYPE";
+    pub const HLL_INVALID_INPUT_SKETCH_BUFFER: &str = "HLL_INVALID_INPUT_SKETCH_BUFFER";
+    pub const HLL_INVALID_LG_K: &str = "HLL_INVALID_LG_K";
+    pub const HLL_UNION_DIFFERENT_LG_K: &str = "HLL_UNION_DIFFERENT_LG_K";
+    pub const INVALID_BITMAP_POSITION: &str = "INVALID_BITMAP_POSITION";
+    pub const INVALID_PARAMETER_VALUE: &str = "INVALID_PARAMETER_VALUE";
 }
 
 /// Who is at fault for an error.

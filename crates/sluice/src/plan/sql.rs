@@ -81,13 +81,12 @@ fn parse_statements(sql: &str, escaped_literals: bool) -> Result<Vec<Statement>>
     Ok(statements)
 }
 
-/// The rewrites that need no catalog: intervals, window references, `max_by`/`min_by`.
+/// The rewrites that need no catalog: intervals, window references.
 fn rewrite_statement(st: &mut Statement) -> Result<bool> {
     let mut changed = super::intervals::rewrite_intervals(st)?;
     if let Statement::Query(q) = st {
         changed |= rewrite_query(q)?;
     }
-    changed |= rewrite_max_min_by(st)?;
     changed |= super::functions::lambda::rewrite_lambdas(st)?;
     Ok(changed)
 }
@@ -150,67 +149,6 @@ pub(crate) fn resolve_sql_expr(
         Some(a) => format!("{expr} AS {a}"),
         None => expr.to_string(),
     })
-}
-
-/// Spark's `max_by(x, y)` / `min_by(x, y)` (the `x` of the row with the largest / smallest
-/// `y`, rows with a null `y` ignored) as DataFusion's
-/// `first_value(x ORDER BY y DESC|ASC) FILTER (WHERE y IS NOT NULL)`.
-fn rewrite_max_min_by(st: &mut Statement) -> Result<bool> {
-    use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
-    let mut changed = false;
-    let mut error = None;
-    let _ = visit_expressions_mut(st, |e: &mut SqlExpr| {
-        let SqlExpr::Function(f) = &*e else {
-            return ControlFlow::Continue(());
-        };
-        let Some(ObjectNamePart::Identifier(id)) = f.name.0.last() else {
-            return ControlFlow::Continue(());
-        };
-        let order = match id.value.to_ascii_lowercase().as_str() {
-            "max_by" => "DESC",
-            "min_by" => "ASC",
-            _ => return ControlFlow::Continue(()),
-        };
-        let args: Vec<&SqlExpr> = match &f.args {
-            FunctionArguments::List(list) => list
-                .args
-                .iter()
-                .filter_map(|a| match a {
-                    FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => Some(x),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        if args.len() != 2 || f.filter.is_some() || f.over.is_some() {
-            error = Some(SluiceError::query(
-                class::WRONG_NUM_ARGS,
-                format!(
-                    "{}(x, y) takes two arguments, without FILTER or OVER: {e}",
-                    id.value
-                ),
-            ));
-            return ControlFlow::Break(());
-        }
-        let (x, y) = (args[0], args[1]);
-        match parse_expr(&format!(
-            "first_value({x} ORDER BY {y} {order}) FILTER (WHERE ({y}) IS NOT NULL)"
-        )) {
-            Ok(r) => {
-                *e = r;
-                changed = true;
-            }
-            Err(err) => {
-                error = Some(err);
-                return ControlFlow::Break(());
-            }
-        }
-        ControlFlow::Continue(())
-    });
-    match error {
-        Some(e) => Err(e),
-        None => Ok(changed),
-    }
 }
 
 fn function_name(e: &SqlExpr) -> Option<String> {

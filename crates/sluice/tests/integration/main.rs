@@ -106,6 +106,8 @@ mod engine_sql_syntax;
 
 // Spark's aggregate functions in a streaming aggregation with a restart.
 mod engine_functions;
+// mode, percentile_approx, hll_sketch_agg and kin: their state across batches and a restart.
+mod engine_aggregates_more;
 // Nested types end to end: DDL, the JSON source and functions, field access, sinks, state.
 mod engine_nested;
 

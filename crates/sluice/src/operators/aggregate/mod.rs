@@ -163,8 +163,7 @@ impl StreamingAggregate {
             #[allow(deprecated)]
             let (expr, filter, ordering) =
                 create_aggregate_expr_and_maybe_filter(e, input_schema, &physical_input, &props)?;
-            // `first_value(x ORDER BY y)` and kin (and Spark's `max_by` / `min_by`, rewritten to
-            // them) keep the ordering values in their state and compare them themselves; an
+            // `first_value(x ORDER BY y)` and kin keep the ordering values in their state and compare them themselves; an
             // aggregate that needs its input sorted (`array_agg(x ORDER BY y)`) cannot run on
             // increments.
             if !ordering.is_empty()

@@ -451,7 +451,13 @@ impl AggregateUDFImpl for CastResult {
 /// The aggregates of this file; `existing` looks up the session's aggregates they build on.
 pub(super) fn udafs(existing: impl Fn(&str) -> Option<Arc<AggregateUDF>>) -> Vec<AggregateUDF> {
     let mut out = Vec::new();
-    for (name, inner) in [("first", "first_value"), ("last", "last_value")] {
+    for (name, inner) in [
+        ("first", "first_value"),
+        ("last", "last_value"),
+        // Spark's first_value/last_value(x[, ignoreNulls]) are first/last.
+        ("first_value", "first_value"),
+        ("last_value", "last_value"),
+    ] {
         if let Some(inner) = existing(inner) {
             out.push(AggregateUDF::new_from_impl(FirstLast {
                 name,

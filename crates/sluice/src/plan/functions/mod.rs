@@ -20,18 +20,23 @@
 
 mod aes;
 mod aggregates;
+mod aggregates_more;
 mod aliases;
 mod binary;
+mod bitmap;
 mod catalog;
 mod coerce;
 mod collections;
 mod csv;
 mod datetime;
 mod hash;
+mod histogram;
+mod hll;
 pub(crate) mod lambda;
 mod md5;
 mod misc;
 mod numfmt;
+mod percentile;
 mod rounding;
 mod rowwise;
 mod strings;
@@ -69,6 +74,7 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .chain(collections::udfs(|name| scalars.get(name).cloned()))
         .chain(misc::udfs(|name| scalars.get(name).cloned()))
         .chain(binary::udfs(|name| scalars.get(name).cloned()))
+        .chain(bitmap::udfs().into_iter().chain(hll::udfs()))
         .chain(wrapped)
         .chain(aes::udfs())
         .chain(xpath::udfs())
@@ -103,6 +109,16 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
     }
     let existing = state.aggregate_functions().clone();
     for udaf in aggregates::numeric_from_strings(|name| existing.get(name).cloned()) {
+        state.register_udaf(Arc::new(udaf))?;
+    }
+    let existing = state.aggregate_functions().clone();
+    for udaf in aggregates_more::udafs(|name| existing.get(name).cloned())
+        .into_iter()
+        .chain(percentile::udafs())
+        .chain(bitmap::udafs())
+        .chain(hll::udafs())
+        .chain(histogram::udafs())
+    {
         state.register_udaf(Arc::new(udaf))?;
     }
     // Aliases last, so they name the wrapped functions.
