@@ -25,14 +25,20 @@ mod catalog;
 mod coerce;
 mod collections;
 mod datetime;
+mod input_file;
 mod md5;
 mod misc;
 mod numfmt;
 mod rowwise;
+mod scalars_more;
 mod strings;
+mod syntax;
 #[cfg(test)]
 mod table_tests;
 mod unix_time;
+
+pub(crate) use input_file::rule as input_file_rule;
+pub(crate) use syntax::{SparkTypePlanner, SyntaxPlanner};
 
 use std::sync::Arc;
 
@@ -60,6 +66,8 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .chain(collections::udfs(|name| scalars.get(name).cloned()))
         .chain(misc::udfs(|name| scalars.get(name).cloned()))
         .chain(binary::udfs(|name| scalars.get(name).cloned()))
+        .chain(scalars_more::udfs(|name| scalars.get(name).cloned()))
+        .chain(input_file::udfs())
         .chain(wrapped)
     {
         state.register_udf(Arc::new(udf))?;
