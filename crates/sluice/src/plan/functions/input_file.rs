@@ -20,8 +20,8 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
-    lit, ColumnarValue, Expr, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
-    Signature, Volatility,
+    lit, ColumnarValue, Expr, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
 
@@ -143,10 +143,12 @@ impl AnalyzerRule for InputFileRule {
             return Ok(plan);
         };
         if let Some(why) = file_rows(&plan)? {
-            return Err(DataFusionError::NotImplemented(format!(
-                "{name}() is not supported yet here: {why}. It is supported (as Spark's '' / -1 \
-                 for rows not read from a file) over no table or over streams whose sources \
-                 are not files (rate, Kafka, memory)."
+            return Err(DataFusionError::External(Box::new(
+                crate::error::SluiceError::not_supported_yet(format!(
+                    "{name}() is not supported yet here: {why}. It is supported (as Spark's '' / \
+                     -1 for rows not read from a file) over no table or over streams whose \
+                     sources are not files (rate, Kafka, memory)."
+                )),
             )));
         }
         plan.transform_up_with_subqueries(|node| {

@@ -20,9 +20,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use arrow::datatypes::{
-    DataType, Field, FieldRef, IntervalMonthDayNano, IntervalUnit, TimeUnit,
-};
+use arrow::datatypes::{DataType, Field, FieldRef, IntervalMonthDayNano, IntervalUnit, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
@@ -139,7 +137,7 @@ fn append_replacement(
                 }
                 let Some(first) = chars.peek().and_then(|c| c.to_digit(10)) else {
                     return Err(bad(
-                        "has a `$` not followed by a group number or `{name}`".into(),
+                        "has a `$` not followed by a group number or `{name}`".into()
                     ));
                 };
                 chars.next();
@@ -288,9 +286,9 @@ fn interval_result_type(t: &DataType) -> DataType {
 /// `v` as a value of the interval type `ret`; `None` when it does not fit.
 fn to_interval(v: Ansi, ret: &DataType) -> DfResult<Option<ScalarValue>> {
     Ok(match (v, ret) {
-        (Ansi::Months(m), DataType::Interval(IntervalUnit::YearMonth)) => {
-            i32::try_from(m).ok().map(|m| ScalarValue::IntervalYearMonth(Some(m)))
-        }
+        (Ansi::Months(m), DataType::Interval(IntervalUnit::YearMonth)) => i32::try_from(m)
+            .ok()
+            .map(|m| ScalarValue::IntervalYearMonth(Some(m))),
         (Ansi::Micros(us), DataType::Duration(TimeUnit::Microsecond)) => {
             Some(ScalarValue::DurationMicrosecond(Some(us)))
         }
@@ -350,9 +348,7 @@ impl OnIntervals {
             | DataType::UInt8
             | DataType::UInt16
             | DataType::UInt32 => DataType::Int64,
-            DataType::Decimal128(_, _) | DataType::Float32 | DataType::Float64 => {
-                DataType::Float64
-            }
+            DataType::Decimal128(_, _) | DataType::Float32 | DataType::Float64 => DataType::Float64,
             other => {
                 return Err(spark_err(
                     "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
@@ -486,11 +482,18 @@ impl ScalarUDFImpl for OnIntervals {
         }
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        if !args.arg_fields.first().is_some_and(|f| is_interval(f.data_type())) {
+        if !args
+            .arg_fields
+            .first()
+            .is_some_and(|f| is_interval(f.data_type()))
+        {
             return self.inner.invoke_with_args(args);
         }
         let ret = args.return_field.data_type().clone();
-        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let n = if scalar { 1 } else { args.number_rows };
         let mut out = Vec::with_capacity(n);
         let mut row = Vec::with_capacity(args.args.len());
@@ -506,7 +509,9 @@ impl ScalarUDFImpl for OnIntervals {
         }
         if scalar {
             return Ok(ColumnarValue::Scalar(
-                out.pop().map(Ok).unwrap_or_else(|| ScalarValue::try_from(&ret))?,
+                out.pop()
+                    .map(Ok)
+                    .unwrap_or_else(|| ScalarValue::try_from(&ret))?,
             ));
         }
         if out.is_empty() {
@@ -618,13 +623,7 @@ impl ScalarUDFImpl for TypeOf {
 /// The functions of this file; `existing` finds the registered functions some of them wrap.
 pub(super) fn udfs(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<ScalarUDF> {
     let mut out = vec![
-        RowFn::new(
-            "regexp_replace",
-            c_regexp_replace,
-            r_utf8,
-            regexp_replace,
-        )
-        .udf(),
+        RowFn::new("regexp_replace", c_regexp_replace, r_utf8, regexp_replace).udf(),
         ScalarUDF::new_from_impl(TypeOf {
             signature: Signature::user_defined(Volatility::Immutable),
         }),

@@ -70,7 +70,16 @@ fn regexp_replace_replaces_every_match_from_position() {
                      regexp_replace('abc', '', '-'),
                      regexp_replace('abc', '^.', 'X', 2)"
         ),
-        ["num-num", "10num-num", "num-num", "<100>-<200>", "abc", "$1$1$1", "-a-b-c-", "aXc"]
+        [
+            "num-num",
+            "10num-num",
+            "num-num",
+            "<100>-<200>",
+            "abc",
+            "$1$1$1",
+            "-a-b-c-",
+            "aXc"
+        ]
     );
     // Any null argument: null.
     assert_eq!(
@@ -87,9 +96,15 @@ fn regexp_replace_replaces_every_match_from_position() {
 fn regexp_replace_refuses_bad_arguments() {
     let s = session();
     let e = error(&s, "SELECT regexp_replace('abc', 'b', 'x', 0)");
-    assert!(e.contains("VALUE_OUT_OF_RANGE") && e.contains("position"), "{e}");
+    assert!(
+        e.contains("VALUE_OUT_OF_RANGE") && e.contains("position"),
+        "{e}"
+    );
     let e = error(&s, "SELECT regexp_replace('abc', '(', 'x')");
-    assert!(e.contains("INVALID_PARAMETER_VALUE.PATTERN") && e.contains("regexp_replace"), "{e}");
+    assert!(
+        e.contains("INVALID_PARAMETER_VALUE.PATTERN") && e.contains("regexp_replace"),
+        "{e}"
+    );
     let e = error(&s, "SELECT regexp_replace('abc', 'b', '$2')");
     assert!(e.contains("regexp_replace") && e.contains("group 2"), "{e}");
     let e = error(&s, "SELECT regexp_replace('abc', 'b')");
@@ -110,7 +125,8 @@ fn sign_and_abs_of_intervals() {
     assert_eq!(r[2].1, ScalarValue::Float64(Some(-1.0)));
     assert_eq!(r[3].1, ScalarValue::Float64(Some(1.0)));
     // Interval literals are Interval(MonthDayNano) in Sluice; the result keeps the type.
-    let mdn = |m, d, ns| ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(m, d, ns)));
+    let mdn =
+        |m, d, ns| ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(m, d, ns)));
     assert_eq!(r[4].1, mdn(13, 0, 0));
     assert_eq!(r[5].1, mdn(0, 1, 7_200_000_000_000));
     // Spark's own interval types stay: abs of a year-month interval is one.
@@ -139,7 +155,8 @@ fn try_divide_of_intervals_rounds_half_up_and_is_null_on_zero() {
                 try_divide(interval 1 day, 0), try_divide(interval 1 month, NULL),
                 try_divide(3, 2)",
     );
-    let mdn = |m, d, ns| ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(m, d, ns)));
+    let mdn =
+        |m, d, ns| ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(m, d, ns)));
     assert_eq!(r[0].1, mdn(1, 0, 0));
     assert_eq!(r[1].1, mdn(2, 0, 0));
     assert_eq!(r[2].1, mdn(2, 0, 0));
@@ -148,13 +165,19 @@ fn try_divide_of_intervals_rounds_half_up_and_is_null_on_zero() {
     assert!(r[5].1.is_null());
     assert_eq!(r[6].1, ScalarValue::Float64(Some(1.5)));
     // A year-month interval stays one.
-    let r = row(&s, "SELECT try_divide(make_ym_interval(0, 5), 2), try_divide(make_ym_interval(0, -5), 2)");
+    let r = row(
+        &s,
+        "SELECT try_divide(make_ym_interval(0, 5), 2), try_divide(make_ym_interval(0, -5), 2)",
+    );
     assert_eq!(r[0].1, ScalarValue::IntervalYearMonth(Some(3)));
     assert_eq!(r[1].1, ScalarValue::IntervalYearMonth(Some(-3)));
     let e = error(&s, "SELECT try_divide(2, interval 1 month)");
     assert!(e.contains("BINARY_OP_DIFF_TYPES"), "{e}");
     let e = error(&s, "SELECT try_divide(interval 1 month, 'x')");
-    assert!(e.contains("UNEXPECTED_INPUT_TYPE") && e.contains("try_divide"), "{e}");
+    assert!(
+        e.contains("UNEXPECTED_INPUT_TYPE") && e.contains("try_divide"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -167,7 +190,7 @@ fn typeof_names_sparks_types() {
                     typeof(map('a', true)), typeof(DATE'2020-01-01'),
                     typeof(TIMESTAMP'2020-01-01 00:00:00'), typeof(NULL),
                     typeof(CAST(1 AS TINYINT)) AS t1, typeof(CAST(1 AS INT)) AS t2, typeof(X'01'),
-                    typeof(array(CAST(1 AS INT))), typeof(CAST(NULL AS STRING))"
+                    typeof(array(CAST(1 AS INT))), typeof(CAST(NULL AS STRING)) AS t3"
         ),
         [
             "string",
@@ -230,8 +253,14 @@ fn timestamp_ntz_is_a_sql_type() {
         ),
         ["2021-01-01T10:00:00", "2021-12-05T15:00:00", "NULL"]
     );
-    let e = error(&s, "SELECT convert_timezone('Nowhere/Else', timestamp_ntz'2021-12-05 15:00:00')");
-    assert!(e.contains("convert_timezone") || e.contains("Nowhere"), "{e}");
+    let e = error(
+        &s,
+        "SELECT convert_timezone('Nowhere/Else', timestamp_ntz'2021-12-05 15:00:00')",
+    );
+    assert!(
+        e.contains("convert_timezone") || e.contains("Nowhere"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -247,7 +276,11 @@ fn input_file_functions_are_sparks_constants_where_no_row_comes_from_a_file() {
     // A rate stream: no file, the constants (and the column keeps its name).
     let rate = s.read_stream().format("rate").load_source().unwrap();
     let q = rate
-        .select_sql(["value", "input_file_name() AS f", "input_file_block_start()"])
+        .select_sql([
+            "value",
+            "input_file_name() AS f",
+            "input_file_block_start()",
+        ])
         .unwrap();
     let plan = s.analyze(q.logical_plan().clone()).unwrap();
     let shown = format!("{}", plan.display_indent());
@@ -270,7 +303,10 @@ fn input_file_functions_over_files_are_not_supported_yet() {
     let q = files.select_sql(["a", "input_file_name()"]).unwrap();
     let e = s.analyze(q.logical_plan().clone()).unwrap_err();
     assert!(e.is(crate::error::class::SLUICE_NOT_SUPPORTED_YET), "{e}");
-    assert!(e.message().contains("input_file_name()") && e.message().contains("file source"), "{e}");
+    assert!(
+        e.message().contains("input_file_name()") && e.message().contains("file source"),
+        "{e}"
+    );
     // A batch table may hold rows read from files: not supported yet either.
     let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
         arrow::datatypes::Field::new("x", DataType::Int64, true),
