@@ -86,6 +86,8 @@ impl SessionBuilder {
                     .collect(),
             )
             .with_analyzer_rule(Arc::new(SparkCastRule))
+            // input_file_name() and co. (helper scalars, plan/functions/input_file.rs).
+            .with_analyzer_rule(crate::plan::functions::input_file_rule())
             .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner));
         // Nested types (helper nested): Spark's `s.field` and 0-based `arr[i]` before
         // DataFusion's planner.
@@ -107,6 +109,13 @@ impl SessionBuilder {
                 Arc::new(crate::plan::promote_strings::PromoteStrings::new(ansi)),
             );
         }
+        // Scalar functions (helper scalars): EXTRACT / SUBSTRING / OVERLAY syntax to Sluice's
+        // functions, bound once they are registered; the SQL type TIMESTAMP_NTZ.
+        let syntax = crate::plan::functions::SyntaxPlanner::default();
+        if let Some(planners) = builder.expr_planners() {
+            planners.insert(0, Arc::new(syntax.clone()));
+        }
+        builder = builder.with_type_planner(Arc::new(crate::plan::functions::SparkTypePlanner));
         let mut state = builder.build();
         for zero_based in [false, true] {
             state.register_udf(Arc::new(ScalarUDF::new_from_impl(
@@ -136,6 +145,7 @@ impl SessionBuilder {
         }
         // Spark's function library beyond datafusion-spark (plan/functions/).
         crate::plan::functions::register(&mut state)?;
+        syntax.bind(&state);
         // Spark's generators (explode, LATERAL VIEW, ..): placeholders that plan_generators plans.
         for udf in crate::plan::generate::generator_udfs() {
             state.register_udf(Arc::new(udf))?;

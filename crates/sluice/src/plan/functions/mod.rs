@@ -32,6 +32,7 @@ mod datetime;
 mod hash;
 mod histogram;
 mod hll;
+mod input_file;
 pub(crate) mod lambda;
 mod md5;
 mod misc;
@@ -39,11 +40,16 @@ mod numfmt;
 mod percentile;
 mod rounding;
 mod rowwise;
+mod scalars_more;
 mod strings;
+mod syntax;
 #[cfg(test)]
 mod table_tests;
 mod unix_time;
 mod xpath;
+
+pub(crate) use input_file::rule as input_file_rule;
+pub(crate) use syntax::{SparkTypePlanner, SyntaxPlanner};
 
 use std::sync::Arc;
 
@@ -75,6 +81,8 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
         .chain(misc::udfs(|name| scalars.get(name).cloned()))
         .chain(binary::udfs(|name| scalars.get(name).cloned()))
         .chain(bitmap::udfs().into_iter().chain(hll::udfs()))
+        .chain(scalars_more::udfs(|name| scalars.get(name).cloned()))
+        .chain(input_file::udfs())
         .chain(wrapped)
         .chain(aes::udfs())
         .chain(xpath::udfs())
