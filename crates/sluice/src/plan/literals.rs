@@ -149,7 +149,10 @@ fn narrow_node(node: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
                         .collect::<DfResult<Vec<_>>>()
                 })
                 .collect::<DfResult<Vec<_>>>()?;
-            if !changed {
+            // Spark's wider type of a DOUBLE or FLOAT and a DECIMAL is DOUBLE; DataFusion's is
+            // a DECIMAL.
+            let (values, mixed) = doubles_over_decimals(values, &schema)?;
+            if !changed && !mixed {
                 return Ok(Transformed::no(LogicalPlan::Values(Values {
                     schema,
                     values,
@@ -217,6 +220,47 @@ fn narrow_node(node: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
             Ok(Transformed::yes(plan))
         }
     }
+}
+
+/// `VALUES` rows with every value of a column that mixes floating point and DECIMAL values
+/// cast to DOUBLE (Spark's `findWiderTypeForTwo`); true when there was such a column. The
+/// planner already cast each value to the column's type: the value's own type is the one under
+/// that cast.
+fn doubles_over_decimals(
+    mut values: Vec<Vec<Expr>>,
+    schema: &datafusion::common::DFSchema,
+) -> DfResult<(Vec<Vec<Expr>>, bool)> {
+    use arrow::datatypes::DataType;
+    use datafusion::logical_expr::ExprSchemable;
+    let mut mixed = false;
+    let columns = values.first().map_or(0, Vec::len);
+    let empty = datafusion::common::DFSchema::empty();
+    for j in 0..columns {
+        let column = schema.field(j).data_type();
+        let own = |e: &Expr| match e {
+            Expr::Cast(c) if c.field.data_type() == column => c.expr.get_type(&empty),
+            e => e.get_type(&empty),
+        };
+        let types = values
+            .iter()
+            .map(|row| own(&row[j]))
+            .collect::<DfResult<Vec<_>>>()?;
+        let float = types.iter().any(|t| t.is_floating());
+        let decimal = types
+            .iter()
+            .any(|t| matches!(t, DataType::Decimal128(_, _) | DataType::Decimal256(_, _)));
+        if float && decimal {
+            mixed = true;
+            for row in &mut values {
+                let e = match std::mem::take(&mut row[j]) {
+                    Expr::Cast(c) if c.field.data_type() == column => *c.expr,
+                    e => e,
+                };
+                row[j] = datafusion::logical_expr::cast(e, DataType::Float64);
+            }
+        }
+    }
+    Ok((values, mixed))
 }
 
 /// Every BIGINT literal in `e` that fits an INT, as an INT, except inside aggregate functions.
@@ -301,6 +345,9 @@ mod tests {
     fn values_unions_and_subqueries_are_retyped() {
         let b = run("SELECT x FROM (VALUES (1), (2)) AS t(x) UNION ALL SELECT 3");
         assert_eq!(b[0].schema().field(0).data_type(), &DataType::Int32);
+        // Spark: the wider type of a DOUBLE and a DECIMAL is DOUBLE.
+        let b = run("SELECT x FROM (VALUES (CAST(1.5 AS DOUBLE)), (2.5)) AS t(x)");
+        assert_eq!(b[0].schema().field(0).data_type(), &DataType::Float64);
         let b = run("SELECT x FROM (VALUES (1), (3000000000)) AS t(x)");
         assert_eq!(b[0].schema().field(0).data_type(), &DataType::Int64);
         let b = run("SELECT count(*), max(1) FROM (VALUES (1)) AS t(x) WHERE x IN (SELECT 1)");

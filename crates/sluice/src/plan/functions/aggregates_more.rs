@@ -854,7 +854,7 @@ mod tests {
             &s,
             "SELECT mode(c) FROM VALUES (0), (10), (10), (NULL), (NULL), (NULL) t(c)",
         );
-        assert_eq!(v, ScalarValue::Int64(Some(10)));
+        assert_eq!(v, ScalarValue::Int32(Some(10)));
         let v = one(&s, "SELECT mode(c) FROM VALUES ('a'), ('b'), ('b') t(c)");
         assert_eq!(v, ScalarValue::Utf8(Some("b".into())));
         // Only nulls, or no rows: null.
@@ -865,7 +865,7 @@ mod tests {
             &s,
             "SELECT mode(c) FROM VALUES (5), (3), (9), (1), (70) t(c)",
         );
-        assert_eq!(v, ScalarValue::Int64(Some(1)));
+        assert_eq!(v, ScalarValue::Int32(Some(1)));
         let v = one(
             &s,
             "SELECT mode(c) FROM VALUES ('x'), ('y'), ('z'), ('w') t(c)",
@@ -927,9 +927,9 @@ mod tests {
         let v = one(&s, &format!("SELECT min_by(d, i) FROM {rows}"));
         assert_eq!(v, ScalarValue::Float64(Some(1.5)));
         let v = one(&s, &format!("SELECT max_by(i, d) FROM {rows}"));
-        assert_eq!(v, ScalarValue::Int64(Some(7)));
+        assert_eq!(v, ScalarValue::Int32(Some(7)));
         let v = one(&s, &format!("SELECT min_by(i, d) FROM {rows}"));
-        assert_eq!(v, ScalarValue::Int64(Some(3)));
+        assert_eq!(v, ScalarValue::Int32(Some(3)));
         // Only null orderings: null.
         let v = one(
             &s,

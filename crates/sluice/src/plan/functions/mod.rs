@@ -216,11 +216,11 @@ mod tests {
         );
         assert!(!e.message().contains("not support yet"), "{e}");
         // A Spark built-in Sluice lacks says so and points at the table.
-        let e = s.sql("SELECT input_file_block_length()").unwrap_err();
+        let e = s.sql("SELECT monotonically_increasing_id()").unwrap_err();
         assert!(e.is(class::UNRESOLVED_ROUTINE), "{e}");
         assert!(
             e.message()
-                .contains("Cannot resolve function `input_file_block_length`"),
+                .contains("Cannot resolve function `monotonically_increasing_id`"),
             "{e}"
         );
         assert!(e.message().contains("does not support yet"), "{e}");

@@ -954,7 +954,7 @@ mod tests {
             &s,
             "SELECT approx_percentile(c, 0.5, 100) FROM VALUES (0), (6), (7), (9), (10) t(c)",
         );
-        assert_eq!(v, ScalarValue::Int64(Some(7)));
+        assert_eq!(v, ScalarValue::Int32(Some(7)));
         let v = one(
             &s,
             "SELECT percentile_approx(c, 0.5) FROM VALUES (1) t(c) WHERE c > 4",

@@ -89,7 +89,8 @@ impl HigherOrder {
     ) -> DfResult<Vec<String>> {
         let n_data = self.kind.data_args();
         let count = match literal(n_data) {
-            Some(ScalarValue::Int64(Some(n))) => n as usize,
+            Some(ScalarValue::Int64(Some(n))) if n >= 0 => n as usize,
+            Some(ScalarValue::Int32(Some(n))) if n >= 0 => n as usize,
             _ => return Err(self.internal("the lambda count is not an integer literal")),
         };
         if n_args < n_data + 1 + count {
