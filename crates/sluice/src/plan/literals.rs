@@ -105,9 +105,7 @@ fn cast_text(text: &str, ty: SqlType) -> SqlExpr {
 /// A planned statement with Spark's INT type for every integer literal that fits one (see the
 /// module doc); output column names stay as planned.
 pub(crate) fn spark_literal_types(plan: LogicalPlan) -> Result<LogicalPlan> {
-    Ok(plan
-        .transform_up_with_subqueries(|node| narrow_node(node))?
-        .data)
+    Ok(plan.transform_up_with_subqueries(narrow_node)?.data)
 }
 
 /// A DataFrame API expression with Spark's literal types; with `keep_name` (a select item) its

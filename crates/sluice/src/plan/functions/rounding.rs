@@ -4,9 +4,10 @@
 //! s + 1, 0) for a DECIMAL(p, s)). With a second argument, `ceil(x, d)` / `floor(x, d)` are
 //! Spark's `RoundCeil` / `RoundFloor`: `x` is taken as a DECIMAL (an INT as DECIMAL(10,0), a
 //! BIGINT as DECIMAL(20,0), a DOUBLE as DECIMAL(30,15)), `d` must be a constant INT, and the
-//! result is rounded up / down to `d` places; its type is Spark's `RoundBase` type: DECIMAL(p - s
-//! + 1 + min(s, d), min(s, d)) for `d >= 0`, DECIMAL(max(p - s + 1, 1 - d), 0) for `d < 0`
-//! (`ceil(3.1411, 3)` is 3.142 DECIMAL(5,3), `ceil(3.1411, -3)` 1000 DECIMAL(4,0)). A value that
+//! result is rounded up / down to `d` places; its type is Spark's `RoundBase` type: with
+//! `i = p - s + 1` integral digits, DECIMAL(i + min(s, d), min(s, d)) for `d >= 0` and
+//! DECIMAL(max(i, 1 - d), 0) for `d < 0` (`ceil(3.1411, 3)` is 3.142 DECIMAL(5,3),
+//! `ceil(3.1411, -3)` 1000 DECIMAL(4,0)). A value that
 //! does not fit the result is null (Spark's non-ANSI decimal overflow).
 //!
 //! `rint(x)` takes a DOUBLE: Spark casts any number to one first (`rint(12.3456)` on the
