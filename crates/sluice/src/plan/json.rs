@@ -465,6 +465,19 @@ impl Default for FromJson {
     }
 }
 
+/// The argument types of `from_json` / `from_csv` (`name`): `(value, schema[, options])`, the
+/// value and the schema as strings, the options map as given.
+pub(crate) fn value_schema_options(name: &str, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+    if !(2..=3).contains(&arg_types.len()) {
+        return plan_err!("{name} takes (value, schema[, options])");
+    }
+    Ok(arg_types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| if i == 2 { t.clone() } else { DataType::Utf8 })
+        .collect())
+}
+
 impl ScalarUDFImpl for FromJson {
     fn name(&self) -> &str {
         "from_json"
@@ -473,14 +486,7 @@ impl ScalarUDFImpl for FromJson {
         &self.signature
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        if !(2..=3).contains(&arg_types.len()) {
-            return plan_err!("from_json takes (value, schema[, options])");
-        }
-        Ok(arg_types
-            .iter()
-            .enumerate()
-            .map(|(i, t)| if i == 2 { t.clone() } else { DataType::Utf8 })
-            .collect())
+        value_schema_options("from_json", arg_types)
     }
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         plan_err!("from_json needs its schema argument")

@@ -88,6 +88,63 @@ pub fn parse_ddl_schema(ddl: &str) -> Result<SchemaRef> {
     Ok(Arc::new(Schema::new(fields)))
 }
 
+/// Spark's `DataType.simpleString` of an Arrow type as Sluice maps types (one timestamp type,
+/// `timestamp`; `Interval(MonthDayNano)` is Spark's calendar `interval`).
+pub(crate) fn spark_simple_string(dt: &DataType) -> String {
+    match dt {
+        DataType::Null => "void".into(),
+        DataType::Boolean => "boolean".into(),
+        DataType::Int8 | DataType::UInt8 => "tinyint".into(),
+        DataType::Int16 | DataType::UInt16 => "smallint".into(),
+        DataType::Int32 | DataType::UInt32 => "int".into(),
+        DataType::Int64 | DataType::UInt64 => "bigint".into(),
+        DataType::Float16 | DataType::Float32 => "float".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string".into(),
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => "binary".into(),
+        DataType::Date32 | DataType::Date64 => "date".into(),
+        DataType::Timestamp(_, _) => "timestamp".into(),
+        DataType::Decimal32(p, s)
+        | DataType::Decimal64(p, s)
+        | DataType::Decimal128(p, s)
+        | DataType::Decimal256(p, s) => format!("decimal({p},{s})"),
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _) => format!("array<{}>", spark_simple_string(f.data_type())),
+        DataType::Struct(fields) => format!(
+            "struct<{}>",
+            fields
+                .iter()
+                .map(|f| format!("{}:{}", f.name(), spark_simple_string(f.data_type())))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        DataType::Map(f, _) => match f.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => format!(
+                "map<{},{}>",
+                spark_simple_string(kv[0].data_type()),
+                spark_simple_string(kv[1].data_type())
+            ),
+            other => format!("map<{}>", spark_simple_string(other)),
+        },
+        DataType::Duration(_) | DataType::Interval(arrow::datatypes::IntervalUnit::DayTime) => {
+            "interval day to second".into()
+        }
+        DataType::Interval(arrow::datatypes::IntervalUnit::YearMonth) => {
+            "interval year to month".into()
+        }
+        DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano) => "interval".into(),
+        DataType::Dictionary(_, v) => spark_simple_string(v),
+        DataType::RunEndEncoded(_, v) => spark_simple_string(v.data_type()),
+        other => other.to_string().to_ascii_lowercase(),
+    }
+}
+
 /// The Spark SQL name of an Arrow type, for messages (`INT`, `STRING`, `DECIMAL(10,2)`, ...).
 pub fn spark_type_name(dt: &DataType) -> String {
     match dt {

@@ -105,14 +105,7 @@ impl ScalarUDFImpl for FromCsv {
         &self.signature
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        if !(2..=3).contains(&arg_types.len()) {
-            return plan_err!("from_csv takes (value, schema[, options])");
-        }
-        Ok(arg_types
-            .iter()
-            .enumerate()
-            .map(|(i, t)| if i == 2 { t.clone() } else { DataType::Utf8 })
-            .collect())
+        crate::plan::json::value_schema_options("from_csv", arg_types)
     }
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         plan_err!("from_csv needs its schema argument")

@@ -5,7 +5,7 @@
 //!   Java replacement (`$1`, `${name}`, `\$` for a literal `$`).
 //! - `sign`/`signum`, `abs` and `try_divide(interval, number)` on intervals ([`OnIntervals`]).
 //! - `typeof(x)`: Spark's `DataType.simpleString` of the argument's type as Sluice maps types
-//!   ([`spark_simple_string`]).
+//!   ([`crate::schema::spark_simple_string`]).
 //!
 //! Intervals: Sluice's interval literals are Arrow `Interval(MonthDayNano)`, where Spark has
 //! two ANSI interval types, `INTERVAL YEAR TO MONTH` (months) and `INTERVAL DAY TO SECOND`
@@ -524,61 +524,6 @@ impl ScalarUDFImpl for OnIntervals {
 // ---------------------------------------------------------------------------------------------
 // typeof
 
-/// Spark's `DataType.simpleString` of an Arrow type as Sluice maps types (one timestamp type,
-/// `timestamp`; `Interval(MonthDayNano)` is Spark's calendar `interval`).
-pub(crate) fn spark_simple_string(dt: &DataType) -> String {
-    match dt {
-        DataType::Null => "void".into(),
-        DataType::Boolean => "boolean".into(),
-        DataType::Int8 | DataType::UInt8 => "tinyint".into(),
-        DataType::Int16 | DataType::UInt16 => "smallint".into(),
-        DataType::Int32 | DataType::UInt32 => "int".into(),
-        DataType::Int64 | DataType::UInt64 => "bigint".into(),
-        DataType::Float16 | DataType::Float32 => "float".into(),
-        DataType::Float64 => "double".into(),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string".into(),
-        DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView
-        | DataType::FixedSizeBinary(_) => "binary".into(),
-        DataType::Date32 | DataType::Date64 => "date".into(),
-        DataType::Timestamp(_, _) => "timestamp".into(),
-        DataType::Decimal32(p, s)
-        | DataType::Decimal64(p, s)
-        | DataType::Decimal128(p, s)
-        | DataType::Decimal256(p, s) => format!("decimal({p},{s})"),
-        DataType::List(f)
-        | DataType::LargeList(f)
-        | DataType::ListView(f)
-        | DataType::LargeListView(f)
-        | DataType::FixedSizeList(f, _) => format!("array<{}>", spark_simple_string(f.data_type())),
-        DataType::Struct(fields) => format!(
-            "struct<{}>",
-            fields
-                .iter()
-                .map(|f| format!("{}:{}", f.name(), spark_simple_string(f.data_type())))
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-        DataType::Map(f, _) => match f.data_type() {
-            DataType::Struct(kv) if kv.len() == 2 => format!(
-                "map<{},{}>",
-                spark_simple_string(kv[0].data_type()),
-                spark_simple_string(kv[1].data_type())
-            ),
-            other => format!("map<{}>", spark_simple_string(other)),
-        },
-        DataType::Duration(_) | DataType::Interval(IntervalUnit::DayTime) => {
-            "interval day to second".into()
-        }
-        DataType::Interval(IntervalUnit::YearMonth) => "interval year to month".into(),
-        DataType::Interval(IntervalUnit::MonthDayNano) => "interval".into(),
-        DataType::Dictionary(_, v) => spark_simple_string(v),
-        DataType::RunEndEncoded(_, v) => spark_simple_string(v.data_type()),
-        other => other.to_string().to_ascii_lowercase(),
-    }
-}
-
 /// `typeof(x)`: the name of `x`'s type; never null.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct TypeOf {
@@ -614,7 +559,7 @@ impl ScalarUDFImpl for TypeOf {
         let name = args
             .arg_fields
             .first()
-            .map(|f| spark_simple_string(f.data_type()))
+            .map(|f| crate::schema::spark_simple_string(f.data_type()))
             .unwrap_or_default();
         Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(name))))
     }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::datatypes::{DataType, IntervalUnit};
+use arrow::datatypes::DataType;
 use bigdecimal::BigDecimal;
 use serde_json::{json, Value};
 
@@ -52,59 +52,16 @@ fn load_cases() -> Vec<Case> {
         .cases
 }
 
-/// Spark's `DataType.simpleString` of an Arrow type, as Sluice maps types.
+/// Spark's `DataType.simpleString` of an Arrow type, as Sluice maps types
+/// ([`crate::schema::spark_simple_string`]); an unsigned integer says so, so the table shows a
+/// result DataFusion typed unsigned where Spark has none.
 fn simple_string(dt: &DataType) -> String {
     match dt {
-        DataType::Null => "void".into(),
-        DataType::Boolean => "boolean".into(),
-        DataType::Int8 => "tinyint".into(),
-        DataType::Int16 => "smallint".into(),
-        DataType::Int32 => "int".into(),
-        DataType::Int64 => "bigint".into(),
         DataType::UInt8 => "tinyint unsigned".into(),
         DataType::UInt16 => "smallint unsigned".into(),
         DataType::UInt32 => "int unsigned".into(),
         DataType::UInt64 => "bigint unsigned".into(),
-        DataType::Float16 | DataType::Float32 => "float".into(),
-        DataType::Float64 => "double".into(),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string".into(),
-        DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView
-        | DataType::FixedSizeBinary(_) => "binary".into(),
-        DataType::Date32 | DataType::Date64 => "date".into(),
-        DataType::Timestamp(_, _) => "timestamp".into(),
-        DataType::Decimal32(p, s)
-        | DataType::Decimal64(p, s)
-        | DataType::Decimal128(p, s)
-        | DataType::Decimal256(p, s) => format!("decimal({p},{s})"),
-        DataType::List(f)
-        | DataType::LargeList(f)
-        | DataType::ListView(f)
-        | DataType::LargeListView(f)
-        | DataType::FixedSizeList(f, _) => format!("array<{}>", simple_string(f.data_type())),
-        DataType::Struct(fields) => format!(
-            "struct<{}>",
-            fields
-                .iter()
-                .map(|f| format!("{}:{}", f.name(), simple_string(f.data_type())))
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-        DataType::Map(f, _) => match f.data_type() {
-            DataType::Struct(kv) if kv.len() == 2 => format!(
-                "map<{},{}>",
-                simple_string(kv[0].data_type()),
-                simple_string(kv[1].data_type())
-            ),
-            other => format!("map<{other}>"),
-        },
-        DataType::Duration(_) | DataType::Interval(IntervalUnit::DayTime) => {
-            "interval day to second".into()
-        }
-        DataType::Interval(IntervalUnit::YearMonth) => "interval year to month".into(),
-        DataType::Dictionary(_, v) => simple_string(v),
-        other => format!("{other}"),
+        other => crate::schema::spark_simple_string(other),
     }
 }
 
