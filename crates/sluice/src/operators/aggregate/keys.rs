@@ -9,7 +9,7 @@ use arrow::compute::take;
 use datafusion::common::DFSchema;
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion::logical_expr::Aggregate;
+use datafusion::logical_expr::{Aggregate, Expr};
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
 use super::StreamingAggregate;
@@ -84,7 +84,7 @@ pub(super) fn plan_keys(
                     event_time_key = Some(EventTimeKey::Column(i));
                 }
                 keys.push(KeyPart::Expr(create_physical_expr(
-                    g,
+                    &simplified(g, input_schema)?,
                     input_schema,
                     props,
                     planning,
@@ -93,6 +93,19 @@ pub(super) fn plan_keys(
         }
     }
     Ok((keys, event_time_key))
+}
+
+/// `e` simplified as DataFusion's optimizer simplifies the expressions it sees: the aggregate is
+/// planned from inside its stateful node, which the optimizer does not rewrite, and some
+/// functions exist only until simplified (`datafusion-spark`'s `date_trunc` becomes DataFusion's
+/// own there, and fails if it runs as it is).
+fn simplified(e: &Expr, schema: &DFSchema) -> Result<Expr> {
+    use datafusion::logical_expr::simplify::SimplifyContext;
+    use datafusion::optimizer::simplify_expressions::ExprSimplifier;
+    let info = SimplifyContext::builder()
+        .with_schema(Arc::new(schema.clone()))
+        .build();
+    Ok(ExprSimplifier::new(info).simplify(e.clone())?)
 }
 
 /// Event time (µs) of each key row.

@@ -244,6 +244,113 @@ pub(super) fn udfs() -> Vec<ScalarUDF> {
     out
 }
 
+/// `date_trunc(unit, ts)` with Spark's answer for a unit it does not know: null (`datafusion-spark`'s
+/// fails the query with "Unsupported date_trunc granularity"). Spark's units: YEAR, YYYY, YY,
+/// QUARTER, MONTH, MM, MON, WEEK, DAY, DD, HOUR, MINUTE, SECOND, MILLISECOND, MICROSECOND (any
+/// case); the rest is the wrapped function's.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DateTruncUnits {
+    inner: Arc<ScalarUDF>,
+}
+
+const DATE_TRUNC_UNITS: [&str; 15] = [
+    "year",
+    "yyyy",
+    "yy",
+    "quarter",
+    "month",
+    "mm",
+    "mon",
+    "week",
+    "day",
+    "dd",
+    "hour",
+    "minute",
+    "second",
+    "millisecond",
+    "microsecond",
+];
+
+impl ScalarUDFImpl for DateTruncUnits {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        super::coerced_by(&self.inner, arg_types.iter().cloned())
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        self.inner.return_type(arg_types)
+    }
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<arrow::datatypes::FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        self.inner.invoke_with_args(args)
+    }
+    fn simplify(
+        &self,
+        args: Vec<datafusion::logical_expr::Expr>,
+        info: &datafusion::logical_expr::simplify::SimplifyContext,
+    ) -> DfResult<datafusion::logical_expr::simplify::ExprSimplifyResult> {
+        use datafusion::logical_expr::simplify::ExprSimplifyResult;
+        use datafusion::logical_expr::Expr;
+        let unit = match args.first() {
+            Some(Expr::Literal(v, _)) => v.try_as_str().flatten().map(str::to_ascii_lowercase),
+            _ => None,
+        };
+        if let Some(unit) = unit {
+            if !DATE_TRUNC_UNITS.contains(&unit.as_str()) {
+                let types = args
+                    .iter()
+                    .map(|a| info.get_data_type(a))
+                    .collect::<DfResult<Vec<_>>>()?;
+                let fields: Vec<arrow::datatypes::FieldRef> =
+                    super::coerced_by(&self.inner, types)?
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, t)| {
+                            Arc::new(arrow::datatypes::Field::new(format!("arg{i}"), t, true))
+                        })
+                        .collect();
+                let scalars: Vec<Option<&ScalarValue>> = args
+                    .iter()
+                    .map(|a| match a {
+                        Expr::Literal(v, _) => Some(v),
+                        _ => None,
+                    })
+                    .collect();
+                let out = self.inner.return_field_from_args(
+                    datafusion::logical_expr::ReturnFieldArgs {
+                        arg_fields: &fields,
+                        scalar_arguments: &scalars,
+                    },
+                )?;
+                return Ok(ExprSimplifyResult::Simplified(Expr::Literal(
+                    ScalarValue::try_from(out.data_type())?,
+                    None,
+                )));
+            }
+        }
+        self.inner.simplify(args, info)
+    }
+}
+
+/// [`DateTruncUnits`] over the registered `date_trunc`.
+pub(super) fn date_trunc_udf(
+    registered: impl Fn(&str) -> Option<Arc<ScalarUDF>>,
+) -> Option<ScalarUDF> {
+    registered("date_trunc").map(|inner| ScalarUDF::new_from_impl(DateTruncUnits { inner }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,6 +372,28 @@ mod tests {
         assert_eq!(
             months_between(t("2026-02-28 00:00:00"), t("2026-01-31 00:00:00"), true),
             Some(1.0)
+        );
+    }
+
+    #[test]
+    fn date_trunc_of_an_unknown_unit_is_null() {
+        // Spark 3.5.7: date_trunc('fortnight', ts) is null; 'mm' is MONTH.
+        let s = crate::Session::builder().build().unwrap();
+        let b = s
+            .sql(
+                "SELECT date_trunc('fortnight', ts) AS bad, date_trunc('mm', ts) AS m FROM \
+                 (VALUES (TIMESTAMP '2024-12-31 23:59:59')) AS t(ts)",
+            )
+            .unwrap()
+            .collect()
+            .unwrap();
+        assert!(b[0].column(0).is_null(0));
+        let m = arrow::compute::cast(b[0].column(1), &DataType::Utf8).unwrap();
+        assert!(
+            m.as_string::<i32>()
+                .value(0)
+                .starts_with("2024-12-01T00:00:00"),
+            "{m:?}"
         );
     }
 }

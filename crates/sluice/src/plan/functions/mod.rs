@@ -108,6 +108,7 @@ pub(crate) fn register(state: &mut SessionState) -> Result<()> {
     for udf in unix_time::udfs(|name| now.get(name).cloned())
         .into_iter()
         .chain(numfmt::udfs(|name| now.get(name).cloned()))
+        .chain(datetime::date_trunc_udf(|name| now.get(name).cloned()))
     {
         state.register_udf(Arc::new(udf))?;
     }
