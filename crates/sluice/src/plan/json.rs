@@ -465,16 +465,28 @@ impl Default for FromJson {
     }
 }
 
-/// The argument types of `from_json` / `from_csv` (`name`): `(value, schema[, options])`, the
-/// value and the schema as strings, the options map as given.
-pub(crate) fn value_schema_options(name: &str, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-    if !(2..=3).contains(&arg_types.len()) {
-        return plan_err!("{name} takes (value, schema[, options])");
+/// The argument types of a function of `strings` text arguments and an optional options map
+/// (`from_json`/`from_csv`: `(value, schema[, options])`; `schema_of_json`/`schema_of_csv`:
+/// `(text[, options])`, written `usage`): the texts as strings, the map as given.
+pub(crate) fn strings_then_options(
+    name: &str,
+    usage: &str,
+    strings: usize,
+    arg_types: &[DataType],
+) -> DfResult<Vec<DataType>> {
+    if !(strings..=strings + 1).contains(&arg_types.len()) {
+        return plan_err!("{name} takes {usage}");
     }
     Ok(arg_types
         .iter()
         .enumerate()
-        .map(|(i, t)| if i == 2 { t.clone() } else { DataType::Utf8 })
+        .map(|(i, t)| {
+            if i == strings {
+                t.clone()
+            } else {
+                DataType::Utf8
+            }
+        })
         .collect())
 }
 
@@ -486,7 +498,7 @@ impl ScalarUDFImpl for FromJson {
         &self.signature
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        value_schema_options("from_json", arg_types)
+        strings_then_options("from_json", "(value, schema[, options])", 2, arg_types)
     }
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         plan_err!("from_json needs its schema argument")
@@ -624,14 +636,7 @@ impl ScalarUDFImpl for SchemaOfJson {
         &self.signature
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        if !(1..=2).contains(&arg_types.len()) {
-            return plan_err!("schema_of_json takes (json[, options])");
-        }
-        Ok(arg_types
-            .iter()
-            .enumerate()
-            .map(|(i, t)| if i == 1 { t.clone() } else { DataType::Utf8 })
-            .collect())
+        strings_then_options("schema_of_json", "(json[, options])", 1, arg_types)
     }
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         Ok(DataType::Utf8)

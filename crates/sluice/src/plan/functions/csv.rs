@@ -105,7 +105,12 @@ impl ScalarUDFImpl for FromCsv {
         &self.signature
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        crate::plan::json::value_schema_options("from_csv", arg_types)
+        crate::plan::json::strings_then_options(
+            "from_csv",
+            "(value, schema[, options])",
+            2,
+            arg_types,
+        )
     }
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         plan_err!("from_csv needs its schema argument")
@@ -373,14 +378,7 @@ impl ScalarUDFImpl for SchemaOfCsv {
         &self.signature
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        if !(1..=2).contains(&arg_types.len()) {
-            return plan_err!("schema_of_csv takes (csv[, options])");
-        }
-        Ok(arg_types
-            .iter()
-            .enumerate()
-            .map(|(i, t)| if i == 1 { t.clone() } else { DataType::Utf8 })
-            .collect())
+        crate::plan::json::strings_then_options("schema_of_csv", "(csv[, options])", 1, arg_types)
     }
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         Ok(DataType::Utf8)
