@@ -1,0 +1,34 @@
+//! # Sluice's Spark Connect server
+//!
+//! `sluice connect` answers Spark Connect (gRPC, plans as protobuf, data as Arrow IPC), so a
+//! PySpark program that says `SparkSession.builder.remote("sc://127.0.0.1:15002")` runs on
+//! Sluice unchanged. The messages are the `apache-spark-connect-proto` crate's (protocol 4.2,
+//! matching `pyspark-client` 4.2); this crate uses only the engine's public API.
+//!
+//! | module | concept |
+//! |---|---|
+//! | [`grpc`] | the `spark.connect.SparkConnectService` gRPC service: method routing and codecs (the proto crate generates only a client) |
+//! | [`server`] | the service: sessions, execute (with reattach and release), analyze, config, interrupt, artifacts, error details; `serve` with clean shutdown |
+//! | [`session`] | one client session: its Sluice `Session`, temp views, cached batch frames, its streaming queries (`spark.streams`) |
+//! | [`plan`] | relations and expressions of the Spark Connect plan to Sluice frames (Spark SQL text over the session's views) |
+//! | [`streaming`] | `writeStream` (`WriteStreamOperationStart`) and the query handle / manager commands |
+//! | [`python`] | the client's own Python workers: `foreachBatch`, `foreach` and listeners |
+//! | [`ipc`] | Arrow IPC streams in and out (local relations, results) |
+//! | [`error`] | errors as PySpark users catch them (`AnalysisException`, `StreamingQueryException`, ...) |
+
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod error;
+pub mod grpc;
+pub mod ipc;
+pub mod plan;
+pub mod python;
+pub mod server;
+pub mod session;
+pub mod streaming;
+
+/// The generated Spark Connect messages (`spark.connect.*`).
+pub use spark_connect_proto as proto;
+
+pub use error::{ConnectError, Result};
+pub use server::{serve, ServerConfig};

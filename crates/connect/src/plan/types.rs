@@ -1,0 +1,1 @@
+//! Spark Connect's `DataType` and Arrow's, both ways.
