@@ -84,6 +84,22 @@ enum Command {
     /// Read the state of a stateful operator from a checkpoint
     #[command(subcommand)]
     State(inspect::StateCommand),
+    /// Serve Spark Connect: PySpark programs (`pip install pyspark-client==4.2.0`) connect with
+    /// SparkSession.builder.remote("sc://127.0.0.1:15002") and run on Sluice; stops on SIGTERM
+    /// or Ctrl-C after each query's current batch
+    Connect(ConnectArgs),
+}
+
+/// `sluice connect`.
+#[derive(Args, Debug)]
+pub struct ConnectArgs {
+    /// Where to listen (host:port; port 0 picks a free one and prints it)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:15002")]
+    pub listen: String,
+    /// The Python interpreter for foreachBatch workers (default: $PYSPARK_PYTHON, else python3);
+    /// it needs pyspark-client installed
+    #[arg(long, value_name = "PYTHON")]
+    pub python: Option<String>,
 }
 
 /// `sluice run`: a pipeline file, or a built-in pipeline.
@@ -214,6 +230,7 @@ fn main() -> ExitCode {
         Some(Command::Conformance(args)) => conformance(args),
         Some(Command::Checkpoint(c)) => inspect::checkpoint(c),
         Some(Command::State(c)) => inspect::state(c),
+        Some(Command::Connect(args)) => connect(args),
         None => {
             // Bare `sluice`: the help, as `sluice --help` prints it.
             let _ = <Cli as clap::CommandFactory>::command().print_help();
@@ -227,6 +244,33 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `sluice connect`: the Spark Connect server (built with the `connect` feature).
+#[cfg(feature = "connect")]
+fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
+    let config = sluice_connect::ServerConfig {
+        listen: args.listen,
+        python: args.python,
+    };
+    sluice_connect::serve(config, |addr| {
+        // One line on stdout, which scripts wait for (the port, when 0 was asked for).
+        println!("Spark Connect server listening on sc://{addr}");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    })
+    .map_err(|e| e.message)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sluice connect` in a build without the server.
+#[cfg(not(feature = "connect"))]
+fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
+    let _ = args;
+    Err("this sluice was built without the Spark Connect server; build it with \
+         `cargo build -p sluice-cli --features connect` (its protobuf build needs protoc: \
+         PROTOC=$(scripts/protoc)), or run scripts/connect, which does both"
+        .to_string())
 }
 
 const DEMO_FILES: [(&str, &str); 3] = [

@@ -9,6 +9,8 @@
 //! |---|---|
 //! | [`grpc`] | the `spark.connect.SparkConnectService` gRPC service: method routing and codecs (the proto crate generates only a client) |
 //! | [`server`] | the service: sessions, execute (with reattach and release), analyze, config, interrupt, artifacts, error details; `serve` with clean shutdown |
+//! | `commands` | commands: `spark.sql`, temp views, `writeStream`, the query handle, `spark.streams` |
+//! | `conf` | `spark.conf` with Spark's defaults for the keys PySpark reads |
 //! | [`session`] | one client session: its Sluice `Session`, temp views, cached batch frames, its streaming queries (`spark.streams`) |
 //! | [`plan`] | relations and expressions of the Spark Connect plan to Sluice frames (Spark SQL text over the session's views) |
 //! | [`streaming`] | `writeStream` (`WriteStreamOperationStart`) and the query handle / manager commands |
@@ -18,6 +20,8 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub(crate) mod commands;
+pub(crate) mod conf;
 pub mod error;
 pub mod grpc;
 pub mod ipc;

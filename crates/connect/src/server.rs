@@ -1,14 +1,787 @@
-//! The service.
+//! The Spark Connect service: sessions by the client's `session_id`, `ExecutePlan` (relations
+//! are collected into Arrow batches, commands run), reattachable executions (responses are
+//! kept until `ReleaseExecute`, so `ReattachExecute` can resume a broken stream), `AnalyzePlan`,
+//! `Config`, `Interrupt`, `ReleaseSession`, `FetchErrorDetails` and artifacts; [`serve`] runs
+//! the gRPC server until SIGTERM/SIGINT, then stops every query after its current batch.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::StreamExt;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::conf;
+use crate::error::{ConnectError, Result};
+use crate::grpc::{ResponseStream, SparkConnectServer, SparkConnectService};
+use crate::proto;
+use crate::proto::execute_plan_response::ResponseType;
+use crate::session::{ConnectSession, SessionSettings};
 
 /// How the server is started.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// host:port to listen on.
+    /// `host:port` to listen on (`127.0.0.1:15002`, Spark Connect's port, by default).
     pub listen: String,
+    /// The Python interpreter for `foreachBatch` workers (else `PYSPARK_PYTHON`, else `python3`).
+    pub python: Option<String>,
 }
 
-/// Serves until SIGTERM/SIGINT.
-pub fn serve(config: ServerConfig) -> crate::Result<()> {
-    let _ = config;
-    Ok(())
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:15002".to_string(),
+            python: None,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One execution's responses, kept for `ReattachExecute` until released.
+struct Operation {
+    session_id: String,
+    responses: Vec<proto::ExecutePlanResponse>,
+}
+
+/// The service behind the gRPC routing.
+pub struct ConnectService {
+    sessions: Mutex<HashMap<String, Arc<ConnectSession>>>,
+    operations: Mutex<HashMap<String, Operation>>,
+    settings: SessionSettings,
+}
+
+impl ConnectService {
+    /// A service whose sessions start Python workers with `settings`.
+    pub fn new(settings: SessionSettings) -> Self {
+        Self {
+            sessions: Mutex::new(HashMap::new()),
+            operations: Mutex::new(HashMap::new()),
+            settings,
+        }
+    }
+
+    /// The session `session_id`, created on first use. A client that saw another server-side
+    /// session (the server restarted) is told its state is gone, as Spark tells it.
+    fn session(
+        &self,
+        session_id: &str,
+        user: Option<&proto::UserContext>,
+        observed: Option<&String>,
+    ) -> Result<Arc<ConnectSession>> {
+        if session_id.is_empty() {
+            return Err(ConnectError::illegal_argument(
+                "the request has no session_id; connect with SparkSession.builder.remote(..)",
+            ));
+        }
+        let mut sessions = lock(&self.sessions);
+        let session = match sessions.get(session_id) {
+            Some(s) => s.clone(),
+            None => {
+                let user_id = user.map(|u| u.user_id.as_str()).unwrap_or_default();
+                let s = ConnectSession::new(session_id, user_id, self.settings.clone())?;
+                sessions.insert(session_id.to_string(), s.clone());
+                s
+            }
+        };
+        if let Some(seen) = observed {
+            if !seen.is_empty() && *seen != session.server_side_session_id {
+                return Err(ConnectError::new(
+                    crate::error::java::INTERNAL,
+                    "INVALID_HANDLE.SESSION_CHANGED",
+                    format!(
+                        "The existing Spark server driver instance has restarted (session \
+                         {session_id}): server-side state (temp views, cached frames) is gone. \
+                         Start a new session: spark.stop(), then getOrCreate()."
+                    ),
+                ));
+            }
+        }
+        session.touch();
+        Ok(session)
+    }
+
+    /// Stops every query of every session (server shutdown).
+    pub fn stop_all_queries(&self) {
+        let sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
+        for s in sessions {
+            s.queries.stop_all();
+        }
+    }
+
+    fn stream_from(
+        responses: Vec<proto::ExecutePlanResponse>,
+    ) -> Response<ResponseStream<proto::ExecutePlanResponse>> {
+        Response::new(Box::pin(futures::stream::iter(responses.into_iter().map(Ok))))
+    }
+}
+
+/// Runs blocking engine work off the async runtime (Sluice's API is blocking).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T, Status> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.into_status()),
+        Err(e) => Err(ConnectError::new(
+            crate::error::java::INTERNAL,
+            "INTERNAL_ERROR",
+            format!("a Sluice task failed: {e}"),
+        )
+        .into_status()),
+    }
+}
+
+/// The results of one plan, in order (each becomes one `ExecutePlanResponse`).
+#[derive(Default)]
+pub(crate) struct Results {
+    schema: Option<proto::DataType>,
+    items: Vec<ResponseType>,
+}
+
+fn execute(session: &Arc<ConnectSession>, plan: &proto::Plan) -> Result<Results> {
+    use proto::plan::OpType;
+    match &plan.op_type {
+        Some(OpType::Root(relation)) => collect(session, relation),
+        Some(OpType::Command(command)) => crate::commands::run(session, command),
+        Some(OpType::CompressedOperation(_)) => Err(ConnectError::not_supported(
+            "compressed plans (set spark.connect.session.planCompression.threshold to -1 on \
+             the client)",
+        )),
+        None => Err(ConnectError::illegal_argument("the plan is empty")),
+    }
+}
+
+/// A relation's rows as Arrow batches (`collect`, `show`, `toPandas`, `count`, ...).
+pub(crate) fn collect(session: &Arc<ConnectSession>, relation: &proto::Relation) -> Result<Results> {
+    let frame = crate::plan::frame(session, relation)?;
+    let schema = frame.schema();
+    let batches = frame.collect()?;
+    let mut results = Results {
+        schema: Some(crate::plan::types::schema_to_proto(&schema)?),
+        items: Vec::new(),
+    };
+    let mut offset = 0i64;
+    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+        let rows = batch.num_rows() as i64;
+        results
+            .items
+            .push(ResponseType::ArrowBatch(proto::execute_plan_response::ArrowBatch {
+                row_count: rows,
+                data: crate::ipc::write_batch(batch)?.into(),
+                start_offset: Some(offset),
+                chunk_index: None,
+                num_chunks_in_batch: None,
+            }));
+        offset += rows;
+    }
+    if results.items.is_empty() {
+        // An empty result still carries its schema, so toPandas/toArrow know the columns.
+        results
+            .items
+            .push(ResponseType::ArrowBatch(proto::execute_plan_response::ArrowBatch {
+                row_count: 0,
+                data: crate::ipc::write_schema(&schema)?.into(),
+                start_offset: Some(0),
+                chunk_index: None,
+                num_chunks_in_batch: None,
+            }));
+    }
+    Ok(results)
+}
+
+impl Results {
+    /// One result.
+    pub(crate) fn one(item: ResponseType) -> Self {
+        Self {
+            schema: None,
+            items: vec![item],
+        }
+    }
+    /// No result.
+    pub(crate) fn none() -> Self {
+        Self::default()
+    }
+}
+
+fn analyze(
+    session: &Arc<ConnectSession>,
+    analyze: &proto::analyze_plan_request::Analyze,
+) -> Result<proto::analyze_plan_response::Result> {
+    use proto::analyze_plan_request::Analyze as A;
+    use proto::analyze_plan_response as r;
+    let frame_of = |plan: &Option<proto::Plan>| -> Result<sluice::StreamFrame> {
+        match plan.as_ref().and_then(|p| p.op_type.as_ref()) {
+            Some(proto::plan::OpType::Root(rel)) => crate::plan::frame(session, rel),
+            _ => Err(ConnectError::illegal_argument(
+                "analyze needs a relation (a DataFrame), not a command",
+            )),
+        }
+    };
+    Ok(match analyze {
+        A::Schema(s) => r::Result::Schema(r::Schema {
+            schema: Some(crate::plan::types::schema_to_proto(
+                &frame_of(&s.plan)?.schema(),
+            )?),
+        }),
+        A::Explain(e) => r::Result::Explain(r::Explain {
+            explain_string: format!(
+                "== Physical Plan ==\n{}",
+                frame_of(&e.plan)?.explain()
+            ),
+        }),
+        A::TreeString(t) => r::Result::TreeString(r::TreeString {
+            tree_string: tree_string(&frame_of(&t.plan)?.schema()),
+        }),
+        A::IsLocal(l) => {
+            let is_local = matches!(
+                l.plan.as_ref().and_then(|p| p.op_type.as_ref()),
+                Some(proto::plan::OpType::Root(proto::Relation {
+                    rel_type: Some(proto::relation::RelType::LocalRelation(_)),
+                    ..
+                }))
+            );
+            r::Result::IsLocal(r::IsLocal { is_local })
+        }
+        A::IsStreaming(s) => r::Result::IsStreaming(r::IsStreaming {
+            is_streaming: frame_of(&s.plan)?.is_streaming(),
+        }),
+        A::InputFiles(_) => r::Result::InputFiles(r::InputFiles { files: Vec::new() }),
+        A::SparkVersion(_) => r::Result::SparkVersion(r::SparkVersion {
+            version: SPARK_VERSION.to_string(),
+        }),
+        A::DdlParse(d) => r::Result::DdlParse(r::DdlParse {
+            parsed: Some(crate::plan::types::schema_to_proto(
+                &*crate::plan::types::parse_schema(&d.ddl_string)?,
+            )?),
+        }),
+        A::SameSemantics(s) => {
+            let a = frame_of(&s.target_plan)?;
+            let b = frame_of(&s.other_plan)?;
+            r::Result::SameSemantics(r::SameSemantics {
+                result: a.logical_plan() == b.logical_plan(),
+            })
+        }
+        A::SemanticHash(s) => {
+            use std::hash::{Hash, Hasher};
+            let frame = frame_of(&s.plan)?;
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            frame.logical_plan().hash(&mut h);
+            r::Result::SemanticHash(r::SemanticHash {
+                result: h.finish() as i32,
+            })
+        }
+        // Sluice has no cache: a frame is recomputed, so persist/unpersist are accepted as
+        // no-ops and the storage level is "none".
+        A::Persist(_) => r::Result::Persist(r::Persist {}),
+        A::Unpersist(_) => r::Result::Unpersist(r::Unpersist {}),
+        A::GetStorageLevel(_) => r::Result::GetStorageLevel(r::GetStorageLevel {
+            storage_level: Some(proto::StorageLevel {
+                use_disk: false,
+                use_memory: false,
+                use_off_heap: false,
+                deserialized: false,
+                replication: 1,
+            }),
+        }),
+        A::JsonToDdl(j) => {
+            let schema = crate::plan::types::parse_schema(&j.json_string)?;
+            r::Result::JsonToDdl(r::JsonToDdl {
+                ddl_string: schema
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        format!(
+                            "{} {}",
+                            f.name(),
+                            sluice::schema::spark_simple_string(f.data_type()).to_uppercase()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+            })
+        }
+    })
+}
+
+/// The Spark version the server reports: the protocol it speaks (pyspark-client 4.2).
+pub const SPARK_VERSION: &str = "4.2.0";
+
+/// `printSchema()`'s text.
+fn tree_string(schema: &arrow::datatypes::Schema) -> String {
+    fn field(out: &mut String, f: &arrow::datatypes::Field, depth: usize) {
+        use arrow::datatypes::DataType;
+        let pad = " |   ".repeat(depth);
+        let type_name = match f.data_type() {
+            DataType::Struct(_) => "struct".to_string(),
+            DataType::List(_) | DataType::LargeList(_) => "array".to_string(),
+            DataType::Map(..) => "map".to_string(),
+            t => sluice::schema::spark_simple_string(t),
+        };
+        out.push_str(&format!(
+            "{pad} |-- {}: {type_name} (nullable = {})\n",
+            f.name(),
+            f.is_nullable()
+        ));
+        if let DataType::Struct(children) = f.data_type() {
+            for c in children {
+                field(out, c, depth + 1);
+            }
+        }
+    }
+    let mut out = String::from("root\n");
+    for f in schema.fields() {
+        field(&mut out, f, 0);
+    }
+    out
+}
+
+#[tonic::async_trait]
+impl SparkConnectService for ConnectService {
+    async fn execute_plan(
+        &self,
+        request: Request<proto::ExecutePlanRequest>,
+    ) -> Result<Response<ResponseStream<proto::ExecutePlanResponse>>, Status> {
+        let req = request.into_inner();
+        let session = self
+            .session(
+                &req.session_id,
+                req.user_context.as_ref(),
+                req.client_observed_server_side_session_id.as_ref(),
+            )
+            .map_err(ConnectError::into_status)?;
+        let operation_id = req
+            .operation_id
+            .clone()
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        if lock(&self.operations).contains_key(&operation_id) {
+            return Err(ConnectError::new(
+                crate::error::java::INTERNAL,
+                "INVALID_HANDLE.OPERATION_ALREADY_EXISTS",
+                format!("the operation {operation_id} already exists"),
+            )
+            .into_status());
+        }
+        let plan = req
+            .plan
+            .ok_or_else(|| ConnectError::illegal_argument("ExecutePlan without a plan"))
+            .map_err(ConnectError::into_status)?;
+        let s = session.clone();
+        let results = blocking(move || execute(&s, &plan)).await?;
+        let response = |response_type: Option<ResponseType>, schema: Option<proto::DataType>| {
+            proto::ExecutePlanResponse {
+                session_id: session.session_id.clone(),
+                server_side_session_id: session.server_side_session_id.clone(),
+                operation_id: operation_id.clone(),
+                response_id: uuid::Uuid::new_v4().to_string(),
+                schema,
+                response_type,
+                ..Default::default()
+            }
+        };
+        let mut responses = Vec::new();
+        if let Some(schema) = results.schema {
+            responses.push(response(None, Some(schema)));
+        }
+        for item in results.items {
+            responses.push(response(Some(item), None));
+        }
+        responses.push(response(
+            Some(ResponseType::ResultComplete(
+                proto::execute_plan_response::ResultComplete {},
+            )),
+            None,
+        ));
+        let reattachable = req.request_options.iter().any(|o| {
+            matches!(
+                &o.request_option,
+                Some(proto::execute_plan_request::request_option::RequestOption::ReattachOptions(
+                    r
+                )) if r.reattachable
+            )
+        });
+        if reattachable {
+            lock(&self.operations).insert(
+                operation_id.clone(),
+                Operation {
+                    session_id: session.session_id.clone(),
+                    responses: responses.clone(),
+                },
+            );
+        }
+        Ok(Self::stream_from(responses))
+    }
+
+    async fn reattach_execute(
+        &self,
+        request: Request<proto::ReattachExecuteRequest>,
+    ) -> Result<Response<ResponseStream<proto::ExecutePlanResponse>>, Status> {
+        let req = request.into_inner();
+        let operations = lock(&self.operations);
+        let Some(op) = operations
+            .get(&req.operation_id)
+            .filter(|op| op.session_id == req.session_id)
+        else {
+            return Err(ConnectError::new(
+                crate::error::java::INTERNAL,
+                "INVALID_HANDLE.OPERATION_NOT_FOUND",
+                format!(
+                    "the operation {} is not known (it was released, or the server restarted)",
+                    req.operation_id
+                ),
+            )
+            .into_status());
+        };
+        let rest: Vec<_> = match &req.last_response_id {
+            Some(last) => match op.responses.iter().position(|r| &r.response_id == last) {
+                Some(i) => op.responses[i + 1..].to_vec(),
+                None => op.responses.clone(),
+            },
+            None => op.responses.clone(),
+        };
+        Ok(Self::stream_from(rest))
+    }
+
+    async fn release_execute(
+        &self,
+        request: Request<proto::ReleaseExecuteRequest>,
+    ) -> Result<Response<proto::ReleaseExecuteResponse>, Status> {
+        use proto::release_execute_request::Release;
+        let req = request.into_inner();
+        let mut operations = lock(&self.operations);
+        match &req.release {
+            Some(Release::ReleaseUntil(until)) => {
+                if let Some(op) = operations.get_mut(&req.operation_id) {
+                    if let Some(i) = op
+                        .responses
+                        .iter()
+                        .position(|r| r.response_id == until.response_id)
+                    {
+                        op.responses.drain(..=i);
+                    }
+                }
+            }
+            _ => {
+                operations.remove(&req.operation_id);
+            }
+        }
+        let server_side = lock(&self.sessions)
+            .get(&req.session_id)
+            .map(|s| s.server_side_session_id.clone())
+            .unwrap_or_default();
+        Ok(Response::new(proto::ReleaseExecuteResponse {
+            session_id: req.session_id,
+            server_side_session_id: server_side,
+            operation_id: Some(req.operation_id),
+        }))
+    }
+
+    async fn analyze_plan(
+        &self,
+        request: Request<proto::AnalyzePlanRequest>,
+    ) -> Result<Response<proto::AnalyzePlanResponse>, Status> {
+        let req = request.into_inner();
+        let session = self
+            .session(
+                &req.session_id,
+                req.user_context.as_ref(),
+                req.client_observed_server_side_session_id.as_ref(),
+            )
+            .map_err(ConnectError::into_status)?;
+        let what = req
+            .analyze
+            .ok_or_else(|| ConnectError::illegal_argument("AnalyzePlan without a request"))
+            .map_err(ConnectError::into_status)?;
+        let s = session.clone();
+        let result = blocking(move || analyze(&s, &what)).await?;
+        Ok(Response::new(proto::AnalyzePlanResponse {
+            session_id: session.session_id.clone(),
+            server_side_session_id: session.server_side_session_id.clone(),
+            result: Some(result),
+        }))
+    }
+
+    async fn config(
+        &self,
+        request: Request<proto::ConfigRequest>,
+    ) -> Result<Response<proto::ConfigResponse>, Status> {
+        let req = request.into_inner();
+        let session = self
+            .session(
+                &req.session_id,
+                req.user_context.as_ref(),
+                req.client_observed_server_side_session_id.as_ref(),
+            )
+            .map_err(ConnectError::into_status)?;
+        let op = req
+            .operation
+            .and_then(|o| o.op_type)
+            .ok_or_else(|| ConnectError::illegal_argument("Config without an operation"))
+            .map_err(ConnectError::into_status)?;
+        let (pairs, warnings) = conf::run(&session, op).map_err(ConnectError::into_status)?;
+        Ok(Response::new(proto::ConfigResponse {
+            session_id: session.session_id.clone(),
+            server_side_session_id: session.server_side_session_id.clone(),
+            pairs,
+            warnings,
+        }))
+    }
+
+    async fn add_artifacts(
+        &self,
+        request: Request<Streaming<proto::AddArtifactsRequest>>,
+    ) -> Result<Response<proto::AddArtifactsResponse>, Status> {
+        use proto::add_artifacts_request::Payload;
+        use proto::add_artifacts_response::ArtifactSummary;
+        let mut stream = request.into_inner();
+        let mut session: Option<Arc<ConnectSession>> = None;
+        let mut summaries = Vec::new();
+        // A chunked artifact in progress: name, data so far, all CRCs right so far.
+        let mut chunked: Option<(String, Vec<u8>, bool)> = None;
+        let crc_ok = |c: &proto::add_artifacts_request::ArtifactChunk| {
+            i64::from(crc32fast::hash(&c.data)) == c.crc
+        };
+        while let Some(msg) = stream.next().await {
+            let msg = msg?;
+            if session.is_none() {
+                session = Some(
+                    self.session(
+                        &msg.session_id,
+                        msg.user_context.as_ref(),
+                        msg.client_observed_server_side_session_id.as_ref(),
+                    )
+                    .map_err(ConnectError::into_status)?,
+                );
+            }
+            let Some(s) = session.as_ref() else { break };
+            match msg.payload {
+                Some(Payload::Batch(batch)) => {
+                    for a in batch.artifacts {
+                        let ok = a.data.as_ref().is_some_and(crc_ok);
+                        if ok {
+                            let data = a.data.map(|d| d.data.to_vec()).unwrap_or_default();
+                            s.add_artifact(&a.name, data);
+                        }
+                        summaries.push(ArtifactSummary {
+                            name: a.name,
+                            is_crc_successful: ok,
+                        });
+                    }
+                }
+                Some(Payload::BeginChunk(begin)) => {
+                    let (ok, data) = match &begin.initial_chunk {
+                        Some(c) => (crc_ok(c), c.data.to_vec()),
+                        None => (true, Vec::new()),
+                    };
+                    chunked = Some((begin.name, data, ok));
+                }
+                Some(Payload::Chunk(chunk)) => {
+                    if let Some((_, data, ok)) = chunked.as_mut() {
+                        *ok &= crc_ok(&chunk);
+                        data.extend_from_slice(&chunk.data);
+                    }
+                }
+                None => {}
+            }
+        }
+        if let (Some(s), Some((name, data, ok))) = (session.as_ref(), chunked) {
+            if ok {
+                s.add_artifact(&name, data);
+            }
+            summaries.push(ArtifactSummary {
+                name,
+                is_crc_successful: ok,
+            });
+        }
+        let (session_id, server_side) = session
+            .map(|s| (s.session_id.clone(), s.server_side_session_id.clone()))
+            .unwrap_or_default();
+        Ok(Response::new(proto::AddArtifactsResponse {
+            session_id,
+            server_side_session_id: server_side,
+            artifacts: summaries,
+        }))
+    }
+
+    async fn artifact_status(
+        &self,
+        request: Request<proto::ArtifactStatusesRequest>,
+    ) -> Result<Response<proto::ArtifactStatusesResponse>, Status> {
+        let req = request.into_inner();
+        let session = self
+            .session(
+                &req.session_id,
+                req.user_context.as_ref(),
+                req.client_observed_server_side_session_id.as_ref(),
+            )
+            .map_err(ConnectError::into_status)?;
+        let statuses = req
+            .names
+            .iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    proto::artifact_statuses_response::ArtifactStatus {
+                        exists: session.artifact(n).is_some(),
+                    },
+                )
+            })
+            .collect();
+        Ok(Response::new(proto::ArtifactStatusesResponse {
+            session_id: session.session_id.clone(),
+            server_side_session_id: session.server_side_session_id.clone(),
+            statuses,
+        }))
+    }
+
+    async fn interrupt(
+        &self,
+        request: Request<proto::InterruptRequest>,
+    ) -> Result<Response<proto::InterruptResponse>, Status> {
+        let req = request.into_inner();
+        let session = self
+            .session(
+                &req.session_id,
+                req.user_context.as_ref(),
+                req.client_observed_server_side_session_id.as_ref(),
+            )
+            .map_err(ConnectError::into_status)?;
+        // Executions run to completion before their first response is sent, so there is never
+        // a running one to interrupt; streaming queries are stopped with query.stop().
+        Ok(Response::new(proto::InterruptResponse {
+            session_id: session.session_id.clone(),
+            server_side_session_id: session.server_side_session_id.clone(),
+            interrupted_ids: Vec::new(),
+        }))
+    }
+
+    async fn release_session(
+        &self,
+        request: Request<proto::ReleaseSessionRequest>,
+    ) -> Result<Response<proto::ReleaseSessionResponse>, Status> {
+        let req = request.into_inner();
+        let session = lock(&self.sessions).remove(&req.session_id);
+        lock(&self.operations).retain(|_, op| op.session_id != req.session_id);
+        let server_side = match session {
+            Some(s) => {
+                let id = s.server_side_session_id.clone();
+                // Spark stops a released session's queries.
+                let _ = blocking(move || {
+                    s.queries.stop_all();
+                    Ok(())
+                })
+                .await;
+                id
+            }
+            None => String::new(),
+        };
+        Ok(Response::new(proto::ReleaseSessionResponse {
+            session_id: req.session_id,
+            server_side_session_id: server_side,
+        }))
+    }
+
+    async fn fetch_error_details(
+        &self,
+        request: Request<proto::FetchErrorDetailsRequest>,
+    ) -> Result<Response<proto::FetchErrorDetailsResponse>, Status> {
+        // Errors carry their whole message in the status (no errorId is handed out), so there
+        // are never further details to fetch.
+        let req = request.into_inner();
+        let server_side = lock(&self.sessions)
+            .get(&req.session_id)
+            .map(|s| s.server_side_session_id.clone())
+            .unwrap_or_default();
+        Ok(Response::new(proto::FetchErrorDetailsResponse {
+            server_side_session_id: server_side,
+            session_id: req.session_id,
+            root_error_idx: None,
+            errors: Vec::new(),
+        }))
+    }
+
+    async fn clone_session(
+        &self,
+        _request: Request<proto::CloneSessionRequest>,
+    ) -> Result<Response<proto::CloneSessionResponse>, Status> {
+        Err(ConnectError::not_supported("CloneSession").into_status())
+    }
+
+    async fn get_status(
+        &self,
+        _request: Request<proto::GetStatusRequest>,
+    ) -> Result<Response<proto::GetStatusResponse>, Status> {
+        Err(ConnectError::not_supported("GetStatus").into_status())
+    }
+}
+
+/// Serves Spark Connect on `config.listen` until SIGTERM or SIGINT; then running queries stop
+/// after their current batch and the call returns. `on_listening` gets the bound address (the
+/// port when `:0` was asked for).
+pub fn serve(config: ServerConfig, on_listening: impl FnOnce(SocketAddr)) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("sluice-connect")
+        .build()
+        .map_err(|e| {
+            ConnectError::new(
+                crate::error::java::INTERNAL,
+                "INTERNAL_ERROR",
+                format!("cannot start the server's runtime: {e}"),
+            )
+        })?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&config.listen)
+            .await
+            .map_err(|e| {
+                ConnectError::illegal_argument(format!(
+                    "cannot listen on {}: {e} (another server on that port? pick one with \
+                     --listen HOST:PORT)",
+                    config.listen
+                ))
+            })?;
+        let addr = listener.local_addr().map_err(|e| {
+            ConnectError::illegal_argument(format!("cannot listen on {}: {e}", config.listen))
+        })?;
+        let settings = SessionSettings {
+            python: config.python.clone(),
+            connect_url: format!("sc://{addr}"),
+        };
+        let service = Arc::new(ConnectService::new(settings));
+        on_listening(addr);
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let result = tonic::transport::Server::builder()
+            .add_service(SparkConnectServer::new(service.clone()))
+            .serve_with_incoming_shutdown(incoming, shutdown_signal())
+            .await;
+        let stopping = service.clone();
+        let _ = tokio::task::spawn_blocking(move || stopping.stop_all_queries()).await;
+        result.map_err(|e| {
+            ConnectError::new(
+                crate::error::java::INTERNAL,
+                "INTERNAL_ERROR",
+                format!("the Spark Connect server failed: {e}"),
+            )
+        })
+    })
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = term => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    log::info!("shutting down: stopping queries after their current batch");
 }

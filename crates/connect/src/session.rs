@@ -38,6 +38,7 @@ pub struct ConnectSession {
     /// Settings from the server's command line.
     pub settings: SessionSettings,
     cached: Mutex<HashMap<String, StreamFrame>>,
+    artifacts: Mutex<HashMap<String, Vec<u8>>>,
     next_name: AtomicU64,
     last_used: Mutex<Instant>,
 }
@@ -67,6 +68,7 @@ impl ConnectSession {
             queries: Queries::default(),
             settings,
             cached: Mutex::new(HashMap::new()),
+            artifacts: Mutex::new(HashMap::new()),
             next_name: AtomicU64::new(0),
             last_used: Mutex::new(Instant::now()),
         }))
@@ -89,6 +91,15 @@ impl ConnectSession {
     /// Forgets the frame cached under `id` (`RemoveCachedRemoteRelationCommand`).
     pub fn uncache_frame(&self, id: &str) {
         lock(&self.cached).remove(id);
+    }
+
+    /// Keeps an uploaded artifact (`pyfiles/..`, `cache/<hash>`, ...).
+    pub fn add_artifact(&self, name: &str, data: Vec<u8>) {
+        lock(&self.artifacts).insert(name.to_string(), data);
+    }
+    /// An uploaded artifact's bytes.
+    pub fn artifact(&self, name: &str) -> Option<Vec<u8>> {
+        lock(&self.artifacts).get(name).cloned()
     }
 
     /// Marks the session used now.

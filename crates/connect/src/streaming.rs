@@ -1,13 +1,379 @@
-//! `writeStream` and the query handle.
+//! `writeStream` and the query handle: `WriteStreamOperationStart` starts a Sluice streaming
+//! query (format, options, output mode, trigger, query name, a Python `foreachBatch`);
+//! `StreamingQueryCommand` is `StreamingQuery`'s methods; `StreamingQueryManagerCommand` is
+//! `spark.streams`.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use sluice::StreamingQuery;
+use sluice::error::class;
+use sluice::{Fault, OutputMode, SluiceError, StreamingQuery, Trigger};
+
+use crate::error::{ConnectError, Result};
+use crate::proto;
+use crate::proto::streaming_query_command::Command as QueryCommand;
+use crate::proto::streaming_query_command_result as query_result;
+use crate::proto::streaming_query_manager_command::Command as ManagerCommand;
+use crate::proto::streaming_query_manager_command_result as manager_result;
+use crate::proto::write_stream_operation_start::{SinkDestination, Trigger as ProtoTrigger};
+use crate::python::{ForeachBatchWorker, PythonConfig};
+use crate::session::ConnectSession;
 
 /// The streaming queries of one session (`spark.streams`), by query id.
 #[derive(Default)]
 pub struct Queries {
-    /// By `id`; stopped and failed queries stay until `resetTerminated`.
-    pub by_id: Mutex<HashMap<String, StreamingQuery>>,
+    by_id: Mutex<HashMap<String, StreamingQuery>>,
+    /// Terminated queries `resetTerminated` already accounted for.
+    reset: Mutex<HashSet<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Queries {
+    fn insert(&self, query: StreamingQuery) {
+        lock(&self.by_id).insert(query.id().to_string(), query);
+    }
+    fn get(&self, id: &str) -> Result<StreamingQuery> {
+        lock(&self.by_id).get(id).cloned().ok_or_else(|| {
+            ConnectError::illegal_argument(format!(
+                "no streaming query with id {id} in this session (queries belong to the session \
+                 that started them)"
+            ))
+        })
+    }
+    /// Every query of the session, active or not.
+    pub fn all(&self) -> Vec<StreamingQuery> {
+        lock(&self.by_id).values().cloned().collect()
+    }
+    /// Stops every query after its current batch (session release, server shutdown).
+    pub fn stop_all(&self) {
+        for q in self.all() {
+            q.stop();
+        }
+    }
+}
+
+/// Starts `writeStream ... start()`.
+pub fn start(
+    session: &Arc<ConnectSession>,
+    op: &proto::WriteStreamOperationStart,
+) -> Result<proto::WriteStreamOperationStartResult> {
+    let input = op
+        .input
+        .as_ref()
+        .ok_or_else(|| ConnectError::illegal_argument("writeStream without an input plan"))?;
+    let frame = crate::plan::frame(session, input)?;
+    let mut writer = frame.write_stream();
+    if !op.output_mode.is_empty() {
+        let mode: OutputMode = op.output_mode.parse().map_err(|e: SluiceError| {
+            ConnectError::illegal_argument(format!("{}", e.message()))
+        })?;
+        writer = writer.output_mode(mode);
+    }
+    if !op.query_name.is_empty() {
+        writer = writer.query_name(&op.query_name);
+    }
+    if let Some(trigger) = &op.trigger {
+        writer = writer.trigger(trigger_of(trigger)?);
+    }
+    let format = if op.format.is_empty() {
+        // Spark's default is spark.sql.sources.default, parquet.
+        "parquet".to_string()
+    } else {
+        op.format.clone()
+    };
+    for (k, v) in &op.options {
+        writer = writer.option(k, v);
+    }
+    if !op.partitioning_column_names.is_empty() {
+        writer = writer.option("partitionBy", op.partitioning_column_names.join(","));
+    }
+    match &op.sink_destination {
+        Some(SinkDestination::Path(path)) => writer = writer.option("path", path),
+        Some(SinkDestination::TableName(name)) => {
+            return Err(ConnectError::not_supported(format!(
+                "toTable({name:?}) (Sluice has no table catalog; write to a path with \
+                 .format(\"parquet\").start(path), or use the memory sink with queryName)"
+            )))
+        }
+        None => {}
+    }
+    if op.foreach_writer.is_some() {
+        return Err(ConnectError::not_supported(
+            "a Python foreach writer (use foreachBatch, which Sluice runs in the client's own \
+             Python worker)",
+        ));
+    }
+    if let Some(f) = &op.foreach_batch {
+        let udf = match &f.function {
+            Some(proto::streaming_foreach_function::Function::PythonFunction(udf)) => udf,
+            Some(proto::streaming_foreach_function::Function::ScalaFunction(_)) => {
+                return Err(ConnectError::not_supported(
+                    "a Scala foreachBatch function (Sluice runs Python functions)",
+                ))
+            }
+            None => return Err(ConnectError::illegal_argument("foreachBatch without a function")),
+        };
+        writer = foreach_batch(session, writer, udf)?;
+    } else {
+        writer = writer.format(format);
+    }
+    let query = writer.start()?;
+    let result = proto::WriteStreamOperationStartResult {
+        query_id: Some(instance_id(&query)),
+        name: query.name().unwrap_or_default().to_string(),
+        query_started_event_json: None,
+    };
+    session.queries.insert(query);
+    Ok(result)
+}
+
+/// The Python `foreachBatch`: each batch is materialised once, cached for the worker under a
+/// fresh id (it reads it back as a `CachedRemoteRelation`), and the worker runs the function.
+fn foreach_batch(
+    session: &Arc<ConnectSession>,
+    writer: sluice::query::DataStreamWriter,
+    udf: &proto::PythonUdf,
+) -> Result<sluice::query::DataStreamWriter> {
+    let config = PythonConfig::from_env(
+        session.settings.python.clone(),
+        session.settings.connect_url.clone(),
+    );
+    let worker = Mutex::new(ForeachBatchWorker::start(&config, &session.session_id, udf)?);
+    let session = Arc::downgrade(session);
+    Ok(writer.foreach_batch(move |data, batch_id| {
+        let session = session.upgrade().ok_or_else(|| {
+            SluiceError::query(
+                class::FOREACH_BATCH_USER_FUNCTION_ERROR,
+                "the Spark Connect session of this foreachBatch query was released",
+            )
+        })?;
+        let view = session.fresh_name("batch");
+        let rows = data.partitions.concat();
+        session
+            .sluice
+            .register_batches(&view, data.schema.clone(), rows)?;
+        let frame = session.sluice.table(&view)?;
+        let df_id = uuid::Uuid::new_v4().to_string();
+        session.cache_frame(&df_id, frame);
+        let result = lock(&worker).call(&df_id, batch_id as i64);
+        session.uncache_frame(&df_id);
+        let _ = session.sluice.context().deregister_table(view.as_str());
+        result.map_err(|e| {
+            SluiceError::new(
+                Fault::Query,
+                class::FOREACH_BATCH_USER_FUNCTION_ERROR,
+                format!(
+                    "An error occurred in the user provided function in foreach batch sink \
+                     (batch {batch_id}). Reason: {}",
+                    e.message
+                ),
+            )
+        })
+    }))
+}
+
+fn trigger_of(trigger: &ProtoTrigger) -> Result<Trigger> {
+    let interval = |text: &str| -> Result<Duration> {
+        let micros = sluice::time_text::parse_interval_micros(text).map_err(|e| {
+            ConnectError::illegal_argument(format!("the trigger interval {text:?}: {}", e.message()))
+        })?;
+        if micros < 0 {
+            return Err(ConnectError::illegal_argument(format!(
+                "the trigger interval must not be negative, got {text:?}"
+            )));
+        }
+        Ok(Duration::from_micros(micros as u64))
+    };
+    Ok(match trigger {
+        ProtoTrigger::ProcessingTimeInterval(t) => Trigger::ProcessingTime(interval(t)?),
+        ProtoTrigger::AvailableNow(_) => Trigger::AvailableNow,
+        ProtoTrigger::Once(_) => Trigger::Once,
+        ProtoTrigger::ContinuousCheckpointInterval(t) => Trigger::Continuous(interval(t)?),
+        ProtoTrigger::RealTimeBatchDuration(_) => {
+            return Err(ConnectError::not_supported("the real-time trigger"))
+        }
+    })
+}
+
+fn instance_id(query: &StreamingQuery) -> proto::StreamingQueryInstanceId {
+    proto::StreamingQueryInstanceId {
+        id: query.id().to_string(),
+        run_id: query.run_id().to_string(),
+    }
+}
+
+/// A `StreamingQuery` method.
+pub fn query_command(
+    session: &ConnectSession,
+    cmd: &proto::StreamingQueryCommand,
+) -> Result<proto::StreamingQueryCommandResult> {
+    let id = cmd
+        .query_id
+        .as_ref()
+        .ok_or_else(|| ConnectError::illegal_argument("a query command without a query id"))?;
+    let query = session.queries.get(&id.id)?;
+    let command = cmd
+        .command
+        .as_ref()
+        .ok_or_else(|| ConnectError::illegal_argument("a query command without a command"))?;
+    let progress = |all: bool| {
+        let list = if all {
+            query.recent_progress()
+        } else {
+            query.last_progress().into_iter().collect()
+        };
+        query_result::ResultType::RecentProgress(query_result::RecentProgressResult {
+            recent_progress_json: list.iter().map(|p| p.json()).collect(),
+        })
+    };
+    let result = match command {
+        QueryCommand::Status(_) => {
+            let status = query.status();
+            Some(query_result::ResultType::Status(
+                query_result::StatusResult {
+                    status_message: status.message,
+                    is_data_available: status.is_data_available,
+                    is_trigger_active: status.is_trigger_active,
+                    is_active: query.is_active(),
+                },
+            ))
+        }
+        QueryCommand::LastProgress(_) => Some(progress(false)),
+        QueryCommand::RecentProgress(_) => Some(progress(true)),
+        QueryCommand::Stop(_) => {
+            query.stop();
+            None
+        }
+        QueryCommand::ProcessAllAvailable(_) => {
+            query
+                .process_all_available()
+                .map_err(|e| ConnectError::streaming_query(&e))?;
+            None
+        }
+        QueryCommand::Explain(_) => Some(query_result::ResultType::Explain(
+            query_result::ExplainResult {
+                result: query.explain(),
+            },
+        )),
+        QueryCommand::Exception(_) => {
+            let e = query.exception();
+            Some(query_result::ResultType::Exception(
+                query_result::ExceptionResult {
+                    exception_message: e
+                        .as_ref()
+                        .map(|e| format!("[{}] {}", e.class(), e.message())),
+                    error_class: e.as_ref().map(|e| e.class().to_string()),
+                    stack_trace: None,
+                },
+            ))
+        }
+        QueryCommand::AwaitTermination(a) => {
+            let terminated = match a.timeout_ms {
+                Some(ms) => query
+                    .await_termination_timeout(Duration::from_millis(ms.max(0) as u64))
+                    .map_err(|e| ConnectError::streaming_query(&e))?,
+                None => {
+                    query
+                        .await_termination()
+                        .map_err(|e| ConnectError::streaming_query(&e))?;
+                    true
+                }
+            };
+            Some(query_result::ResultType::AwaitTermination(
+                query_result::AwaitTerminationResult { terminated },
+            ))
+        }
+    };
+    Ok(proto::StreamingQueryCommandResult {
+        query_id: Some(instance_id(&query)),
+        result_type: result,
+    })
+}
+
+fn query_instance(query: &StreamingQuery) -> manager_result::StreamingQueryInstance {
+    manager_result::StreamingQueryInstance {
+        id: Some(instance_id(query)),
+        name: query.name().map(str::to_string),
+    }
+}
+
+/// A `spark.streams` method.
+pub fn manager_command(
+    session: &ConnectSession,
+    cmd: &proto::StreamingQueryManagerCommand,
+) -> Result<proto::StreamingQueryManagerCommandResult> {
+    let command = cmd
+        .command
+        .as_ref()
+        .ok_or_else(|| ConnectError::illegal_argument("a manager command without a command"))?;
+    let queries = &session.queries;
+    let result = match command {
+        ManagerCommand::Active(_) => {
+            let mut active: Vec<StreamingQuery> =
+                queries.all().into_iter().filter(|q| q.is_active()).collect();
+            active.sort_by(|a, b| a.id().cmp(b.id()));
+            manager_result::ResultType::Active(manager_result::ActiveResult {
+                active_queries: active.iter().map(query_instance).collect(),
+            })
+        }
+        ManagerCommand::GetQuery(id) => {
+            // Spark's `get` returns only active queries (null otherwise).
+            let query = queries.get(id).ok().filter(|q| q.is_active());
+            match query {
+                Some(q) => manager_result::ResultType::Query(query_instance(&q)),
+                None => {
+                    return Ok(proto::StreamingQueryManagerCommandResult { result_type: None })
+                }
+            }
+        }
+        ManagerCommand::AwaitAnyTermination(a) => {
+            let deadline = a
+                .timeout_ms
+                .map(|ms| Instant::now() + Duration::from_millis(ms.max(0) as u64));
+            let terminated = loop {
+                let reset = lock(&queries.reset).clone();
+                let done = queries
+                    .all()
+                    .into_iter()
+                    .find(|q| !q.is_active() && !reset.contains(q.id()));
+                if let Some(q) = done {
+                    if let Some(e) = q.exception() {
+                        return Err(ConnectError::streaming_query(&e));
+                    }
+                    break true;
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            manager_result::ResultType::AwaitAnyTermination(
+                manager_result::AwaitAnyTerminationResult { terminated },
+            )
+        }
+        ManagerCommand::ResetTerminated(_) => {
+            let mut reset = lock(&queries.reset);
+            for q in queries.all() {
+                if !q.is_active() {
+                    reset.insert(q.id().to_string());
+                }
+            }
+            manager_result::ResultType::ResetTerminated(true)
+        }
+        ManagerCommand::AddListener(_)
+        | ManagerCommand::RemoveListener(_)
+        | ManagerCommand::ListListeners(_) => {
+            return Err(ConnectError::not_supported(
+                "server-side StreamingQueryListeners (pyspark-client 4.2 runs Python listeners \
+                 on the client through the listener bus)",
+            ))
+        }
+    };
+    Ok(proto::StreamingQueryManagerCommandResult {
+        result_type: Some(result),
+    })
 }

@@ -42,6 +42,8 @@ pub mod class {
     pub const FILE_NOT_FOUND: &str = "FILE_NOT_FOUND";
     pub const FILE_SINK_RACE: &str = "FILE_SINK_RACE";
     pub const FILE_SINK_WRITE_FAILED: &str = "FILE_SINK_WRITE_FAILED";
+    /// A Python `foreachBatch` function (over Spark Connect) raised; the message has its traceback.
+    pub const FOREACH_BATCH_USER_FUNCTION_ERROR: &str = "FOREACH_BATCH_USER_FUNCTION_ERROR";
     pub const GROUP_EXPRESSION_TYPE_IS_NOT_ORDERABLE: &str =
         "GROUP_EXPRESSION_TYPE_IS_NOT_ORDERABLE";
     pub const GROUP_FUNCTION_OUTPUT: &str = "GROUP_FUNCTION_OUTPUT";
@@ -81,6 +83,7 @@ pub mod class {
     pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "NUMERIC_VALUE_OUT_OF_RANGE";
     pub const PARQUET_COLUMN_DATA_TYPE_MISMATCH: &str = "PARQUET_COLUMN_DATA_TYPE_MISMATCH";
     pub const PARSE_SYNTAX_ERROR: &str = "PARSE_SYNTAX_ERROR";
+    pub const PATH_ALREADY_EXISTS: &str = "PATH_ALREADY_EXISTS";
     pub const PATH_NOT_FOUND: &str = "PATH_NOT_FOUND";
     pub const PATH_NOT_SPECIFIED: &str = "PATH_NOT_SPECIFIED";
     pub const PIPELINE_DUPLICATE_NAME: &str = "PIPELINE_DUPLICATE_NAME";

@@ -235,6 +235,18 @@ impl Session {
         }
         self.inner.conf.write_unpoisoned().insert(key, value);
     }
+    /// Removes a conf value set with `set_conf` (Spark's `spark.conf.unset`): the key reads its
+    /// default again.
+    pub fn unset_conf(&self, key: &str) {
+        if key == crate::conf::ANSI_ENABLED {
+            self.set_conf(key, "false");
+        }
+        self.inner.conf.write_unpoisoned().remove(key);
+    }
+    /// The keys set on the builder or with `set_conf`.
+    pub fn conf_keys(&self) -> Vec<String> {
+        self.inner.conf.read_unpoisoned().keys().cloned().collect()
+    }
     /// The DataFusion context behind the session (functions, tables).
     pub fn context(&self) -> &SessionContext {
         &self.inner.ctx

@@ -90,7 +90,7 @@ pub fn parse_ddl_schema(ddl: &str) -> Result<SchemaRef> {
 
 /// Spark's `DataType.simpleString` of an Arrow type as Sluice maps types (one timestamp type,
 /// `timestamp`; `Interval(MonthDayNano)` is Spark's calendar `interval`).
-pub(crate) fn spark_simple_string(dt: &DataType) -> String {
+pub fn spark_simple_string(dt: &DataType) -> String {
     match dt {
         DataType::Null => "void".into(),
         DataType::Boolean => "boolean".into(),

@@ -837,6 +837,8 @@ fn entry_path(uri: &str, base: &Path) -> PathBuf {
 
 mod read;
 pub use read::{committed_files, read_sink_output, read_sink_output_with_options};
+mod save;
+pub use save::{save_files, SaveMode};
 
 #[cfg(test)]
 mod tests;

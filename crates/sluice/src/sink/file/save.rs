@@ -1,0 +1,145 @@
+//! Batch writes of files (Spark's `DataFrameWriter.save(path)`: `df.write.parquet(..)`,
+//! `.json(..)`, `.csv(..)`), in the same formats and file names as the streaming file sink but
+//! without a `_spark_metadata` manifest: a batch write is one job, marked done by `_SUCCESS`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::{check_csv_columns, write_data_file, FileFormat, FileOptions};
+use crate::error::{class, Fault, Result, SluiceError};
+use crate::types::BatchData;
+
+/// What a batch write does when the path exists (Spark's `SaveMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaveMode {
+    /// Adds files next to the existing ones.
+    Append,
+    /// Replaces the directory's contents.
+    Overwrite,
+    /// Fails when the path exists (Spark's default).
+    ErrorIfExists,
+    /// Writes nothing when the path exists.
+    Ignore,
+}
+
+/// Writes `data` under `path` as `format` files (one per non-empty partition) and `_SUCCESS`.
+/// Returns the data files written.
+pub fn save_files(
+    path: &Path,
+    format: &str,
+    options: &std::collections::HashMap<String, String>,
+    mode: SaveMode,
+    data: &BatchData,
+) -> Result<Vec<PathBuf>> {
+    let format = FileFormat::parse(format)?;
+    let file_options = FileOptions::parse(format, options)?;
+    if format == FileFormat::Csv {
+        check_csv_columns(&data.schema)?;
+    }
+    if path.exists() {
+        match mode {
+            SaveMode::ErrorIfExists => {
+                return Err(SluiceError::query(
+                    class::PATH_ALREADY_EXISTS,
+                    format!(
+                        "Path {} already exists. Set mode as \"overwrite\" \
+                         to overwrite the existing path.",
+                        path.display()
+                    ),
+                ))
+            }
+            SaveMode::Ignore => return Ok(Vec::new()),
+            SaveMode::Overwrite => {
+                let remove = if path.is_dir() {
+                    fs::remove_dir_all(path)
+                } else {
+                    fs::remove_file(path)
+                };
+                remove.map_err(|e| {
+                    SluiceError::io(Fault::Connector, format!("overwriting {}", path.display()), e)
+                })?;
+            }
+            SaveMode::Append => {}
+        }
+    }
+    fs::create_dir_all(path).map_err(|e| {
+        SluiceError::io(Fault::Connector, format!("creating {}", path.display()), e)
+    })?;
+    let job = uuid::Uuid::new_v4();
+    let mut written = Vec::new();
+    for (i, part) in data.partitions.iter().enumerate() {
+        if part.iter().all(|b| b.num_rows() == 0) {
+            continue;
+        }
+        let file = path.join(format!("part-{i:05}-{job}-c000.{}", file_options.extension()));
+        write_data_file(&file, &file_options, &data.schema, part)?;
+        written.push(file);
+    }
+    let success = path.join("_SUCCESS");
+    fs::write(&success, b"").map_err(|e| {
+        SluiceError::io(Fault::Connector, format!("writing {}", success.display()), e)
+    })?;
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    fn data(values: &[i64]) -> BatchData {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int64Array::from(values.to_vec()))],
+        )
+        .unwrap();
+        BatchData {
+            schema,
+            partitions: vec![vec![batch]],
+        }
+    }
+
+    fn data_files(dir: &Path) -> usize {
+        fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().starts_with("part-")
+            })
+            .count()
+    }
+
+    #[test]
+    fn save_modes_behave_as_sparks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        let opts = HashMap::new();
+        save_files(&out, "json", &opts, SaveMode::ErrorIfExists, &data(&[1, 2])).unwrap();
+        assert!(out.join("_SUCCESS").exists());
+        assert_eq!(data_files(&out), 1);
+        let err = save_files(&out, "json", &opts, SaveMode::ErrorIfExists, &data(&[3]))
+            .unwrap_err();
+        assert!(err.is(class::PATH_ALREADY_EXISTS), "{err}");
+        save_files(&out, "json", &opts, SaveMode::Append, &data(&[3])).unwrap();
+        assert_eq!(data_files(&out), 2);
+        assert!(save_files(&out, "json", &opts, SaveMode::Ignore, &data(&[4]))
+            .unwrap()
+            .is_empty());
+        assert_eq!(data_files(&out), 2);
+        save_files(&out, "json", &opts, SaveMode::Overwrite, &data(&[5])).unwrap();
+        assert_eq!(data_files(&out), 1);
+        let text: String = fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| fs::read_to_string(p).unwrap())
+            .collect();
+        assert_eq!(text, "{\"id\":5}\n");
+    }
+}
