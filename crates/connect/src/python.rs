@@ -41,6 +41,7 @@ pub use listener::{
     bus_event, query_idle_event_json, query_progress_event_json, query_started_event_json,
     query_terminated_event_json, ListenerEventKind, ListenerWorker,
 };
+pub use worker::WorkerInterrupt;
 
 /// Which of the worker's output streams a forwarded line came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +94,11 @@ impl PythonConfig {
     pub fn from_env(python: Option<String>, connect_url: String) -> Self {
         let python = python
             .filter(|p| !p.is_empty())
-            .or_else(|| std::env::var("PYSPARK_PYTHON").ok().filter(|p| !p.is_empty()))
+            .or_else(|| {
+                std::env::var("PYSPARK_PYTHON")
+                    .ok()
+                    .filter(|p| !p.is_empty())
+            })
             .unwrap_or_else(|| "python3".to_string());
         Self {
             python,

@@ -23,7 +23,7 @@ use sluice::BatchData;
 use crate::error::{ConnectError, Result};
 use crate::proto;
 
-use super::worker::{handshake, Frame, Launch, Worker};
+use super::worker::{handshake, Frame, Launch, Worker, WorkerInterrupt};
 use super::PythonConfig;
 
 /// Sluice's driver script for a `foreach` writer.
@@ -80,11 +80,18 @@ pub struct ForeachWriterWorker {
 
 impl std::fmt::Debug for ForeachWriterWorker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ForeachWriterWorker").finish_non_exhaustive()
+        f.debug_struct("ForeachWriterWorker")
+            .finish_non_exhaustive()
     }
 }
 
 impl ForeachWriterWorker {
+    /// A handle that kills this worker from another thread (`query.stop()` while a call
+    /// blocks): the blocked call then returns an error saying the query was stopped.
+    pub fn interrupter(&self) -> WorkerInterrupt {
+        self.worker.interrupter()
+    }
+
     /// Starts the worker with the pickled writer
     /// (`WriteStreamOperationStart.foreach_writer.python_function`).
     pub fn start(config: &PythonConfig, function: &proto::PythonUdf) -> Result<Self> {

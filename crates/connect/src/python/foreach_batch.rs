@@ -12,11 +12,12 @@
 use crate::error::Result;
 use crate::proto;
 
-use super::worker::{handshake, Frame, Launch, Worker};
+use super::worker::{handshake, Frame, Launch, Worker, WorkerInterrupt};
 use super::PythonConfig;
 
 /// The worker module the client ships for `foreachBatch`.
-pub(super) const FOREACH_BATCH_MODULE: &str = "pyspark.sql.connect.streaming.worker.foreach_batch_worker";
+pub(super) const FOREACH_BATCH_MODULE: &str =
+    "pyspark.sql.connect.streaming.worker.foreach_batch_worker";
 
 /// A running `foreachBatch` worker: one per streaming query, for the query's lifetime. Dropping
 /// it closes the socket and kills and reaps the process.
@@ -31,12 +32,22 @@ impl std::fmt::Debug for ForeachBatchWorker {
 }
 
 impl ForeachBatchWorker {
+    /// A handle that kills this worker from another thread (`query.stop()` while a call
+    /// blocks): the blocked call then returns an error saying the query was stopped.
+    pub fn interrupter(&self) -> WorkerInterrupt {
+        self.worker.interrupter()
+    }
+
     /// Starts the worker (`python -m pyspark.sql.connect.streaming.worker.foreach_batch_worker`)
     /// for the client session `session_id` and hands it the pickled `function`
     /// (`WriteStreamOperationStart.foreach_batch.python_function`). Errors: the interpreter or
     /// pyspark-client missing, no connection within the timeout, a Python version mismatch
     /// (`PYTHON_VERSION_MISMATCH` with the worker's message), the function failing to unpickle.
-    pub fn start(config: &PythonConfig, session_id: &str, function: &proto::PythonUdf) -> Result<Self> {
+    pub fn start(
+        config: &PythonConfig,
+        session_id: &str,
+        function: &proto::PythonUdf,
+    ) -> Result<Self> {
         let launch = Launch::Module(FOREACH_BATCH_MODULE);
         let mut worker = Worker::spawn(config, "foreachBatch", launch)?;
         let rest = Frame::default().utf(session_id)?.bytes(&function.command)?;
@@ -51,7 +62,8 @@ impl ForeachBatchWorker {
     /// stderr lines.
     pub fn call(&mut self, df_id: &str, batch_id: i64) -> Result<()> {
         let frame = Frame::default().utf(df_id)?.long(batch_id);
-        self.worker.request(&frame.0, &format!("batch {batch_id}"), None)
+        self.worker
+            .request(&frame.0, &format!("batch {batch_id}"), None)
     }
 
     /// The interpreter the worker runs on.

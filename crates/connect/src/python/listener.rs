@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use crate::error::{ConnectError, Result};
 use crate::proto;
 
-use super::worker::{handshake, Frame, Launch, Worker};
+use super::worker::{handshake, Frame, Launch, Worker, WorkerInterrupt};
 use super::PythonConfig;
 
 /// The worker module the client ships for server-side listeners.
@@ -72,9 +72,19 @@ impl std::fmt::Debug for ListenerWorker {
 }
 
 impl ListenerWorker {
+    /// A handle that kills this worker from another thread (`query.stop()` while a call
+    /// blocks): the blocked call then returns an error saying the query was stopped.
+    pub fn interrupter(&self) -> WorkerInterrupt {
+        self.worker.interrupter()
+    }
+
     /// Starts the listener worker for session `session_id` with the pickled listener
     /// (`StreamingQueryListenerCommand.python_listener_payload`).
-    pub fn start(config: &PythonConfig, session_id: &str, listener: &proto::PythonUdf) -> Result<Self> {
+    pub fn start(
+        config: &PythonConfig,
+        session_id: &str,
+        listener: &proto::PythonUdf,
+    ) -> Result<Self> {
         let launch = Launch::Module(LISTENER_MODULE);
         let mut worker = Worker::spawn(config, "streaming query listener", launch)?;
         let rest = Frame::default().utf(session_id)?.bytes(&listener.command)?;
@@ -89,7 +99,9 @@ impl ListenerWorker {
         command: &proto::streaming_query_manager_command::StreamingQueryListenerCommand,
     ) -> Result<Self> {
         let listener = command.python_listener_payload.as_ref().ok_or_else(|| {
-            ConnectError::not_supported("a streaming query listener without a Python payload (a JVM listener)")
+            ConnectError::not_supported(
+                "a streaming query listener without a Python payload (a JVM listener)",
+            )
         })?;
         Self::start(config, session_id, listener)
     }
@@ -120,8 +132,14 @@ impl ListenerWorker {
 }
 
 /// `QueryStartedEvent` JSON; `timestamp` as Spark writes it (`2024-01-01T00:00:00.000Z`).
-pub fn query_started_event_json(id: &str, run_id: &str, name: Option<&str>, timestamp: &str) -> String {
-    json!({"id": id, "runId": run_id, "name": name, "timestamp": timestamp, "jobTags": []}).to_string()
+pub fn query_started_event_json(
+    id: &str,
+    run_id: &str,
+    name: Option<&str>,
+    timestamp: &str,
+) -> String {
+    json!({"id": id, "runId": run_id, "name": name, "timestamp": timestamp, "jobTags": []})
+        .to_string()
 }
 
 /// `QueryProgressEvent` JSON around a `StreamingQueryProgress` JSON (as `lastProgress`).
@@ -155,7 +173,10 @@ pub fn query_terminated_event_json(
 
 /// An event for the client-side listener bus (`StreamingQueryListenerEventsResult.events`);
 /// `None` for [`ListenerEventKind::Started`], which goes in the start result instead.
-pub fn bus_event(kind: ListenerEventKind, json: String) -> Option<proto::StreamingQueryListenerEvent> {
+pub fn bus_event(
+    kind: ListenerEventKind,
+    json: String,
+) -> Option<proto::StreamingQueryListenerEvent> {
     let event_type = match kind {
         ListenerEventKind::Started => return None,
         ListenerEventKind::Progress => proto::StreamingQueryEventType::QueryProgressEvent,

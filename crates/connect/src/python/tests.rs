@@ -23,7 +23,11 @@ fn test_python(test: &str) -> Option<String> {
         return None;
     };
     let path = PathBuf::from(path);
-    let python = if path.is_dir() { path.join("bin/python") } else { path };
+    let python = if path.is_dir() {
+        path.join("bin/python")
+    } else {
+        path
+    };
     assert!(
         python.exists(),
         "SLUICE_TEST_PYTHON names {}, which does not exist",
@@ -32,8 +36,11 @@ fn test_python(test: &str) -> Option<String> {
     Some(python.to_string_lossy().into_owned())
 }
 
+/// The lines a test sink kept.
+type Lines = Arc<Mutex<Vec<(OutputStream, String)>>>;
+
 /// A sink that keeps the lines.
-fn line_sink() -> (LineSink, Arc<Mutex<Vec<(OutputStream, String)>>>) {
+fn line_sink() -> (LineSink, Lines) {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let keep = lines.clone();
     let sink: LineSink = Arc::new(move |stream, line| {
@@ -82,7 +89,11 @@ print(json.dumps({"command": command.hex(), "python_ver": ver}))
         .arg(&user)
         .output()
         .unwrap();
-    assert!(out.status.success(), "pickling failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "pickling failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let json: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     let hex = json["command"].as_str().unwrap();
@@ -98,7 +109,10 @@ print(json.dumps({"command": command.hex(), "python_ver": ver}))
 }
 
 /// Waits (up to 10 s) until a line matching `pred` arrived.
-fn wait_line(lines: &Mutex<Vec<(OutputStream, String)>>, pred: impl Fn(OutputStream, &str) -> bool) -> bool {
+fn wait_line(
+    lines: &Mutex<Vec<(OutputStream, String)>>,
+    pred: impl Fn(OutputStream, &str) -> bool,
+) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if lines.lock().unwrap().iter().any(|(s, l)| pred(*s, l)) {
@@ -138,8 +152,10 @@ fn foreach_batch_runs_the_real_worker_per_batch_and_forwards_prints() {
         std::fs::read_to_string(&out).unwrap(),
         "0 df-0 int\n1 df-1 int\n2 df-2 int\n"
     );
-    assert!(wait_line(&lines, |s, l| s == OutputStream::Stdout && l == "user print 2"));
-    assert!(wait_line(&lines, |s, l| s == OutputStream::Stderr && l == "user warning 1"));
+    assert!(wait_line(&lines, |s, l| s == OutputStream::Stdout
+        && l == "user print 2"));
+    assert!(wait_line(&lines, |s, l| s == OutputStream::Stderr
+        && l == "user warning 1"));
     // The worker's own log lines name the session it attached to.
     assert!(wait_line(&lines, |_, l| l.contains(SESSION)));
     drop(worker);
@@ -159,11 +175,22 @@ fn foreach_batch_exception_is_an_error_with_the_traceback() {
     let mut worker = ForeachBatchWorker::start(&config(&python, sink), SESSION, &function).unwrap();
     worker.call("a", 0).unwrap();
     let err = worker.call("b", 1).unwrap_err();
-    assert_eq!(err.java_class, "org.apache.spark.api.python.PythonException");
+    assert_eq!(
+        err.java_class,
+        "org.apache.spark.api.python.PythonException"
+    );
     assert_eq!(err.error_class, "PYTHON_EXCEPTION");
-    assert!(err.message.contains("Traceback (most recent call last)"), "{}", err.message);
+    assert!(
+        err.message.contains("Traceback (most recent call last)"),
+        "{}",
+        err.message
+    );
     assert!(err.message.contains("in helper"), "{}", err.message);
-    assert!(err.message.contains("ValueError: boom in batch 1"), "{}", err.message);
+    assert!(
+        err.message.contains("ValueError: boom in batch 1"),
+        "{}",
+        err.message
+    );
     // The worker exits after an exception (as Spark's): a further call says so, no hang.
     let err = worker.call("c", 2).unwrap_err();
     assert!(err.message.contains("exit"), "{}", err.message);
@@ -194,12 +221,21 @@ fn python_version_mismatch_surfaces_the_workers_message() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut function = pickle(&python, dir.path(), "foreachBatch", "def func(df, b):\n    pass\n");
+    let mut function = pickle(
+        &python,
+        dir.path(),
+        "foreachBatch",
+        "def func(df, b):\n    pass\n",
+    );
     function.python_ver = "2.7".into();
     let (sink, _) = line_sink();
     let err = ForeachBatchWorker::start(&config(&python, sink), SESSION, &function).unwrap_err();
     assert_eq!(err.error_class, "PYTHON_VERSION_MISMATCH");
-    assert!(err.message.contains("PYTHON_VERSION_MISMATCH"), "{}", err.message);
+    assert!(
+        err.message.contains("PYTHON_VERSION_MISMATCH"),
+        "{}",
+        err.message
+    );
     assert!(err.message.contains("2.7"), "{}", err.message);
 }
 
@@ -209,8 +245,17 @@ fn missing_interpreter_is_a_clear_error() {
     let function = proto::PythonUdf::default();
     let config = config("/nonexistent/bin/python3", sink);
     let err = ForeachBatchWorker::start(&config, SESSION, &function).unwrap_err();
-    assert!(err.message.contains("`/nonexistent/bin/python3` was not found"), "{}", err.message);
-    assert!(err.message.contains("pip install pyspark-client==4.2.0"), "{}", err.message);
+    assert!(
+        err.message
+            .contains("`/nonexistent/bin/python3` was not found"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("pip install pyspark-client==4.2.0"),
+        "{}",
+        err.message
+    );
     assert!(err.message.contains("PYSPARK_PYTHON"), "{}", err.message);
 }
 
@@ -229,11 +274,27 @@ fn missing_pyspark_module_is_a_clear_error() {
     // python3 without site-packages: the worker module cannot be found.
     let python = fake_python(dir.path(), "exec python3 -S \"$@\"");
     let (sink, _) = line_sink();
-    let err = ForeachBatchWorker::start(&config(&python, sink), SESSION, &proto::PythonUdf::default())
-        .unwrap_err();
-    assert!(err.message.contains("before it connected"), "{}", err.message);
-    assert!(err.message.contains("No module named 'pyspark'"), "{}", err.message);
-    assert!(err.message.contains("-m pip install pyspark-client==4.2.0"), "{}", err.message);
+    let err = ForeachBatchWorker::start(
+        &config(&python, sink),
+        SESSION,
+        &proto::PythonUdf::default(),
+    )
+    .unwrap_err();
+    assert!(
+        err.message.contains("before it connected"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("No module named 'pyspark'"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("-m pip install pyspark-client==4.2.0"),
+        "{}",
+        err.message
+    );
 }
 
 #[test]
@@ -244,9 +305,15 @@ fn a_worker_that_never_connects_times_out() {
     let mut config = config(&python, sink);
     config.connect_timeout = Duration::from_secs(1);
     let started = Instant::now();
-    let err = ForeachBatchWorker::start(&config, SESSION, &proto::PythonUdf::default()).unwrap_err();
+    let err =
+        ForeachBatchWorker::start(&config, SESSION, &proto::PythonUdf::default()).unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(10));
-    assert!(err.message.contains("did not connect to the server within 1 s"), "{}", err.message);
+    assert!(
+        err.message
+            .contains("did not connect to the server within 1 s"),
+        "{}",
+        err.message
+    );
     assert!(err.message.contains("--python"), "{}", err.message);
     assert!(wait_line(&lines, |s, l| s == OutputStream::Stderr && l == "starting"));
 }
@@ -257,7 +324,10 @@ fn for_user_adds_the_user_id_once() {
     assert_eq!(config.python, "py");
     let alice = config.for_user("alice");
     assert_eq!(alice.connect_url, "sc://127.0.0.1:15002/;user_id=alice");
-    assert_eq!(alice.for_user("bob").connect_url, "sc://127.0.0.1:15002/;user_id=bob");
+    assert_eq!(
+        alice.for_user("bob").connect_url,
+        "sc://127.0.0.1:15002/;user_id=bob"
+    );
     assert_eq!(worker_url("sc://127.0.0.1:15002"), "sc://127.0.0.1:15002/");
     assert_eq!(worker_url("sc://h:1/;user_id=a"), "sc://h:1/;user_id=a");
     assert_eq!(worker_url("sc://h:1;token=t"), "sc://h:1/;token=t");
@@ -289,20 +359,38 @@ fn listener_worker_receives_every_event_kind() {
         python_listener_payload: Some(listener),
         ..Default::default()
     };
-    let mut worker = ListenerWorker::from_command(&config(&python, sink), SESSION, &command).unwrap();
+    let mut worker =
+        ListenerWorker::from_command(&config(&python, sink), SESSION, &command).unwrap();
     let id = "1f0b7a3e-5d4c-4b1a-9e8f-2a3b4c5d6e7f";
     let run = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
     let ts = "2026-12-01T19:00:00.000Z";
-    worker.on_query_started(&query_started_event_json(id, run, Some("q"), ts)).unwrap();
-    worker.on_query_progress(&query_progress_event_json(PROGRESS).unwrap()).unwrap();
-    worker.on_query_idle(&query_idle_event_json(id, run, ts)).unwrap();
+    worker
+        .on_query_started(&query_started_event_json(id, run, Some("q"), ts))
+        .unwrap();
+    worker
+        .on_query_progress(&query_progress_event_json(PROGRESS).unwrap())
+        .unwrap();
+    worker
+        .on_query_idle(&query_idle_event_json(id, run, ts))
+        .unwrap();
     let poison = query_terminated_event_json(id, run, Some("poison"), None);
     let err = worker.on_query_terminated(&poison).unwrap_err();
-    assert!(err.message.contains("RuntimeError: listener failed"), "{}", err.message);
+    assert!(
+        err.message.contains("RuntimeError: listener failed"),
+        "{}",
+        err.message
+    );
     // The listener worker survives an exception in the listener.
-    worker.on_query_terminated(&query_terminated_event_json(id, run, None, None)).unwrap();
     worker
-        .on_query_terminated(&query_terminated_event_json(id, run, Some("boom"), Some("DIVIDE_BY_ZERO")))
+        .on_query_terminated(&query_terminated_event_json(id, run, None, None))
+        .unwrap();
+    worker
+        .on_query_terminated(&query_terminated_event_json(
+            id,
+            run,
+            Some("boom"),
+            Some("DIVIDE_BY_ZERO"),
+        ))
         .unwrap();
     assert_eq!(
         std::fs::read_to_string(&out).unwrap(),
@@ -316,9 +404,15 @@ fn listener_worker_receives_every_event_kind() {
 #[test]
 fn bus_events_use_the_bus_numbering() {
     let e = bus_event(ListenerEventKind::Idle, "{}".into()).unwrap();
-    assert_eq!(e.event_type, proto::StreamingQueryEventType::QueryIdleEvent as i32);
+    assert_eq!(
+        e.event_type,
+        proto::StreamingQueryEventType::QueryIdleEvent as i32
+    );
     let e = bus_event(ListenerEventKind::Terminated, "{}".into()).unwrap();
-    assert_eq!(e.event_type, proto::StreamingQueryEventType::QueryTerminatedEvent as i32);
+    assert_eq!(
+        e.event_type,
+        proto::StreamingQueryEventType::QueryTerminatedEvent as i32
+    );
     assert!(bus_event(ListenerEventKind::Started, "{}".into()).is_none());
     let started: serde_json::Value =
         serde_json::from_str(&query_started_event_json("a", "b", None, "t")).unwrap();
@@ -336,14 +430,20 @@ fn batch_data() -> sluice::BatchData {
     let batch = |k: Vec<Option<&str>>, n: Vec<i64>| {
         arrow::array::RecordBatch::try_new(
             schema.clone(),
-            vec![Arc::new(StringViewArray::from(k)), Arc::new(Int64Array::from(n))],
+            vec![
+                Arc::new(StringViewArray::from(k)),
+                Arc::new(Int64Array::from(n)),
+            ],
         )
         .unwrap()
     };
     sluice::BatchData {
         schema: schema.clone(),
         partitions: vec![
-            vec![batch(vec![Some("a"), None], vec![1, 2]), batch(vec![Some("c")], vec![3])],
+            vec![
+                batch(vec![Some("a"), None], vec![1, 2]),
+                batch(vec![Some("c")], vec![3]),
+            ],
             vec![],
         ],
     }
@@ -386,8 +486,14 @@ fn foreach_writer_object_gets_open_process_close_per_partition() {
     )
     .unwrap();
     let err = worker.call(6, &bad).unwrap_err();
-    assert!(err.message.contains("ValueError: bad row"), "{}", err.message);
-    assert!(std::fs::read_to_string(&out).unwrap().ends_with("open 0 6\nclose ValueError('bad row')\n"));
+    assert!(
+        err.message.contains("ValueError: bad row"),
+        "{}",
+        err.message
+    );
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .ends_with("open 0 6\nclose ValueError('bad row')\n"));
     // The writer worker stays usable for the next batch.
     worker.call(7, &batch_data()).unwrap();
 }
@@ -405,4 +511,31 @@ fn foreach_plain_function_is_called_per_row() {
     let mut worker = ForeachWriterWorker::start(&config(&python, sink), &function).unwrap();
     worker.call(0, &batch_data()).unwrap();
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "1\n2\n3\n");
+}
+
+#[test]
+fn interrupting_a_wedged_function_ends_the_call() {
+    let Some(python) = test_python("interrupting_a_wedged_function_ends_the_call") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let source =
+        "import time\nKEEP = []\ndef func(df, b):\n    KEEP.append(df)\n    time.sleep(600)\n";
+    let function = pickle(&python, dir.path(), "foreachBatch", source);
+    let (sink, _) = line_sink();
+    let mut worker = ForeachBatchWorker::start(&config(&python, sink), SESSION, &function).unwrap();
+    let interrupt = worker.interrupter();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        interrupt.interrupt();
+    });
+    let started = Instant::now();
+    let err = worker.call("a", 0).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        err.message.contains("the query was stopped"),
+        "{}",
+        err.message
+    );
+    stopper.join().unwrap();
 }

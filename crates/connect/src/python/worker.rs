@@ -8,7 +8,8 @@ use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{java, ConnectError, Result};
@@ -147,7 +148,8 @@ pub(super) struct Worker {
     /// The command line, for messages.
     command: String,
     python: String,
-    child: Child,
+    child: Arc<Mutex<Child>>,
+    interrupted: Arc<AtomicBool>,
     pid: Option<i32>,
     stream: UnixStream,
     dir: PathBuf,
@@ -159,14 +161,16 @@ pub(super) struct Worker {
 impl Worker {
     /// Starts `python args...` with the worker socket in a fresh directory and waits (up to
     /// `config.connect_timeout`) until it connects and sends its pid.
-    pub(super) fn spawn(
-        config: &PythonConfig,
-        what: &'static str,
-        launch: Launch,
-    ) -> Result<Self> {
+    pub(super) fn spawn(config: &PythonConfig, what: &'static str, launch: Launch) -> Result<Self> {
         let dir = std::env::temp_dir().join(format!("sluice-python-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).map_err(|e| {
-            io_error(format!("cannot create the Python worker's directory {}", dir.display()), e)
+            io_error(
+                format!(
+                    "cannot create the Python worker's directory {}",
+                    dir.display()
+                ),
+                e,
+            )
         })?;
         let mut worker = None;
         let result = Self::spawn_in(config, what, launch, &dir, &mut worker);
@@ -207,7 +211,13 @@ impl Worker {
         };
         let sock_path = dir.join("worker.sock");
         let listener = UnixListener::bind(&sock_path).map_err(|e| {
-            io_error(format!("cannot listen on {} for the Python worker", sock_path.display()), e)
+            io_error(
+                format!(
+                    "cannot listen on {} for the Python worker",
+                    sock_path.display()
+                ),
+                e,
+            )
         })?;
         listener
             .set_nonblocking(true)
@@ -218,7 +228,10 @@ impl Worker {
             .env("PYTHON_WORKER_FACTORY_SOCK_PATH", &sock_path)
             .env_remove("PYTHON_WORKER_FACTORY_SECRET")
             .env_remove("PYTHON_WORKER_FACTORY_PORT")
-            .env("SPARK_CONNECT_LOCAL_URL", super::worker_url(&config.connect_url))
+            .env(
+                "SPARK_CONNECT_LOCAL_URL",
+                super::worker_url(&config.connect_url),
+            )
             .env("SPARK_AUTH_SOCKET_TIMEOUT", "15")
             .env("SPARK_BUFFER_SIZE", "65536")
             .env("PYTHONUNBUFFERED", "YES")
@@ -239,11 +252,21 @@ impl Worker {
         let output = Arc::new(Output::default());
         output.state.lock().unwrap_or_else(|e| e.into_inner()).open = 2;
         match child.stdout.take() {
-            Some(p) => forward(p, OutputStream::Stdout, config.lines.clone(), output.clone()),
+            Some(p) => forward(
+                p,
+                OutputStream::Stdout,
+                config.lines.clone(),
+                output.clone(),
+            ),
             None => output.close_one(),
         }
         match child.stderr.take() {
-            Some(p) => forward(p, OutputStream::Stderr, config.lines.clone(), output.clone()),
+            Some(p) => forward(
+                p,
+                OutputStream::Stderr,
+                config.lines.clone(),
+                output.clone(),
+            ),
             None => output.close_one(),
         }
         *spawned = Some(child);
@@ -253,7 +276,9 @@ impl Worker {
         let stream = loop {
             match listener.accept() {
                 Ok((stream, _)) => break stream,
-                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                Err(e)
+                    if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted =>
+                {
                     if let Ok(Some(status)) = child.try_wait() {
                         let tail = output.tail(Duration::from_secs(2));
                         return Err(python_worker_failed(format!(
@@ -275,7 +300,10 @@ impl Worker {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 Err(e) => {
-                    return Err(io_error("cannot accept the Python worker's connection".into(), e))
+                    return Err(io_error(
+                        "cannot accept the Python worker's connection".into(),
+                        e,
+                    ))
                 }
             }
         };
@@ -288,7 +316,8 @@ impl Worker {
             what,
             command,
             python,
-            child,
+            child: Arc::new(Mutex::new(child)),
+            interrupted: Arc::new(AtomicBool::new(false)),
             pid: None,
             stream,
             dir: dir.to_path_buf(),
@@ -328,7 +357,11 @@ impl Worker {
                 self.what
             )));
         }
-        if let Err(e) = self.stream.write_all(message).and_then(|_| self.stream.flush()) {
+        if let Err(e) = self
+            .stream
+            .write_all(message)
+            .and_then(|_| self.stream.flush())
+        {
             return Err(self.died(during, Some(e)));
         }
         let answer = self.read_i32_until(deadline, during)?;
@@ -364,7 +397,12 @@ impl Worker {
     }
 
     /// Reads exactly `buf`, looking every [`POLL`] whether the worker is still alive.
-    fn read_exact(&mut self, buf: &mut [u8], deadline: Option<Instant>, during: &str) -> Result<()> {
+    fn read_exact(
+        &mut self,
+        buf: &mut [u8],
+        deadline: Option<Instant>,
+        during: &str,
+    ) -> Result<()> {
         let mut done = 0;
         while done < buf.len() {
             match self.stream.read(&mut buf[done..]) {
@@ -376,7 +414,7 @@ impl Worker {
                         ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
                     ) =>
                 {
-                    if let Ok(Some(_)) = self.child.try_wait() {
+                    if self.try_wait().is_some() {
                         return Err(self.died(during, None));
                     }
                     if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -402,14 +440,12 @@ impl Worker {
     fn died(&mut self, during: &str, io: Option<std::io::Error>) -> ConnectError {
         let deadline = Instant::now() + Duration::from_secs(5);
         let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                _ => {
-                    kill(&mut self.child);
-                    break self.child.try_wait().ok().flatten();
+            match self.try_wait() {
+                Some(status) => break Some(status),
+                None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                None => {
+                    self.kill();
+                    break self.try_wait();
                 }
             }
         };
@@ -417,6 +453,14 @@ impl Worker {
         let status = status.map_or_else(|| "an unknown status".to_string(), describe);
         let io = io.map(|e| format!(" ({e})")).unwrap_or_default();
         let pid = self.pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+        if self.interrupted.load(Ordering::SeqCst) {
+            let why = format!("it was stopped during {during} (the query was stopped)");
+            self.broken = Some(why.clone());
+            return python_worker_failed(format!(
+                "the Python {} worker `{}`{pid}: {why}",
+                self.what, self.command
+            ));
+        }
         let why = format!("it exited with {status} during {during}{io}");
         self.broken = Some(why.clone());
         python_worker_failed(format!(
@@ -434,19 +478,51 @@ impl Drop for Worker {
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
         // The worker exits on its own once its socket closed; give it a moment, then kill.
         let deadline = Instant::now() + Duration::from_millis(500);
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                _ => {
-                    kill(&mut self.child);
-                    break;
-                }
+        while self.try_wait().is_none() {
+            if Instant::now() >= deadline {
+                self.kill();
+                break;
             }
+            std::thread::sleep(Duration::from_millis(10));
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Worker {
+    /// The exit status, once the process ended (reaped).
+    fn try_wait(&self) -> Option<ExitStatus> {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        child.try_wait().ok().flatten()
+    }
+    /// Kills and reaps the process.
+    fn kill(&self) {
+        kill(&mut self.child.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+    /// A handle that stops the worker from another thread.
+    pub(super) fn interrupter(&self) -> WorkerInterrupt {
+        WorkerInterrupt {
+            child: Arc::downgrade(&self.child),
+            interrupted: self.interrupted.clone(),
+        }
+    }
+}
+
+/// Stops a worker from another thread (`query.stop()` while the function runs): kills the
+/// process, so the blocked call returns an error saying the query was stopped.
+#[derive(Clone, Debug)]
+pub struct WorkerInterrupt {
+    child: Weak<Mutex<Child>>,
+    interrupted: Arc<AtomicBool>,
+}
+
+impl WorkerInterrupt {
+    /// Kills the worker process (a no-op once the worker is gone).
+    pub fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::SeqCst);
+        if let Some(child) = self.child.upgrade() {
+            let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
+        }
     }
 }
 
@@ -539,5 +615,9 @@ pub(super) fn handshake(
 ) -> Result<()> {
     let mut frame = Frame::default().utf(python_ver)?;
     frame.0.extend_from_slice(&rest.0);
-    worker.request(&frame.0, "start-up", Some(Instant::now() + config.connect_timeout))
+    worker.request(
+        &frame.0,
+        "start-up",
+        Some(Instant::now() + config.connect_timeout),
+    )
 }
