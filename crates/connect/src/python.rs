@@ -23,6 +23,23 @@
 //! default the server's own stdout and stderr, as Spark's driver log shows a `print` inside
 //! `foreachBatch`). A worker that does not connect, dies, or answers nonsense is an error naming
 //! the interpreter, the exit status and its last stderr lines, never a hang or a panic.
+//!
+//! ## Wiring (the streaming service)
+//!
+//! - `foreach_batch.python_function`: [`ForeachBatchWorker::start`] when the query starts
+//!   (`config.for_user(user_id)`, the client's session id), so a missing interpreter fails
+//!   `start()`; the engine's Rust `foreach_batch` closure caches the batch under a fresh id,
+//!   calls [`ForeachBatchWorker::call`] and drops the cache. While `call` blocks, the worker
+//!   talks to the server: it reads the `CachedRemoteRelation`, and when the function returns it
+//!   releases the DataFrame with an `ExecutePlan` of `RemoveCachedRemoteRelationCommand` *before*
+//!   answering, so the gRPC service must serve the session while the query thread waits (no
+//!   session lock held across `call`), and must answer that command (unknown ids included).
+//! - `foreach_writer.python_function`: [`ForeachWriterWorker::start`], and the engine's
+//!   `foreach_batch` closure calls [`ForeachWriterWorker::call`] with the batch's partitions.
+//! - Listeners: pyspark-client 4.2 runs them client-side (`StreamingQueryListenerBusCommand`;
+//!   events from [`bus_event`] and the `query_*_event_json` functions); the `add_listener`
+//!   command of older clients gets a [`ListenerWorker`].
+//! - `query.stop()` while a call blocks: [`WorkerInterrupt::interrupt`] (from `interrupter()`).
 
 mod foreach;
 mod foreach_batch;

@@ -539,3 +539,40 @@ fn interrupting_a_wedged_function_ends_the_call() {
     );
     stopper.join().unwrap();
 }
+
+/// Against a live Spark Connect server (`SLUICE_TEST_CONNECT_URL`, e.g. `sc://127.0.0.1:15002`):
+/// the function's own Spark calls go over the worker's attached session, and the batch
+/// DataFrame's release (`RemoveCachedRemoteRelationCommand`) is answered before the call ends.
+#[test]
+fn foreach_batch_function_uses_spark_over_connect() {
+    let Some(python) = test_python("foreach_batch_function_uses_spark_over_connect") else {
+        return;
+    };
+    let Ok(url) = std::env::var("SLUICE_TEST_CONNECT_URL") else {
+        eprintln!(
+            "SKIPPED foreach_batch_function_uses_spark_over_connect: set SLUICE_TEST_CONNECT_URL"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("counts.txt");
+    let source = format!(
+        "def func(df, batch_id):\n\
+         \x20   n = df.sparkSession.range(batch_id + 2).count()\n\
+         \x20   open({out:?}, 'a').write(f'{{batch_id}} {{n}} {{df.sparkSession.session_id}}\\n')\n"
+    );
+    let function = pickle(&python, dir.path(), "foreachBatch", &source);
+    let (sink, _) = line_sink();
+    let mut config = config(&python, sink);
+    config.connect_url = url;
+    let session = uuid::Uuid::new_v4().to_string();
+    let mut worker = ForeachBatchWorker::start(&config, &session, &function).unwrap();
+    let started = Instant::now();
+    worker.call("not-cached", 0).unwrap();
+    worker.call("not-cached-either", 1).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        format!("0 2 {session}\n1 3 {session}\n")
+    );
+}
