@@ -267,10 +267,12 @@ fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
 #[cfg(not(feature = "connect"))]
 fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
     let _ = args;
-    Err("this sluice was built without the Spark Connect server; build it with \
+    Err(
+        "this sluice was built without the Spark Connect server; build it with \
          `cargo build -p sluice-cli --features connect` (its protobuf build needs protoc: \
          PROTOC=$(scripts/protoc)), or run scripts/connect, which does both"
-        .to_string())
+            .to_string(),
+    )
 }
 
 const DEMO_FILES: [(&str, &str); 3] = [

@@ -44,11 +44,11 @@ pub(crate) fn run(session: &Arc<ConnectSession>, command: &proto::Command) -> Re
         CommandType::WriteStreamOperationStart(op) => Ok(Results::one(
             ResponseType::WriteStreamOperationStartResult(crate::streaming::start(session, op)?),
         )),
-        CommandType::StreamingQueryCommand(cmd) => Ok(Results::one(
-            ResponseType::StreamingQueryCommandResult(crate::streaming::query_command(
-                session, cmd,
-            )?),
-        )),
+        CommandType::StreamingQueryCommand(cmd) => {
+            Ok(Results::one(ResponseType::StreamingQueryCommandResult(
+                crate::streaming::query_command(session, cmd)?,
+            )))
+        }
         CommandType::StreamingQueryManagerCommand(cmd) => Ok(Results::one(
             ResponseType::StreamingQueryManagerCommandResult(crate::streaming::manager_command(
                 session, cmd,
@@ -70,15 +70,21 @@ pub(crate) fn run(session: &Arc<ConnectSession>, command: &proto::Command) -> Re
         CommandType::RegisterFunction(_) => Err(ConnectError::not_supported(
             "Python UDFs (spark.udf.register / @udf); use the built-in functions",
         )),
-        CommandType::RegisterTableFunction(_) => {
-            Err(ConnectError::not_supported("Python table functions (UDTFs)"))
-        }
+        CommandType::RegisterTableFunction(_) => Err(ConnectError::not_supported(
+            "Python table functions (UDTFs)",
+        )),
         CommandType::RegisterDataSource(_) => {
             Err(ConnectError::not_supported("Python data sources"))
         }
-        CommandType::StreamingQueryListenerBusCommand(_) => Err(ConnectError::not_supported(
-            "StreamingQueryListener (the listener bus)",
-        )),
+        CommandType::StreamingQueryListenerBusCommand(bus) => {
+            use proto::streaming_query_listener_bus_command::Command as Bus;
+            match bus.command {
+                Some(Bus::RemoveListenerBusListener(true)) => session.listener_bus.close(),
+                // `add` streams from server.rs; anything else asks for nothing.
+                _ => {}
+            }
+            Ok(Results::none())
+        }
         CommandType::GetResourcesCommand(_) => Ok(Results::one(
             ResponseType::GetResourcesCommandResult(proto::GetResourcesCommandResult {
                 resources: Default::default(),
@@ -140,7 +146,10 @@ fn save(session: &Arc<ConnectSession>, write: &proto::WriteOperation) -> Result<
         Mode::Ignore => SaveMode::Ignore,
         Mode::ErrorIfExists | Mode::Unspecified => SaveMode::ErrorIfExists,
     };
-    let format = write.source.clone().unwrap_or_else(|| "parquet".to_string());
+    let format = write
+        .source
+        .clone()
+        .unwrap_or_else(|| "parquet".to_string());
     let frame = crate::plan::frame(session, input)?;
     if frame.is_streaming() {
         return Err(ConnectError::analysis(
@@ -169,9 +178,17 @@ fn is_query(sql: &str) -> bool {
     // Leading comments and parentheses.
     loop {
         if let Some(rest) = text.strip_prefix("--") {
-            text = rest.split_once('\n').map(|(_, r)| r).unwrap_or("").trim_start();
+            text = rest
+                .split_once('\n')
+                .map(|(_, r)| r)
+                .unwrap_or("")
+                .trim_start();
         } else if let Some(rest) = text.strip_prefix("/*") {
-            text = rest.split_once("*/").map(|(_, r)| r).unwrap_or("").trim_start();
+            text = rest
+                .split_once("*/")
+                .map(|(_, r)| r)
+                .unwrap_or("")
+                .trim_start();
         } else if let Some(rest) = text.strip_prefix('(') {
             text = rest.trim_start();
         } else {
@@ -183,7 +200,10 @@ fn is_query(sql: &str) -> bool {
         .take_while(|c| c.is_ascii_alphabetic())
         .collect::<String>()
         .to_ascii_uppercase();
-    matches!(word.as_str(), "SELECT" | "WITH" | "VALUES" | "FROM" | "TABLE")
+    matches!(
+        word.as_str(),
+        "SELECT" | "WITH" | "VALUES" | "FROM" | "TABLE"
+    )
 }
 
 /// `spark.sql(..)`: a query comes back as a `Sql` relation the client builds on; a command

@@ -20,29 +20,56 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("spark.sql.streaming.multipleWatermarkPolicy", "min"),
     ("spark.sql.streaming.minBatchesToRetain", "100"),
     ("spark.sql.streaming.stateStore.minDeltasForSnapshot", "10"),
-    ("spark.sql.streaming.statefulOperator.checkCorrectness.enabled", "true"),
+    (
+        "spark.sql.streaming.statefulOperator.checkCorrectness.enabled",
+        "true",
+    ),
     ("spark.sql.parser.escapedStringLiterals", "false"),
     ("spark.sql.sources.default", "parquet"),
     // The client compresses plans above this size unless told not to (-1): Sluice reads
     // uncompressed plans.
     ("spark.connect.session.planCompression.threshold", "-1"),
-    ("spark.connect.session.planCompression.defaultAlgorithm", "NONE"),
-    ("spark.sql.execution.arrow.pyspark.selfDestruct.enabled", "false"),
-    ("spark.sql.execution.pandas.convertToArrowArraySafely", "false"),
+    (
+        "spark.connect.session.planCompression.defaultAlgorithm",
+        "NONE",
+    ),
+    (
+        "spark.sql.execution.arrow.pyspark.selfDestruct.enabled",
+        "false",
+    ),
+    (
+        "spark.sql.execution.pandas.convertToArrowArraySafely",
+        "false",
+    ),
     ("spark.sql.execution.pandas.inferPandasDictAsMap", "false"),
     ("spark.sql.execution.pandas.structHandlingMode", "legacy"),
     ("spark.sql.pyspark.inferNestedDictAsStruct.enabled", "false"),
-    ("spark.sql.pyspark.legacy.inferArrayTypeFromFirstElement.enabled", "false"),
-    ("spark.sql.pyspark.legacy.inferMapTypeFromFirstPair.enabled", "false"),
+    (
+        "spark.sql.pyspark.legacy.inferArrayTypeFromFirstElement.enabled",
+        "false",
+    ),
+    (
+        "spark.sql.pyspark.legacy.inferMapTypeFromFirstPair.enabled",
+        "false",
+    ),
     ("spark.sql.repl.eagerEval.enabled", "false"),
     ("spark.sql.repl.eagerEval.maxNumRows", "20"),
     ("spark.sql.repl.eagerEval.truncate", "20"),
     // Local relations (createDataFrame) are sent inline, never as cached artifacts.
-    ("spark.sql.session.localRelationCacheThreshold", "9223372036854775807"),
+    (
+        "spark.sql.session.localRelationCacheThreshold",
+        "9223372036854775807",
+    ),
     ("spark.sql.session.localRelationChunkSizeBytes", "16777216"),
     ("spark.sql.session.localRelationChunkSizeRows", "10000"),
-    ("spark.sql.session.localRelationBatchOfChunksSizeBytes", "134217728"),
-    ("spark.sql.session.localRelationSizeLimit", "9223372036854775807"),
+    (
+        "spark.sql.session.localRelationBatchOfChunksSizeBytes",
+        "134217728",
+    ),
+    (
+        "spark.sql.session.localRelationSizeLimit",
+        "9223372036854775807",
+    ),
 ];
 
 /// The session's value of `key`: set, else the engine's shuffle partitions, else Spark's

@@ -114,8 +114,92 @@ impl ConnectService {
     fn stream_from(
         responses: Vec<proto::ExecutePlanResponse>,
     ) -> Response<ResponseStream<proto::ExecutePlanResponse>> {
-        Response::new(Box::pin(futures::stream::iter(responses.into_iter().map(Ok))))
+        Response::new(Box::pin(futures::stream::iter(
+            responses.into_iter().map(Ok),
+        )))
     }
+}
+
+/// The ids every response of one execution carries.
+#[derive(Clone)]
+struct ResponseIds {
+    session_id: String,
+    server_side_session_id: String,
+    operation_id: String,
+}
+
+impl ResponseIds {
+    fn response(
+        &self,
+        response_type: Option<ResponseType>,
+        schema: Option<proto::DataType>,
+    ) -> proto::ExecutePlanResponse {
+        proto::ExecutePlanResponse {
+            session_id: self.session_id.clone(),
+            server_side_session_id: self.server_side_session_id.clone(),
+            operation_id: self.operation_id.clone(),
+            response_id: uuid::Uuid::new_v4().to_string(),
+            schema,
+            response_type,
+            ..Default::default()
+        }
+    }
+}
+
+fn is_add_listener_bus(plan: &proto::Plan) -> bool {
+    use proto::streaming_query_listener_bus_command::Command as Bus;
+    matches!(
+        &plan.op_type,
+        Some(proto::plan::OpType::Command(proto::Command {
+            command_type: Some(
+                proto::command::CommandType::StreamingQueryListenerBusCommand(
+                    proto::StreamingQueryListenerBusCommand {
+                        command: Some(Bus::AddListenerBusListener(true))
+                    }
+                )
+            ),
+        }))
+    )
+}
+
+/// The long-lived response of `add_listener_bus_listener`: "added", then the session's query
+/// events as they happen, until the client removes its last listener.
+fn listener_bus_stream(
+    session: &Arc<ConnectSession>,
+    ids: ResponseIds,
+) -> Response<ResponseStream<proto::ExecutePlanResponse>> {
+    use proto::StreamingQueryListenerEventsResult as Events;
+    let rx = session.listener_bus.open(&session.sluice);
+    let added = ids.response(
+        Some(ResponseType::StreamingQueryListenerEventsResult(Events {
+            events: Vec::new(),
+            listener_bus_listener_added: Some(true),
+        })),
+        None,
+    );
+    let (each, last) = (ids.clone(), ids);
+    let events = tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(move |event| {
+        each.response(
+            Some(ResponseType::StreamingQueryListenerEventsResult(Events {
+                events: vec![event],
+                listener_bus_listener_added: None,
+            })),
+            None,
+        )
+    });
+    let complete = futures::stream::once(async move {
+        last.response(
+            Some(ResponseType::ResultComplete(
+                proto::execute_plan_response::ResultComplete {},
+            )),
+            None,
+        )
+    });
+    let stream = futures::stream::once(async move { added })
+        .chain(events)
+        .chain(complete)
+        .map(Ok);
+    Response::new(Box::pin(stream))
 }
 
 /// Runs blocking engine work off the async runtime (Sluice's API is blocking).
@@ -155,7 +239,10 @@ fn execute(session: &Arc<ConnectSession>, plan: &proto::Plan) -> Result<Results>
 }
 
 /// A relation's rows as Arrow batches (`collect`, `show`, `toPandas`, `count`, ...).
-pub(crate) fn collect(session: &Arc<ConnectSession>, relation: &proto::Relation) -> Result<Results> {
+pub(crate) fn collect(
+    session: &Arc<ConnectSession>,
+    relation: &proto::Relation,
+) -> Result<Results> {
     let frame = crate::plan::frame(session, relation)?;
     let schema = frame.schema();
     let batches = frame.collect()?;
@@ -166,28 +253,28 @@ pub(crate) fn collect(session: &Arc<ConnectSession>, relation: &proto::Relation)
     let mut offset = 0i64;
     for batch in batches.iter().filter(|b| b.num_rows() > 0) {
         let rows = batch.num_rows() as i64;
-        results
-            .items
-            .push(ResponseType::ArrowBatch(proto::execute_plan_response::ArrowBatch {
+        results.items.push(ResponseType::ArrowBatch(
+            proto::execute_plan_response::ArrowBatch {
                 row_count: rows,
                 data: crate::ipc::write_batch(batch)?.into(),
                 start_offset: Some(offset),
                 chunk_index: None,
                 num_chunks_in_batch: None,
-            }));
+            },
+        ));
         offset += rows;
     }
     if results.items.is_empty() {
         // An empty result still carries its schema, so toPandas/toArrow know the columns.
-        results
-            .items
-            .push(ResponseType::ArrowBatch(proto::execute_plan_response::ArrowBatch {
+        results.items.push(ResponseType::ArrowBatch(
+            proto::execute_plan_response::ArrowBatch {
                 row_count: 0,
                 data: crate::ipc::write_schema(&schema)?.into(),
                 start_offset: Some(0),
                 chunk_index: None,
                 num_chunks_in_batch: None,
-            }));
+            },
+        ));
     }
     Ok(results)
 }
@@ -227,10 +314,7 @@ fn analyze(
             )?),
         }),
         A::Explain(e) => r::Result::Explain(r::Explain {
-            explain_string: format!(
-                "== Physical Plan ==\n{}",
-                frame_of(&e.plan)?.explain()
-            ),
+            explain_string: format!("== Physical Plan ==\n{}", frame_of(&e.plan)?.explain()),
         }),
         A::TreeString(t) => r::Result::TreeString(r::TreeString {
             tree_string: tree_string(&frame_of(&t.plan)?.schema()),
@@ -369,18 +453,18 @@ impl SparkConnectService for ConnectService {
             .plan
             .ok_or_else(|| ConnectError::illegal_argument("ExecutePlan without a plan"))
             .map_err(ConnectError::into_status)?;
+        let ids = ResponseIds {
+            session_id: session.session_id.clone(),
+            server_side_session_id: session.server_side_session_id.clone(),
+            operation_id: operation_id.clone(),
+        };
+        if is_add_listener_bus(&plan) {
+            return Ok(listener_bus_stream(&session, ids));
+        }
         let s = session.clone();
         let results = blocking(move || execute(&s, &plan)).await?;
         let response = |response_type: Option<ResponseType>, schema: Option<proto::DataType>| {
-            proto::ExecutePlanResponse {
-                session_id: session.session_id.clone(),
-                server_side_session_id: session.server_side_session_id.clone(),
-                operation_id: operation_id.clone(),
-                response_id: uuid::Uuid::new_v4().to_string(),
-                schema,
-                response_type,
-                ..Default::default()
-            }
+            ids.response(response_type, schema)
         };
         let mut responses = Vec::new();
         if let Some(schema) = results.schema {

@@ -37,6 +37,8 @@ pub struct ConnectSession {
     pub queries: Queries,
     /// Settings from the server's command line.
     pub settings: SessionSettings,
+    /// Where query events go while the client listens (`spark.streams.addListener`).
+    pub listener_bus: Arc<crate::listener_bus::ListenerBus>,
     cached: Mutex<HashMap<String, StreamFrame>>,
     artifacts: Mutex<HashMap<String, Vec<u8>>>,
     next_name: AtomicU64,
@@ -67,6 +69,7 @@ impl ConnectSession {
             sluice,
             queries: Queries::default(),
             settings,
+            listener_bus: Arc::default(),
             cached: Mutex::new(HashMap::new()),
             artifacts: Mutex::new(HashMap::new()),
             next_name: AtomicU64::new(0),

@@ -17,7 +17,7 @@ use crate::proto::streaming_query_command_result as query_result;
 use crate::proto::streaming_query_manager_command::Command as ManagerCommand;
 use crate::proto::streaming_query_manager_command_result as manager_result;
 use crate::proto::write_stream_operation_start::{SinkDestination, Trigger as ProtoTrigger};
-use crate::python::{ForeachBatchWorker, PythonConfig};
+use crate::python::{ForeachBatchWorker, ForeachWriterWorker, PythonConfig};
 use crate::session::ConnectSession;
 
 /// The streaming queries of one session (`spark.streams`), by query id.
@@ -68,9 +68,10 @@ pub fn start(
     let frame = crate::plan::frame(session, input)?;
     let mut writer = frame.write_stream();
     if !op.output_mode.is_empty() {
-        let mode: OutputMode = op.output_mode.parse().map_err(|e: SluiceError| {
-            ConnectError::illegal_argument(format!("{}", e.message()))
-        })?;
+        let mode: OutputMode = op
+            .output_mode
+            .parse()
+            .map_err(|e: SluiceError| ConnectError::illegal_argument(format!("{}", e.message())))?;
         writer = writer.output_mode(mode);
     }
     if !op.query_name.is_empty() {
@@ -101,23 +102,10 @@ pub fn start(
         }
         None => {}
     }
-    if op.foreach_writer.is_some() {
-        return Err(ConnectError::not_supported(
-            "a Python foreach writer (use foreachBatch, which Sluice runs in the client's own \
-             Python worker)",
-        ));
-    }
-    if let Some(f) = &op.foreach_batch {
-        let udf = match &f.function {
-            Some(proto::streaming_foreach_function::Function::PythonFunction(udf)) => udf,
-            Some(proto::streaming_foreach_function::Function::ScalaFunction(_)) => {
-                return Err(ConnectError::not_supported(
-                    "a Scala foreachBatch function (Sluice runs Python functions)",
-                ))
-            }
-            None => return Err(ConnectError::illegal_argument("foreachBatch without a function")),
-        };
-        writer = foreach_batch(session, writer, udf)?;
+    if let Some(f) = &op.foreach_writer {
+        writer = foreach_writer(session, writer, python_function(f, "foreach")?)?;
+    } else if let Some(f) = &op.foreach_batch {
+        writer = foreach_batch(session, writer, python_function(f, "foreachBatch")?)?;
     } else {
         writer = writer.format(format);
     }
@@ -125,10 +113,61 @@ pub fn start(
     let result = proto::WriteStreamOperationStartResult {
         query_id: Some(instance_id(&query)),
         name: query.name().unwrap_or_default().to_string(),
-        query_started_event_json: None,
+        query_started_event_json: Some(crate::python::query_started_event_json(
+            query.id(),
+            query.run_id(),
+            query.name(),
+            &sluice::progress::format_timestamp_ms(now_ms()),
+        )),
     };
     session.queries.insert(query);
     Ok(result)
+}
+
+fn python_function<'a>(
+    f: &'a proto::StreamingForeachFunction,
+    what: &str,
+) -> Result<&'a proto::PythonUdf> {
+    match &f.function {
+        Some(proto::streaming_foreach_function::Function::PythonFunction(udf)) => Ok(udf),
+        Some(proto::streaming_foreach_function::Function::ScalaFunction(_)) => Err(
+            ConnectError::not_supported(format!("a Scala {what} function (Sluice runs Python)")),
+        ),
+        None => Err(ConnectError::illegal_argument(format!(
+            "{what} without a function"
+        ))),
+    }
+}
+
+fn python_config(session: &ConnectSession) -> PythonConfig {
+    PythonConfig::from_env(
+        session.settings.python.clone(),
+        session.settings.connect_url.clone(),
+    )
+    .for_user(&session.user_id)
+}
+
+/// The Python `foreach` writer: each batch's partitions go to the worker, which calls the
+/// writer's `open`/`process`/`close` (or the function per row).
+fn foreach_writer(
+    session: &Arc<ConnectSession>,
+    writer: sluice::query::DataStreamWriter,
+    udf: &proto::PythonUdf,
+) -> Result<sluice::query::DataStreamWriter> {
+    let worker = Mutex::new(ForeachWriterWorker::start(&python_config(session), udf)?);
+    Ok(writer.foreach_batch(move |data, batch_id| {
+        lock(&worker).call(batch_id as i64, data).map_err(|e| {
+            SluiceError::new(
+                Fault::Query,
+                class::FOREACH_BATCH_USER_FUNCTION_ERROR,
+                format!(
+                    "An error occurred in the user provided foreach writer (batch {batch_id}). \
+                     Reason: {}",
+                    e.message
+                ),
+            )
+        })
+    }))
 }
 
 /// The Python `foreachBatch`: each batch is materialised once, cached for the worker under a
@@ -138,11 +177,11 @@ fn foreach_batch(
     writer: sluice::query::DataStreamWriter,
     udf: &proto::PythonUdf,
 ) -> Result<sluice::query::DataStreamWriter> {
-    let config = PythonConfig::from_env(
-        session.settings.python.clone(),
-        session.settings.connect_url.clone(),
-    );
-    let worker = Mutex::new(ForeachBatchWorker::start(&config, &session.session_id, udf)?);
+    let worker = Mutex::new(ForeachBatchWorker::start(
+        &python_config(session),
+        &session.session_id,
+        udf,
+    )?);
     let session = Arc::downgrade(session);
     Ok(writer.foreach_batch(move |data, batch_id| {
         let session = session.upgrade().ok_or_else(|| {
@@ -179,7 +218,10 @@ fn foreach_batch(
 fn trigger_of(trigger: &ProtoTrigger) -> Result<Trigger> {
     let interval = |text: &str| -> Result<Duration> {
         let micros = sluice::time_text::parse_interval_micros(text).map_err(|e| {
-            ConnectError::illegal_argument(format!("the trigger interval {text:?}: {}", e.message()))
+            ConnectError::illegal_argument(format!(
+                "the trigger interval {text:?}: {}",
+                e.message()
+            ))
         })?;
         if micros < 0 {
             return Err(ConnectError::illegal_argument(format!(
@@ -197,6 +239,13 @@ fn trigger_of(trigger: &ProtoTrigger) -> Result<Trigger> {
             return Err(ConnectError::not_supported("the real-time trigger"))
         }
     })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 fn instance_id(query: &StreamingQuery) -> proto::StreamingQueryInstanceId {
@@ -313,8 +362,11 @@ pub fn manager_command(
     let queries = &session.queries;
     let result = match command {
         ManagerCommand::Active(_) => {
-            let mut active: Vec<StreamingQuery> =
-                queries.all().into_iter().filter(|q| q.is_active()).collect();
+            let mut active: Vec<StreamingQuery> = queries
+                .all()
+                .into_iter()
+                .filter(|q| q.is_active())
+                .collect();
             active.sort_by(|a, b| a.id().cmp(b.id()));
             manager_result::ResultType::Active(manager_result::ActiveResult {
                 active_queries: active.iter().map(query_instance).collect(),
@@ -325,9 +377,7 @@ pub fn manager_command(
             let query = queries.get(id).ok().filter(|q| q.is_active());
             match query {
                 Some(q) => manager_result::ResultType::Query(query_instance(&q)),
-                None => {
-                    return Ok(proto::StreamingQueryManagerCommandResult { result_type: None })
-                }
+                None => return Ok(proto::StreamingQueryManagerCommandResult { result_type: None }),
             }
         }
         ManagerCommand::AwaitAnyTermination(a) => {

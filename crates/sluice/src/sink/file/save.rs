@@ -56,7 +56,11 @@ pub fn save_files(
                     fs::remove_file(path)
                 };
                 remove.map_err(|e| {
-                    SluiceError::io(Fault::Connector, format!("overwriting {}", path.display()), e)
+                    SluiceError::io(
+                        Fault::Connector,
+                        format!("overwriting {}", path.display()),
+                        e,
+                    )
                 })?;
             }
             SaveMode::Append => {}
@@ -71,13 +75,20 @@ pub fn save_files(
         if part.iter().all(|b| b.num_rows() == 0) {
             continue;
         }
-        let file = path.join(format!("part-{i:05}-{job}-c000.{}", file_options.extension()));
+        let file = path.join(format!(
+            "part-{i:05}-{job}-c000.{}",
+            file_options.extension()
+        ));
         write_data_file(&file, &file_options, &data.schema, part)?;
         written.push(file);
     }
     let success = path.join("_SUCCESS");
     fs::write(&success, b"").map_err(|e| {
-        SluiceError::io(Fault::Connector, format!("writing {}", success.display()), e)
+        SluiceError::io(
+            Fault::Connector,
+            format!("writing {}", success.display()),
+            e,
+        )
     })?;
     Ok(written)
 }
@@ -123,14 +134,16 @@ mod tests {
         save_files(&out, "json", &opts, SaveMode::ErrorIfExists, &data(&[1, 2])).unwrap();
         assert!(out.join("_SUCCESS").exists());
         assert_eq!(data_files(&out), 1);
-        let err = save_files(&out, "json", &opts, SaveMode::ErrorIfExists, &data(&[3]))
-            .unwrap_err();
+        let err =
+            save_files(&out, "json", &opts, SaveMode::ErrorIfExists, &data(&[3])).unwrap_err();
         assert!(err.is(class::PATH_ALREADY_EXISTS), "{err}");
         save_files(&out, "json", &opts, SaveMode::Append, &data(&[3])).unwrap();
         assert_eq!(data_files(&out), 2);
-        assert!(save_files(&out, "json", &opts, SaveMode::Ignore, &data(&[4]))
-            .unwrap()
-            .is_empty());
+        assert!(
+            save_files(&out, "json", &opts, SaveMode::Ignore, &data(&[4]))
+                .unwrap()
+                .is_empty()
+        );
         assert_eq!(data_files(&out), 2);
         save_files(&out, "json", &opts, SaveMode::Overwrite, &data(&[5])).unwrap();
         assert_eq!(data_files(&out), 1);
