@@ -37,4 +37,4 @@ pub mod streaming;
 pub use spark_connect_proto as proto;
 
 pub use error::{ConnectError, Result};
-pub use server::{serve, ServerConfig};
+pub use server::{serve, serve_until, ServerConfig};

@@ -806,6 +806,15 @@ impl SparkConnectService for ConnectService {
 /// after their current batch and the call returns. `on_listening` gets the bound address (the
 /// port when `:0` was asked for).
 pub fn serve(config: ServerConfig, on_listening: impl FnOnce(SocketAddr)) -> Result<()> {
+    serve_until(config, on_listening, shutdown_signal())
+}
+
+/// [`serve`], until `shutdown` resolves (tests, embedding).
+pub fn serve_until(
+    config: ServerConfig,
+    on_listening: impl FnOnce(SocketAddr),
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("sluice-connect")
@@ -839,7 +848,7 @@ pub fn serve(config: ServerConfig, on_listening: impl FnOnce(SocketAddr)) -> Res
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
         let result = tonic::transport::Server::builder()
             .add_service(SparkConnectServer::new(service.clone()))
-            .serve_with_incoming_shutdown(incoming, shutdown_signal())
+            .serve_with_incoming_shutdown(incoming, shutdown)
             .await;
         let stopping = service.clone();
         let _ = tokio::task::spawn_blocking(move || stopping.stop_all_queries()).await;
