@@ -312,6 +312,17 @@ def execute_run(spark, scenario, run, ws, run_index, make_frame=None):
     return exc, calls, progress, committed
 
 
+def num_input_rows(p):
+    """A progress's numInputRows; summed over its sources when the top-level figure is absent
+    (Spark 4.2's Connect server leaves it out of the progress JSON; Spark 3.5 and Sluice have
+    it, and test_seeds checks that it is there)."""
+    if p.get("numInputRows") is not None:
+        return p["numInputRows"]
+    if "numInputRows" in p or not p.get("sources"):
+        return p.get("numInputRows")
+    return sum(s.get("numInputRows", 0) for s in p["sources"])
+
+
 def compare_batches(scenario, expect, calls, progress, committed):
     """None when the run matches `expect`, else the first difference (runner.rs)."""
     seen = {}
@@ -338,9 +349,9 @@ def compare_batches(scenario, expect, calls, progress, committed):
         if n is not None:
             if p is None:
                 return "batch %d: no progress" % bid
-            got = p.get("numInputRows")
+            got = num_input_rows(p)
             alt = want.get("num_input_rows_without_pushdown")
-            if got != n and got != alt:
+            if got != n and (alt is None or got != alt):
                 return "batch %d: numInputRows %s, expected %d%s" % (
                     bid, got, n, "" if alt is None else " (or %d without pushdown)" % alt)
         wm = want.get("watermark")

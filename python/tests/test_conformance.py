@@ -9,6 +9,14 @@ next run resumes on the same checkpoint). The scenarios Sluice's Rust runner fai
 Plus hand-written DataFrame-API versions of a few scenarios' queries (groupBy(window).count(),
 filter/select, a stream-static join, dedup), checked against the same recordings.
 """
+import sys
+
+from pyspark import cloudpickle
+
+# foreachBatch functions and listeners defined here are pickled with their code: the server's
+# Python worker cannot import this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
 import os
 
 import pytest

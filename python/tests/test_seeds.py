@@ -8,6 +8,14 @@ client's. The console sink prints in the server: its batches are read from the s
 Seed 004's relative paths (`data/stream_in`) resolve in the server's working directory, so the
 test runs there.
 """
+import sys
+
+from pyspark import cloudpickle
+
+# foreachBatch functions and listeners defined here are pickled with their code: the server's
+# Python worker cannot import this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
 import json
 import os
 import re
@@ -172,6 +180,8 @@ def in_server_cwd(server):
     d = server.cwd
     subprocess.run(["rm", "-rf", os.path.join(d, "data")], check=True)
     os.chdir(d)
+    # the document's `mkdir -p data/stream_in` (a streaming file source needs its directory)
+    os.makedirs("data/stream_in")
     yield d
     os.chdir(old)
 
