@@ -101,7 +101,9 @@ def startup(server):
             spark = session(server.url)
             assert spark.range(1).collect()[0].id == 0
             return spark, time.monotonic() - t0, server.last_startup_seconds
-        except Exception:  # noqa: BLE001
+        except ImportError:
+            raise
+        except Exception:  # noqa: BLE001 - not answering yet
             if time.monotonic() - t0 > 300:
                 raise
             time.sleep(0.05)
