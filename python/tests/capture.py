@@ -39,8 +39,10 @@ def canon_value(v, dtype=None):
     if isinstance(v, int):
         return v
     if isinstance(v, float):
-        if v != v or v in (float("inf"), float("-inf")):
-            return str(v)
+        if v != v:  # as the Rust runner renders a non-finite float (Rust's f64 text)
+            return "NaN"
+        if v in (float("inf"), float("-inf")):
+            return "inf" if v > 0 else "-inf"
         return v
     if isinstance(v, decimal.Decimal):
         return int(v) if v == v.to_integral_value() else float(v)
