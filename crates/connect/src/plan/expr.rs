@@ -121,7 +121,10 @@ pub(crate) fn sql(scope: &Scope, e: &proto::Expression) -> Result<Sql> {
         }),
         ExprType::UnresolvedStar(s) => star(scope, s.unparsed_target.as_deref(), s.plan_id),
         ExprType::Alias(a) => {
-            let inner = sql(scope, a.expr.as_deref().ok_or_else(|| bad("aliased expression"))?)?;
+            let inner = sql(
+                scope,
+                a.expr.as_deref().ok_or_else(|| bad("aliased expression"))?,
+            )?;
             match a.name.as_slice() {
                 [one] => Ok(Sql {
                     text: inner.text,
@@ -146,20 +149,26 @@ pub(crate) fn sql(scope: &Scope, e: &proto::Expression) -> Result<Sql> {
                 pe::cast::CastToType::Type(t) => super::types::from_proto(t)?,
                 pe::cast::CastToType::TypeStr(s) => super::types::parse_type_text(s)?,
             };
-            let t = super::types::sql_type_name(&t)?;
+            let (text_t, shown_t) = (
+                super::types::sql_type_text(&t)?,
+                super::types::sql_type_name(&t)?,
+            );
             let f = if c.eval_mode == pe::cast::EvalMode::Try as i32 {
                 "TRY_CAST"
             } else {
                 "CAST"
             };
             Ok(Sql::new(
-                format!("{f}({} AS {t})", inner.text),
-                format!("{f}({} AS {t})", inner.shown()),
+                format!("{f}({} AS {text_t})", inner.text),
+                format!("{f}({} AS {shown_t})", inner.shown()),
             ))
         }
         ExprType::SortOrder(s) => sort_order(scope, s),
         ExprType::UnresolvedExtractValue(x) => {
-            let child = sql(scope, x.child.as_deref().ok_or_else(|| bad("extract input"))?)?;
+            let child = sql(
+                scope,
+                x.child.as_deref().ok_or_else(|| bad("extract input"))?,
+            )?;
             let key = x.extraction.as_deref().ok_or_else(|| bad("extraction"))?;
             let k = sql(scope, key)?;
             let is_field = matches!(
@@ -177,8 +186,15 @@ pub(crate) fn sql(scope: &Scope, e: &proto::Expression) -> Result<Sql> {
             Ok(Sql::new(format!("{}[{}]", child.text, k.text), name))
         }
         ExprType::LambdaFunction(l) => {
-            let body = sql(scope, l.function.as_deref().ok_or_else(|| bad("lambda body"))?)?;
-            let vars: Vec<String> = l.arguments.iter().map(|v| variable(&v.name_parts)).collect();
+            let body = sql(
+                scope,
+                l.function.as_deref().ok_or_else(|| bad("lambda body"))?,
+            )?;
+            let vars: Vec<String> = l
+                .arguments
+                .iter()
+                .map(|v| variable(&v.name_parts))
+                .collect();
             let head = if vars.len() == 1 {
                 vars[0].clone()
             } else {
@@ -215,9 +231,9 @@ pub(crate) fn sql(scope: &Scope, e: &proto::Expression) -> Result<Sql> {
         ExprType::TypedAggregateExpression(_) => {
             Err(ConnectError::not_supported("typed aggregate expressions"))
         }
-        ExprType::DirectShufflePartitionId(_) => {
-            Err(ConnectError::not_supported("the DirectShufflePartitionId expression"))
-        }
+        ExprType::DirectShufflePartitionId(_) => Err(ConnectError::not_supported(
+            "the DirectShufflePartitionId expression",
+        )),
         ExprType::Extension(_) => Err(ConnectError::not_supported("expression extensions")),
     }
 }
@@ -284,7 +300,11 @@ fn sort_order(scope: &Scope, s: &pe::SortOrder) -> Result<Sql> {
         _ => !desc,
     };
     let dir = if desc { "DESC" } else { "ASC" };
-    let nulls = if nulls_first { "NULLS FIRST" } else { "NULLS LAST" };
+    let nulls = if nulls_first {
+        "NULLS FIRST"
+    } else {
+        "NULLS LAST"
+    };
     Ok(Sql::new(
         format!("{} {dir} {nulls}", child.text),
         format!("{} {dir} {nulls}", child.shown()),
@@ -293,7 +313,12 @@ fn sort_order(scope: &Scope, s: &pe::SortOrder) -> Result<Sql> {
 
 fn window(scope: &Scope, w: &pe::Window) -> Result<Sql> {
     use pe::window::window_frame::{frame_boundary::Boundary, FrameType};
-    let f = sql(scope, w.window_function.as_deref().ok_or_else(|| bad("window function"))?)?;
+    let f = sql(
+        scope,
+        w.window_function
+            .as_deref()
+            .ok_or_else(|| bad("window function"))?,
+    )?;
     let parts = w
         .partition_spec
         .iter()
@@ -304,7 +329,9 @@ fn window(scope: &Scope, w: &pe::Window) -> Result<Sql> {
         .iter()
         .map(|o| sort_order(scope, o))
         .collect::<Result<Vec<_>>>()?;
-    let boundary = |b: Option<&pe::window::window_frame::FrameBoundary>, lower: bool| -> Result<String> {
+    let boundary = |b: Option<&pe::window::window_frame::FrameBoundary>,
+                    lower: bool|
+     -> Result<String> {
         match b.and_then(|b| b.boundary.as_ref()) {
             None | Some(Boundary::Unbounded(_)) => Ok(if lower {
                 "UNBOUNDED PRECEDING".into()
@@ -385,12 +412,7 @@ const GENERATORS: &[&str] = &[
     "json_tuple",
 ];
 
-fn function(
-    scope: &Scope,
-    name: &str,
-    args: &[proto::Expression],
-    distinct: bool,
-) -> Result<Sql> {
+fn function(scope: &Scope, name: &str, args: &[proto::Expression], distinct: bool) -> Result<Sql> {
     let a = args
         .iter()
         .map(|e| sql(scope, e))
@@ -451,7 +473,10 @@ fn function(
             let vals: Vec<String> = a[1..].iter().map(|v| v.text.clone()).collect();
             let shown: Vec<String> = a[1..].iter().map(|v| v.shown()).collect();
             if vals.is_empty() {
-                return Ok(Sql::new("false".into(), format!("({} IN ())", a[0].shown())));
+                return Ok(Sql::new(
+                    "false".into(),
+                    format!("({} IN ())", a[0].shown()),
+                ));
             }
             return Ok(Sql::new(
                 format!("({} IN ({}))", a[0].text, vals.join(", ")),
@@ -465,11 +490,16 @@ fn function(
                 "rlike" => format!("RLIKE({}, {})", a[0].shown(), a[1].shown()),
                 _ => format!("ilike({}, {})", a[0].shown(), a[1].shown()),
             };
-            return Ok(Sql::new(format!("({} {op} {})", a[0].text, a[1].text), shown));
+            return Ok(Sql::new(
+                format!("({} {op} {})", a[0].text, a[1].text),
+                shown,
+            ));
         }
         "when" => {
             if a.len() < 2 {
-                return Err(ConnectError::illegal_argument("when needs a condition and a value"));
+                return Err(ConnectError::illegal_argument(
+                    "when needs a condition and a value",
+                ));
             }
             let (mut text, mut shown) = ("CASE".to_string(), "CASE".to_string());
             for pair in a.chunks(2) {
@@ -510,7 +540,11 @@ fn function(
                     return call("struct", &a, false);
                 }
                 let field = arg.name.clone().unwrap_or_else(|| format!("col{}", i + 1));
-                inner.push(format!("{}, {}", super::literal::string_sql(&field), arg.text));
+                inner.push(format!(
+                    "{}, {}",
+                    super::literal::string_sql(&field),
+                    arg.text
+                ));
             }
             let shown: Vec<String> = a.iter().map(Sql::shown).collect();
             return Ok(Sql::new(
@@ -534,7 +568,9 @@ fn call(name: &str, a: &[Sql], distinct: bool) -> Result<Sql> {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
         && !name.starts_with(|c: char| c.is_ascii_digit());
     if !valid {
-        return Err(ConnectError::not_supported(format!("the function {name:?}")));
+        return Err(ConnectError::not_supported(format!(
+            "the function {name:?}"
+        )));
     }
     let d = if distinct { "DISTINCT " } else { "" };
     let texts: Vec<String> = a.iter().map(|x| x.text.clone()).collect();

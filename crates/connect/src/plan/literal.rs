@@ -85,7 +85,11 @@ pub(crate) fn literal(l: &Literal) -> Result<Sql> {
             if t == arrow::datatypes::DataType::Null {
                 plain("NULL".into(), "NULL".into())
             } else {
-                typed("NULL".into(), &super::types::sql_type_name(&t)?, "NULL".into())
+                typed(
+                    "NULL".into(),
+                    &super::types::sql_type_text(&t)?,
+                    "NULL".into(),
+                )
             }
         }
         LiteralType::Binary(b) => {
@@ -129,7 +133,11 @@ pub(crate) fn literal(l: &Literal) -> Result<Sql> {
                 (int.len() + frac.len(), frac.len())
             };
             let scale = d.scale.unwrap_or(frac as i32);
-            let precision = d.precision.unwrap_or((digits.max(1)) as i32).max(scale).max(1);
+            let precision = d
+                .precision
+                .unwrap_or((digits.max(1)) as i32)
+                .max(scale)
+                .max(1);
             typed(
                 string_sql(value),
                 &format!("DECIMAL({precision},{scale})"),
@@ -142,8 +150,13 @@ pub(crate) fn literal(l: &Literal) -> Result<Sql> {
             plain(t.clone(), t)
         }
         LiteralType::Timestamp(us) | LiteralType::TimestampNtz(us) => {
-            let t = format!("TIMESTAMP '{}'", timestamp_text(*us)?);
-            plain(t.clone(), t)
+            // Sluice's one timestamp type (microseconds), as a cast gives it.
+            let t = timestamp_text(*us)?;
+            typed(
+                format!("'{t}'"),
+                "TIMESTAMP_NTZ",
+                format!("TIMESTAMP '{t}'"),
+            )
         }
         LiteralType::CalendarInterval(i) => {
             let t = format!(
@@ -170,10 +183,17 @@ pub(crate) fn literal(l: &Literal) -> Result<Sql> {
             let items = a.elements.iter().map(literal).collect::<Result<Vec<_>>>()?;
             {
                 let from_type = match l.data_type.as_ref().and_then(|t| t.kind.as_ref()) {
-                    Some(crate::proto::data_type::Kind::Array(at)) => at.element_type.as_deref().cloned(),
+                    Some(crate::proto::data_type::Kind::Array(at)) => {
+                        at.element_type.as_deref().cloned()
+                    }
                     _ => None,
                 };
-                collection("array", &items, from_type.as_ref().or(a.element_type.as_ref()), None)?
+                collection(
+                    "array",
+                    &items,
+                    from_type.as_ref().or(a.element_type.as_ref()),
+                    None,
+                )?
             }
         }
         LiteralType::SpecializedArray(sa) => {
@@ -232,9 +252,10 @@ pub(crate) fn literal(l: &Literal) -> Result<Sql> {
             }
             {
                 let (k, v) = match l.data_type.as_ref().and_then(|t| t.kind.as_ref()) {
-                    Some(crate::proto::data_type::Kind::Map(mt)) => {
-                        (mt.key_type.as_deref().cloned(), mt.value_type.as_deref().cloned())
-                    }
+                    Some(crate::proto::data_type::Kind::Map(mt)) => (
+                        mt.key_type.as_deref().cloned(),
+                        mt.value_type.as_deref().cloned(),
+                    ),
                     _ => (None, None),
                 };
                 collection(
@@ -293,12 +314,12 @@ fn collection(
     let ty = match (f, t1, t2) {
         ("array", Some(e), _) => Some(format!(
             "ARRAY<{}>",
-            super::types::sql_type_name(&super::types::from_proto(e)?)?
+            super::types::sql_type_text(&super::types::from_proto(e)?)?
         )),
         ("map", Some(k), Some(v)) => Some(format!(
             "MAP<{}, {}>",
-            super::types::sql_type_name(&super::types::from_proto(k)?)?,
-            super::types::sql_type_name(&super::types::from_proto(v)?)?
+            super::types::sql_type_text(&super::types::from_proto(k)?)?,
+            super::types::sql_type_text(&super::types::from_proto(v)?)?
         )),
         _ => None,
     };

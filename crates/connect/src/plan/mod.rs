@@ -174,7 +174,9 @@ impl<'a> Planner<'a> {
         batches: Vec<arrow::array::RecordBatch>,
     ) -> Result<StreamFrame> {
         let name = self.session.fresh_name("local");
-        self.session.sluice.register_batches(&name, schema, batches)?;
+        self.session
+            .sluice
+            .register_batches(&name, schema, batches)?;
         self.views.borrow_mut().push(name.clone());
         Ok(self.session.sluice.table(&name)?)
     }
@@ -250,12 +252,6 @@ impl<'a> Planner<'a> {
             if !p.ids.contains(&id) {
                 p.ids.push(id);
             }
-            if let Some(f) = &mut p.from {
-                // An operator over a join resolves the join's own plan id to its left side.
-                if let Some(q) = f.qualifiers.first().cloned() {
-                    f.aliases.entry(id).or_insert(q);
-                }
-            }
         }
         Ok(p)
     }
@@ -265,10 +261,9 @@ impl<'a> Planner<'a> {
     }
 
     fn plan_node(&self, rel: &proto::Relation) -> Result<Planned> {
-        let rt = rel
-            .rel_type
-            .as_ref()
-            .ok_or_else(|| ConnectError::illegal_argument("a relation without its type was sent"))?;
+        let rt = rel.rel_type.as_ref().ok_or_else(|| {
+            ConnectError::illegal_argument("a relation without its type was sent")
+        })?;
         match rt {
             RelType::Read(r) => read::read(self, r).map(Planned::of),
             RelType::Sql(s) => read::sql(self, s).map(Planned::of),
@@ -304,7 +299,9 @@ impl<'a> Planner<'a> {
                             .iter()
                             .map(|e| Ok(expr::sql(&Scope::default(), e)?.select_item()))
                             .collect::<Result<Vec<_>>>()?;
-                        Ok(Planned::of(self.sql(&format!("SELECT {}", items.join(", ")))?))
+                        Ok(Planned::of(
+                            self.sql(&format!("SELECT {}", items.join(", ")))?,
+                        ))
                     }
                 }
             }
@@ -313,9 +310,9 @@ impl<'a> Planner<'a> {
                 let src = self.source(&c)?;
                 let cond = expr::sql(
                     &src.scope,
-                    f.condition
-                        .as_ref()
-                        .ok_or_else(|| ConnectError::illegal_argument("a filter without its condition"))?,
+                    f.condition.as_ref().ok_or_else(|| {
+                        ConnectError::illegal_argument("a filter without its condition")
+                    })?,
                 )?
                 .text;
                 let mut wheres = src.wheres.clone();
@@ -390,34 +387,10 @@ impl<'a> Planner<'a> {
                     from: None,
                 })
             }
-            RelType::Sort(s) => {
-                let c = self.child(&s.input, "Sort")?;
-                let src = self.source(&c)?;
-                let keys = s
-                    .order
-                    .iter()
-                    .map(|o| {
-                        let e = proto::Expression {
-                            common: None,
-                            expr_type: Some(proto::expression::ExprType::SortOrder(Box::new(
-                                o.clone(),
-                            ))),
-                        };
-                        Ok(expr::sql(&src.scope, &e)?.text)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let f = self.sql(&format!(
-                    "SELECT * {} ORDER BY {}",
-                    src.clause(),
-                    keys.join(", ")
-                ))?;
-                Ok(Planned {
-                    frame: f,
-                    ids: c.ids,
-                    from: None,
-                })
+            RelType::Sort(s) => self.sorted(s, ""),
+            RelType::Limit(l) => {
+                self.suffix(&l.input, "Limit", &format!("LIMIT {}", l.limit.max(0)))
             }
-            RelType::Limit(l) => self.suffix(&l.input, "Limit", &format!("LIMIT {}", l.limit.max(0))),
             RelType::Offset(o) => {
                 self.suffix(&o.input, "Offset", &format!("OFFSET {}", o.offset.max(0)))
             }
@@ -433,8 +406,49 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn suffix(&self, r: &Option<Box<proto::Relation>>, node: &str, suffix: &str) -> Result<Planned> {
-        let c = self.child(r, node)?;
+    /// `SELECT * .. ORDER BY keys suffix` (a sort and the limit or offset after it in one
+    /// query, so the order holds for the limit).
+    fn sorted(&self, s: &proto::Sort, suffix: &str) -> Result<Planned> {
+        let c = self.child(&s.input, "Sort")?;
+        let src = self.source(&c)?;
+        let keys = s
+            .order
+            .iter()
+            .map(|o| {
+                let e = proto::Expression {
+                    common: None,
+                    expr_type: Some(proto::expression::ExprType::SortOrder(Box::new(o.clone()))),
+                };
+                Ok(expr::sql(&src.scope, &e)?.text)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let f = self.sql(&format!(
+            "SELECT * {} ORDER BY {} {suffix}",
+            src.clause(),
+            keys.join(", ")
+        ))?;
+        Ok(Planned {
+            frame: f,
+            ids: c.ids,
+            from: None,
+        })
+    }
+
+    fn suffix(
+        &self,
+        r: &Option<Box<proto::Relation>>,
+        node: &str,
+        suffix: &str,
+    ) -> Result<Planned> {
+        let child = input(r, node)?;
+        if let Some(RelType::Sort(s)) = &child.rel_type {
+            let mut p = self.sorted(s, suffix)?;
+            if let Some(id) = child.common.as_ref().and_then(|c| c.plan_id) {
+                p.ids.push(id);
+            }
+            return Ok(p);
+        }
+        let c = self.plan(child)?;
         let src = self.source(&c)?;
         let f = self.sql(&format!("SELECT * {} {suffix}", src.clause()))?;
         Ok(Planned {
@@ -454,7 +468,7 @@ impl<'a> Planner<'a> {
 fn rel_name(r: &RelType) -> String {
     let debug = format!("{r:?}");
     debug
-        .split(|c: char| c == '(' || c == ' ' || c == '{')
+        .split(['(', ' ', '{'])
         .next()
         .unwrap_or("unknown")
         .to_string()

@@ -131,14 +131,26 @@ pub(crate) fn join(p: &Planner<'_>, j: &proto::Join) -> Result<Planned> {
     let mut qualifiers = lq.clone();
     qualifiers.extend(rq.iter().cloned());
     if !j.using_columns.is_empty() {
-        return using_join(p, j, jt, (&l, &ltext, &lq), (&r, &rtext_nested, &rq), ids, kw);
+        return using_join(
+            p,
+            j,
+            jt,
+            (&l, &ltext, &lq),
+            (&r, &rtext_nested, &rq),
+            ids,
+            kw,
+        );
     }
     let text = match &j.join_condition {
         Some(cond) => {
             let cond = expr::sql(&scope, cond)?.text;
             format!("{ltext} {kw} {rtext_nested} ON {cond}")
         }
-        None if matches!(jt, JoinType::Inner | JoinType::Cross | JoinType::Unspecified) => {
+        None if matches!(
+            jt,
+            JoinType::Inner | JoinType::Cross | JoinType::Unspecified
+        ) =>
+        {
             format!("{ltext} CROSS JOIN {rtext_nested}")
         }
         None => format!("{ltext} {kw} {rtext_nested} ON true"),
@@ -178,9 +190,7 @@ fn using_join(
             .ok_or_else(|| {
                 ConnectError::analysis(
                     "UNRESOLVED_USING_COLUMN_FOR_JOIN",
-                    format!(
-                        "USING column `{n}` cannot be resolved on the {side} side of the join"
-                    ),
+                    format!("USING column `{n}` cannot be resolved on the {side} side of the join"),
                 )
             })
     };
@@ -278,7 +288,9 @@ pub(crate) fn set_op(p: &Planner<'_>, s: &proto::SetOperation) -> Result<Planned
                 "EXCEPT"
             };
             let all = if all { " ALL" } else { "" };
-            p.sql(&format!("SELECT * FROM {lv} {word}{all} SELECT * FROM {rv}"))?
+            p.sql(&format!(
+                "SELECT * FROM {lv} {word}{all} SELECT * FROM {rv}"
+            ))?
         }
         SetOpType::Unspecified => {
             return Err(ConnectError::illegal_argument(
@@ -323,7 +335,7 @@ fn by_name(
                 Some(i) => items.push(format!("{} AS {}", src.col_ref(i), quote(n))),
                 None if allow_missing => items.push(format!(
                     "CAST(NULL AS {}) AS {}",
-                    super::types::sql_type_name(t)?,
+                    super::types::sql_type_text(t)?,
                     quote(n)
                 )),
                 None => {
@@ -434,11 +446,8 @@ pub(crate) fn with_columns_renamed(
 pub(crate) fn drop(p: &Planner<'_>, d: &proto::Drop) -> Result<Planned> {
     let c = p.plan(input(&d.input, "Drop")?)?;
     let src = p.source(&c)?;
-    let mut gone: Vec<(Option<String>, String)> = d
-        .column_names
-        .iter()
-        .map(|n| (None, n.clone()))
-        .collect();
+    let mut gone: Vec<(Option<String>, String)> =
+        d.column_names.iter().map(|n| (None, n.clone())).collect();
     for e in &d.columns {
         match &e.expr_type {
             Some(proto::expression::ExprType::UnresolvedAttribute(a)) => {
@@ -542,7 +551,8 @@ pub(crate) fn show_string(p: &Planner<'_>, s: &proto::ShowString) -> Result<Plan
         schema: schema.clone(),
         partitions: vec![batches],
     };
-    let text = sluice::sink::console::show_string(&data, s.num_rows.max(0) as usize, s.truncate > 0)?;
+    let text =
+        sluice::sink::console::show_string(&data, s.num_rows.max(0) as usize, s.truncate > 0)?;
     let out_schema = Arc::new(Schema::new(vec![Field::new(
         "show_string",
         DataType::Utf8,

@@ -20,11 +20,17 @@ pub(crate) fn read(p: &Planner<'_>, r: &proto::Read) -> Result<StreamFrame> {
     match r.read_type.as_ref() {
         Some(ReadType::NamedTable(t)) => Ok(p.session.sluice.table(&t.unparsed_identifier)?),
         Some(ReadType::DataSource(ds)) => data_source(p, ds, r.is_streaming),
-        None => Err(ConnectError::illegal_argument("a Read relation without what to read")),
+        None => Err(ConnectError::illegal_argument(
+            "a Read relation without what to read",
+        )),
     }
 }
 
-fn data_source(p: &Planner<'_>, ds: &proto::read::DataSource, streaming: bool) -> Result<StreamFrame> {
+fn data_source(
+    p: &Planner<'_>,
+    ds: &proto::read::DataSource,
+    streaming: bool,
+) -> Result<StreamFrame> {
     let format = ds
         .format
         .clone()
@@ -113,7 +119,11 @@ pub(crate) fn sql(p: &Planner<'_>, s: &proto::Sql) -> Result<StreamFrame> {
 }
 
 /// The query with its parameter markers replaced, outside strings, quoted names and comments.
-pub(crate) fn substitute(q: &str, positional: &[String], named: &[(String, String)]) -> Result<String> {
+pub(crate) fn substitute(
+    q: &str,
+    positional: &[String],
+    named: &[(String, String)],
+) -> Result<String> {
     let chars: Vec<char> = q.chars().collect();
     let mut out = String::with_capacity(q.len());
     let mut i = 0;
@@ -147,7 +157,10 @@ pub(crate) fn substitute(q: &str, positional: &[String], named: &[(String, Strin
                 let v = positional.get(next_pos).ok_or_else(|| {
                     ConnectError::analysis(
                         "UNBOUND_SQL_PARAMETER",
-                        format!("the query has more `?` markers than the {} arguments given", positional.len()),
+                        format!(
+                            "the query has more `?` markers than the {} arguments given",
+                            positional.len()
+                        ),
                     )
                 })?;
                 out.push_str(v);
@@ -164,7 +177,8 @@ pub(crate) fn substitute(q: &str, positional: &[String], named: &[(String, Strin
             {
                 let start = i + 1;
                 let mut end = start;
-                while end < chars.len() && (chars[end].is_ascii_alphanumeric() || chars[end] == '_') {
+                while end < chars.len() && (chars[end].is_ascii_alphanumeric() || chars[end] == '_')
+                {
                     end += 1;
                 }
                 let name: String = chars[start..end].iter().collect();
@@ -292,7 +306,9 @@ pub(crate) fn range(p: &Planner<'_>, r: &proto::Range) -> Result<StreamFrame> {
     let start = r.start.unwrap_or(0);
     let (end, step) = (r.end, r.step);
     if step == 0 {
-        return Err(ConnectError::illegal_argument("spark.range: the step must not be 0"));
+        return Err(ConnectError::illegal_argument(
+            "spark.range: the step must not be 0",
+        ));
     }
     let n = (i128::from(end) - i128::from(start) + i128::from(step) - i128::from(step.signum()))
         / i128::from(step);

@@ -149,10 +149,9 @@ pub fn from_proto(t: &proto::DataType) -> Result<DataType> {
         Kind::YearMonthInterval(_) => DataType::Interval(IntervalUnit::YearMonth),
         Kind::DayTimeInterval(_) => DataType::Duration(TimeUnit::Microsecond),
         Kind::Array(a) => {
-            let e = a
-                .element_type
-                .as_deref()
-                .ok_or_else(|| ConnectError::illegal_argument("an array type without its element type"))?;
+            let e = a.element_type.as_deref().ok_or_else(|| {
+                ConnectError::illegal_argument("an array type without its element type")
+            })?;
             DataType::new_list(from_proto(e)?, a.contains_null)
         }
         Kind::Struct(s) => DataType::Struct(
@@ -263,7 +262,10 @@ fn json_type(v: &Value) -> Result<DataType> {
     match v {
         Value::String(name) => simple_json_type(name),
         Value::Object(o) => {
-            let ty = o.get("type").and_then(Value::as_str).ok_or_else(|| bad("no \"type\""))?;
+            let ty = o
+                .get("type")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("no \"type\""))?;
             match ty {
                 "struct" => {
                     let fields = o
@@ -277,22 +279,36 @@ fn json_type(v: &Value) -> Result<DataType> {
                                 .get("name")
                                 .and_then(Value::as_str)
                                 .ok_or_else(|| bad("a field without \"name\""))?;
-                            let t = json_type(f.get("type").ok_or_else(|| bad("a field without \"type\""))?)?;
-                            let nullable = f.get("nullable").and_then(Value::as_bool).unwrap_or(true);
+                            let t = json_type(
+                                f.get("type")
+                                    .ok_or_else(|| bad("a field without \"type\""))?,
+                            )?;
+                            let nullable =
+                                f.get("nullable").and_then(Value::as_bool).unwrap_or(true);
                             Ok(Field::new(name, t, nullable))
                         })
                         .collect::<Result<Fields>>()?;
                     Ok(DataType::Struct(fields))
                 }
                 "array" => {
-                    let e = json_type(o.get("elementType").ok_or_else(|| bad("no \"elementType\""))?)?;
-                    let n = o.get("containsNull").and_then(Value::as_bool).unwrap_or(true);
+                    let e = json_type(
+                        o.get("elementType")
+                            .ok_or_else(|| bad("no \"elementType\""))?,
+                    )?;
+                    let n = o
+                        .get("containsNull")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(true);
                     Ok(DataType::new_list(e, n))
                 }
                 "map" => {
                     let k = json_type(o.get("keyType").ok_or_else(|| bad("no \"keyType\""))?)?;
-                    let val = json_type(o.get("valueType").ok_or_else(|| bad("no \"valueType\""))?)?;
-                    let n = o.get("valueContainsNull").and_then(Value::as_bool).unwrap_or(true);
+                    let val =
+                        json_type(o.get("valueType").ok_or_else(|| bad("no \"valueType\""))?)?;
+                    let n = o
+                        .get("valueContainsNull")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(true);
                     Ok(map_type(k, val, n))
                 }
                 "udt" => match o.get("sqlType") {
@@ -353,7 +369,7 @@ fn simple_json_type(name: &str) -> Result<DataType> {
     })
 }
 
-/// The Spark SQL name of an Arrow type, for `CAST(.. AS <name>)` (`INT`, `ARRAY<STRING>`).
+/// The Spark SQL name of an Arrow type as Spark shows it (`INT`, `ARRAY<STRING>`), for names.
 pub(crate) fn sql_type_name(t: &DataType) -> Result<String> {
     Ok(match t {
         DataType::Null => "VOID".into(),
@@ -363,5 +379,38 @@ pub(crate) fn sql_type_name(t: &DataType) -> Result<String> {
             "INTERVAL DAY TO SECOND".into()
         }
         other => sluice::schema::spark_type_name(other),
+    })
+}
+
+/// The SQL text of an Arrow type for `CAST(.. AS <type>)` in Sluice's SQL: its timestamps as
+/// `TIMESTAMP_NTZ`, the spelling that plans to Sluice's one timestamp type (microseconds).
+pub(crate) fn sql_type_text(t: &DataType) -> Result<String> {
+    Ok(match t {
+        DataType::Timestamp(_, _) => "TIMESTAMP_NTZ".into(),
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            format!("ARRAY<{}>", sql_type_text(f.data_type())?)
+        }
+        DataType::Struct(fields) => {
+            let inner = fields
+                .iter()
+                .map(|f| {
+                    Ok(format!(
+                        "{}: {}",
+                        super::expr::quote(f.name()),
+                        sql_type_text(f.data_type())?
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            format!("STRUCT<{}>", inner.join(", "))
+        }
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => format!(
+                "MAP<{}, {}>",
+                sql_type_text(kv[0].data_type())?,
+                sql_type_text(kv[1].data_type())?
+            ),
+            _ => sql_type_name(t)?,
+        },
+        other => sql_type_name(other)?,
     })
 }
