@@ -17,6 +17,8 @@ use crate::proto::expression::{self as pe, ExprType};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Scope {
     pub(crate) aliases: HashMap<i64, String>,
+    /// The input's columns as (qualifier, name), for stars inside function calls.
+    pub(crate) cols: Vec<(Option<String>, String)>,
 }
 
 /// One expression as SQL.
@@ -29,6 +31,8 @@ pub(crate) struct Sql {
     pub(crate) name: Option<String>,
     /// The text as a whole select item, alias included (`F.expr("a AS b")`, multi-aliases).
     pub(crate) item: Option<String>,
+    /// A star (`*`, `t.*`): its qualifier, if any.
+    pub(crate) star: Option<Option<String>>,
 }
 
 impl Sql {
@@ -37,6 +41,7 @@ impl Sql {
             text,
             name: Some(name),
             item: None,
+            star: None,
         }
     }
     /// The name to show inside an enclosing expression's name.
@@ -118,6 +123,7 @@ pub(crate) fn sql(scope: &Scope, e: &proto::Expression) -> Result<Sql> {
             text: format!("({})", s.expression),
             name: None,
             item: Some(s.expression.clone()),
+            star: None,
         }),
         ExprType::UnresolvedStar(s) => star(scope, s.unparsed_target.as_deref(), s.plan_id),
         ExprType::Alias(a) => {
@@ -130,6 +136,7 @@ pub(crate) fn sql(scope: &Scope, e: &proto::Expression) -> Result<Sql> {
                     text: inner.text,
                     name: Some(one.clone()),
                     item: None,
+                    star: None,
                 }),
                 [] => Err(ConnectError::illegal_argument("an alias without a name")),
                 many => Ok(Sql {
@@ -140,6 +147,7 @@ pub(crate) fn sql(scope: &Scope, e: &proto::Expression) -> Result<Sql> {
                     )),
                     text: inner.text,
                     name: None,
+                    star: None,
                 }),
             }
         }
@@ -266,28 +274,54 @@ pub(crate) fn attribute(scope: &Scope, name: &str, plan_id: Option<i64>) -> Resu
 
 fn star(scope: &Scope, target: Option<&str>, plan_id: Option<i64>) -> Result<Sql> {
     let qualifier = match (target, plan_id.and_then(|id| scope.aliases.get(&id))) {
-        (_, Some(alias)) => Some(quote(alias)),
+        (_, Some(alias)) => Some(alias.clone()),
         (Some(t), None) => {
             let t = t.strip_suffix(".*").unwrap_or(t);
-            Some(
-                name_parts(t)?
-                    .iter()
-                    .map(|p| quote(p))
-                    .collect::<Vec<_>>()
-                    .join("."),
-            )
+            match name_parts(t)?.as_slice() {
+                [] => None,
+                [one] if one.is_empty() => None,
+                [one] => Some(one.clone()),
+                _ => {
+                    return Err(ConnectError::not_supported(format!(
+                        "the star {t}.* of a nested qualifier"
+                    )))
+                }
+            }
         }
         (None, None) => None,
     };
-    let text = match qualifier {
-        Some(q) => format!("{q}.*"),
+    let text = match &qualifier {
+        Some(q) => format!("{}.*", quote(q)),
         None => "*".to_string(),
     };
     Ok(Sql {
         text: text.clone(),
         name: None,
         item: Some(text),
+        star: Some(qualifier),
     })
+}
+
+/// A star argument of a function call as the columns it stands for.
+fn expand_stars(scope: &Scope, args: Vec<Sql>) -> Vec<Sql> {
+    let mut out = Vec::new();
+    for a in args {
+        match &a.star {
+            Some(q) if !scope.cols.is_empty() => {
+                for (cq, n) in &scope.cols {
+                    if q.is_none() || q.as_deref() == cq.as_deref() {
+                        let text = match cq {
+                            Some(cq) => format!("{}.{}", quote(cq), quote(n)),
+                            None => quote(n),
+                        };
+                        out.push(Sql::new(text, n.clone()));
+                    }
+                }
+            }
+            _ => out.push(a),
+        }
+    }
+    out
 }
 
 fn sort_order(scope: &Scope, s: &pe::SortOrder) -> Result<Sql> {
@@ -417,6 +451,12 @@ fn function(scope: &Scope, name: &str, args: &[proto::Expression], distinct: boo
         .iter()
         .map(|e| sql(scope, e))
         .collect::<Result<Vec<_>>>()?;
+    let is_count_star = name == "count" && a.len() == 1 && a[0].star == Some(None);
+    let a = if is_count_star {
+        a
+    } else {
+        expand_stars(scope, a)
+    };
     let arity = |n: usize| -> Result<()> {
         if a.len() == n {
             Ok(())
@@ -524,7 +564,7 @@ fn function(scope: &Scope, name: &str, args: &[proto::Expression], distinct: boo
             };
             return Ok(Sql::new(format!("{}[{}]", a[0].text, a[1].text), shown));
         }
-        "count" if a.len() == 1 && a[0].text == "*" => {
+        "count" if is_count_star => {
             return Ok(Sql::new("count(*)".into(), "count(1)".into()));
         }
         "window" | "session_window" | "window_time" => {
@@ -536,9 +576,6 @@ fn function(scope: &Scope, name: &str, args: &[proto::Expression], distinct: boo
             // Spark names a struct's fields by their expressions' names (`col1`.. otherwise).
             let mut inner = Vec::new();
             for (i, arg) in a.iter().enumerate() {
-                if arg.text.ends_with('*') && arg.name.is_none() {
-                    return call("struct", &a, false);
-                }
                 let field = arg.name.clone().unwrap_or_else(|| format!("col{}", i + 1));
                 inner.push(format!(
                     "{}, {}",

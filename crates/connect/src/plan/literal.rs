@@ -32,6 +32,7 @@ fn typed(value: String, sql_type: &str, shown: String) -> Sql {
         text: format!("CAST({value} AS {sql_type})"),
         name: Some(shown),
         item: None,
+        star: None,
     }
 }
 
@@ -40,6 +41,7 @@ fn plain(text: String, shown: String) -> Sql {
         text,
         name: Some(shown),
         item: None,
+        star: None,
     }
 }
 

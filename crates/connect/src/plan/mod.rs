@@ -190,7 +190,7 @@ impl<'a> Planner<'a> {
     /// The FROM clause to select from `p`.
     pub(crate) fn source(&self, p: &Planned) -> Result<Source> {
         if let Some(f) = &p.from {
-            let cols = p
+            let cols: Vec<(Option<String>, String)> = p
                 .frame
                 .logical_plan()
                 .schema()
@@ -207,12 +207,13 @@ impl<'a> Planner<'a> {
                 wheres: f.wheres.clone(),
                 scope: Scope {
                     aliases: f.aliases.clone(),
+                    cols: cols.clone(),
                 },
                 cols,
             });
         }
         let name = self.view(&p.frame)?;
-        let cols = p
+        let cols: Vec<(Option<String>, String)> = p
             .frame
             .schema()
             .fields()
@@ -224,6 +225,8 @@ impl<'a> Planner<'a> {
             wheres: Vec::new(),
             scope: Scope {
                 aliases: p.ids.iter().map(|id| (*id, name.clone())).collect(),
+                // An unqualified star stands for every column; `t.*` for none of a view's.
+                cols: cols.clone(),
             },
             cols,
         })

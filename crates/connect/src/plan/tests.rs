@@ -1168,3 +1168,56 @@ fn cached_batches_aliases_and_expression_strings() {
     );
     assert!(frame(&s, &gone).unwrap_err().message.contains("nope"));
 }
+
+/// Names resolve ignoring case, as Spark's do by default; `session_window` keys a stream.
+#[test]
+fn names_ignore_case_and_session_windows_plan() {
+    let s = session();
+    let plan = project(2, people(1), vec![col("ID"), col("Name")]);
+    let f = frame(&s, &plan).unwrap();
+    assert_eq!(names(&f), ["ID", "Name"]);
+    assert_eq!(rows(&f), ["1|a", "2|b", "3|c"]);
+    let dir = tempfile::tempdir().unwrap();
+    let read = json_stream(dir.path().to_str().unwrap(), "ts TIMESTAMP, user STRING");
+    let plan = agg(
+        3,
+        watermark(2, read, "ts", "10 minutes"),
+        vec![
+            call("session_window", vec![col("ts"), string("5 minutes")]),
+            col("user"),
+        ],
+        vec![alias(call("count", vec![int(1)]), "count")],
+    );
+    let f = frame(&s, &plan).unwrap();
+    assert!(f.is_streaming());
+    assert_eq!(names(&f), ["session_window", "user", "count"]);
+}
+
+#[test]
+fn struct_of_star_and_expression_strings_in_aggregates() {
+    let s = session();
+    let star = e(ExprType::UnresolvedStar(pe::UnresolvedStar {
+        unparsed_target: None,
+        plan_id: None,
+    }));
+    let plan = project(2, people(1), vec![call("to_json", vec![call("struct", vec![star])])]);
+    let f = frame(&s, &plan).unwrap();
+    assert_eq!(rows(&f)[0], r#"{"id":1,"name":"a"}"#);
+    // F.hash("*") on an aliased frame: the star stands for the alias's columns.
+    let aliased = rel(
+        3,
+        RelType::SubqueryAlias(Box::new(proto::SubqueryAlias {
+            input: Some(Box::new(people(1))),
+            alias: "t".into(),
+            qualifier: vec![],
+        })),
+    );
+    let t_star = e(ExprType::UnresolvedStar(pe::UnresolvedStar {
+        unparsed_target: Some("t.*".into()),
+        plan_id: None,
+    }));
+    let plan = project(4, aliased, vec![call("concat_ws", vec![string("-"), t_star])]);
+    let f = frame(&s, &plan).unwrap();
+    assert_eq!(names(&f), ["concat_ws(-, id, name)"]);
+    assert_eq!(rows(&f), ["1-a", "2-b", "3-c"]);
+}
