@@ -363,28 +363,39 @@ fn window(scope: &Scope, w: &pe::Window) -> Result<Sql> {
         .iter()
         .map(|o| sort_order(scope, o))
         .collect::<Result<Vec<_>>>()?;
-    let boundary = |b: Option<&pe::window::window_frame::FrameBoundary>,
-                    lower: bool|
-     -> Result<String> {
-        match b.and_then(|b| b.boundary.as_ref()) {
-            None | Some(Boundary::Unbounded(_)) => Ok(if lower {
-                "UNBOUNDED PRECEDING".into()
-            } else {
-                "UNBOUNDED FOLLOWING".into()
-            }),
-            Some(Boundary::CurrentRow(_)) => Ok("CURRENT ROW".into()),
-            Some(Boundary::Value(v)) => {
-                let t = sql(scope, v)?.text;
-                let n: Option<i64> = t.trim_start_matches('(').trim_end_matches(')').parse().ok();
-                Ok(match n {
-                    Some(0) => "CURRENT ROW".into(),
-                    Some(n) if n < 0 => format!("{} PRECEDING", -n),
-                    Some(n) => format!("{n} FOLLOWING"),
-                    None => format!("{t} FOLLOWING"),
-                })
+    let boundary =
+        |b: Option<&pe::window::window_frame::FrameBoundary>, lower: bool| -> Result<String> {
+            match b.and_then(|b| b.boundary.as_ref()) {
+                None | Some(Boundary::Unbounded(_)) => Ok(if lower {
+                    "UNBOUNDED PRECEDING".into()
+                } else {
+                    "UNBOUNDED FOLLOWING".into()
+                }),
+                Some(Boundary::CurrentRow(_)) => Ok("CURRENT ROW".into()),
+                Some(Boundary::Value(v)) => {
+                    let n = match &v.expr_type {
+                        Some(ExprType::Literal(pe::Literal {
+                            literal_type: Some(pe::literal::LiteralType::Integer(n)),
+                            ..
+                        })) => i64::from(*n),
+                        Some(ExprType::Literal(pe::Literal {
+                            literal_type: Some(pe::literal::LiteralType::Long(n)),
+                            ..
+                        })) => *n,
+                        _ => {
+                            return Err(ConnectError::not_supported(
+                                "a window frame boundary that is not an integer offset",
+                            ))
+                        }
+                    };
+                    Ok(match n {
+                        0 => "CURRENT ROW".into(),
+                        n if n < 0 => format!("{} PRECEDING", n.unsigned_abs()),
+                        n => format!("{n} FOLLOWING"),
+                    })
+                }
             }
-        }
-    };
+        };
     let frame = match w.frame_spec.as_deref() {
         Some(fs) if fs.frame_type != FrameType::Undefined as i32 => {
             let kind = if fs.frame_type == FrameType::Row as i32 {

@@ -1200,7 +1200,11 @@ fn struct_of_star_and_expression_strings_in_aggregates() {
         unparsed_target: None,
         plan_id: None,
     }));
-    let plan = project(2, people(1), vec![call("to_json", vec![call("struct", vec![star])])]);
+    let plan = project(
+        2,
+        people(1),
+        vec![call("to_json", vec![call("struct", vec![star])])],
+    );
     let f = frame(&s, &plan).unwrap();
     assert_eq!(rows(&f)[0], r#"{"id":1,"name":"a"}"#);
     // F.hash("*") on an aliased frame: the star stands for the alias's columns.
@@ -1216,8 +1220,112 @@ fn struct_of_star_and_expression_strings_in_aggregates() {
         unparsed_target: Some("t.*".into()),
         plan_id: None,
     }));
-    let plan = project(4, aliased, vec![call("concat_ws", vec![string("-"), t_star])]);
+    let plan = project(
+        4,
+        aliased,
+        vec![call("concat_ws", vec![string("-"), t_star])],
+    );
     let f = frame(&s, &plan).unwrap();
     assert_eq!(names(&f), ["concat_ws(-, id, name)"]);
     assert_eq!(rows(&f), ["1-a", "2-b", "3-c"]);
+}
+
+/// A planned stream runs after the planner's views are gone: `readStream.json(dir)
+/// .withWatermark(..).groupBy(F.window(..), "user").count()` into a foreachBatch, update mode.
+#[test]
+fn a_planned_windowed_stream_runs() {
+    let s = session();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("in");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(
+        data.join("1.json"),
+        "{\"ts\": \"2026-09-15T12:01:00Z\", \"user\": \"a\"}\n\
+         {\"ts\": \"2026-09-15T12:02:00Z\", \"user\": \"a\"}\n\
+         {\"ts\": \"2026-09-15T12:07:00Z\", \"user\": \"b\"}\n",
+    )
+    .unwrap();
+    let read = json_stream(data.to_str().unwrap(), "ts TIMESTAMP, user STRING");
+    let counted = agg(
+        3,
+        watermark(2, read, "ts", "10 minutes"),
+        vec![
+            call("window", vec![col("ts"), string("5 minutes")]),
+            col("user"),
+        ],
+        vec![alias(call("count", vec![int(1)]), "count")],
+    );
+    let plan = project(
+        4,
+        counted,
+        vec![
+            alias(col("window.start"), "start"),
+            col("user"),
+            col("count"),
+        ],
+    );
+    let f = frame(&s, &plan).unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = seen.clone();
+    let q = f
+        .write_stream()
+        .output_mode(sluice::OutputMode::Update)
+        .option(
+            "checkpointLocation",
+            dir.path().join("ckpt").to_str().unwrap(),
+        )
+        .trigger(sluice::Trigger::AvailableNow)
+        .foreach_batch(move |batch, _id| {
+            let opts = FormatOptions::default();
+            for b in batch.batches() {
+                let fmts: Vec<_> = b
+                    .columns()
+                    .iter()
+                    .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
+                    .collect();
+                for i in 0..b.num_rows() {
+                    let row: Vec<String> = fmts.iter().map(|f| f.value(i).to_string()).collect();
+                    sink.lock().unwrap().push(row.join("|"));
+                }
+            }
+            Ok(())
+        })
+        .start()
+        .unwrap();
+    q.await_termination().unwrap();
+    let mut got = seen.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(got, ["2026-09-15T12:00:00|a|2", "2026-09-15T12:05:00|b|1"]);
+}
+
+/// `F.count("id").over(Window.orderBy("id").rowsBetween(-1, Window.currentRow))`.
+#[test]
+fn window_frames_with_offsets() {
+    use pe::window::window_frame::{frame_boundary::Boundary, FrameBoundary, FrameType};
+    let s = session();
+    let over = e(ExprType::Window(Box::new(pe::Window {
+        window_function: Some(Box::new(call("count", vec![col("id")]))),
+        partition_spec: vec![],
+        order_spec: vec![pe::SortOrder {
+            child: Some(Box::new(col("id"))),
+            direction: pe::sort_order::SortDirection::Ascending as i32,
+            null_ordering: pe::sort_order::NullOrdering::SortNullsFirst as i32,
+        }],
+        frame_spec: Some(Box::new(pe::window::WindowFrame {
+            frame_type: FrameType::Row as i32,
+            lower: Some(Box::new(FrameBoundary {
+                boundary: Some(Boundary::Value(Box::new(lit(LiteralType::Integer(-1))))),
+            })),
+            upper: Some(Box::new(FrameBoundary {
+                boundary: Some(Boundary::CurrentRow(true)),
+            })),
+        })),
+    })));
+    let plan = project(2, people(1), vec![col("id"), over]);
+    let f = frame(&s, &plan).unwrap();
+    assert_eq!(
+        names(&f)[1],
+        "count(id) OVER (ORDER BY id ASC NULLS FIRST ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)"
+    );
+    assert_eq!(rows(&f), ["1|1", "2|2", "3|2"]);
 }
