@@ -119,12 +119,20 @@ pub(crate) fn sql(scope: &Scope, e: &proto::Expression) -> Result<Sql> {
             function(scope, &f.function_name, &f.arguments, f.is_distinct)
         }
         ExprType::CallFunction(f) => function(scope, &f.function_name, &f.arguments, false),
-        ExprType::ExpressionString(s) => Ok(Sql {
-            text: format!("({})", s.expression),
-            name: None,
-            item: Some(s.expression.clone()),
-            star: None,
-        }),
+        ExprType::ExpressionString(s) => {
+            // Spark's name when it has none of its own; else it names itself (`a AS b`).
+            let name = super::names::expression_string_name(&s.expression);
+            Ok(Sql {
+                text: format!("({})", s.expression),
+                item: if name.is_none() {
+                    Some(s.expression.clone())
+                } else {
+                    None
+                },
+                name,
+                star: None,
+            })
+        }
         ExprType::UnresolvedStar(s) => star(scope, s.unparsed_target.as_deref(), s.plan_id),
         ExprType::Alias(a) => {
             let inner = sql(

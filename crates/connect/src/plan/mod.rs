@@ -13,6 +13,7 @@
 //! |---|---|
 //! | [`expr`] | expressions to SQL text, with Spark's output names |
 //! | [`literal`] | literals to SQL literals |
+//! | [`names`] | Spark's names of SQL expression strings (`F.expr`, `selectExpr`) |
 //! | [`ops`] | the relations that combine or reshape columns (join, set operations, ..) |
 //! | [`read`] | the leaves: reads, local data, `spark.range`, parameters of `spark.sql` |
 //! | [`types`] | Spark Connect's `DataType` and Arrow's, schema strings |
@@ -29,6 +30,7 @@ use crate::session::ConnectSession;
 
 pub(crate) mod expr;
 pub(crate) mod literal;
+pub(crate) mod names;
 pub(crate) mod ops;
 pub(crate) mod read;
 #[cfg(test)]

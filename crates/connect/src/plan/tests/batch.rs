@@ -1,163 +1,7 @@
-//! Plans built as PySpark 4.2 builds them (`pyspark/sql/connect/plan.py`, `column.py`,
-//! `functions/builtin.py`), planned into frames: schemas, `is_streaming`, and rows.
-
-use std::sync::Arc;
-
-use arrow::array::{Int32Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use arrow::util::display::{ArrayFormatter, FormatOptions};
+//! Batch DataFrames: projections, filters, columns, joins, set operations, aggregates, sorts,
+//! literals, lambdas, window functions, `show`, and the not-supported relations.
 
 use super::*;
-use crate::proto::expression::{self as pe, literal::LiteralType, ExprType};
-use crate::session::{ConnectSession, SessionSettings};
-
-fn session() -> Arc<ConnectSession> {
-    ConnectSession::new("s", "u", SessionSettings::default()).unwrap()
-}
-
-fn rel(id: i64, rt: RelType) -> proto::Relation {
-    proto::Relation {
-        common: Some(proto::RelationCommon {
-            plan_id: Some(id),
-            ..Default::default()
-        }),
-        rel_type: Some(rt),
-    }
-}
-
-fn e(t: ExprType) -> proto::Expression {
-    proto::Expression {
-        common: None,
-        expr_type: Some(t),
-    }
-}
-
-fn col(name: &str) -> proto::Expression {
-    e(ExprType::UnresolvedAttribute(pe::UnresolvedAttribute {
-        unparsed_identifier: name.into(),
-        plan_id: None,
-        is_metadata_column: None,
-    }))
-}
-
-fn col_of(name: &str, plan_id: i64) -> proto::Expression {
-    e(ExprType::UnresolvedAttribute(pe::UnresolvedAttribute {
-        unparsed_identifier: name.into(),
-        plan_id: Some(plan_id),
-        is_metadata_column: None,
-    }))
-}
-
-fn lit(v: LiteralType) -> proto::Expression {
-    e(ExprType::Literal(pe::Literal {
-        data_type: None,
-        literal_type: Some(v),
-    }))
-}
-
-fn int(v: i32) -> proto::Expression {
-    lit(LiteralType::Integer(v))
-}
-
-fn string(v: &str) -> proto::Expression {
-    lit(LiteralType::String(v.into()))
-}
-
-fn call(name: &str, args: Vec<proto::Expression>) -> proto::Expression {
-    e(ExprType::UnresolvedFunction(pe::UnresolvedFunction {
-        function_name: name.into(),
-        arguments: args,
-        is_distinct: false,
-        is_user_defined_function: false,
-        is_internal: None,
-    }))
-}
-
-fn alias(x: proto::Expression, name: &str) -> proto::Expression {
-    e(ExprType::Alias(Box::new(pe::Alias {
-        expr: Some(Box::new(x)),
-        name: vec![name.into()],
-        metadata: None,
-    })))
-}
-
-fn local(id: i64, batch: &RecordBatch) -> proto::Relation {
-    rel(
-        id,
-        RelType::LocalRelation(proto::LocalRelation {
-            data: Some(crate::ipc::write_batch(batch).unwrap().into()),
-            schema: None,
-        }),
-    )
-}
-
-/// `createDataFrame([(1, "a"), (2, "b"), (3, "c")], ["id", "name"])` (ids `id`, names given).
-fn people(id: i64) -> proto::Relation {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int32, true),
-        Field::new("name", DataType::Utf8, true),
-    ]));
-    let batch = RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(Int32Array::from(vec![1, 2, 3])),
-            Arc::new(StringArray::from(vec!["a", "b", "c"])),
-        ],
-    )
-    .unwrap();
-    local(id, &batch)
-}
-
-fn project(id: i64, input: proto::Relation, exprs: Vec<proto::Expression>) -> proto::Relation {
-    rel(
-        id,
-        RelType::Project(Box::new(proto::Project {
-            input: Some(Box::new(input)),
-            expressions: exprs,
-        })),
-    )
-}
-
-fn filter(id: i64, input: proto::Relation, cond: proto::Expression) -> proto::Relation {
-    rel(
-        id,
-        RelType::Filter(Box::new(proto::Filter {
-            input: Some(Box::new(input)),
-            condition: Some(cond),
-        })),
-    )
-}
-
-fn names(f: &StreamFrame) -> Vec<String> {
-    f.schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect()
-}
-
-/// The rows as `a|b` strings, sorted.
-fn rows(f: &StreamFrame) -> Vec<String> {
-    let opts = FormatOptions::default().with_null("null");
-    let mut out = Vec::new();
-    for b in f.collect().unwrap() {
-        let fmts: Vec<_> = b
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
-            .collect();
-        for i in 0..b.num_rows() {
-            out.push(
-                fmts.iter()
-                    .map(|f| f.value(i).to_string())
-                    .collect::<Vec<_>>()
-                    .join("|"),
-            );
-        }
-    }
-    out.sort();
-    out
-}
 
 #[test]
 fn select_filter_with_spark_names() {
@@ -319,112 +163,6 @@ fn join_with_plan_id_qualified_condition() {
     let f = frame(&s, &using).unwrap();
     assert_eq!(names(&f), ["id", "name", "score"]);
     assert_eq!(rows(&f), ["1|a|null", "2|b|20", "3|c|30", "4|null|40"]);
-}
-
-fn json_stream(dir: &str, schema: &str) -> proto::Relation {
-    rel(
-        1,
-        RelType::Read(proto::Read {
-            is_streaming: true,
-            read_type: Some(proto::read::ReadType::DataSource(proto::read::DataSource {
-                format: Some("json".into()),
-                schema: Some(schema.into()),
-                options: [("maxFilesPerTrigger".to_string(), "1".to_string())].into(),
-                paths: vec![dir.into()],
-                predicates: vec![],
-                source_name: None,
-            })),
-        }),
-    )
-}
-
-fn watermark(id: i64, input: proto::Relation, column: &str, delay: &str) -> proto::Relation {
-    rel(
-        id,
-        RelType::WithWatermark(Box::new(proto::WithWatermark {
-            input: Some(Box::new(input)),
-            event_time: column.into(),
-            delay_threshold: delay.into(),
-        })),
-    )
-}
-
-/// `spark.readStream.schema(..).json(dir).withWatermark("ts", "10 minutes")
-///  .groupBy(F.window("ts", "5 minutes")).count()`
-#[test]
-fn windowed_count_over_a_streaming_json_read() {
-    let s = session();
-    let dir = tempfile::tempdir().unwrap();
-    let read = json_stream(dir.path().to_str().unwrap(), "ts TIMESTAMP, user STRING");
-    let read_frame = frame(&s, &read).unwrap();
-    assert!(read_frame.is_streaming());
-    assert_eq!(names(&read_frame), ["ts", "user"]);
-    let plan = rel(
-        3,
-        RelType::Aggregate(Box::new(proto::Aggregate {
-            input: Some(Box::new(watermark(2, read, "ts", "10 minutes"))),
-            group_type: proto::aggregate::GroupType::Groupby as i32,
-            grouping_expressions: vec![call("window", vec![col("ts"), string("5 minutes")])],
-            aggregate_expressions: vec![alias(call("count", vec![int(1)]), "count")],
-            pivot: None,
-            grouping_sets: vec![],
-        })),
-    );
-    let f = frame(&s, &plan).unwrap();
-    assert!(f.is_streaming());
-    assert_eq!(names(&f), ["window", "count"]);
-    let schema = f.schema();
-    match schema.field(0).data_type() {
-        DataType::Struct(fs) => {
-            let n: Vec<&str> = fs.iter().map(|f| f.name().as_str()).collect();
-            assert_eq!(n, ["start", "end"]);
-        }
-        other => panic!("window is {other}"),
-    }
-    assert_eq!(schema.field(1).data_type(), &DataType::Int64);
-    // sum over a key with Spark's name for the unaliased aggregate.
-    let plan = rel(
-        4,
-        RelType::Aggregate(Box::new(proto::Aggregate {
-            input: Some(Box::new(json_stream(
-                dir.path().to_str().unwrap(),
-                "k STRING, x INT",
-            ))),
-            group_type: proto::aggregate::GroupType::Groupby as i32,
-            grouping_expressions: vec![col("k")],
-            aggregate_expressions: vec![call("sum", vec![col("x")])],
-            pivot: None,
-            grouping_sets: vec![],
-        })),
-    );
-    assert_eq!(names(&frame(&s, &plan).unwrap()), ["k", "sum(x)"]);
-}
-
-#[test]
-fn watermark_then_drop_duplicates_on_a_stream() {
-    let s = session();
-    let dir = tempfile::tempdir().unwrap();
-    // readStream.schema(StructType.json()): the schema as Spark's JSON.
-    let schema_json = r#"{"type":"struct","fields":[{"name":"id","type":"string","nullable":true,"metadata":{}},{"name":"ts","type":"timestamp","nullable":true,"metadata":{}}]}"#;
-    let read = json_stream(dir.path().to_str().unwrap(), schema_json);
-    for within in [false, true] {
-        let plan = rel(
-            3,
-            RelType::Deduplicate(Box::new(proto::Deduplicate {
-                input: Some(Box::new(watermark(2, read.clone(), "ts", "10 minutes"))),
-                column_names: vec!["id".into(), "ts".into()],
-                all_columns_as_keys: None,
-                within_watermark: Some(within),
-            })),
-        );
-        let f = frame(&s, &plan).unwrap();
-        assert!(f.is_streaming());
-        assert_eq!(names(&f), ["id", "ts"]);
-        assert_eq!(
-            f.schema().field(1).data_type(),
-            &DataType::Timestamp(TimeUnit::Microsecond, None)
-        );
-    }
 }
 
 #[test]
@@ -597,132 +335,6 @@ fn not_supported_relations_name_themselves() {
 }
 
 #[test]
-fn types_round_trip() {
-    let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
-    let all = vec![
-        DataType::Utf8,
-        DataType::Int8,
-        DataType::Int16,
-        DataType::Int32,
-        DataType::Int64,
-        DataType::Float32,
-        DataType::Float64,
-        DataType::Boolean,
-        DataType::Binary,
-        DataType::Date32,
-        DataType::Null,
-        ts.clone(),
-        DataType::Decimal128(12, 3),
-        DataType::new_list(DataType::Int32, true),
-        DataType::Struct(vec![Field::new("a", DataType::Utf8, false)].into()),
-        DataType::Map(
-            Arc::new(Field::new_struct(
-                "entries",
-                vec![
-                    Field::new("key", DataType::Utf8, false),
-                    Field::new("value", DataType::Int64, true),
-                ],
-                false,
-            )),
-            false,
-        ),
-        DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano),
-        DataType::Interval(arrow::datatypes::IntervalUnit::YearMonth),
-        DataType::Duration(TimeUnit::Microsecond),
-    ];
-    for t in all {
-        let p = types::to_proto(&t).unwrap();
-        assert_eq!(types::from_proto(&p).unwrap(), t, "{t} as {p:?}");
-    }
-    // A zoned timestamp is Spark's `timestamp`, as Sluice's one timestamp type.
-    let zoned = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
-    assert!(matches!(
-        types::to_proto(&zoned).unwrap().kind,
-        Some(proto::data_type::Kind::Timestamp(_))
-    ));
-    let schema = Schema::new(vec![Field::new("x", DataType::Int64, true)]);
-    match types::schema_to_proto(&schema).unwrap().kind {
-        Some(proto::data_type::Kind::Struct(s)) => {
-            assert_eq!(s.fields[0].name, "x");
-            assert!(s.fields[0].nullable);
-        }
-        other => panic!("{other:?}"),
-    }
-}
-
-#[test]
-fn schemas_parse_from_ddl_and_json() {
-    let ddl = types::parse_schema("ts TIMESTAMP, user STRING, amount DECIMAL(10,2)").unwrap();
-    let json = types::parse_schema(
-        r#"{"type":"struct","fields":[
-            {"name":"ts","type":"timestamp","nullable":true,"metadata":{}},
-            {"name":"user","type":"string","nullable":true,"metadata":{}},
-            {"name":"amount","type":"decimal(10,2)","nullable":true,"metadata":{}}]}"#,
-    )
-    .unwrap();
-    assert_eq!(ddl, json);
-    let nested = types::parse_schema(
-        r#"{"type":"struct","fields":[{"name":"tags","type":{"type":"array","elementType":"string","containsNull":false},"nullable":false,"metadata":{}},
-        {"name":"m","type":{"type":"map","keyType":"string","valueType":"long","valueContainsNull":true},"nullable":true,"metadata":{}}]}"#,
-    )
-    .unwrap();
-    assert_eq!(
-        nested.field(0).data_type(),
-        &DataType::new_list(DataType::Utf8, false)
-    );
-    assert!(!nested.field(0).is_nullable());
-    assert!(matches!(nested.field(1).data_type(), DataType::Map(_, _)));
-    let err = types::parse_schema(r#"{"type":"struct","fields":[{"name":"a","type":"nonsense"}]}"#)
-        .unwrap_err();
-    assert!(err.message.contains("nonsense"), "{}", err.message);
-    assert!(types::parse_schema("a INT,,").is_err());
-}
-
-#[test]
-fn local_relation_takes_the_schema_the_client_gave() {
-    let s = session();
-    // createDataFrame(rows, "id long, name string"): the table is built as inferred, then
-    // renamed and cast on the server.
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("_1", DataType::Int32, true),
-        Field::new("_2", DataType::Utf8, true),
-    ]));
-    let b = RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(Int32Array::from(vec![7])),
-            Arc::new(StringArray::from(vec!["z"])),
-        ],
-    )
-    .unwrap();
-    let plan = rel(
-        1,
-        RelType::LocalRelation(proto::LocalRelation {
-            data: Some(crate::ipc::write_batch(&b).unwrap().into()),
-            schema: Some(
-                r#"{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"name","type":"string","nullable":true,"metadata":{}}]}"#
-                    .into(),
-            ),
-        }),
-    );
-    let f = frame(&s, &plan).unwrap();
-    assert_eq!(names(&f), ["id", "name"]);
-    assert_eq!(f.schema().field(0).data_type(), &DataType::Int64);
-    assert_eq!(rows(&f), ["7|z"]);
-    // Only a schema: an empty frame.
-    let empty = rel(
-        2,
-        RelType::LocalRelation(proto::LocalRelation {
-            data: None,
-            schema: Some("a INT".into()),
-        }),
-    );
-    let f = frame(&s, &empty).unwrap();
-    assert_eq!(names(&f), ["a"]);
-    assert!(rows(&f).is_empty());
-}
-
-#[test]
 fn operators_and_functions_become_spark_sql() {
     let s = session();
     let when = call(
@@ -770,138 +382,6 @@ fn operators_and_functions_become_spark_sql() {
             "small|true|false|true|1|true"
         ]
     );
-}
-
-fn agg(
-    id: i64,
-    input: proto::Relation,
-    keys: Vec<proto::Expression>,
-    aggs: Vec<proto::Expression>,
-) -> proto::Relation {
-    rel(
-        id,
-        RelType::Aggregate(Box::new(proto::Aggregate {
-            input: Some(Box::new(input)),
-            group_type: proto::aggregate::GroupType::Groupby as i32,
-            grouping_expressions: keys,
-            aggregate_expressions: aggs,
-            pivot: None,
-            grouping_sets: vec![],
-        })),
-    )
-}
-
-/// The scenario path: readStream → withWatermark → dropDuplicates → createOrReplaceTempView
-/// → spark.sql(query).
-#[test]
-fn spark_sql_over_a_watermarked_deduplicated_stream_view() {
-    let s = session();
-    let dir = tempfile::tempdir().unwrap();
-    let read = json_stream(
-        dir.path().to_str().unwrap(),
-        "ts TIMESTAMP, user STRING, id STRING",
-    );
-    let dedup = rel(
-        3,
-        RelType::Deduplicate(Box::new(proto::Deduplicate {
-            input: Some(Box::new(watermark(2, read, "ts", "10 minutes"))),
-            column_names: vec!["id".into()],
-            all_columns_as_keys: None,
-            within_watermark: Some(true),
-        })),
-    );
-    create_temp_view(&s, "events", &dedup, true).unwrap();
-    let q = rel(
-        4,
-        RelType::Sql(proto::Sql {
-            query: "SELECT window.start AS start, window.end AS end, count(*) AS count FROM \
-                    events GROUP BY window(ts, '5 minutes')"
-                .into(),
-            ..Default::default()
-        }),
-    );
-    let f = frame(&s, &q).unwrap();
-    assert!(f.is_streaming());
-    assert_eq!(names(&f), ["start", "end", "count"]);
-}
-
-/// `events.join(users, "user")` and `events.join(users, events.user == users.user, "left")`
-/// for a stream and a static DataFrame.
-#[test]
-fn stream_static_joins() {
-    let s = session();
-    let dir = tempfile::tempdir().unwrap();
-    let events = json_stream(dir.path().to_str().unwrap(), "ts TIMESTAMP, user STRING");
-    let users = {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("user", DataType::Utf8, true),
-            Field::new("country", DataType::Utf8, true),
-        ]));
-        let b = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(StringArray::from(vec!["a"])),
-                Arc::new(StringArray::from(vec!["UK"])),
-            ],
-        )
-        .unwrap();
-        local(5, &b)
-    };
-    let using = rel(
-        6,
-        RelType::Join(Box::new(proto::Join {
-            left: Some(Box::new(events.clone())),
-            right: Some(Box::new(users.clone())),
-            join_condition: None,
-            join_type: proto::join::JoinType::Inner as i32,
-            using_columns: vec!["user".into()],
-            join_data_type: None,
-        })),
-    );
-    let f = frame(&s, &using).unwrap();
-    assert!(f.is_streaming());
-    assert_eq!(names(&f), ["user", "ts", "country"]);
-    let on = rel(
-        7,
-        RelType::Join(Box::new(proto::Join {
-            left: Some(Box::new(events)),
-            right: Some(Box::new(users)),
-            join_condition: Some(call("==", vec![col_of("user", 1), col_of("user", 5)])),
-            join_type: proto::join::JoinType::LeftOuter as i32,
-            using_columns: vec![],
-            join_data_type: None,
-        })),
-    );
-    let f = frame(
-        &s,
-        &project(
-            8,
-            on,
-            vec![col_of("ts", 1), col_of("user", 1), col("country")],
-        ),
-    )
-    .unwrap();
-    assert!(f.is_streaming());
-    assert_eq!(names(&f), ["ts", "user", "country"]);
-}
-
-fn micros(text: &str) -> i64 {
-    let (d, t) = text.split_once(' ').unwrap();
-    let days = {
-        let mut it = d.split('-').map(|x| x.parse::<i64>().unwrap());
-        let (y, m, dd) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
-        // days from civil (Howard Hinnant)
-        let y = if m <= 2 { y - 1 } else { y };
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let mp = (m + 9) % 12;
-        let doy = (153 * mp + 2) / 5 + dd - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        era * 146097 + doe - 719468
-    };
-    let mut it = t.split(':').map(|x| x.parse::<i64>().unwrap());
-    let (h, mi, se) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
-    ((days * 24 + h) * 60 + mi) * 60_000_000 + se * 1_000_000
 }
 
 /// A batch windowed count, then `select(F.col("window.start"), ..)` and a struct extract.
@@ -1169,30 +649,6 @@ fn cached_batches_aliases_and_expression_strings() {
     assert!(frame(&s, &gone).unwrap_err().message.contains("nope"));
 }
 
-/// Names resolve ignoring case, as Spark's do by default; `session_window` keys a stream.
-#[test]
-fn names_ignore_case_and_session_windows_plan() {
-    let s = session();
-    let plan = project(2, people(1), vec![col("ID"), col("Name")]);
-    let f = frame(&s, &plan).unwrap();
-    assert_eq!(names(&f), ["ID", "Name"]);
-    assert_eq!(rows(&f), ["1|a", "2|b", "3|c"]);
-    let dir = tempfile::tempdir().unwrap();
-    let read = json_stream(dir.path().to_str().unwrap(), "ts TIMESTAMP, user STRING");
-    let plan = agg(
-        3,
-        watermark(2, read, "ts", "10 minutes"),
-        vec![
-            call("session_window", vec![col("ts"), string("5 minutes")]),
-            col("user"),
-        ],
-        vec![alias(call("count", vec![int(1)]), "count")],
-    );
-    let f = frame(&s, &plan).unwrap();
-    assert!(f.is_streaming());
-    assert_eq!(names(&f), ["session_window", "user", "count"]);
-}
-
 #[test]
 fn struct_of_star_and_expression_strings_in_aggregates() {
     let s = session();
@@ -1230,74 +686,6 @@ fn struct_of_star_and_expression_strings_in_aggregates() {
     assert_eq!(rows(&f), ["1-a", "2-b", "3-c"]);
 }
 
-/// A planned stream runs after the planner's views are gone: `readStream.json(dir)
-/// .withWatermark(..).groupBy(F.window(..), "user").count()` into a foreachBatch, update mode.
-#[test]
-fn a_planned_windowed_stream_runs() {
-    let s = session();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("in");
-    std::fs::create_dir(&data).unwrap();
-    std::fs::write(
-        data.join("1.json"),
-        "{\"ts\": \"2026-09-15T12:01:00Z\", \"user\": \"a\"}\n\
-         {\"ts\": \"2026-09-15T12:02:00Z\", \"user\": \"a\"}\n\
-         {\"ts\": \"2026-09-15T12:07:00Z\", \"user\": \"b\"}\n",
-    )
-    .unwrap();
-    let read = json_stream(data.to_str().unwrap(), "ts TIMESTAMP, user STRING");
-    let counted = agg(
-        3,
-        watermark(2, read, "ts", "10 minutes"),
-        vec![
-            call("window", vec![col("ts"), string("5 minutes")]),
-            col("user"),
-        ],
-        vec![alias(call("count", vec![int(1)]), "count")],
-    );
-    let plan = project(
-        4,
-        counted,
-        vec![
-            alias(col("window.start"), "start"),
-            col("user"),
-            col("count"),
-        ],
-    );
-    let f = frame(&s, &plan).unwrap();
-    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let sink = seen.clone();
-    let q = f
-        .write_stream()
-        .output_mode(sluice::OutputMode::Update)
-        .option(
-            "checkpointLocation",
-            dir.path().join("ckpt").to_str().unwrap(),
-        )
-        .trigger(sluice::Trigger::AvailableNow)
-        .foreach_batch(move |batch, _id| {
-            let opts = FormatOptions::default();
-            for b in batch.batches() {
-                let fmts: Vec<_> = b
-                    .columns()
-                    .iter()
-                    .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
-                    .collect();
-                for i in 0..b.num_rows() {
-                    let row: Vec<String> = fmts.iter().map(|f| f.value(i).to_string()).collect();
-                    sink.lock().unwrap().push(row.join("|"));
-                }
-            }
-            Ok(())
-        })
-        .start()
-        .unwrap();
-    q.await_termination().unwrap();
-    let mut got = seen.lock().unwrap().clone();
-    got.sort();
-    assert_eq!(got, ["2026-09-15T12:00:00|a|2", "2026-09-15T12:05:00|b|1"]);
-}
-
 /// `F.count("id").over(Window.orderBy("id").rowsBetween(-1, Window.currentRow))`.
 #[test]
 fn window_frames_with_offsets() {
@@ -1328,4 +716,26 @@ fn window_frames_with_offsets() {
         "count(id) OVER (ORDER BY id ASC NULLS FIRST ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)"
     );
     assert_eq!(rows(&f), ["1|1", "2|2", "3|2"]);
+}
+
+/// `df.selectExpr("id + 1", "count(*) OVER ()")` and `df.agg(F.expr("count(*)"))`: Spark's
+/// names for the unaliased expression strings.
+#[test]
+fn expression_strings_take_spark_names() {
+    let s = session();
+    let x = |t: &str| {
+        e(ExprType::ExpressionString(pe::ExpressionString {
+            expression: t.into(),
+        }))
+    };
+    let f = frame(
+        &s,
+        &project(2, people(1), vec![x("id + 1"), x("upper(name)")]),
+    )
+    .unwrap();
+    assert_eq!(names(&f), ["(id + 1)", "upper(name)"]);
+    assert_eq!(rows(&f), ["2|A", "3|B", "4|C"]);
+    let f = frame(&s, &agg(3, people(1), vec![], vec![x("count(*)")])).unwrap();
+    assert_eq!(names(&f), ["count(1)"]);
+    assert_eq!(rows(&f), ["3"]);
 }
