@@ -15,6 +15,7 @@
 //! | [`literal`] | literals to SQL literals |
 //! | [`names`] | Spark's names of SQL expression strings (`F.expr`, `selectExpr`) |
 //! | [`ops`] | the relations that combine or reshape columns (join, set operations, ..) |
+//! | [`rows`] | `na.fill`, `na.drop`, `sample`, `to(schema)` |
 //! | [`read`] | the leaves: reads, local data, `spark.range`, parameters of `spark.sql` |
 //! | [`types`] | Spark Connect's `DataType` and Arrow's, schema strings |
 
@@ -33,6 +34,7 @@ pub(crate) mod literal;
 pub(crate) mod names;
 pub(crate) mod ops;
 pub(crate) mod read;
+pub(crate) mod rows;
 #[cfg(test)]
 mod tests;
 pub mod types;
@@ -401,6 +403,10 @@ impl<'a> Planner<'a> {
             }
             RelType::Tail(t) => ops::tail(self, t),
             RelType::ShowString(s) => ops::show_string(self, s),
+            RelType::FillNa(f) => rows::fill_na(self, f),
+            RelType::DropNa(d) => rows::drop_na(self, d),
+            RelType::Sample(s) => rows::sample(self, s),
+            RelType::ToSchema(t) => rows::to_schema(self, t),
             RelType::Hint(h) => self.child(&h.input, "Hint"),
             RelType::Repartition(r) => self.child(&r.input, "Repartition"),
             RelType::RepartitionByExpression(r) => self.child(&r.input, "RepartitionByExpression"),

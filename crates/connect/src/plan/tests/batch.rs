@@ -316,22 +316,122 @@ fn not_supported_relations_name_themselves() {
     let s = session();
     let plan = rel(
         2,
-        RelType::Sample(Box::new(proto::Sample {
+        RelType::Unpivot(Box::new(proto::Unpivot {
             input: Some(Box::new(people(1))),
-            lower_bound: 0.0,
-            upper_bound: 0.5,
-            with_replacement: None,
-            seed: None,
-            deterministic_order: false,
+            ids: vec![col("id")],
+            values: None,
+            variable_column_name: "k".into(),
+            value_column_name: "v".into(),
         })),
     );
     let err = frame(&s, &plan).unwrap_err();
     assert_eq!(err.java_class, crate::error::java::UNSUPPORTED);
     assert!(
-        err.message.contains("the Sample relation"),
+        err.message.contains("the Unpivot relation"),
         "{}",
         err.message
     );
+}
+
+/// `df.na.fill(0)`, `df.na.fill("?", ["name"])`, `df.na.drop()`, `df.sample(..)`, `df.to(..)`.
+#[test]
+fn na_fill_drop_sample_and_to_schema() {
+    let s = session();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("x", DataType::Float64, true),
+        Field::new("name", DataType::Utf8, true),
+    ]));
+    let b = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(arrow::array::Float64Array::from(vec![
+                Some(1.0),
+                None,
+                Some(f64::NAN),
+            ])),
+            Arc::new(StringArray::from(vec![None, Some("b"), Some("c")])),
+        ],
+    )
+    .unwrap();
+    let data = local(1, &b);
+    let fill = |values: Vec<LiteralType>, cols: Vec<&str>| {
+        rel(
+            2,
+            RelType::FillNa(Box::new(proto::NaFill {
+                input: Some(Box::new(data.clone())),
+                cols: cols.into_iter().map(String::from).collect(),
+                values: values
+                    .into_iter()
+                    .map(|v| pe::Literal {
+                        data_type: None,
+                        literal_type: Some(v),
+                    })
+                    .collect(),
+            })),
+        )
+    };
+    let f = frame(&s, &fill(vec![LiteralType::Long(0)], vec![])).unwrap();
+    assert_eq!(rows(&f), ["0.0|b", "0.0|c", "1.0|null"]);
+    let f = frame(
+        &s,
+        &fill(vec![LiteralType::String("?".into())], vec!["name"]),
+    )
+    .unwrap();
+    assert_eq!(rows(&f), ["1.0|?", "NaN|c", "null|b"]);
+    let drop = rel(
+        3,
+        RelType::DropNa(Box::new(proto::NaDrop {
+            input: Some(Box::new(data.clone())),
+            cols: vec![],
+            min_non_nulls: None,
+        })),
+    );
+    assert!(rows(&frame(&s, &drop).unwrap()).is_empty());
+    let thresh = rel(
+        3,
+        RelType::DropNa(Box::new(proto::NaDrop {
+            input: Some(Box::new(data.clone())),
+            cols: vec![],
+            min_non_nulls: Some(1),
+        })),
+    );
+    assert_eq!(
+        rows(&frame(&s, &thresh).unwrap()),
+        ["1.0|null", "NaN|c", "null|b"]
+    );
+    let sample = |lower: f64, upper: f64| {
+        rel(
+            4,
+            RelType::Sample(Box::new(proto::Sample {
+                input: Some(Box::new(people(1))),
+                lower_bound: lower,
+                upper_bound: upper,
+                with_replacement: None,
+                seed: Some(7),
+                deterministic_order: false,
+            })),
+        )
+    };
+    let all = frame(&s, &sample(0.0, 1.0)).unwrap();
+    assert_eq!(names(&all), ["id", "name"]);
+    assert_eq!(rows(&all).len(), 3);
+    assert!(rows(&frame(&s, &sample(0.0, 0.0)).unwrap()).is_empty());
+    let to = rel(
+        5,
+        RelType::ToSchema(Box::new(proto::ToSchema {
+            input: Some(Box::new(people(1))),
+            schema: Some(
+                types::schema_to_proto(&Schema::new(vec![
+                    Field::new("name", DataType::Utf8, true),
+                    Field::new("id", DataType::Int64, true),
+                ]))
+                .unwrap(),
+            ),
+        })),
+    );
+    let f = frame(&s, &to).unwrap();
+    assert_eq!(names(&f), ["name", "id"]);
+    assert_eq!(f.schema().field(1).data_type(), &DataType::Int64);
 }
 
 #[test]
