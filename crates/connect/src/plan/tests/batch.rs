@@ -839,3 +839,60 @@ fn expression_strings_take_spark_names() {
     assert_eq!(names(&f), ["count(1)"]);
     assert_eq!(rows(&f), ["3"]);
 }
+
+/// `F.col("s").cast("timestamp")`, `ts + F.lit(timedelta(minutes=15))`,
+/// `ts + F.expr("INTERVAL 15 MINUTES")`, `F.col("ts").cast("long")`.
+#[test]
+fn timestamp_casts_and_intervals() {
+    let s = session();
+    let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
+    let b = RecordBatch::try_new(
+        schema,
+        vec![Arc::new(StringArray::from(vec!["2026-09-15T12:01:00Z"]))],
+    )
+    .unwrap();
+    let cast = |x: proto::Expression, t: &str| {
+        e(ExprType::Cast(Box::new(pe::Cast {
+            expr: Some(Box::new(x)),
+            eval_mode: 0,
+            cast_to_type: Some(pe::cast::CastToType::TypeStr(t.into())),
+        })))
+    };
+    let ts = || cast(col("s"), "timestamp");
+    let plan = project(
+        2,
+        local(1, &b),
+        vec![
+            alias(ts(), "ts"),
+            alias(
+                call(
+                    "+",
+                    vec![ts(), lit(LiteralType::DayTimeInterval(15 * 60 * 1_000_000))],
+                ),
+                "later",
+            ),
+            alias(
+                call(
+                    "+",
+                    vec![
+                        ts(),
+                        e(ExprType::ExpressionString(pe::ExpressionString {
+                            expression: "INTERVAL 15 MINUTES".into(),
+                        })),
+                    ],
+                ),
+                "later2",
+            ),
+            alias(cast(ts(), "long"), "epoch"),
+        ],
+    );
+    let f = frame(&s, &plan).unwrap();
+    assert_eq!(
+        f.schema().field(0).data_type(),
+        &DataType::Timestamp(TimeUnit::Microsecond, None)
+    );
+    assert_eq!(
+        rows(&f),
+        ["2026-09-15T12:01:00|2026-09-15T12:16:00|2026-09-15T12:16:00|1789473660"]
+    );
+}

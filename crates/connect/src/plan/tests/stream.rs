@@ -294,3 +294,69 @@ fn a_planned_windowed_stream_runs() {
     got.sort();
     assert_eq!(got, ["2026-09-15T12:00:00|a|2", "2026-09-15T12:05:00|b|1"]);
 }
+
+fn aliased(id: i64, input: proto::Relation, name: &str) -> proto::Relation {
+    rel(
+        id,
+        RelType::SubqueryAlias(Box::new(proto::SubqueryAlias {
+            input: Some(Box::new(input)),
+            alias: name.into(),
+            qualifier: vec![],
+        })),
+    )
+}
+
+/// `imps.alias("i").join(clicks.alias("c"), F.expr("i.ad_id = c.ad_id AND c.click_time >=
+/// i.imp_time AND c.click_time <= i.imp_time + INTERVAL 15 MINUTES"), "leftOuter")
+/// .select(F.col("i.ad_id"), "imp_time", F.col("c.click_time"), "user")`.
+#[test]
+fn stream_stream_join_of_aliased_watermarked_streams() {
+    let s = session();
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let read = |id: i64, dir: &tempfile::TempDir, schema: &str| {
+        let mut r = json_stream(dir.path().to_str().unwrap(), schema);
+        r.common.as_mut().unwrap().plan_id = Some(id);
+        r
+    };
+    let imps = watermark(
+        2,
+        read(1, &d1, "ad_id STRING, imp_time TIMESTAMP"),
+        "imp_time",
+        "10 minutes",
+    );
+    let clicks = watermark(
+        12,
+        read(11, &d2, "ad_id STRING, click_time TIMESTAMP, user STRING"),
+        "click_time",
+        "20 minutes",
+    );
+    let cond = e(ExprType::ExpressionString(pe::ExpressionString {
+        expression: "i.ad_id = c.ad_id AND c.click_time >= i.imp_time AND c.click_time <= \
+                     i.imp_time + INTERVAL 15 MINUTES"
+            .into(),
+    }));
+    let join = rel(
+        30,
+        RelType::Join(Box::new(proto::Join {
+            left: Some(Box::new(aliased(3, imps, "i"))),
+            right: Some(Box::new(aliased(13, clicks, "c"))),
+            join_condition: Some(cond),
+            join_type: proto::join::JoinType::LeftOuter as i32,
+            using_columns: vec![],
+            join_data_type: None,
+        })),
+    );
+    let plan = project(
+        31,
+        join,
+        vec![
+            col("i.ad_id"),
+            col("imp_time"),
+            col_of("click_time", 13),
+            col("user"),
+        ],
+    );
+    let f = frame(&s, &plan).unwrap();
+    assert!(f.is_streaming());
+    assert_eq!(names(&f), ["ad_id", "imp_time", "click_time", "user"]);
+}
