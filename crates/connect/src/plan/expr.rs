@@ -454,7 +454,7 @@ fn window(scope: &Scope, w: &pe::Window) -> Result<Sql> {
 }
 
 /// Generators: as whole select items, SQL names their columns (`col`, `pos`, `key`, ..).
-const GENERATORS: &[&str] = &[
+pub(crate) const GENERATORS: &[&str] = &[
     "explode",
     "explode_outer",
     "posexplode",
@@ -470,6 +470,21 @@ fn function(scope: &Scope, name: &str, args: &[proto::Expression], distinct: boo
         .iter()
         .map(|e| sql(scope, e))
         .collect::<Result<Vec<_>>>()?;
+    let mut a = a;
+    // `from_json(col, StructType)`: PySpark sends the schema as its JSON; Sluice's SQL reads DDL.
+    if matches!(name, "from_json" | "from_csv") && a.len() >= 2 {
+        if let Some(ExprType::Literal(pe::Literal {
+            literal_type: Some(pe::literal::LiteralType::String(schema)),
+            ..
+        })) = &args[1].expr_type
+        {
+            if schema.trim_start().starts_with('{') {
+                let t = super::types::parse_type_text(schema)?;
+                let ddl = sluice::schema::spark_type_name(&t);
+                a[1] = Sql::new(super::literal::string_sql(&ddl), ddl);
+            }
+        }
+    }
     let is_count_star = name == "count" && a.len() == 1 && a[0].star == Some(None);
     let a = if is_count_star {
         a

@@ -20,7 +20,7 @@ pub(crate) fn expression_string_name(text: &str) -> Option<String> {
         return None;
     }
     match item {
-        SelectItem::UnnamedExpr(e) => Some(pretty(&e)),
+        SelectItem::UnnamedExpr(e) => Some(pretty(&e)).filter(|n| !n.is_empty()),
         _ => None,
     }
 }
@@ -78,6 +78,10 @@ fn pretty(e: &Expr) -> String {
             if name == "window" || name == "session_window" {
                 return name;
             }
+            if super::expr::GENERATORS.contains(&name.as_str()) {
+                // SQL names a generator's columns (`col`, `pos`, `key`, ..) as Spark does.
+                return String::new();
+            }
             match &f.args {
                 FunctionArguments::List(l) if l.clauses.is_empty() => {
                     let distinct =
@@ -122,6 +126,7 @@ mod tests {
         assert_eq!(name("cast(a as int)").as_deref(), Some("CAST(a AS INT)"));
         assert_eq!(name("window(ts, '5 minutes')").as_deref(), Some("window"));
         assert_eq!(name("a AS b"), None);
+        assert_eq!(name("explode(xs)"), None);
         assert_eq!(name("a b c"), None);
     }
 }

@@ -896,3 +896,48 @@ fn timestamp_casts_and_intervals() {
         ["2026-09-15T12:01:00|2026-09-15T12:16:00|2026-09-15T12:16:00|1789473660"]
     );
 }
+
+/// `F.from_json("j", StructType(..))`: the schema arrives as Spark's JSON.
+#[test]
+fn from_json_with_a_struct_type_schema() {
+    let s = session();
+    let schema = Arc::new(Schema::new(vec![Field::new("j", DataType::Utf8, true)]));
+    let b = RecordBatch::try_new(
+        schema,
+        vec![Arc::new(StringArray::from(vec![r#"{"a": 1, "b": "x"}"#]))],
+    )
+    .unwrap();
+    let json_schema = r#"{"type":"struct","fields":[{"name":"a","type":"integer","nullable":true,"metadata":{}},{"name":"b","type":"string","nullable":true,"metadata":{}}]}"#;
+    let parsed = alias(call("from_json", vec![col("j"), string(json_schema)]), "p");
+    let plan = project(
+        3,
+        project(2, local(1, &b), vec![parsed]),
+        vec![col("p.a"), col("p.b")],
+    );
+    let f = frame(&s, &plan).unwrap();
+    assert_eq!(names(&f), ["a", "b"]);
+    assert_eq!(f.schema().field(0).data_type(), &DataType::Int32);
+    assert_eq!(rows(&f), ["1|x"]);
+}
+
+/// `F.explode(..)` names its column `col`; `F.posexplode(..).alias("p", "v")` names two.
+#[test]
+fn generators_in_selects() {
+    let s = session();
+    let arr = || call("array", vec![string("x"), string("y")]);
+    let f = frame(
+        &s,
+        &project(2, people(1), vec![col("id"), call("explode", vec![arr()])]),
+    )
+    .unwrap();
+    assert_eq!(names(&f), ["id", "col"]);
+    assert_eq!(rows(&f).len(), 6);
+    let two = e(ExprType::Alias(Box::new(pe::Alias {
+        expr: Some(Box::new(call("posexplode", vec![arr()]))),
+        name: vec!["p".into(), "v".into()],
+        metadata: None,
+    })));
+    let f = frame(&s, &project(3, people(1), vec![col("id"), two])).unwrap();
+    assert_eq!(names(&f), ["id", "p", "v"]);
+    assert!(rows(&f).contains(&"1|1|y".to_string()));
+}
