@@ -11,6 +11,7 @@
 //!
 //! | module | concept |
 //! |---|---|
+//! | [`errors`] | the engine's planning errors in Spark's words, without the server's view names |
 //! | [`expr`] | expressions to SQL text, with Spark's output names |
 //! | [`literal`] | literals to SQL literals |
 //! | [`names`] | Spark's names of SQL expression strings (`F.expr`, `selectExpr`) |
@@ -29,6 +30,7 @@ use crate::proto;
 use crate::proto::relation::RelType;
 use crate::session::ConnectSession;
 
+pub(crate) mod errors;
 pub(crate) mod expr;
 pub(crate) mod literal;
 pub(crate) mod names;
@@ -46,7 +48,7 @@ pub fn frame(session: &ConnectSession, relation: &proto::Relation) -> Result<Str
     let planner = Planner::new(session);
     let result = planner.plan(relation).map(|p| p.frame);
     planner.drop_views();
-    result
+    result.map_err(errors::in_spark_words)
 }
 
 /// Registers the relation as the temp view `name` (`createTempView`,

@@ -941,3 +941,57 @@ fn generators_in_selects() {
     assert_eq!(names(&f), ["id", "p", "v"]);
     assert!(rows(&f).contains(&"1|1|y".to_string()));
 }
+
+/// `a.join(b, a.id == b.id).join(c, a.id == c.id)` and `a.join(b.join(c, ..), ..)`.
+#[test]
+fn three_way_joins_resolve_every_side() {
+    let s = session();
+    let j = |id: i64, l: proto::Relation, r: proto::Relation, cond: proto::Expression| {
+        rel(
+            id,
+            RelType::Join(Box::new(proto::Join {
+                left: Some(Box::new(l)),
+                right: Some(Box::new(r)),
+                join_condition: Some(cond),
+                join_type: proto::join::JoinType::Inner as i32,
+                using_columns: vec![],
+                join_data_type: None,
+            })),
+        )
+    };
+    let eq = |a: i64, b: i64| call("==", vec![col_of("id", a), col_of("id", b)]);
+    let left_deep = j(
+        11,
+        j(10, people(1), people(2), eq(1, 2)),
+        people(3),
+        eq(1, 3),
+    );
+    let plan = project(
+        12,
+        left_deep,
+        vec![col_of("id", 1), col_of("name", 2), col_of("name", 3)],
+    );
+    let f = frame(&s, &plan).unwrap();
+    assert_eq!(rows(&f), ["1|a|a", "2|b|b", "3|c|c"]);
+    let right_deep = j(
+        21,
+        people(1),
+        j(20, people(2), people(3), eq(2, 3)),
+        eq(1, 3),
+    );
+    let plan = project(22, right_deep, vec![col_of("id", 1), col_of("name", 3)]);
+    assert_eq!(rows(&frame(&s, &plan).unwrap()), ["1|a", "2|b", "3|c"]);
+}
+
+/// An unknown column is Spark's `UNRESOLVED_COLUMN` analysis error, naming the columns there
+/// are, without the server's view names.
+#[test]
+fn unknown_columns_are_analysis_errors_in_spark_words() {
+    let s = session();
+    let err = frame(&s, &project(2, people(1), vec![col("nope")])).unwrap_err();
+    assert_eq!(err.java_class, crate::error::java::ANALYSIS);
+    assert_eq!(err.error_class, "UNRESOLVED_COLUMN.WITH_SUGGESTION");
+    assert!(err.message.contains("`nope`"), "{}", err.message);
+    assert!(err.message.contains("`id`, `name`"), "{}", err.message);
+    assert!(!err.message.contains("__sluice"), "{}", err.message);
+}
