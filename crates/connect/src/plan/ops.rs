@@ -96,6 +96,15 @@ fn side(p: &Planner<'_>, s: &Planned) -> Result<(String, HashMap<i64, String>, V
         s.frame.clone()
     };
     let v = p.view(&frame)?;
+    // A filtered `df.alias("t")` keeps its name `t`.
+    if let Some(f) = &s.from {
+        if let [q] = f.qualifiers.as_slice() {
+            if !f.text.contains(" JOIN ") {
+                let aliases = s.ids.iter().map(|id| (*id, q.clone())).collect();
+                return Ok((format!("{v} AS {}", quote(q)), aliases, vec![q.clone()]));
+            }
+        }
+    }
     let aliases = s.ids.iter().map(|id| (*id, v.clone())).collect();
     Ok((v.clone(), aliases, vec![v]))
 }

@@ -995,3 +995,70 @@ fn unknown_columns_are_analysis_errors_in_spark_words() {
     assert!(err.message.contains("`id`, `name`"), "{}", err.message);
     assert!(!err.message.contains("__sluice"), "{}", err.message);
 }
+
+/// `df1.join(df2, df1.id == df2.id).drop(df2.id)`: only the right side's `id` goes.
+#[test]
+fn drop_a_plan_id_qualified_join_column() {
+    let s = session();
+    let join = rel(
+        10,
+        RelType::Join(Box::new(proto::Join {
+            left: Some(Box::new(people(1))),
+            right: Some(Box::new(project(
+                3,
+                people(2),
+                vec![col("id"), alias(call("upper", vec![col("name")]), "up")],
+            ))),
+            join_condition: Some(call("==", vec![col_of("id", 1), col_of("id", 3)])),
+            join_type: proto::join::JoinType::Inner as i32,
+            using_columns: vec![],
+            join_data_type: None,
+        })),
+    );
+    let plan = rel(
+        11,
+        RelType::Drop(Box::new(proto::Drop {
+            input: Some(Box::new(join)),
+            columns: vec![col_of("id", 3)],
+            column_names: vec![],
+        })),
+    );
+    let f = frame(&s, &plan).unwrap();
+    assert_eq!(names(&f), ["id", "name", "up"]);
+    assert_eq!(rows(&f), ["1|a|A", "2|b|B", "3|c|C"]);
+}
+
+/// `df.alias("t").filter(..).join(other.alias("o"), F.col("t.id") == F.col("o.id"))`.
+#[test]
+fn a_filtered_alias_keeps_its_name_in_a_join() {
+    let s = session();
+    let aliased = |id: i64, input: proto::Relation, name: &str| {
+        rel(
+            id,
+            RelType::SubqueryAlias(Box::new(proto::SubqueryAlias {
+                input: Some(Box::new(input)),
+                alias: name.into(),
+                qualifier: vec![],
+            })),
+        )
+    };
+    let t = filter(
+        3,
+        aliased(2, people(1), "t"),
+        call(">", vec![col("t.id"), int(1)]),
+    );
+    let o = aliased(5, people(4), "o");
+    let join = rel(
+        6,
+        RelType::Join(Box::new(proto::Join {
+            left: Some(Box::new(t)),
+            right: Some(Box::new(o)),
+            join_condition: Some(call("==", vec![col("t.id"), col("o.id")])),
+            join_type: proto::join::JoinType::Inner as i32,
+            using_columns: vec![],
+            join_data_type: None,
+        })),
+    );
+    let plan = project(7, join, vec![col("t.id"), col("o.name")]);
+    assert_eq!(rows(&frame(&s, &plan).unwrap()), ["2|b", "3|c"]);
+}
