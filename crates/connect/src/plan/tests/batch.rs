@@ -851,3 +851,75 @@ fn unknown_columns_are_analysis_errors_in_spark_words() {
     assert!(err.message.contains("`id`, `name`"), "{}", err.message);
     assert!(!err.message.contains("__sluice"), "{}", err.message);
 }
+
+/// `F.lit([1, 2])`, `F.lit({"k": 1})`, a struct literal, an empty typed array, a typed null.
+#[test]
+fn collection_literals() {
+    let s = session();
+    let lits = |v: Vec<i32>| -> Vec<pe::Literal> {
+        v.into_iter()
+            .map(|x| pe::Literal {
+                data_type: None,
+                literal_type: Some(LiteralType::Integer(x)),
+            })
+            .collect()
+    };
+    let int_type = || proto::DataType {
+        kind: Some(proto::data_type::Kind::Integer(Default::default())),
+    };
+    #[allow(deprecated)]
+    let array = |v: Vec<i32>| {
+        lit(LiteralType::Array(pe::literal::Array {
+            element_type: Some(int_type()),
+            elements: lits(v),
+        }))
+    };
+    #[allow(deprecated)]
+    let map = lit(LiteralType::Map(pe::literal::Map {
+        key_type: None,
+        value_type: None,
+        keys: vec![pe::Literal {
+            data_type: None,
+            literal_type: Some(LiteralType::String("k".into())),
+        }],
+        values: lits(vec![1]),
+    }));
+    #[allow(deprecated)]
+    let strukt = lit(LiteralType::Struct(pe::literal::Struct {
+        struct_type: Some(
+            types::schema_to_proto(&Schema::new(vec![
+                Field::new("a", DataType::Int32, true),
+                Field::new("b", DataType::Int32, true),
+            ]))
+            .unwrap(),
+        ),
+        elements: lits(vec![1, 2]),
+    }));
+    let null_string = lit(LiteralType::Null(proto::DataType {
+        kind: Some(proto::data_type::Kind::String(Default::default())),
+    }));
+    let plan = project(
+        2,
+        filter(3, people(1), call("==", vec![col("id"), int(1)])),
+        vec![
+            alias(array(vec![1, 2]), "arr"),
+            alias(array(vec![]), "empty"),
+            alias(map, "m"),
+            alias(strukt, "st"),
+            alias(null_string, "n"),
+        ],
+    );
+    let f = frame(&s, &plan).unwrap();
+    let schema = f.schema();
+    assert_eq!(
+        schema.field(1).data_type(),
+        &DataType::new_list(DataType::Int32, true)
+    );
+    assert!(matches!(schema.field(2).data_type(), DataType::Map(_, _)));
+    // DataFusion's SQL casts to STRING as Utf8View: Spark's `string` either way.
+    assert!(matches!(
+        types::to_proto(schema.field(4).data_type()).unwrap().kind,
+        Some(proto::data_type::Kind::String(_))
+    ));
+    assert_eq!(rows(&f), ["[1, 2]|[]|{k: 1}|{a: 1, b: 2}|null"]);
+}
