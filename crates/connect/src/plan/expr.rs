@@ -19,6 +19,8 @@ pub(crate) struct Scope {
     pub(crate) aliases: HashMap<i64, String>,
     /// The input's columns as (qualifier, name), for stars inside function calls.
     pub(crate) cols: Vec<(Option<String>, String)>,
+    /// The struct columns (their index in `cols`) with their field names, for `data.*`.
+    pub(crate) structs: Vec<(usize, Vec<String>)>,
 }
 
 /// One expression as SQL.
@@ -298,6 +300,38 @@ fn star(scope: &Scope, target: Option<&str>, plan_id: Option<i64>) -> Result<Sql
         }
         (None, None) => None,
     };
+    // `data.*` of a struct column `data` (not a FROM alias): its fields.
+    if let (Some(q), None) = (&qualifier, plan_id.and_then(|id| scope.aliases.get(&id))) {
+        let is_alias = scope
+            .cols
+            .iter()
+            .any(|(cq, _)| cq.as_deref() == Some(q.as_str()));
+        let field_of = scope
+            .structs
+            .iter()
+            .find(|(i, _)| scope.cols[*i].1.eq_ignore_ascii_case(q));
+        if let (false, Some((i, fields))) = (is_alias, field_of) {
+            let (cq, name) = &scope.cols[*i];
+            let base = match cq {
+                Some(cq) => format!("{}.{}", quote(cq), quote(name)),
+                None => quote(name),
+            };
+            let items: Vec<String> = fields
+                .iter()
+                .map(|f| format!("{base}.{} AS {}", quote(f), quote(f)))
+                .collect();
+            let texts: Vec<String> = fields
+                .iter()
+                .map(|f| format!("{base}.{}", quote(f)))
+                .collect();
+            return Ok(Sql {
+                text: texts.join(", "),
+                name: None,
+                item: Some(items.join(", ")),
+                star: None,
+            });
+        }
+    }
     let text = match &qualifier {
         Some(q) => format!("{}.*", quote(q)),
         None => "*".to_string(),

@@ -134,6 +134,26 @@ impl Source {
     }
 }
 
+/// The struct columns of `frame` (by their position in `cols`) and their field names, for
+/// `select("data.*")`.
+fn struct_fields(
+    frame: &StreamFrame,
+    cols: &[(Option<String>, String)],
+) -> Vec<(usize, Vec<String>)> {
+    frame
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| match f.data_type() {
+            arrow::datatypes::DataType::Struct(fs) if i < cols.len() => {
+                Some((i, fs.iter().map(|f| f.name().clone()).collect()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 pub(crate) struct Planner<'a> {
     pub(crate) session: &'a ConnectSession,
     views: RefCell<Vec<String>>,
@@ -214,6 +234,7 @@ impl<'a> Planner<'a> {
                 scope: Scope {
                     aliases: f.aliases.clone(),
                     cols: cols.clone(),
+                    structs: struct_fields(&p.frame, &cols),
                 },
                 cols,
             });
@@ -231,7 +252,7 @@ impl<'a> Planner<'a> {
             wheres: Vec::new(),
             scope: Scope {
                 aliases: p.ids.iter().map(|id| (*id, name.clone())).collect(),
-                // An unqualified star stands for every column; `t.*` for none of a view's.
+                structs: struct_fields(&p.frame, &cols),
                 cols: cols.clone(),
             },
             cols,

@@ -120,7 +120,7 @@ pub(crate) fn join(p: &Planner<'_>, j: &proto::Join) -> Result<Planned> {
     aliases.extend(lal.clone()); // a self-join's ids resolve to the left side, as in Spark
     let scope = Scope {
         aliases: aliases.clone(),
-        cols: Vec::new(),
+        ..Scope::default()
     };
     let kw = match jt {
         JoinType::Inner | JoinType::Unspecified => "JOIN",

@@ -923,3 +923,31 @@ fn collection_literals() {
     ));
     assert_eq!(rows(&f), ["[1, 2]|[]|{k: 1}|{a: 1, b: 2}|null"]);
 }
+
+/// `df.select(F.from_json(..).alias("data")).select("data.*")`: a struct's fields.
+#[test]
+fn struct_stars_expand_to_fields() {
+    let s = session();
+    let schema = Arc::new(Schema::new(vec![Field::new("j", DataType::Utf8, true)]));
+    let b = RecordBatch::try_new(
+        schema,
+        vec![Arc::new(StringArray::from(vec![r#"{"a": 1, "b": "x"}"#]))],
+    )
+    .unwrap();
+    let parsed = alias(
+        call("from_json", vec![col("j"), string("a INT, b STRING")]),
+        "data",
+    );
+    let star = e(ExprType::UnresolvedStar(pe::UnresolvedStar {
+        unparsed_target: Some("data.*".into()),
+        plan_id: None,
+    }));
+    let plan = project(
+        3,
+        project(2, local(1, &b), vec![col("j"), parsed]),
+        vec![col("j"), star],
+    );
+    let f = frame(&s, &plan).unwrap();
+    assert_eq!(names(&f), ["j", "a", "b"]);
+    assert_eq!(rows(&f), [r#"{"a": 1, "b": "x"}|1|x"#]);
+}
