@@ -316,13 +316,35 @@ impl<'a> Planner<'a> {
                 let items = &p.expressions;
                 match p.input.as_deref() {
                     Some(child) => {
-                        let c = self.plan(child)?;
+                        // `orderBy(..).select(..)`: one query, so the order holds.
+                        let (c, order) = match &child.rel_type {
+                            Some(RelType::Sort(s)) => {
+                                (self.child(&s.input, "Sort")?, Some(s.order.as_slice()))
+                            }
+                            _ => (self.plan(child)?, None),
+                        };
                         let src = self.source(&c)?;
                         let items = items
                             .iter()
                             .map(|e| Ok(expr::sql(&src.scope, e)?.select_item()))
                             .collect::<Result<Vec<_>>>()?;
-                        self.select(&src, &items, c.ids)
+                        match order {
+                            None => self.select(&src, &items, c.ids),
+                            Some(order) => {
+                                let keys = self.sort_keys(&src, order)?;
+                                let f = self.sql(&format!(
+                                    "SELECT {} {} ORDER BY {}",
+                                    items.join(", "),
+                                    src.clause(),
+                                    keys.join(", ")
+                                ))?;
+                                Ok(Planned {
+                                    frame: f,
+                                    ids: c.ids,
+                                    from: None,
+                                })
+                            }
+                        }
                     }
                     None => {
                         let items = items
@@ -440,13 +462,13 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// `SELECT * .. ORDER BY keys suffix` (a sort and the limit or offset after it in one
-    /// query, so the order holds for the limit).
-    fn sorted(&self, s: &proto::Sort, suffix: &str) -> Result<Planned> {
-        let c = self.child(&s.input, "Sort")?;
-        let src = self.source(&c)?;
-        let keys = s
-            .order
+    /// The ORDER BY keys of sort orders over `src`.
+    fn sort_keys(
+        &self,
+        src: &Source,
+        order: &[proto::expression::SortOrder],
+    ) -> Result<Vec<String>> {
+        order
             .iter()
             .map(|o| {
                 let e = proto::Expression {
@@ -455,7 +477,15 @@ impl<'a> Planner<'a> {
                 };
                 Ok(expr::sql(&src.scope, &e)?.text)
             })
-            .collect::<Result<Vec<_>>>()?;
+            .collect()
+    }
+
+    /// `SELECT * .. ORDER BY keys suffix` (a sort and the limit or offset after it in one
+    /// query, so the order holds for the limit).
+    fn sorted(&self, s: &proto::Sort, suffix: &str) -> Result<Planned> {
+        let c = self.child(&s.input, "Sort")?;
+        let src = self.source(&c)?;
+        let keys = self.sort_keys(&src, &s.order)?;
         let f = self.sql(&format!(
             "SELECT * {} ORDER BY {} {suffix}",
             src.clause(),

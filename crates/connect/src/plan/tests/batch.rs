@@ -951,3 +951,37 @@ fn struct_stars_expand_to_fields() {
     assert_eq!(names(&f), ["j", "a", "b"]);
     assert_eq!(rows(&f), [r#"{"a": 1, "b": "x"}|1|x"#]);
 }
+
+/// `df.orderBy(F.desc("id")).select("name")` keeps the order.
+#[test]
+fn a_projection_over_a_sort_keeps_the_order() {
+    let s = session();
+    let sorted = rel(
+        2,
+        RelType::Sort(Box::new(proto::Sort {
+            input: Some(Box::new(people(1))),
+            order: vec![pe::SortOrder {
+                child: Some(Box::new(col("id"))),
+                direction: pe::sort_order::SortDirection::Descending as i32,
+                null_ordering: 0,
+            }],
+            is_global: Some(true),
+        })),
+    );
+    let f = frame(&s, &project(3, sorted, vec![col("name")])).unwrap();
+    let got: Vec<String> = f
+        .collect()
+        .unwrap()
+        .iter()
+        .flat_map(|b| {
+            let a = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap()
+                .clone();
+            (0..b.num_rows()).map(move |i| a.value(i).to_string())
+        })
+        .collect();
+    assert_eq!(got, ["c", "b", "a"]);
+}

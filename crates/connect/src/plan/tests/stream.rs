@@ -247,7 +247,7 @@ fn a_planned_windowed_stream_runs() {
         3,
         watermark(2, read, "ts", "10 minutes"),
         vec![
-            call("window", vec![col("ts"), string("5 minutes")]),
+            call("window", vec![col_of("ts", 2), string("5 minutes")]),
             col("user"),
         ],
         vec![alias(call("count", vec![int(1)]), "count")],
