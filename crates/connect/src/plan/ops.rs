@@ -154,6 +154,8 @@ pub(crate) fn join(p: &Planner<'_>, j: &proto::Join) -> Result<Planned> {
     let text = match &j.join_condition {
         Some(cond) => {
             let cond = expr::sql(&scope, cond)?.text;
+            // `join(other, cond, "cross")` is an inner join on the condition, as in Spark.
+            let kw = if kw == "CROSS JOIN" { "JOIN" } else { kw };
             format!("{ltext} {kw} {rtext_nested} ON {cond}")
         }
         None if matches!(

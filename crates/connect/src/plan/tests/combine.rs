@@ -213,3 +213,25 @@ fn a_filtered_alias_keeps_its_name_in_a_join() {
     let plan = project(7, join, vec![col("t.id"), col("o.name")]);
     assert_eq!(rows(&frame(&s, &plan).unwrap()), ["2|b", "3|c"]);
 }
+
+/// `a.crossJoin(b)` and `a.join(b, cond, "cross")`.
+#[test]
+fn cross_joins() {
+    let s = session();
+    let cross = |cond: Option<proto::Expression>| {
+        rel(
+            3,
+            RelType::Join(Box::new(proto::Join {
+                left: Some(Box::new(people(1))),
+                right: Some(Box::new(people(2))),
+                join_condition: cond,
+                join_type: proto::join::JoinType::Cross as i32,
+                using_columns: vec![],
+                join_data_type: None,
+            })),
+        )
+    };
+    assert_eq!(rows(&frame(&s, &cross(None)).unwrap()).len(), 9);
+    let cond = call("<", vec![col_of("id", 1), col_of("id", 2)]);
+    assert_eq!(rows(&frame(&s, &cross(Some(cond))).unwrap()).len(), 3);
+}
