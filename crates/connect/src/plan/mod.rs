@@ -16,7 +16,7 @@
 //! | [`literal`] | literals to SQL literals |
 //! | [`names`] | Spark's names of SQL expression strings (`F.expr`, `selectExpr`) |
 //! | [`ops`] | the relations that combine or reshape columns (join, set operations, ..) |
-//! | [`rows`] | `na.fill`, `na.drop`, `sample`, `to(schema)` |
+//! | [`rows`] | `na.fill`, `na.drop`, `sample`, `to(schema)`, `unpivot` |
 //! | [`read`] | the leaves: reads, local data, `spark.range`, parameters of `spark.sql` |
 //! | [`types`] | Spark Connect's `DataType` and Arrow's, schema strings |
 
@@ -452,6 +452,7 @@ impl<'a> Planner<'a> {
             RelType::DropNa(d) => rows::drop_na(self, d),
             RelType::Sample(s) => rows::sample(self, s),
             RelType::ToSchema(t) => rows::to_schema(self, t),
+            RelType::Unpivot(u) => rows::unpivot(self, u),
             RelType::Hint(h) => self.child(&h.input, "Hint"),
             RelType::Repartition(r) => self.child(&r.input, "Repartition"),
             RelType::RepartitionByExpression(r) => self.child(&r.input, "RepartitionByExpression"),

@@ -1,5 +1,5 @@
-//! Relations that keep, drop or patch rows column by column: `df.na.fill`, `df.na.drop`,
-//! `df.sample`, and `df.to(schema)`.
+//! Relations that keep, drop, patch or turn rows column by column: `df.na.fill`,
+//! `df.na.drop`, `df.sample`, `df.to(schema)` and `df.unpivot`.
 
 use arrow::datatypes::DataType;
 
@@ -219,4 +219,66 @@ pub(crate) fn to_schema(p: &Planner<'_>, t: &proto::ToSchema) -> Result<Planned>
         ));
     }
     p.select(&src, &items, c.ids)
+}
+
+/// `df.unpivot(ids, values, variableColumnName, valueColumnName)` (`melt`): one row per input
+/// row and value column, `ids` kept, the value column's name and value in two columns.
+pub(crate) fn unpivot(p: &Planner<'_>, u: &proto::Unpivot) -> Result<Planned> {
+    let c = p.plan(input(&u.input, "Unpivot")?)?;
+    let src = p.source(&c)?;
+    let ids = u
+        .ids
+        .iter()
+        .map(|e| p.expr(&src, e))
+        .collect::<Result<Vec<_>>>()?;
+    let values: Vec<super::expr::Sql> = match &u.values {
+        Some(v) => v
+            .values
+            .iter()
+            .map(|e| p.expr(&src, e))
+            .collect::<Result<Vec<_>>>()?,
+        // Every column that is not an id.
+        None => {
+            let id_names: Vec<String> = ids.iter().map(|i| i.shown()).collect();
+            (0..src.cols.len())
+                .filter(|&i| {
+                    !id_names
+                        .iter()
+                        .any(|n| n.eq_ignore_ascii_case(&src.cols[i].1))
+                })
+                .map(|i| super::expr::Sql {
+                    text: src.col_ref(i),
+                    name: Some(src.cols[i].1.clone()),
+                    item: None,
+                    star: None,
+                })
+                .collect()
+        }
+    };
+    if values.is_empty() {
+        return Err(ConnectError::analysis(
+            "UNPIVOT_REQUIRES_VALUE_COLUMNS",
+            "unpivot needs at least one value column",
+        ));
+    }
+    let id_items: Vec<String> = ids.iter().map(|i| i.select_item()).collect();
+    let selects = values
+        .iter()
+        .map(|v| {
+            let mut items = id_items.clone();
+            items.push(format!(
+                "{} AS {}",
+                super::literal::string_sql(&v.shown()),
+                quote(&u.variable_column_name)
+            ));
+            items.push(format!("{} AS {}", v.text, quote(&u.value_column_name)));
+            format!("SELECT {} {}", items.join(", "), src.clause())
+        })
+        .collect::<Vec<_>>();
+    let frame = p.sql(&selects.join(" UNION ALL "))?;
+    Ok(Planned {
+        frame,
+        ids: c.ids,
+        from: None,
+    })
 }

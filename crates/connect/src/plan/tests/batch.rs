@@ -213,21 +213,48 @@ fn not_supported_relations_name_themselves() {
     let s = session();
     let plan = rel(
         2,
-        RelType::Unpivot(Box::new(proto::Unpivot {
+        RelType::Describe(Box::new(proto::StatDescribe {
             input: Some(Box::new(people(1))),
+            cols: vec![],
+        })),
+    );
+    let err = frame(&s, &plan).unwrap_err();
+    assert_eq!(err.java_class, crate::error::java::UNSUPPORTED);
+    assert!(
+        err.message.contains("the Describe relation"),
+        "{}",
+        err.message
+    );
+}
+
+/// `df.unpivot("id", ["name", "up"], "k", "v")`.
+#[test]
+fn unpivot_turns_columns_into_rows() {
+    let s = session();
+    let wide = project(
+        2,
+        people(1),
+        vec![
+            col("id"),
+            col("name"),
+            alias(call("upper", vec![col("name")]), "up"),
+        ],
+    );
+    let plan = rel(
+        3,
+        RelType::Unpivot(Box::new(proto::Unpivot {
+            input: Some(Box::new(wide)),
             ids: vec![col("id")],
             values: None,
             variable_column_name: "k".into(),
             value_column_name: "v".into(),
         })),
     );
-    let err = frame(&s, &plan).unwrap_err();
-    assert_eq!(err.java_class, crate::error::java::UNSUPPORTED);
-    assert!(
-        err.message.contains("the Unpivot relation"),
-        "{}",
-        err.message
-    );
+    let f = frame(&s, &plan).unwrap();
+    assert_eq!(names(&f), ["id", "k", "v"]);
+    let r = rows(&f);
+    assert_eq!(r.len(), 6);
+    assert!(r.contains(&"1|up|A".to_string()) && r.contains(&"3|name|c".to_string()));
 }
 
 /// `df.na.fill(0)`, `df.na.fill("?", ["name"])`, `df.na.drop()`, `df.sample(..)`, `df.to(..)`.
