@@ -414,3 +414,122 @@ pub(crate) fn sql_type_text(t: &DataType) -> Result<String> {
         other => sql_type_name(other)?,
     })
 }
+
+/// Spark's `DataType.typeName` (the names `printSchema` shows: `integer`, `long`, `struct`).
+fn type_name(t: &DataType) -> String {
+    match t {
+        DataType::Null => "void".into(),
+        DataType::Boolean => "boolean".into(),
+        DataType::Int8 => "byte".into(),
+        DataType::Int16 | DataType::UInt8 => "short".into(),
+        DataType::Int32 | DataType::UInt16 => "integer".into(),
+        DataType::Int64 | DataType::UInt32 => "long".into(),
+        DataType::UInt64 => "decimal(20,0)".into(),
+        DataType::Float16 | DataType::Float32 => "float".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string".into(),
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => "binary".into(),
+        DataType::Date32 | DataType::Date64 => "date".into(),
+        DataType::Timestamp(_, _) => "timestamp".into(),
+        DataType::Decimal32(p, s)
+        | DataType::Decimal64(p, s)
+        | DataType::Decimal128(p, s)
+        | DataType::Decimal256(p, s) => format!("decimal({p},{s})"),
+        DataType::List(_)
+        | DataType::LargeList(_)
+        | DataType::ListView(_)
+        | DataType::LargeListView(_)
+        | DataType::FixedSizeList(_, _) => "array".into(),
+        DataType::Struct(_) => "struct".into(),
+        DataType::Map(_, _) => "map".into(),
+        DataType::Interval(IntervalUnit::MonthDayNano) => "interval".into(),
+        DataType::Interval(IntervalUnit::YearMonth) => "interval year to month".into(),
+        DataType::Interval(IntervalUnit::DayTime) | DataType::Duration(_) => {
+            "interval day to second".into()
+        }
+        DataType::Dictionary(_, v) => type_name(v),
+        DataType::RunEndEncoded(_, v) => type_name(v.data_type()),
+        other => other.to_string().to_ascii_lowercase(),
+    }
+}
+
+/// Spark's `StructType.treeString(level)`, what `df.printSchema()` prints
+/// (`AnalyzePlanRequest.TreeString`): `root`, then ` |-- name: type (nullable = true)` per
+/// field, nested types indented below their field; `level` limits the depth.
+pub fn tree_string(schema: &Schema, level: Option<usize>) -> String {
+    let depth = level.filter(|l| *l > 0).unwrap_or(usize::MAX);
+    let mut out = String::from("root\n");
+    for f in schema.fields() {
+        field_tree(
+            &mut out,
+            " |",
+            f.name(),
+            f.data_type(),
+            f.is_nullable(),
+            depth,
+        );
+    }
+    out
+}
+
+fn field_tree(
+    out: &mut String,
+    prefix: &str,
+    name: &str,
+    t: &DataType,
+    nullable: bool,
+    depth: usize,
+) {
+    if depth == 0 {
+        return;
+    }
+    out.push_str(&format!(
+        "{prefix}-- {}: {} (nullable = {nullable})\n",
+        name.replace('\n', "\\n"),
+        type_name(t)
+    ));
+    nested_tree(out, &format!("{prefix}    |"), t, depth);
+}
+
+fn nested_tree(out: &mut String, prefix: &str, t: &DataType, depth: usize) {
+    let depth = depth - 1;
+    if depth == 0 {
+        return;
+    }
+    match t {
+        DataType::Struct(fields) => {
+            for f in fields {
+                field_tree(out, prefix, f.name(), f.data_type(), f.is_nullable(), depth);
+            }
+        }
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            out.push_str(&format!(
+                "{prefix}-- element: {} (containsNull = {})\n",
+                type_name(f.data_type()),
+                f.is_nullable()
+            ));
+            nested_tree(out, &format!("{prefix}    |"), f.data_type(), depth);
+        }
+        DataType::Map(entries, _) => {
+            if let DataType::Struct(kv) = entries.data_type() {
+                if kv.len() == 2 {
+                    out.push_str(&format!(
+                        "{prefix}-- key: {}\n",
+                        type_name(kv[0].data_type())
+                    ));
+                    nested_tree(out, &format!("{prefix}    |"), kv[0].data_type(), depth);
+                    out.push_str(&format!(
+                        "{prefix}-- value: {} (valueContainsNull = {})\n",
+                        type_name(kv[1].data_type()),
+                        kv[1].is_nullable()
+                    ));
+                    nested_tree(out, &format!("{prefix}    |"), kv[1].data_type(), depth);
+                }
+            }
+        }
+        _ => {}
+    }
+}

@@ -127,3 +127,45 @@ fn local_relation_takes_the_schema_the_client_gave() {
     assert_eq!(names(&f), ["a"]);
     assert!(rows(&f).is_empty());
 }
+
+/// `printSchema()` as Spark prints it (the Kafka source's schema in the seed document, and
+/// nested types).
+#[test]
+fn tree_strings_as_print_schema_prints_them() {
+    let kafka = Schema::new(vec![
+        Field::new("key", DataType::Binary, true),
+        Field::new("value", DataType::Binary, true),
+        Field::new("topic", DataType::Utf8, true),
+        Field::new("partition", DataType::Int32, true),
+        Field::new("offset", DataType::Int64, true),
+        Field::new(
+            "timestamp",
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            true,
+        ),
+        Field::new("timestampType", DataType::Int32, true),
+    ]);
+    assert_eq!(
+        types::tree_string(&kafka, None),
+        "root\n |-- key: binary (nullable = true)\n |-- value: binary (nullable = true)\n \
+         |-- topic: string (nullable = true)\n |-- partition: integer (nullable = true)\n \
+         |-- offset: long (nullable = true)\n |-- timestamp: timestamp (nullable = true)\n \
+         |-- timestampType: integer (nullable = true)\n"
+    );
+    let nested = types::parse_schema(
+        "window STRUCT<start: TIMESTAMP, end: TIMESTAMP> NOT NULL, xs ARRAY<INT>, m MAP<STRING, BIGINT>",
+    )
+    .unwrap();
+    assert_eq!(
+        types::tree_string(&nested, None),
+        "root\n |-- window: struct (nullable = false)\n |    |-- start: timestamp (nullable = true)\n \
+         |    |-- end: timestamp (nullable = true)\n |-- xs: array (nullable = true)\n \
+         |    |-- element: integer (containsNull = true)\n |-- m: map (nullable = true)\n \
+         |    |-- key: string\n |    |-- value: long (valueContainsNull = true)\n"
+    );
+    assert_eq!(
+        types::tree_string(&nested, Some(1)),
+        "root\n |-- window: struct (nullable = false)\n |-- xs: array (nullable = true)\n \
+         |-- m: map (nullable = true)\n"
+    );
+}
