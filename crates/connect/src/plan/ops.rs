@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{RecordBatch, StringArray};
+use arrow::array::{Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 
 use crate::error::{ConnectError, Result};
@@ -62,11 +62,7 @@ pub(crate) fn aggregate(p: &Planner<'_>, a: &proto::Aggregate) -> Result<Planned
                 .collect::<Result<Vec<_>>>()?;
             format!("GROUPING SETS ({})", sets.join(", "))
         }
-        GroupType::Pivot => {
-            return Err(ConnectError::not_supported(
-                "groupBy(..).pivot(..) (the Aggregate relation with a pivot)",
-            ))
-        }
+        GroupType::Pivot => return pivot(p, a, c, &src, &keys, &aggs),
     };
     let mut items: Vec<String> = keys.iter().map(|k| k.select_item()).collect();
     items.extend(aggs.iter().map(|a| a.select_item()));
@@ -74,6 +70,123 @@ pub(crate) fn aggregate(p: &Planner<'_>, a: &proto::Aggregate) -> Result<Planned
     if !group_by.is_empty() {
         text.push_str(" GROUP BY ");
         text.push_str(&group_by);
+    }
+    Ok(Planned {
+        frame: p.sql(&text)?,
+        ids: c.ids,
+        from: None,
+    })
+}
+
+/// `groupBy(keys).pivot(col, values).agg(aggs)`: the aggregates per key and pivot value, then
+/// one column per value (`v`, or `v_agg` for several aggregates), null where a key has no row
+/// of that value, as Spark's two-phase pivot has it. Without values, the distinct values of a
+/// batch input, sorted.
+fn pivot(
+    p: &Planner<'_>,
+    a: &proto::Aggregate,
+    c: Planned,
+    src: &super::Source,
+    keys: &[expr::Sql],
+    aggs: &[expr::Sql],
+) -> Result<Planned> {
+    let spec = a.pivot.as_ref().ok_or_else(|| {
+        ConnectError::illegal_argument("a pivot aggregate without its pivot column")
+    })?;
+    let col = p.expr(
+        src,
+        spec.col
+            .as_ref()
+            .ok_or_else(|| ConnectError::illegal_argument("a pivot without its column"))?,
+    )?;
+    let mut values: Vec<expr::Sql> = spec
+        .values
+        .iter()
+        .map(super::literal::literal)
+        .collect::<Result<_>>()?;
+    if values.is_empty() {
+        if c.frame.is_streaming() {
+            return Err(ConnectError::analysis(
+                "UNSUPPORTED_STREAMING_OPERATION",
+                "pivot without values needs the distinct values of its input; give the values \
+                 (pivot(col, [..])) or pivot a batch DataFrame",
+            ));
+        }
+        let distinct = p.sql(&format!(
+            "SELECT DISTINCT {} AS v {} ORDER BY v LIMIT 10001",
+            col.text,
+            src.clause()
+        ))?;
+        let opts = arrow::util::display::FormatOptions::default();
+        for b in distinct.collect()? {
+            let t = b.schema().field(0).data_type().clone();
+            let f = arrow::util::display::ArrayFormatter::try_new(b.column(0).as_ref(), &opts)?;
+            for i in 0..b.num_rows() {
+                if b.column(0).is_null(i) {
+                    continue;
+                }
+                let shown = f.value(i).to_string();
+                let text = format!(
+                    "CAST({} AS {})",
+                    super::literal::string_sql(&shown),
+                    super::types::sql_type_text(&t)?
+                );
+                values.push(expr::Sql {
+                    text,
+                    name: Some(shown),
+                    item: None,
+                    star: None,
+                });
+            }
+        }
+        if values.len() > 10_000 {
+            return Err(ConnectError::analysis(
+                "PIVOT_VALUE_LIMIT_EXCEEDED",
+                "the pivot column has more than 10000 distinct values; give the values",
+            ));
+        }
+    }
+    let pv = "`__sluice_pivot`";
+    let mut inner: Vec<String> = keys.iter().map(|k| k.select_item()).collect();
+    inner.push(format!("{} AS {pv}", col.text));
+    for (i, ag) in aggs.iter().enumerate() {
+        inner.push(format!("{} AS `__sluice_agg_{i}`", ag.text));
+    }
+    let mut group: Vec<String> = keys.iter().map(|k| k.text.clone()).collect();
+    group.push(col.text.clone());
+    let first = p.sql(&format!(
+        "SELECT {} {} GROUP BY {}",
+        inner.join(", "),
+        src.clause(),
+        group.join(", ")
+    ))?;
+    let v = p.view(&first)?;
+    let key_names: Vec<String> = keys.iter().map(|k| k.shown()).collect();
+    let mut outer: Vec<String> = key_names.iter().map(|n| quote(n)).collect();
+    for val in &values {
+        for (i, ag) in aggs.iter().enumerate() {
+            let name = if aggs.len() == 1 {
+                val.shown()
+            } else {
+                format!("{}_{}", val.shown(), ag.shown())
+            };
+            outer.push(format!(
+                "max(CASE WHEN {pv} = {} THEN `__sluice_agg_{i}` END) AS {}",
+                val.text,
+                quote(&name)
+            ));
+        }
+    }
+    let mut text = format!("SELECT {} FROM {v}", outer.join(", "));
+    if !key_names.is_empty() {
+        text.push_str(" GROUP BY ");
+        text.push_str(
+            &key_names
+                .iter()
+                .map(|n| quote(n))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
     }
     Ok(Planned {
         frame: p.sql(&text)?,

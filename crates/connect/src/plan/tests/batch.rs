@@ -1012,3 +1012,62 @@ fn a_projection_over_a_sort_keeps_the_order() {
         .collect();
     assert_eq!(got, ["c", "b", "a"]);
 }
+
+/// `df.groupBy((F.col("id") % 2).alias("odd")).pivot("name", ["a", "b"]).agg(F.sum("id"))`,
+/// and without values (the distinct ones, sorted), two aggregates.
+#[test]
+fn pivots() {
+    let s = session();
+    let piv = |values: Vec<&str>, aggs: Vec<proto::Expression>| {
+        rel(
+            2,
+            RelType::Aggregate(Box::new(proto::Aggregate {
+                input: Some(Box::new(people(1))),
+                group_type: proto::aggregate::GroupType::Pivot as i32,
+                grouping_expressions: vec![alias(call("%", vec![col("id"), int(2)]), "odd")],
+                aggregate_expressions: aggs,
+                pivot: Some(proto::aggregate::Pivot {
+                    col: Some(col("name")),
+                    values: values
+                        .into_iter()
+                        .map(|v| pe::Literal {
+                            data_type: None,
+                            literal_type: Some(LiteralType::String(v.into())),
+                        })
+                        .collect(),
+                }),
+                grouping_sets: vec![],
+            })),
+        )
+    };
+    let f = frame(&s, &piv(vec!["a", "b"], vec![call("sum", vec![col("id")])])).unwrap();
+    assert_eq!(names(&f), ["odd", "a", "b"]);
+    assert_eq!(rows(&f), ["0|null|2", "1|1|null"]);
+    let f = frame(
+        &s,
+        &piv(
+            vec![],
+            vec![
+                call("sum", vec![col("id")]),
+                alias(call("count", vec![int(1)]), "n"),
+            ],
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        names(&f),
+        [
+            "odd",
+            "a_sum(id)",
+            "a_n",
+            "b_sum(id)",
+            "b_n",
+            "c_sum(id)",
+            "c_n"
+        ]
+    );
+    assert_eq!(
+        rows(&f),
+        ["0|null|null|2|1|null|null", "1|1|1|null|null|3|1"]
+    );
+}
