@@ -844,3 +844,32 @@ fn a_projection_over_a_sort_keeps_the_order() {
         .collect();
     assert_eq!(got, ["c", "b", "a"]);
 }
+
+/// `spark.sql("SELECT count(*) AS n FROM {df}", df=df)`: the DataFrame as a view while planned.
+#[test]
+fn sql_over_dataframe_arguments() {
+    let s = session();
+    let root = rel(
+        3,
+        RelType::Sql(proto::Sql {
+            query: "SELECT count(*) AS n FROM _pyspark_abc WHERE id > 1".into(),
+            ..Default::default()
+        }),
+    );
+    let plan = rel(
+        4,
+        RelType::WithRelations(Box::new(proto::WithRelations {
+            root: Some(Box::new(root)),
+            references: vec![rel(
+                2,
+                RelType::SubqueryAlias(Box::new(proto::SubqueryAlias {
+                    input: Some(Box::new(people(1))),
+                    alias: "_pyspark_abc".into(),
+                    qualifier: vec![],
+                })),
+            )],
+        })),
+    );
+    assert_eq!(rows(&frame(&s, &plan).unwrap()), ["2"]);
+    assert!(!s.sluice.context().table_exist("_pyspark_abc").unwrap());
+}
