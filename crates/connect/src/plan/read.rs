@@ -318,7 +318,10 @@ pub(crate) fn range(p: &Planner<'_>, r: &proto::Range) -> Result<StreamFrame> {
             "spark.range of {n} rows (Sluice materialises at most {MAX_RANGE_ROWS})"
         )));
     }
-    let ids: Int64Array = (0..n as i64).map(|i| start + i * step).collect();
+    // In i128: `i * step` may pass i64 on the way to a value inside [start, end).
+    let ids: Int64Array = (0..n)
+        .map(|i| (i128::from(start) + i * i128::from(step)) as i64)
+        .collect();
     let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(ids)])?;
     p.batches(schema, vec![batch])

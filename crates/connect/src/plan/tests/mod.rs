@@ -1,7 +1,7 @@
 //! Plans built as PySpark 4.2 builds them (`pyspark/sql/connect/plan.py`, `column.py`,
 //! `functions/builtin.py`), planned into frames: schemas, `is_streaming`, and rows. The
-//! builders of the messages are here; [`batch`], [`combine`], [`stream`] and [`schema`] hold
-//! the tests.
+//! builders of the messages are here; [`batch`], [`combine`], [`reshape`], [`stream`] and
+//! [`schema`] hold the tests.
 
 use std::sync::Arc;
 
@@ -13,6 +13,7 @@ use super::*;
 
 mod batch;
 mod combine;
+mod reshape;
 mod schema;
 mod stream;
 use crate::proto::expression::{self as pe, literal::LiteralType, ExprType};
