@@ -26,19 +26,7 @@ pub(crate) fn run(session: &Arc<ConnectSession>, command: &proto::Command) -> Re
                     "global temporary views (use createOrReplaceTempView)",
                 ));
             }
-            if !view.replace && session.sluice.context().table_exist(view.name.as_str())? {
-                return Err(ConnectError::analysis(
-                    "TEMP_TABLE_OR_VIEW_ALREADY_EXISTS",
-                    format!(
-                        "Cannot create the temporary view `{}` because it already exists. \
-                         Choose a different name, drop or replace the existing view \
-                         (createOrReplaceTempView).",
-                        view.name
-                    ),
-                ));
-            }
-            let frame = crate::plan::frame(session, input)?;
-            frame.create_or_replace_temp_view(&view.name)?;
+            crate::plan::create_temp_view(session, &view.name, input, view.replace)?;
             Ok(Results::none())
         }
         CommandType::WriteStreamOperationStart(op) => Ok(Results::one(

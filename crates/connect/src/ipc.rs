@@ -2,11 +2,71 @@
 //! `ExecutePlanResponse.arrow_batch.data` are IPC streams (schema message, then batches).
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 
 use crate::error::{ConnectError, Result};
+
+/// The Arrow type PySpark reads a column as: `timestamp` columns carry a zone (Sluice's are
+/// UTC instants without one; the values do not change), and view strings/binaries are plain.
+fn client_type(t: &DataType) -> DataType {
+    let field = |f: &FieldRef| -> FieldRef {
+        Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(client_type(f.data_type())),
+        )
+    };
+    match t {
+        DataType::Timestamp(unit, None) => DataType::Timestamp(*unit, Some("UTC".into())),
+        DataType::Utf8View => DataType::Utf8,
+        DataType::BinaryView => DataType::Binary,
+        DataType::List(f) => DataType::List(field(f)),
+        DataType::LargeList(f) => DataType::LargeList(field(f)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
+        DataType::Struct(fields) => DataType::Struct(fields.iter().map(field).collect()),
+        DataType::Map(f, sorted) => DataType::Map(field(f), *sorted),
+        other => other.clone(),
+    }
+}
+
+/// Batches as the client reads them (see `client_type`).
+pub fn for_client(
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            Arc::new(
+                f.as_ref()
+                    .clone()
+                    .with_data_type(client_type(f.data_type())),
+            )
+        })
+        .collect();
+    let target = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    if target == schema {
+        return Ok((schema, batches));
+    }
+    let batches = batches
+        .iter()
+        .map(|b| {
+            let columns = b
+                .columns()
+                .iter()
+                .zip(target.fields())
+                .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok(RecordBatch::try_new(target.clone(), columns)?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((target, batches))
+}
 
 /// Reads an IPC stream into its schema and batches.
 pub fn read_stream(bytes: &[u8]) -> Result<(SchemaRef, Vec<RecordBatch>)> {
@@ -41,10 +101,8 @@ pub fn write_schema(schema: &SchemaRef) -> Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use arrow::array::{Int64Array, StringArray};
-    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::array::{Int64Array, StringArray, TimestampMicrosecondArray};
+    use arrow::datatypes::{Field, TimeUnit};
 
     use super::*;
 
@@ -68,6 +126,34 @@ mod tests {
         let (empty_schema, none) = read_stream(&write_schema(&schema).unwrap()).unwrap();
         assert_eq!(empty_schema, schema);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn timestamps_reach_the_client_zoned_and_view_strings_plain() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+            Field::new("s", DataType::Utf8View, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(TimestampMicrosecondArray::from(vec![Some(1_000_000)])),
+                Arc::new(arrow::array::StringViewArray::from(vec![Some("x")])),
+            ],
+        )
+        .unwrap();
+        let (target, batches) = for_client(schema, vec![batch]).unwrap();
+        assert_eq!(
+            target.field(0).data_type(),
+            &DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+        );
+        assert_eq!(target.field(1).data_type(), &DataType::Utf8);
+        let ts = batches[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<TimestampMicrosecondArray>()
+            .unwrap();
+        assert_eq!(ts.value(0), 1_000_000, "the instant does not move");
     }
 
     #[test]

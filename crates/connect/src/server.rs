@@ -244,8 +244,7 @@ pub(crate) fn collect(
     relation: &proto::Relation,
 ) -> Result<Results> {
     let frame = crate::plan::frame(session, relation)?;
-    let schema = frame.schema();
-    let batches = frame.collect()?;
+    let (schema, batches) = crate::ipc::for_client(frame.schema(), frame.collect()?)?;
     let mut results = Results {
         schema: Some(crate::plan::types::schema_to_proto(&schema)?),
         items: Vec::new(),
@@ -317,7 +316,10 @@ fn analyze(
             explain_string: format!("== Physical Plan ==\n{}", frame_of(&e.plan)?.explain()),
         }),
         A::TreeString(t) => r::Result::TreeString(r::TreeString {
-            tree_string: tree_string(&frame_of(&t.plan)?.schema()),
+            tree_string: crate::plan::types::tree_string(
+                &frame_of(&t.plan)?.schema(),
+                t.level.and_then(|l| usize::try_from(l).ok()),
+            ),
         }),
         A::IsLocal(l) => {
             let is_local = matches!(
@@ -337,8 +339,8 @@ fn analyze(
             version: SPARK_VERSION.to_string(),
         }),
         A::DdlParse(d) => r::Result::DdlParse(r::DdlParse {
-            parsed: Some(crate::plan::types::schema_to_proto(
-                &*crate::plan::types::parse_schema(&d.ddl_string)?,
+            parsed: Some(crate::plan::types::to_proto(
+                &crate::plan::types::parse_type_text(&d.ddl_string)?,
             )?),
         }),
         A::SameSemantics(s) => {
@@ -392,35 +394,6 @@ fn analyze(
 
 /// The Spark version the server reports: the protocol it speaks (pyspark-client 4.2).
 pub const SPARK_VERSION: &str = "4.2.0";
-
-/// `printSchema()`'s text.
-fn tree_string(schema: &arrow::datatypes::Schema) -> String {
-    fn field(out: &mut String, f: &arrow::datatypes::Field, depth: usize) {
-        use arrow::datatypes::DataType;
-        let pad = " |   ".repeat(depth);
-        let type_name = match f.data_type() {
-            DataType::Struct(_) => "struct".to_string(),
-            DataType::List(_) | DataType::LargeList(_) => "array".to_string(),
-            DataType::Map(..) => "map".to_string(),
-            t => sluice::schema::spark_simple_string(t),
-        };
-        out.push_str(&format!(
-            "{pad} |-- {}: {type_name} (nullable = {})\n",
-            f.name(),
-            f.is_nullable()
-        ));
-        if let DataType::Struct(children) = f.data_type() {
-            for c in children {
-                field(out, c, depth + 1);
-            }
-        }
-    }
-    let mut out = String::from("root\n");
-    for f in schema.fields() {
-        field(&mut out, f, 0);
-    }
-    out
-}
 
 #[tonic::async_trait]
 impl SparkConnectService for ConnectService {

@@ -25,13 +25,9 @@ impl Server {
                 listen: "127.0.0.1:0".into(),
                 python: None,
             };
-            sluice_connect::serve_until(
-                config,
-                |addr| tx.send(addr).unwrap(),
-                async move {
-                    let _ = stopped.await;
-                },
-            )
+            sluice_connect::serve_until(config, |addr| tx.send(addr).unwrap(), async move {
+                let _ = stopped.await;
+            })
             .unwrap();
         });
         let addr = rx.recv().unwrap();
@@ -130,9 +126,12 @@ fn sql_runs_and_its_rows_come_back_as_arrow() {
                 ..Default::default()
             })),
         };
-        let r = responses(&mut c, execute_request(&session, proto::plan::OpType::Command(cmd)))
-            .await
-            .unwrap();
+        let r = responses(
+            &mut c,
+            execute_request(&session, proto::plan::OpType::Command(cmd)),
+        )
+        .await
+        .unwrap();
         let relation = r
             .iter()
             .find_map(|r| match &r.response_type {
@@ -143,19 +142,30 @@ fn sql_runs_and_its_rows_come_back_as_arrow() {
             })
             .expect("a SqlCommandResult");
         // collect(): the rows as Arrow, and the stream ends with ResultComplete.
-        let r = responses(&mut c, execute_request(&session, proto::plan::OpType::Root(relation)))
-            .await
-            .unwrap();
+        let r = responses(
+            &mut c,
+            execute_request(&session, proto::plan::OpType::Root(relation)),
+        )
+        .await
+        .unwrap();
         assert!(matches!(
             r.last().and_then(|r| r.response_type.as_ref()),
-            Some(proto::execute_plan_response::ResponseType::ResultComplete(_))
+            Some(proto::execute_plan_response::ResponseType::ResultComplete(
+                _
+            ))
         ));
         let b = batches(&r);
         assert_eq!(b.len(), 1);
         assert_eq!(b[0].schema().field(0).name(), "two");
-        let col = b[0].column(0).as_any().downcast_ref::<Int32Array>().unwrap();
+        let col = b[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .unwrap();
         assert_eq!(col.value(0), 2);
-        assert!(r.iter().all(|x| x.session_id == session && !x.operation_id.is_empty()));
+        assert!(r
+            .iter()
+            .all(|x| x.session_id == session && !x.operation_id.is_empty()));
     });
 }
 
@@ -224,7 +234,11 @@ fn conf_set_is_seen_by_get_and_unknown_keys_are_sql_conf_not_found() {
             })))
             .await
             .unwrap_err();
-        assert!(err.message().contains("SQL_CONF_NOT_FOUND"), "{}", err.message());
+        assert!(
+            err.message().contains("SQL_CONF_NOT_FOUND"),
+            "{}",
+            err.message()
+        );
         // Another session does not see this session's conf.
         let other = proto::ConfigRequest {
             session_id: uuid::Uuid::new_v4().to_string(),
