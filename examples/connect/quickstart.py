@@ -18,16 +18,18 @@ url = os.environ.get("SPARK_REMOTE", "sc://127.0.0.1:15002")
 work = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="sluice-quickstart-")
 events = os.path.join(work, "events")
 os.makedirs(events, exist_ok=True)
-rows = [
-    {"ts": "2026-12-01T12:01:00Z"},
-    {"ts": "2026-12-01T12:03:00Z"},
-    {"ts": "2026-12-01T12:07:00Z"},
-    {"ts": "2026-12-01T11:40:00Z"},  # later than the watermark allows: dropped
+# One file per batch (maxFilesPerTrigger 1). As in Spark 3.5, a batch drops rows behind the
+# watermark of the batch before it: batch 2 runs with 11:57 (12:07 minus 10 minutes, from
+# batch 0), so the 11:40 row is dropped there, not in batch 1.
+files = [
+    [{"ts": "2026-12-01T12:01:00Z"}, {"ts": "2026-12-01T12:03:00Z"}, {"ts": "2026-12-01T12:07:00Z"}],
+    [{"ts": "2026-12-01T12:30:00Z"}],
+    [{"ts": "2026-12-01T11:40:00Z"}],
 ]
-with open(os.path.join(events, "1.json"), "w") as f:
-    f.write("\n".join(json.dumps(r) for r in rows[:3]) + "\n")
-with open(os.path.join(events, "2.json"), "w") as f:
-    f.write(json.dumps(rows[3]) + "\n")
+for i, rows in enumerate(files):
+    with open(os.path.join(events, "%d.json" % (i + 1)), "w") as f:
+        f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+    os.utime(os.path.join(events, "%d.json" % (i + 1)), (1_800_000_000 + i, 1_800_000_000 + i))
 
 spark = SparkSession.builder.remote(url).getOrCreate()
 counts = (

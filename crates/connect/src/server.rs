@@ -264,11 +264,15 @@ pub(crate) fn collect(
         offset += rows;
     }
     if results.items.is_empty() {
-        // An empty result still carries its schema, so toPandas/toArrow know the columns.
+        // An empty result is one batch of no rows (a stream of only a schema would give the
+        // client no batch at all), so collect/toPandas/toArrow know the columns.
         results.items.push(ResponseType::ArrowBatch(
             proto::execute_plan_response::ArrowBatch {
                 row_count: 0,
-                data: crate::ipc::write_schema(&schema)?.into(),
+                data: crate::ipc::write_batch(&arrow::array::RecordBatch::new_empty(
+                    schema.clone(),
+                ))?
+                .into(),
                 start_offset: Some(0),
                 chunk_index: None,
                 num_chunks_in_batch: None,

@@ -475,16 +475,10 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        // As Spark's StreamingPythonRunner.stop: the worker is killed (it has no work left;
+        // closing its socket first would only make it print an EOF traceback), then reaped.
+        self.kill();
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
-        // The worker exits on its own once its socket closed; give it a moment, then kill.
-        let deadline = Instant::now() + Duration::from_millis(500);
-        while self.try_wait().is_none() {
-            if Instant::now() >= deadline {
-                self.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
