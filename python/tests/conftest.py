@@ -24,6 +24,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 os.environ["TZ"] = "UTC"
 time.tzset()
+# pyspark-client's connect import runs pyspark.testing's _find_spark_home(), which exits the
+# process when it finds no Spark install (under pytest-xdist it does not): any path will do.
+os.environ.setdefault("SPARK_HOME", os.path.dirname(sys.executable))
 
 import capture  # noqa: E402
 import servers  # noqa: E402
