@@ -3,17 +3,15 @@ arrives exactly once — through a foreachBatch that writes each batch keyed by 
 batch carries the same id and rows, and replaces its earlier copy), and through the file sink
 (whose manifest ignores the files of an uncommitted batch).
 """
-import sys
-
-from pyspark import cloudpickle
-
-# foreachBatch functions and listeners defined here are pickled with their code: the server's
-# Python worker cannot import this test module.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 import json
 import os
 import time
+import sys
+from pyspark import cloudpickle
+
+# foreachBatch functions and listeners defined here are pickled with their code: the
+# server's Python worker cannot import this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 N_FILES = 12
 ROWS_PER_FILE = 3
