@@ -393,8 +393,12 @@ def run_scenario(sessions, scenario, root, restart, engine, make_frame=None):
         if exc is not None and expect_error is not None:
             diff = check_error(exc, sink_errors, expect_error)
         elif exc is not None:
-            diff = "query failed: %s: %s" % (type(exc).__name__, first_line(
-                "\n".join([str(exc)] + [e.get("message", "") for e in sink_errors]), 1500))
+            text = " ".join("\n".join([str(exc)] + [e.get("message", "") for e in sink_errors])
+                            .split())
+            # the head says where, the tail (a traceback's last line) says what
+            if len(text) > 1200:
+                text = text[:400] + " ... " + text[-800:]
+            diff = "query failed: %s: %s" % (type(exc).__name__, text)
         elif expect_error is not None:
             diff = "expected a %s error (%s), but the run succeeded" % (
                 expect_error["kind"], expect_error.get("contains", ""))

@@ -55,6 +55,15 @@ def spark_home(python):
     return out.stdout.strip()
 
 
+def spark_conf_args():
+    """Extra `--conf`s for Spark's server from SLUICE_SPARK_CONF ("k=v,k=v"); the tests'
+    conftest sets spark.sql.ansi.enabled=false there: the recordings are Spark 3.5's defaults,
+    and Spark 4 turned ANSI mode on by default."""
+    for kv in filter(None, os.environ.get("SLUICE_SPARK_CONF", "").split(",")):
+        yield "--conf"
+        yield kv.strip()
+
+
 class Server:
     """One Spark Connect server process on a fixed port; `restart()` SIGKILLs it and starts it
     again on the same port."""
@@ -88,7 +97,7 @@ class Server:
             "--conf", "spark.driver.extraJavaOptions=-Duser.timezone=UTC",
             "--conf", "spark.executor.extraJavaOptions=-Duser.timezone=UTC",
             "--conf", "spark.sql.warehouse.dir=/tmp/spark-warehouse-%d" % self.port,
-        ] + self.extra_args
+        ] + list(spark_conf_args()) + self.extra_args
 
     def env(self):
         env = dict(os.environ)

@@ -2,14 +2,6 @@
 `spark.streams`, sinks and triggers, batch reads and writes around the stream, `spark.conf`,
 schemas and `explain`, errors as PySpark raises them, and a Python StreamingQueryListener.
 """
-import sys
-
-from pyspark import cloudpickle
-
-# foreachBatch functions and listeners defined here are pickled with their code: the server's
-# Python worker cannot import this test module.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 import json
 import os
 import time
@@ -21,6 +13,12 @@ from pyspark.errors import (AnalysisException, IllegalArgumentException, PySpark
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
+import sys
+from pyspark import cloudpickle
+
+# foreachBatch functions and listeners defined here are pickled with their code: the
+# server's Python worker cannot import this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 SCHEMA = "id INT, user STRING, amount DOUBLE, ts TIMESTAMP"
 

@@ -9,14 +9,6 @@ next run resumes on the same checkpoint; for the scenarios of more than one run)
 Plus hand-written DataFrame-API versions of a few scenarios' queries (groupBy(window).count(),
 filter/select, a stream-static join, dedup), checked against the same recordings.
 """
-import sys
-
-from pyspark import cloudpickle
-
-# foreachBatch functions and listeners defined here are pickled with their code: the server's
-# Python worker cannot import this test module.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 import os
 
 import pytest
@@ -24,6 +16,12 @@ from conftest import ENGINE
 from pyspark.sql import functions as F
 
 import scenarios
+import sys
+from pyspark import cloudpickle
+
+# foreachBatch functions and listeners defined here are pickled with their code: the
+# server's Python worker cannot import this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 FILES = scenarios.scenario_files()
 XFAIL = scenarios.expected_failures() if ENGINE == "sluice" else {}

@@ -8,14 +8,6 @@ client's. The console sink prints in the server: its batches are read from the s
 Seed 004's relative paths (`data/stream_in`) resolve in the server's working directory, so the
 test runs there.
 """
-import sys
-
-from pyspark import cloudpickle
-
-# foreachBatch functions and listeners defined here are pickled with their code: the server's
-# Python worker cannot import this test module.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 import json
 import os
 import re
@@ -28,6 +20,12 @@ from pyspark.errors import AnalysisException
 
 from capture import make_print
 from conftest import ENGINE
+import sys
+from pyspark import cloudpickle
+
+# foreachBatch functions and listeners defined here are pickled with their code: the
+# server's Python worker cannot import this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 SEEDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared",
                      "reference", "seeds")
