@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 from pyspark.errors import (AnalysisException, IllegalArgumentException, PySparkException,
-                            StreamingQueryException)
+                            StreamingQueryException, UnsupportedOperationException)
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
@@ -19,6 +19,8 @@ from pyspark import cloudpickle
 # foreachBatch functions and listeners defined here are pickled with their code: the
 # server's Python worker cannot import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+from conftest import ENGINE  # noqa: E402
 
 SCHEMA = "id INT, user STRING, amount DOUBLE, ts TIMESTAMP"
 
@@ -142,6 +144,9 @@ def test_streams_manager(spark, src, workdir):
 # sinks and triggers
 # ----------------------------------------------------------------------------------------------
 
+@pytest.mark.xfail(ENGINE == "sluice", strict=True,
+                   reason="partitionBy for the file sink is not supported yet (a clear "
+                          "SLUICE_NOT_SUPPORTED_YET error)")
 @pytest.mark.parametrize("fmt", ["parquet", "json", "csv"])
 def test_file_sinks_with_partition_by_read_back(spark, src, workdir, fmt):
     out = os.path.join(workdir, "out")
@@ -216,6 +221,9 @@ def test_memory_sink_complete_mode_queryable_with_sql(spark, src):
     assert [(r.user, r.total) for r in rows] == [("alice", 370.0), ("bob", 5.0)]
 
 
+@pytest.mark.xfail(ENGINE == "sluice", strict=True,
+                   reason="toTable is not supported yet: Sluice has no table catalog (a clear "
+                          "SLUICE_NOT_SUPPORTED_YET error naming the way out)")
 def test_to_table(spark, src, workdir):
     q = stream(spark, src).writeStream.option("checkpointLocation", os.path.join(workdir, "c")) \
         .trigger(availableNow=True).toTable("events_table")
@@ -268,10 +276,16 @@ def test_df_write_modes(spark, workdir, fmt):
 def test_conf_get_set(spark):
     spark.conf.set("spark.sql.shuffle.partitions", "7")
     assert spark.conf.get("spark.sql.shuffle.partitions") == "7"
-    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
-    assert spark.conf.get("spark.sql.session.timeZone") == "America/New_York"
-    assert spark.sql("select hour(timestamp'2026-02-14 10:00:00Z') as h").collect()[0].h == 5
-    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    if ENGINE == "sluice":
+        # Sluice computes in UTC: another session zone is refused, never silently ignored.
+        with pytest.raises(UnsupportedOperationException, match="session time zone"):
+            spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+        assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    else:
+        spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+        assert spark.conf.get("spark.sql.session.timeZone") == "America/New_York"
+        assert spark.sql("select hour(timestamp'2026-02-14 10:00:00Z') as h").collect()[0].h == 5
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert spark.conf.get("spark.sql.nonexistent.key.for.tests", "dflt") == "dflt"
 
 
@@ -337,7 +351,9 @@ def fail_on_batch(df, batch_id):
 
 def test_failing_foreach_batch_stops_the_query_with_the_python_traceback(spark, src):
     fn = fail_on_batch
+    # Spark 3.5 (Sluice's reference) wants a checkpoint for foreachBatch; 4.x makes a temp one.
     q = stream(spark, src).writeStream.foreachBatch(lambda df, b: fn(df, b)) \
+        .option("checkpointLocation", os.path.join(os.path.dirname(src), "ckpt-failing")) \
         .trigger(availableNow=True).start()
     with pytest.raises(StreamingQueryException) as e:
         q.awaitTermination(60)

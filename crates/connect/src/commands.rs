@@ -66,10 +66,9 @@ pub(crate) fn run(session: &Arc<ConnectSession>, command: &proto::Command) -> Re
         }
         CommandType::StreamingQueryListenerBusCommand(bus) => {
             use proto::streaming_query_listener_bus_command::Command as Bus;
-            match bus.command {
-                Some(Bus::RemoveListenerBusListener(true)) => session.listener_bus.close(),
-                // `add` streams from server.rs; anything else asks for nothing.
-                _ => {}
+            // `add` streams from server.rs; anything else asks for nothing.
+            if let Some(Bus::RemoveListenerBusListener(true)) = bus.command {
+                session.listener_bus.close();
             }
             Ok(Results::none())
         }

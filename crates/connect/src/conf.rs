@@ -70,7 +70,33 @@ const DEFAULTS: &[(&str, &str)] = &[
         "spark.sql.session.localRelationSizeLimit",
         "9223372036854775807",
     ),
+    ("spark.sql.execution.arrow.useLargeVarTypes", "false"),
+    ("spark.sql.execution.arrow.pyspark.enabled", "true"),
+    ("spark.sql.execution.arrow.pyspark.fallback.enabled", "true"),
+    ("spark.sql.execution.arrow.maxRecordsPerBatch", "10000"),
+    (
+        "spark.sql.execution.arrow.pyspark.validateSchema.enabled",
+        "true",
+    ),
+    ("spark.sql.execution.pythonUDF.arrow.enabled", "false"),
+    ("spark.sql.execution.pandas.udf.buffer.size", "65536"),
+    (
+        "spark.sql.legacy.execution.pandas.groupedMap.assignColumnsByName",
+        "true",
+    ),
+    ("spark.sql.pyspark.jvmStacktrace.enabled", "false"),
+    ("spark.sql.streaming.numRecentProgressUpdates", "100"),
+    ("spark.sql.streaming.noDataMicroBatches.enabled", "true"),
+    ("spark.sql.streaming.stopTimeout", "0"),
+    ("spark.sql.streaming.pollingDelay", "10ms"),
+    ("spark.sql.adaptive.enabled", "false"),
+    ("spark.sql.warehouse.dir", "spark-warehouse"),
+    ("spark.app.name", "sluice"),
+    ("spark.master", "local[*]"),
 ];
+
+/// Zone names that mean UTC, the one session time zone the engine computes in.
+const UTC_NAMES: &[&str] = &["UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "+00:00", "Zulu"];
 
 /// The session's value of `key`: set, else the engine's shuffle partitions, else Spark's
 /// default.
@@ -109,6 +135,17 @@ pub(crate) fn run(
                         kv.key
                     )));
                 };
+                if kv.key == "spark.sql.session.timeZone"
+                    && !UTC_NAMES.iter().any(|z| z.eq_ignore_ascii_case(v.trim()))
+                {
+                    // Computing in UTC while the client asked for another zone would be
+                    // silently wrong (hour(), casts to and from strings, windows by day).
+                    return Err(ConnectError::not_supported(format!(
+                        "the session time zone {v:?}: Sluice computes timestamps in UTC \
+                         (spark.sql.session.timeZone=UTC); convert with \
+                         from_utc_timestamp(ts, {v:?}) where a local time is needed"
+                    )));
+                }
                 if kv.key == sluice::conf::SHUFFLE_PARTITIONS {
                     sluice::conf::parse_partitions(&v)
                         .map_err(|e| ConnectError::illegal_argument(e.message().to_string()))?;

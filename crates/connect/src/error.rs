@@ -112,6 +112,11 @@ impl From<SluiceError> for ConnectError {
         let class = e.class();
         let java_class = match e.fault() {
             Fault::Query => match class {
+                // Spark's option and conf checks throw IllegalArgumentException.
+                "INVALID_OPTION"
+                | "INVALID_OPTION_VALUE"
+                | "INVALID_CONF_VALUE"
+                | "INVALID_DELIMITER_VALUE" => java::ILLEGAL_ARGUMENT,
                 c if c.starts_with("CAST_") => java::NUMBER_FORMAT,
                 "DIVIDE_BY_ZERO" | "ARITHMETIC_OVERFLOW" | "NUMERIC_VALUE_OUT_OF_RANGE" => {
                     java::ARITHMETIC
@@ -124,6 +129,7 @@ impl From<SluiceError> for ConnectError {
         };
         let code = match e.fault() {
             Fault::NotSupportedYet => Code::Unimplemented,
+            _ if java_class == java::ILLEGAL_ARGUMENT => Code::InvalidArgument,
             _ => Code::Internal,
         };
         Self {

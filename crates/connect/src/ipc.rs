@@ -4,7 +4,7 @@
 use arrow::array::RecordBatch;
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
+use arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef, TimeUnit};
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 
@@ -21,7 +21,13 @@ fn client_type(t: &DataType) -> DataType {
         )
     };
     match t {
-        DataType::Timestamp(unit, None) => DataType::Timestamp(*unit, Some("UTC".into())),
+        // Spark Connect's timestamps are microseconds (PySpark fails on nanoseconds).
+        DataType::Timestamp(_, None) => {
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+        }
+        DataType::Timestamp(_, Some(tz)) => {
+            DataType::Timestamp(TimeUnit::Microsecond, Some(tz.clone()))
+        }
         DataType::Utf8View => DataType::Utf8,
         DataType::BinaryView => DataType::Binary,
         DataType::List(f) => DataType::List(field(f)),
@@ -91,8 +97,10 @@ pub fn write_batch(batch: &RecordBatch) -> Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::{Int64Array, StringArray, TimestampMicrosecondArray};
-    use arrow::datatypes::{Field, TimeUnit};
+    use arrow::array::{
+        Int64Array, StringArray, TimestampMicrosecondArray, TimestampNanosecondArray,
+    };
+    use arrow::datatypes::Field;
 
     use super::*;
 
@@ -149,6 +157,33 @@ mod tests {
             .downcast_ref::<TimestampMicrosecondArray>()
             .unwrap();
         assert_eq!(ts.value(0), 1_000_000, "the instant does not move");
+    }
+
+    #[test]
+    fn nanosecond_timestamps_reach_the_client_as_microseconds() {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
+            true,
+        )]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(TimestampNanosecondArray::from(vec![Some(
+                1_500_000_000,
+            )]))],
+        )
+        .unwrap();
+        let (target, batches) = for_client(schema, vec![batch]).unwrap();
+        assert_eq!(
+            target.field(0).data_type(),
+            &DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+        );
+        let ts = batches[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<TimestampMicrosecondArray>()
+            .unwrap();
+        assert_eq!(ts.value(0), 1_500_000);
     }
 
     #[test]

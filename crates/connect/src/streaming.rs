@@ -71,7 +71,7 @@ pub fn start(
         let mode: OutputMode = op
             .output_mode
             .parse()
-            .map_err(|e: SluiceError| ConnectError::illegal_argument(format!("{}", e.message())))?;
+            .map_err(|e: SluiceError| ConnectError::illegal_argument(e.message().to_string()))?;
         writer = writer.output_mode(mode);
     }
     if !op.query_name.is_empty() {
