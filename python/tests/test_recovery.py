@@ -5,6 +5,7 @@ batch carries the same id and rows, and replaces its earlier copy), and through 
 """
 import json
 import os
+import signal
 import time
 import sys
 from pyspark import cloudpickle
@@ -17,19 +18,19 @@ N_FILES = 12
 ROWS_PER_FILE = 3
 
 
-def write_files(src, staging):
+def write_files(src, staging, which=range(N_FILES)):
+    """Writes the files `which` (all by default) and returns the ids of all N_FILES files."""
     os.makedirs(src, exist_ok=True)
     os.makedirs(staging, exist_ok=True)
-    want = []
-    t = int(time.time()) - 10000
-    for f in range(N_FILES):
+    want = [f * ROWS_PER_FILE + r for f in range(N_FILES) for r in range(ROWS_PER_FILE)]
+    base = int(time.time()) - 10000
+    for f in which:
+        t = base + 10 * (f + 1)
         tmp = os.path.join(staging, "f%02d.json" % f)
         with open(tmp, "w") as fh:
             for r in range(ROWS_PER_FILE):
                 i = f * ROWS_PER_FILE + r
-                want.append(i)
                 fh.write(json.dumps({"id": i, "ts": "2026-09-15T12:00:%02dZ" % (i % 60)}) + "\n")
-        t += 10
         os.utime(tmp, (t, t))
         os.rename(tmp, os.path.join(src, "f%02d.json" % f))
     return want
@@ -120,12 +121,16 @@ def test_foreach_batch_job_resumes_after_sigkill_each_row_once(sessions, workdir
 
 def test_file_sink_job_resumes_after_sigkill_each_row_once(sessions, workdir):
     src, out, ckpt = (os.path.join(workdir, d) for d in ("in", "out", "ckpt"))
-    want = write_files(src, os.path.join(workdir, "staging"))
+    # The file sink is fast: only the first files are there before the kill, the rest arrive
+    # while the server is down, so the restart always has work left.
+    staging = os.path.join(workdir, "staging")
+    want = write_files(src, staging, range(4))
     q = start(sessions.current, src, ckpt, {"processingTime": "0 seconds"},
               lambda w: w.format("parquet").option("path", out))
     wait_for(lambda: len(commits(ckpt)) >= 2, 120, "two committed batches")
     sessions.restart_server()
-    assert len(commits(ckpt)) < N_FILES, "the job finished before the kill"
+    assert len(commits(ckpt)) <= 4
+    write_files(src, staging, range(4, N_FILES))
     spark = sessions.current
     q = start(spark, src, ckpt, {"availableNow": True},
               lambda w: w.format("parquet").option("path", out))
@@ -133,3 +138,40 @@ def test_file_sink_job_resumes_after_sigkill_each_row_once(sessions, workdir):
     assert commits(ckpt) == list(range(N_FILES))
     got = sorted(r.id for r in spark.read.parquet(out).collect())
     assert got == want
+
+
+def offsets(ckpt):
+    d = os.path.join(ckpt, "offsets")
+    return sorted(int(n) for n in os.listdir(d) if n.isdigit()) if os.path.isdir(d) else []
+
+
+def test_sigterm_stops_running_queries_after_their_batch(workdir):
+    """SIGTERM is a clean shutdown: the server exits 0, and the query's batch in flight is
+    finished and committed first (every offsets/N has its commits/N), so a restart has nothing
+    to replay."""
+    import pytest
+    from conftest import ENGINE
+    from pyspark.sql import SparkSession
+
+    import servers
+
+    if ENGINE != "sluice":
+        pytest.skip("Spark's server handles SIGTERM with its own shutdown hooks")
+    src, out, ckpt = (os.path.join(workdir, d) for d in ("in", "out", "ckpt"))
+    os.makedirs(out)
+    write_files(src, os.path.join(workdir, "staging"))
+    srv = servers.Server("sluice", log_path=os.path.join(workdir, "server.log"), cwd=workdir)
+    srv.start()
+    try:
+        spark = SparkSession.builder.remote(srv.url).getOrCreate()
+        start(spark, src, ckpt, {"processingTime": "0 seconds"},
+              lambda w: w.foreachBatch(make_writer(out, os.path.join(workdir, "calls.log"))))
+        wait_for(lambda: len(commits(ckpt)) >= 2, 120, "two committed batches")
+        os.kill(srv.proc.pid, signal.SIGTERM)  # the server only, as a service manager does
+        assert srv.proc.wait(timeout=60) == 0, srv.log_tail()
+        srv.proc = None
+        assert offsets(ckpt) == commits(ckpt), (offsets(ckpt), commits(ckpt), srv.log_tail())
+        for b in commits(ckpt):
+            assert os.path.exists(os.path.join(out, "%d.json" % b)), b
+    finally:
+        srv.kill()

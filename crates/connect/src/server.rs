@@ -823,12 +823,28 @@ pub fn serve_until(
         let service = Arc::new(ConnectService::new(settings));
         on_listening(addr);
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        let result = tonic::transport::Server::builder()
+        // On the signal, queries stop first, while the server still serves (a foreachBatch
+        // worker in the middle of a batch needs it to finish that batch); then the server
+        // closes, giving open client connections a few seconds.
+        let stopped = Arc::new(tokio::sync::Notify::new());
+        let (stopping, notify) = (service.clone(), stopped.clone());
+        let signal = async move {
+            shutdown.await;
+            let _ = tokio::task::spawn_blocking(move || stopping.stop_all_queries()).await;
+            notify.notify_one();
+        };
+        let server = tonic::transport::Server::builder()
             .add_service(SparkConnectServer::new(service.clone()))
-            .serve_with_incoming_shutdown(incoming, shutdown)
-            .await;
-        let stopping = service.clone();
-        let _ = tokio::task::spawn_blocking(move || stopping.stop_all_queries()).await;
+            .serve_with_incoming_shutdown(incoming, signal);
+        let result = tokio::select! {
+            r = server => r,
+            _ = async {
+                stopped.notified().await;
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            } => Ok(()),
+        };
+        // Queries started while shutting down stop too.
+        let _ = tokio::task::spawn_blocking(move || service.stop_all_queries()).await;
         result.map_err(|e| {
             ConnectError::new(
                 crate::error::java::INTERNAL,
