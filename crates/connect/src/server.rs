@@ -46,6 +46,38 @@ struct Operation {
     responses: Vec<proto::ExecutePlanResponse>,
 }
 
+/// The session fields a request carries.
+trait SessionRequest {
+    fn session_id(&self) -> &str;
+    fn user_context(&self) -> Option<&proto::UserContext>;
+    fn observed_server_side_session_id(&self) -> Option<&String>;
+}
+
+macro_rules! session_request {
+    ($($t:ty),*) => {$(
+        impl SessionRequest for $t {
+            fn session_id(&self) -> &str {
+                &self.session_id
+            }
+            fn user_context(&self) -> Option<&proto::UserContext> {
+                self.user_context.as_ref()
+            }
+            fn observed_server_side_session_id(&self) -> Option<&String> {
+                self.client_observed_server_side_session_id.as_ref()
+            }
+        }
+    )*};
+}
+
+session_request!(
+    proto::ExecutePlanRequest,
+    proto::AnalyzePlanRequest,
+    proto::ConfigRequest,
+    proto::ArtifactStatusesRequest,
+    proto::InterruptRequest,
+    proto::AddArtifactsRequest
+);
+
 /// The service behind the gRPC routing.
 pub struct ConnectService {
     sessions: Mutex<HashMap<String, Arc<ConnectSession>>>,
@@ -101,6 +133,16 @@ impl ConnectService {
         }
         session.touch();
         Ok(session)
+    }
+
+    /// The session of a request (see `session`), as a gRPC status on error.
+    fn session_for(&self, req: &impl SessionRequest) -> Result<Arc<ConnectSession>, Status> {
+        self.session(
+            req.session_id(),
+            req.user_context(),
+            req.observed_server_side_session_id(),
+        )
+        .map_err(ConnectError::into_status)
     }
 
     /// Stops every query of every session (server shutdown).
@@ -406,13 +448,7 @@ impl SparkConnectService for ConnectService {
         request: Request<proto::ExecutePlanRequest>,
     ) -> Result<Response<ResponseStream<proto::ExecutePlanResponse>>, Status> {
         let req = request.into_inner();
-        let session = self
-            .session(
-                &req.session_id,
-                req.user_context.as_ref(),
-                req.client_observed_server_side_session_id.as_ref(),
-            )
-            .map_err(ConnectError::into_status)?;
+        let session = self.session_for(&req)?;
         let operation_id = req
             .operation_id
             .clone()
@@ -545,13 +581,7 @@ impl SparkConnectService for ConnectService {
         request: Request<proto::AnalyzePlanRequest>,
     ) -> Result<Response<proto::AnalyzePlanResponse>, Status> {
         let req = request.into_inner();
-        let session = self
-            .session(
-                &req.session_id,
-                req.user_context.as_ref(),
-                req.client_observed_server_side_session_id.as_ref(),
-            )
-            .map_err(ConnectError::into_status)?;
+        let session = self.session_for(&req)?;
         let what = req
             .analyze
             .ok_or_else(|| ConnectError::illegal_argument("AnalyzePlan without a request"))
@@ -570,13 +600,7 @@ impl SparkConnectService for ConnectService {
         request: Request<proto::ConfigRequest>,
     ) -> Result<Response<proto::ConfigResponse>, Status> {
         let req = request.into_inner();
-        let session = self
-            .session(
-                &req.session_id,
-                req.user_context.as_ref(),
-                req.client_observed_server_side_session_id.as_ref(),
-            )
-            .map_err(ConnectError::into_status)?;
+        let session = self.session_for(&req)?;
         let op = req
             .operation
             .and_then(|o| o.op_type)
@@ -608,14 +632,7 @@ impl SparkConnectService for ConnectService {
         while let Some(msg) = stream.next().await {
             let msg = msg?;
             if session.is_none() {
-                session = Some(
-                    self.session(
-                        &msg.session_id,
-                        msg.user_context.as_ref(),
-                        msg.client_observed_server_side_session_id.as_ref(),
-                    )
-                    .map_err(ConnectError::into_status)?,
-                );
+                session = Some(self.session_for(&msg)?);
             }
             let Some(s) = session.as_ref() else { break };
             match msg.payload {
@@ -672,13 +689,7 @@ impl SparkConnectService for ConnectService {
         request: Request<proto::ArtifactStatusesRequest>,
     ) -> Result<Response<proto::ArtifactStatusesResponse>, Status> {
         let req = request.into_inner();
-        let session = self
-            .session(
-                &req.session_id,
-                req.user_context.as_ref(),
-                req.client_observed_server_side_session_id.as_ref(),
-            )
-            .map_err(ConnectError::into_status)?;
+        let session = self.session_for(&req)?;
         let statuses = req
             .names
             .iter()
@@ -703,13 +714,7 @@ impl SparkConnectService for ConnectService {
         request: Request<proto::InterruptRequest>,
     ) -> Result<Response<proto::InterruptResponse>, Status> {
         let req = request.into_inner();
-        let session = self
-            .session(
-                &req.session_id,
-                req.user_context.as_ref(),
-                req.client_observed_server_side_session_id.as_ref(),
-            )
-            .map_err(ConnectError::into_status)?;
+        let session = self.session_for(&req)?;
         // Executions run to completion before their first response is sent, so there is never
         // a running one to interrupt; streaming queries are stopped with query.stop().
         Ok(Response::new(proto::InterruptResponse {

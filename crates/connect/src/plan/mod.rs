@@ -1,7 +1,7 @@
 //! Spark Connect plans to Sluice frames.
 //!
 //! A `Relation` tree becomes a [`StreamFrame`]; expressions become Spark SQL text
-//! ([`expr`]), planned by Sluice's own Spark SQL (one function library for SQL and
+//! (`expr`), planned by Sluice's own Spark SQL (one function library for SQL and
 //! `pyspark.sql.functions`). Leaves that need the engine's API (reads, local data, watermarks,
 //! deduplication, cached batches) are frames; an operator over a frame registers it as a
 //! server-owned temp view (`__sluice_view_N`, dropped again once the plan is built: the frame
@@ -11,13 +11,13 @@
 //!
 //! | module | concept |
 //! |---|---|
-//! | [`errors`] | the engine's planning errors in Spark's words, without the server's view names |
-//! | [`expr`] | expressions to SQL text, with Spark's output names |
-//! | [`literal`] | literals to SQL literals |
-//! | [`names`] | Spark's names of SQL expression strings (`F.expr`, `selectExpr`) |
-//! | [`ops`] | the relations that combine or reshape columns (join, set operations, ..) |
-//! | [`rows`] | `na.fill`, `na.drop`, `sample`, `to(schema)`, `unpivot` |
-//! | [`read`] | the leaves: reads, local data, `spark.range`, parameters of `spark.sql` |
+//! | `errors` | the engine's planning errors in Spark's words, without the server's view names |
+//! | `expr` | expressions to SQL text, with Spark's output names |
+//! | `literal` | literals to SQL literals |
+//! | `names` | Spark's names of SQL expression strings (`F.expr`, `selectExpr`) |
+//! | `ops` | the relations that combine or reshape columns (join, set operations, ..) |
+//! | `rows` | `na.fill`, `na.drop`, `sample`, `to(schema)`, `unpivot` |
+//! | `read` | the leaves: reads, local data, `spark.range`, parameters of `spark.sql` |
 //! | [`types`] | Spark Connect's `DataType` and Arrow's, schema strings |
 
 use std::cell::RefCell;
