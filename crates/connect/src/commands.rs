@@ -226,14 +226,7 @@ fn sql_command(session: &Arc<ConnectSession>, sql: &proto::SqlCommand) -> Result
         } else {
             frame.collect()?
         };
-        let mut data = Vec::new();
-        {
-            let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut data, &schema)?;
-            for b in &batches {
-                w.write(b)?;
-            }
-            w.finish()?;
-        }
+        let data = crate::ipc::write_batches(&schema, &batches)?;
         proto::Relation {
             common: None,
             rel_type: Some(proto::relation::RelType::LocalRelation(

@@ -84,15 +84,23 @@ pub fn read_stream(bytes: &[u8]) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     Ok((schema, batches))
 }
 
-/// Writes one batch as an IPC stream (schema + the batch), as `ArrowBatch.data` carries it.
-pub fn write_batch(batch: &RecordBatch) -> Result<Vec<u8>> {
+/// Writes batches as one IPC stream (the schema, then the batches), as `ArrowBatch.data` and
+/// `LocalRelation.data` carry them.
+pub fn write_batches(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     {
-        let mut writer = StreamWriter::try_new(&mut out, batch.schema_ref())?;
-        writer.write(batch)?;
+        let mut writer = StreamWriter::try_new(&mut out, schema)?;
+        for b in batches {
+            writer.write(b)?;
+        }
         writer.finish()?;
     }
     Ok(out)
+}
+
+/// One batch as an IPC stream.
+pub fn write_batch(batch: &RecordBatch) -> Result<Vec<u8>> {
+    write_batches(batch.schema_ref(), std::slice::from_ref(batch))
 }
 
 #[cfg(test)]

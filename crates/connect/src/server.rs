@@ -291,8 +291,14 @@ pub(crate) fn collect(
         schema: Some(crate::plan::types::schema_to_proto(&schema)?),
         items: Vec::new(),
     };
+    let mut batches: Vec<_> = batches.into_iter().filter(|b| b.num_rows() > 0).collect();
+    if batches.is_empty() {
+        // An empty result is one batch of no rows (a stream of only a schema would give the
+        // client no batch at all), so collect/toPandas/toArrow know the columns.
+        batches.push(arrow::array::RecordBatch::new_empty(schema));
+    }
     let mut offset = 0i64;
-    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+    for batch in &batches {
         let rows = batch.num_rows() as i64;
         results.items.push(ResponseType::ArrowBatch(
             proto::execute_plan_response::ArrowBatch {
@@ -304,22 +310,6 @@ pub(crate) fn collect(
             },
         ));
         offset += rows;
-    }
-    if results.items.is_empty() {
-        // An empty result is one batch of no rows (a stream of only a schema would give the
-        // client no batch at all), so collect/toPandas/toArrow know the columns.
-        results.items.push(ResponseType::ArrowBatch(
-            proto::execute_plan_response::ArrowBatch {
-                row_count: 0,
-                data: crate::ipc::write_batch(&arrow::array::RecordBatch::new_empty(
-                    schema.clone(),
-                ))?
-                .into(),
-                start_offset: Some(0),
-                chunk_index: None,
-                num_chunks_in_batch: None,
-            },
-        ));
     }
     Ok(results)
 }
@@ -421,18 +411,7 @@ fn analyze(
         A::JsonToDdl(j) => {
             let schema = crate::plan::types::parse_schema(&j.json_string)?;
             r::Result::JsonToDdl(r::JsonToDdl {
-                ddl_string: schema
-                    .fields()
-                    .iter()
-                    .map(|f| {
-                        format!(
-                            "{} {}",
-                            f.name(),
-                            sluice::schema::spark_simple_string(f.data_type()).to_uppercase()
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(","),
+                ddl_string: sluice::schema::schema_to_ddl(&schema),
             })
         }
     })

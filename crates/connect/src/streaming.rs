@@ -156,17 +156,9 @@ fn foreach_writer(
 ) -> Result<sluice::query::DataStreamWriter> {
     let worker = Mutex::new(ForeachWriterWorker::start(&python_config(session), udf)?);
     Ok(writer.foreach_batch(move |data, batch_id| {
-        lock(&worker).call(batch_id as i64, data).map_err(|e| {
-            SluiceError::new(
-                Fault::Query,
-                class::FOREACH_BATCH_USER_FUNCTION_ERROR,
-                format!(
-                    "An error occurred in the user provided foreach writer (batch {batch_id}). \
-                     Reason: {}",
-                    e.message
-                ),
-            )
-        })
+        lock(&worker)
+            .call(batch_id as i64, data)
+            .map_err(|e| user_function_error("foreach writer", batch_id, &e))
     }))
 }
 
@@ -201,18 +193,21 @@ fn foreach_batch(
         let result = lock(&worker).call(&df_id, batch_id as i64);
         session.uncache_frame(&df_id);
         let _ = session.sluice.context().deregister_table(view.as_str());
-        result.map_err(|e| {
-            SluiceError::new(
-                Fault::Query,
-                class::FOREACH_BATCH_USER_FUNCTION_ERROR,
-                format!(
-                    "An error occurred in the user provided function in foreach batch sink \
-                     (batch {batch_id}). Reason: {}",
-                    e.message
-                ),
-            )
-        })
+        result.map_err(|e| user_function_error("function in foreach batch sink", batch_id, &e))
     }))
+}
+
+/// A Python function's failure as the query's error (Spark's
+/// `FOREACH_BATCH_USER_FUNCTION_ERROR`), with the worker's traceback.
+fn user_function_error(what: &str, batch_id: u64, e: &ConnectError) -> SluiceError {
+    SluiceError::new(
+        Fault::Query,
+        class::FOREACH_BATCH_USER_FUNCTION_ERROR,
+        format!(
+            "An error occurred in the user provided {what} (batch {batch_id}). Reason: {}",
+            e.message
+        ),
+    )
 }
 
 fn trigger_of(trigger: &ProtoTrigger) -> Result<Trigger> {
