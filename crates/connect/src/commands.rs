@@ -107,8 +107,8 @@ fn save(session: &Arc<ConnectSession>, write: &proto::WriteOperation) -> Result<
         Some(SaveType::Path(p)) => p.clone(),
         Some(SaveType::Table(t)) => {
             return Err(ConnectError::not_supported(format!(
-                "saveAsTable/insertInto ({:?}): Sluice has no table catalog; use \
-                 df.write.save(path)",
+                "saveAsTable/insertInto ({:?}): Sluice's tables are written by \
+                 writeStream.toTable for now; use df.write.save(path)",
                 t.table_name
             )))
         }
@@ -122,10 +122,17 @@ fn save(session: &Arc<ConnectSession>, write: &proto::WriteOperation) -> Result<
             }
         },
     };
-    if !write.partitioning_columns.is_empty() || write.bucket_by.is_some() {
+    if write.bucket_by.is_some() {
         return Err(ConnectError::not_supported(
-            "partitionBy/bucketBy in df.write (write without them, or filter per value)",
+            "bucketBy in df.write (write without it, or use partitionBy)",
         ));
+    }
+    let mut options = write.options.clone();
+    if !write.partitioning_columns.is_empty() {
+        options.insert(
+            "partitionBy".to_string(),
+            serde_json::Value::from(write.partitioning_columns.clone()).to_string(),
+        );
     }
     let mode = match Mode::try_from(write.mode).unwrap_or(Mode::Unspecified) {
         Mode::Append => SaveMode::Append,
@@ -148,13 +155,7 @@ fn save(session: &Arc<ConnectSession>, write: &proto::WriteOperation) -> Result<
         schema: frame.schema(),
         partitions: vec![frame.collect()?],
     };
-    sluice::sink::file::save_files(
-        std::path::Path::new(&path),
-        &format,
-        &write.options,
-        mode,
-        &data,
-    )?;
+    sluice::sink::file::save_files(std::path::Path::new(&path), &format, &options, mode, &data)?;
     Ok(())
 }
 

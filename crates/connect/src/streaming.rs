@@ -90,16 +90,12 @@ pub fn start(
         writer = writer.option(k, v);
     }
     if !op.partitioning_column_names.is_empty() {
-        writer = writer.option("partitionBy", op.partitioning_column_names.join(","));
+        writer = writer.partition_by(&op.partitioning_column_names);
     }
+    let mut table = None;
     match &op.sink_destination {
         Some(SinkDestination::Path(path)) => writer = writer.option("path", path),
-        Some(SinkDestination::TableName(name)) => {
-            return Err(ConnectError::not_supported(format!(
-                "toTable({name:?}) (Sluice has no table catalog; write to a path with \
-                 .format(\"parquet\").start(path), or use the memory sink with queryName)"
-            )))
-        }
+        Some(SinkDestination::TableName(name)) => table = Some(name.clone()),
         None => {}
     }
     if let Some(f) = &op.foreach_writer {
@@ -109,7 +105,11 @@ pub fn start(
     } else {
         writer = writer.format(format);
     }
-    let query = writer.start()?;
+    let query = match table {
+        // A file table in the session's warehouse (sluice::catalog).
+        Some(name) => writer.to_table(&name)?,
+        None => writer.start()?,
+    };
     let result = proto::WriteStreamOperationStartResult {
         query_id: Some(instance_id(&query)),
         name: query.name().unwrap_or_default().to_string(),

@@ -14,7 +14,8 @@
 //! | [`frame`] | `StreamFrame` (a streaming DataFrame: `filter`, `select`, `with_watermark`, `group_by`, joins, ...) over a DataFusion `LogicalPlan` |
 //! | [`query`] | `StreamingQuery` handle, `DataStreamWriter`, and the execution: one core (`StreamExecution`) with a micro-batch and a continuous driver |
 //! | [`source`] | the `Source`/`SourceProvider` contract and the built-in sources (file json/csv/parquet/text, rate, rate-micro-batch, memory, kafka, nexmark) behind one registry |
-//! | [`sink`] | the `Sink`/`SinkProvider` contract and the built-in sinks (file + `_spark_metadata` manifest, console, memory, foreach, foreachBatch, noop, kafka) behind one registry |
+//! | [`sink`] | the `Sink`/`SinkProvider` contract and the built-in sinks (file + `_spark_metadata` manifest + `partitionBy` folders, console, memory, foreach, foreachBatch, noop, kafka) behind one registry |
+//! | [`catalog`] | tables (Spark's session catalog of file tables under `spark.sql.warehouse.dir`): `to_table`, `session.table`, SQL `FROM t` |
 //! | [`progress`] | `StreamingQueryProgress` and friends with Spark's JSON keys, `StreamingQueryListener` |
 //! | [`error`] | `SluiceError`: fault, stable class (every class listed once in [`error::class`]), message with the fix |
 //! | [`types`] | the shared vocabulary: `OutputMode`, `Trigger`, `BatchData`, `Offset`, batch/operator ids, watermark and event-time units |
@@ -47,6 +48,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod catalog;
 pub mod checkpoint;
 pub mod conf;
 pub mod error;

@@ -154,6 +154,25 @@ impl SessionBuilder {
             state.register_udf(Arc::new(crate::plan::generate::split::split_udf()))?;
         }
         let ctx = SessionContext::new_with_state(state);
+        // Tables: the registered views, then the warehouse's file tables (catalog.rs).
+        let warehouse = crate::catalog::Warehouse::new(
+            self.conf
+                .get(crate::catalog::WAREHOUSE_DIR)
+                .map(String::as_str)
+                .unwrap_or(crate::catalog::DEFAULT_WAREHOUSE_DIR),
+        )?;
+        {
+            let opts = ctx.state().config_options().catalog.clone();
+            if let Some(catalog) = ctx.catalog(&opts.default_catalog) {
+                let schema = Arc::new(crate::catalog::WarehouseSchema::new(
+                    catalog.schema(&opts.default_schema),
+                    warehouse.clone(),
+                ));
+                catalog.register_schema(&opts.default_schema, schema.clone())?;
+                // `default.t`, as Spark's one database is called.
+                catalog.register_schema("default", schema)?;
+            }
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(
                 std::thread::available_parallelism()
@@ -169,6 +188,7 @@ impl SessionBuilder {
                 ctx,
                 shuffle_partitions: partitions.max(1),
                 conf: RwLock::new(self.conf),
+                warehouse,
                 runtime,
                 listeners: RwLock::new(Vec::new()),
             }),
@@ -185,6 +205,7 @@ struct SessionInner {
     ctx: SessionContext,
     shuffle_partitions: usize,
     conf: RwLock<HashMap<String, String>>,
+    warehouse: crate::catalog::Warehouse,
     runtime: tokio::runtime::Runtime,
     listeners: RwLock<Vec<Arc<dyn StreamingQueryListener>>>,
 }
@@ -246,6 +267,11 @@ impl Session {
     /// The keys set on the builder or with `set_conf`.
     pub fn conf_keys(&self) -> Vec<String> {
         self.inner.conf.read_unpoisoned().keys().cloned().collect()
+    }
+    /// The session's warehouse: the folder of its tables (`spark.sql.warehouse.dir`, fixed
+    /// when the session is built, as Spark's static conf).
+    pub fn warehouse(&self) -> &crate::catalog::Warehouse {
+        &self.inner.warehouse
     }
     /// The DataFusion context behind the session (functions, tables).
     pub fn context(&self) -> &SessionContext {
@@ -443,38 +469,22 @@ impl DataFrameReader {
     /// sink, only the files its manifest lists.
     pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
         let path = PathBuf::from(path.as_ref());
-        let batches = match (
-            &self.schema,
-            spark_datetime_read(&self.format, &self.options),
-        ) {
-            // The datetime options (Spark's pattern letters) need the file source's parsers.
-            (Some(schema), true) => {
-                let files =
-                    crate::sink::file::committed_files(&path)?.unwrap_or(vec![path.clone()]);
-                crate::source::file::read_files(&self.format, &files, schema, &self.options)?
-                    .batches
-            }
-            _ => crate::sink::file::read_sink_output_with_options(
-                &path,
-                &self.format,
-                self.schema.clone(),
-                &self.options,
-            )?,
-        };
-        let schema = match (&self.schema, batches.first()) {
-            (Some(s), _) => s.clone(),
-            (None, Some(b)) => b.schema(),
-            (None, None) => {
-                return Err(SluiceError::query(
-                    class::UNABLE_TO_INFER_SCHEMA,
-                    format!(
-                        "Unable to infer schema for {} at {}: it has no committed files. Give \
-                         .schema(..) to read an empty directory.",
-                        self.format,
-                        path.display()
-                    ),
-                ))
-            }
+        let (schema, batches) = crate::sink::file::read::read_output(
+            &path,
+            &self.format,
+            self.schema.clone(),
+            &self.options,
+        )?;
+        let Some(schema) = schema else {
+            return Err(SluiceError::query(
+                class::UNABLE_TO_INFER_SCHEMA,
+                format!(
+                    "Unable to infer schema for {} at {}: it has no committed files. Give \
+                     .schema(..) to read an empty directory.",
+                    self.format,
+                    path.display()
+                ),
+            ));
         };
         let table = MemTable::try_new(schema, vec![batches])?;
         let plan = LogicalPlanBuilder::scan("files", provider_as_source(Arc::new(table)), None)?
@@ -512,22 +522,6 @@ impl crate::plan::sql_names::Tables for Session {
             .block_on(schema.table(name))?
             .map(|t| (name.clone(), t.schema())))
     }
-}
-
-/// Whether a batch JSON/CSV read sets a datetime option (`timestampFormat`, `dateFormat`,
-/// `timestampNTZFormat`, `enableDateTimeParsingFallback`), read by the file source's parsers.
-fn spark_datetime_read(format: &str, options: &HashMap<String, String>) -> bool {
-    matches!(format, "json" | "csv")
-        && options.keys().any(|k| {
-            [
-                "timestampFormat",
-                "dateFormat",
-                "timestampNTZFormat",
-                "enableDateTimeParsingFallback",
-            ]
-            .iter()
-            .any(|o| k.eq_ignore_ascii_case(o))
-        })
 }
 
 impl MemoryStream {

@@ -18,7 +18,18 @@ use super::{Planned, Planner};
 /// `spark.read..load(..)`, `spark.readStream..load(..)`, `spark.table(..)`.
 pub(crate) fn read(p: &Planner<'_>, r: &proto::Read) -> Result<StreamFrame> {
     match r.read_type.as_ref() {
-        Some(ReadType::NamedTable(t)) => Ok(p.session.sluice.table(&t.unparsed_identifier)?),
+        Some(ReadType::NamedTable(t)) => {
+            let frame = p.session.sluice.table(&t.unparsed_identifier)?;
+            if r.is_streaming && !frame.is_streaming() {
+                return Err(ConnectError::not_supported(format!(
+                    "readStream.table({:?}) on a file table (read its folder as a stream with \
+                     readStream.format(..).schema(..).load(path), or use spark.table for a \
+                     batch read)",
+                    t.unparsed_identifier
+                )));
+            }
+            Ok(frame)
+        }
         Some(ReadType::DataSource(ds)) => data_source(p, ds, r.is_streaming),
         None => Err(ConnectError::illegal_argument(
             "a Read relation without what to read",

@@ -70,6 +70,20 @@ impl DataStreamWriter {
         }
         self
     }
+    /// Partitions a file sink's output by these columns (Spark's `partitionBy`): rows go to
+    /// Hive-style `col=value/` folders, the data files hold the other columns, and batch reads
+    /// of the output give the partition columns back, last.
+    pub fn partition_by<S: AsRef<str>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
+        let names: Vec<String> = columns
+            .into_iter()
+            .map(|c| c.as_ref().to_string())
+            .collect();
+        self.options.insert(
+            "partitionBy".into(),
+            serde_json::Value::from(names).to_string(),
+        );
+        self
+    }
     /// When batches run (default: `ProcessingTime(0)`, as fast as possible).
     pub fn trigger(mut self, trigger: Trigger) -> Self {
         self.trigger = trigger;
@@ -207,6 +221,42 @@ impl DataStreamWriter {
             Trigger::AvailableNow => MicroBatchTrigger::AvailableNow,
         };
         MicroBatchExecution::start(spec, trigger, late_rows)
+    }
+
+    /// Starts the query writing to the table `name` (Spark's `toTable`): a file table in the
+    /// session's warehouse (`spark.sql.warehouse.dir`), created on the first run with this
+    /// write's format (parquet by default), schema and `partition_by` columns, or the existing
+    /// table, whose format, columns and partitioning the write must match. With a `path`
+    /// option, a new table's data lives there (Spark's external table). Read it with
+    /// `session.table(name)` or SQL; see [`crate::catalog`].
+    pub fn to_table(mut self, name: &str) -> Result<StreamingQuery> {
+        if self.sink.is_some() {
+            return Err(SluiceError::query(
+                class::UNSUPPORTED_DATA_SOURCE,
+                "foreach and foreachBatch write to their function, not to a table: use start()",
+            ));
+        }
+        let plan = self.frame.logical_plan();
+        if !is_streaming(plan) {
+            return self.start();
+        }
+        let schema = plan.schema().as_arrow().clone();
+        let partition_by = crate::sink::file::partition_by_option(&self.options)?;
+        let table = self.frame.session().warehouse().table_for_write(
+            name,
+            &self.format,
+            &schema,
+            &partition_by,
+            &self.options,
+        )?;
+        self.options.retain(|k, _| {
+            !k.eq_ignore_ascii_case("path") && !k.eq_ignore_ascii_case("partitionBy")
+        });
+        self.options.insert("path".into(), table.location.clone());
+        if !table.partition_columns.is_empty() {
+            self = self.partition_by(&table.partition_columns);
+        }
+        self.start()
     }
 
     /// The late-row side output from the `lateRows.*` options: `lateRows.format` (parquet,

@@ -108,7 +108,9 @@ pub fn sink_provider(
                     ),
                 )
             })?;
-            Arc::new(FileSinkProvider::try_new(name, path, options)?)
+            let provider = FileSinkProvider::try_new(name, path, options)?;
+            provider.check_schema(&schema)?;
+            Arc::new(provider)
         }
         SinkFormat::Console => Arc::new(ConsoleSinkProvider::from_options(options)?),
         SinkFormat::Memory => {

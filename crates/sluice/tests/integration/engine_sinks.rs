@@ -97,3 +97,88 @@ fn foreach_opens_processes_and_closes_per_partition() {
     assert_eq!(opens, closes);
     assert!(log.iter().any(|l| l == "row alice"));
 }
+
+/// A stream of `BATCH1` to a table: `to_table` creates it in the warehouse with the query's
+/// partitioning, `session.table` and SQL read the committed rows back (partition column last),
+/// a restart with a new session finds the table again, and a write that does not fit is refused.
+#[test]
+fn to_table_creates_a_partitioned_warehouse_table_readable_by_name_and_sql() {
+    let d = dirs();
+    add_file(&d.input, "batch1.json", BATCH1, 1);
+    let warehouse = d.output.join("warehouse");
+    let open = || {
+        sluice::Session::builder()
+            .shuffle_partitions(2)
+            .config("spark.sql.warehouse.dir", warehouse.display())
+            .build()
+            .unwrap()
+    };
+    let start = |s: &sluice::Session, name: &str| {
+        s.read_stream()
+            .format("json")
+            .schema(SCHEMA)
+            .unwrap()
+            .load(d.input.display().to_string())
+            .unwrap()
+            .write_stream()
+            .partition_by(["user"])
+            .option("checkpointLocation", d.checkpoint.join("q").display())
+            .trigger(Trigger::AvailableNow)
+            .to_table(name)
+    };
+    let s = open();
+    start(&s, "Purchases").unwrap().await_termination().unwrap();
+    assert!(warehouse.join("purchases/_sluice_table.json").is_file());
+    assert!(warehouse.join("purchases/user=alice").is_dir());
+    let names: Vec<String> = s
+        .table("purchases")
+        .unwrap()
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(names, ["event_time", "action", "amount", "user"]);
+    let count = |s: &sluice::Session, sql: &str| -> i64 {
+        let b = s.sql(sql).unwrap().collect().unwrap();
+        b[0].column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap()
+            .value(0)
+    };
+    let rows = count(&s, "SELECT count(*) FROM purchases");
+    assert!(rows > 0);
+    assert_eq!(
+        count(
+            &s,
+            "SELECT count(*) FROM default.purchases WHERE user = 'alice'"
+        ),
+        count(&s, "SELECT count(*) FROM purchases WHERE user = 'alice'")
+    );
+    // A second session (a restart) finds the table; a new file goes to it on the next run.
+    let s2 = open();
+    add_file(&d.input, "batch2.json", BATCH1, 2);
+    start(&s2, "purchases")
+        .unwrap()
+        .await_termination()
+        .unwrap();
+    assert_eq!(count(&s2, "SELECT count(*) FROM purchases"), 2 * rows);
+    // A write in another format is refused, naming the table's.
+    let err = s2
+        .read_stream()
+        .format("json")
+        .schema(SCHEMA)
+        .unwrap()
+        .load(d.input.display().to_string())
+        .unwrap()
+        .write_stream()
+        .format("json")
+        .option("checkpointLocation", d.checkpoint.join("j").display())
+        .to_table("purchases")
+        .unwrap_err();
+    assert!(
+        err.is(sluice::error::class::TABLE_PROVIDER_MISMATCH),
+        "{err}"
+    );
+}

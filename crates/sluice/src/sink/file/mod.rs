@@ -211,12 +211,15 @@ pub struct FileSinkProvider {
     path: PathBuf,
     options: FileOptions,
     compact_interval: u64,
+    /// `partitionBy`: rows go to `col=value/` folders by these columns.
+    partition_by: Vec<String>,
 }
 
 impl FileSinkProvider {
     /// A file sink writing `format` (`parquet`, `json`, `csv`) files under `path` (a directory;
     /// a `file://` URI is accepted; when empty, the `path` option is used). Options: parquet
-    /// `compression` (`snappy` default, `none`); csv `header` (false) and `sep` (`,`).
+    /// `compression` (`snappy` default, `none`); csv `header` (false) and `sep` (`,`);
+    /// `partitionBy` (column names separated by commas: Hive-style `col=value/` folders).
     pub fn try_new(
         format: &str,
         path: &str,
@@ -241,14 +244,7 @@ impl FileSinkProvider {
                 ),
             ));
         }
-        if options
-            .iter()
-            .any(|(k, v)| k.eq_ignore_ascii_case("partitionBy") && !v.trim().is_empty())
-        {
-            return Err(SluiceError::not_supported_yet(
-                "partitionBy for the file sink is not supported yet",
-            ));
-        }
+        let partition_by = partition_by_option(options)?;
         let local = local_path(path);
         let abs = std::path::absolute(&local)
             .map_err(|e| SluiceError::io(Fault::Query, format!("resolving sink path {path}"), e))?;
@@ -256,7 +252,19 @@ impl FileSinkProvider {
             path: abs,
             options: FileOptions::parse(format, options)?,
             compact_interval: DEFAULT_COMPACT_INTERVAL,
+            partition_by,
         })
+    }
+
+    /// Checks the `partitionBy` columns against the written rows' schema (they exist, are
+    /// atomic, and leave a column for the data files), so a bad name fails at start.
+    pub fn check_schema(&self, schema: &Schema) -> Result<()> {
+        PartitionColumns::resolve(schema, &self.partition_by).map(|_| ())
+    }
+
+    /// The `partitionBy` columns, in folder order.
+    pub fn partition_by(&self) -> &[String] {
+        &self.partition_by
     }
 
     /// Spark's `spark.sql.streaming.fileSink.log.compactInterval` (default 10).
@@ -321,6 +329,7 @@ impl FileSinkProvider {
             options: self.options.clone(),
             log: manifest_log(&self.path, self.compact_interval),
             metrics: BTreeMap::new(),
+            partition_by: self.partition_by.clone(),
         })
     }
 }
@@ -336,6 +345,7 @@ pub struct FileSink {
     options: FileOptions,
     log: CompactibleLog<SinkFileStatus>,
     metrics: BTreeMap<String, String>,
+    partition_by: Vec<String>,
 }
 
 impl Sink for FileSink {
@@ -363,54 +373,17 @@ impl FileSink {
     /// between (another writer on the same path), fails with `FILE_SINK_RACE` and removes this
     /// attempt's files.
     fn write_batch(&mut self, batch_id: u64, data: &BatchData) -> Result<()> {
+        let partitioning = PartitionColumns::resolve(&data.schema, &self.partition_by)?;
         if self.options.format == FileFormat::Csv {
-            check_csv_columns(&data.schema)?;
+            check_csv_columns(partitioning.data_schema())?;
         }
-        let job = uuid::Uuid::new_v4();
         let mut written: Vec<PathBuf> = Vec::new();
         let mut entries = Vec::new();
         let mut rows = 0usize;
         let result = (|| -> Result<()> {
-            // One data file per non-empty partition, written at the same time (Spark's tasks).
-            let parts: Vec<(PathBuf, &Vec<RecordBatch>, usize)> = data
-                .partitions
-                .iter()
-                .enumerate()
-                .map(|(i, part)| (i, part, part.iter().map(|b| b.num_rows()).sum::<usize>()))
-                .filter(|(_, _, n)| *n > 0)
-                .map(|(i, part, n)| {
-                    let file = self.path.join(format!(
-                        "part-{i:05}-{job}-c000.{}",
-                        self.options.extension()
-                    ));
-                    (file, part, n)
-                })
-                .collect();
-            written.extend(parts.iter().map(|(f, _, _)| f.clone()));
-            let (options, schema) = (&self.options, &data.schema);
-            let results: Vec<Result<()>> = std::thread::scope(|scope| {
-                // The first file on this thread, the others on threads of their own.
-                let handles: Vec<_> = parts
-                    .iter()
-                    .skip(1)
-                    .map(|(file, part, _)| {
-                        scope.spawn(move || write_data_file(file, options, schema, part))
-                    })
-                    .collect();
-                let first = parts
-                    .first()
-                    .map(|(file, part, _)| write_data_file(file, options, schema, part));
-                first
-                    .into_iter()
-                    .chain(handles.into_iter().map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(SluiceError::internal("a file sink writer thread panicked"))
-                        })
-                    }))
-                    .collect()
-            });
-            for ((file, _, n), r) in parts.iter().zip(results) {
-                r.map_err(|e| e.context(format!("file sink batch {batch_id}")))?;
+            let files = write_files(&self.path, &self.options, &partitioning, data, &mut written)
+                .map_err(|e| e.context(format!("file sink batch {batch_id}")))?;
+            for (file, n) in &files {
                 entries.push(file_status(file)?);
                 rows += n;
             }
@@ -444,6 +417,81 @@ impl FileSink {
         self.metrics
             .insert("numOutputRows".to_string(), rows.to_string());
     }
+}
+
+/// Writes `data` under `dir` as Spark's tasks do: one file per non-empty partition (task) and
+/// partition folder, `[col=value/..]part-<task>-<job>-c000.<ext>`, the tasks at the same time.
+/// Every file created is pushed to `created` (also on error, for clean-up). Returns the files
+/// written with their row counts, in task order.
+fn write_files(
+    dir: &Path,
+    options: &FileOptions,
+    partitioning: &PartitionColumns,
+    data: &BatchData,
+    created: &mut Vec<PathBuf>,
+) -> Result<Vec<(PathBuf, usize)>> {
+    let job = uuid::Uuid::new_v4();
+    let name = |task: usize| format!("part-{task:05}-{job}-c000.{}", options.extension());
+    // Per task: its files (folder, rows of that folder).
+    let mut tasks: Vec<Vec<(PathBuf, Vec<RecordBatch>, usize)>> = Vec::new();
+    for (task, part) in data.partitions.iter().enumerate() {
+        let files: Vec<(PathBuf, Vec<RecordBatch>, usize)> = partitioning
+            .split(part)?
+            .into_iter()
+            .map(|(folder, batches)| {
+                let n = batches.iter().map(|b| b.num_rows()).sum();
+                let file = if folder.is_empty() {
+                    dir.join(name(task))
+                } else {
+                    dir.join(folder).join(name(task))
+                };
+                (file, batches, n)
+            })
+            .collect();
+        if !files.is_empty() {
+            tasks.push(files);
+        }
+    }
+    created.extend(tasks.iter().flatten().map(|(f, _, _)| f.clone()));
+    let schema = partitioning.data_schema();
+    let run = |files: &Vec<(PathBuf, Vec<RecordBatch>, usize)>| -> Result<()> {
+        for (file, batches, _) in files {
+            if let Some(parent) = file.parent().filter(|p| *p != dir) {
+                fs::create_dir_all(parent).map_err(|e| {
+                    SluiceError::io(
+                        Fault::Connector,
+                        format!("creating {}", parent.display()),
+                        e,
+                    )
+                })?;
+            }
+            write_data_file(file, options, schema, batches)?;
+        }
+        Ok(())
+    };
+    let results: Vec<Result<()>> = std::thread::scope(|scope| {
+        // The first task on this thread, the others on threads of their own.
+        let handles: Vec<_> = tasks
+            .iter()
+            .skip(1)
+            .map(|t| scope.spawn(move || run(t)))
+            .collect();
+        let first = tasks.first().map(run);
+        first
+            .into_iter()
+            .chain(handles.into_iter().map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(SluiceError::internal("a file sink writer thread panicked"))
+                })
+            }))
+            .collect()
+    });
+    results.into_iter().collect::<Result<Vec<()>>>()?;
+    Ok(tasks
+        .into_iter()
+        .flatten()
+        .map(|(file, _, n)| (file, n))
+        .collect())
 }
 
 fn write_err(file: &Path, e: impl std::fmt::Display) -> SluiceError {
@@ -835,7 +883,10 @@ fn entry_path(uri: &str, base: &Path) -> PathBuf {
     }
 }
 
-mod read;
+mod partition;
+pub use partition::DEFAULT_PARTITION_NAME;
+pub(crate) use partition::{partition_by_option, PartitionColumns};
+pub(crate) mod read;
 pub use read::{committed_files, read_sink_output, read_sink_output_with_options};
 mod save;
 pub use save::{save_files, SaveMode};

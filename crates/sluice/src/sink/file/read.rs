@@ -33,8 +33,8 @@ pub fn committed_files(path: &Path) -> Result<Option<Vec<PathBuf>>> {
 /// Reads the committed output of a file sink (or, without a manifest, every visible data file
 /// under `path`; or the single file `path`). JSON and CSV are read with `schema`, inferred
 /// when `None`; parquet files are read with their own schema, conformed to `schema` when given
-/// (columns by name, cast). CSV uses the defaults (no header, `,`); see
-/// [`read_sink_output_with_options`].
+/// (columns by name, cast). `col=value/` partition folders become columns after the data
+/// columns. CSV uses the defaults (no header, `,`); see [`read_sink_output_with_options`].
 pub fn read_sink_output(
     path: &Path,
     format: &str,
@@ -50,7 +50,21 @@ pub fn read_sink_output_with_options(
     schema: Option<SchemaRef>,
     options: &HashMap<String, String>,
 ) -> Result<Vec<RecordBatch>> {
-    let options = FileOptions::parse(FileFormat::parse(format)?, options)?;
+    Ok(read_output(path, format, schema, options)?.1)
+}
+
+/// A batch read of `path` (Spark's `spark.read.format(..).load(path)`): the schema of the
+/// rows (the given one with partition columns moved last; inferred without one; `None` when
+/// there is nothing to infer it from) and the rows. With `schema` and a datetime option
+/// (`timestampFormat`, `dateFormat`, ..), JSON and CSV go through the file source's parsers,
+/// which know Spark's pattern letters.
+pub(crate) fn read_output(
+    path: &Path,
+    format: &str,
+    schema: Option<SchemaRef>,
+    options: &HashMap<String, String>,
+) -> Result<(Option<SchemaRef>, Vec<RecordBatch>)> {
+    let file_options = FileOptions::parse(FileFormat::parse(format)?, options)?;
     let files = if path.is_file() {
         vec![path.to_path_buf()]
     } else {
@@ -60,43 +74,140 @@ pub fn read_sink_output_with_options(
         }
     };
     if files.is_empty() {
-        return Ok(Vec::new());
+        return Ok((schema, Vec::new()));
     }
-    match options.format {
-        FileFormat::Parquet => {
-            let mut out = Vec::new();
-            for f in &files {
+    let parts = if path.is_dir() {
+        partition::discover(path, &files, schema.as_deref())?
+    } else {
+        None
+    };
+    // The columns the data files hold: the given schema without the partition columns.
+    let data_schema = match (&schema, &parts) {
+        (Some(s), Some(p)) => Some(Arc::new(Schema::new_with_metadata(
+            s.fields()
+                .iter()
+                .filter(|f| !p.has(f.name()))
+                .map(|f| f.as_ref().clone())
+                .collect::<Vec<_>>(),
+            s.metadata().clone(),
+        ))),
+        (s, _) => s.clone(),
+    };
+    // Files with the same partition values are read together.
+    let groups: Vec<Vec<usize>> = match &parts {
+        None => vec![(0..files.len()).collect()],
+        Some(p) => {
+            let mut groups: Vec<Vec<usize>> = Vec::new();
+            let mut slot: HashMap<&Vec<Option<String>>, usize> = HashMap::new();
+            for (i, v) in p.values.iter().enumerate() {
+                let g = *slot.entry(v).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+                groups[g].push(i);
+            }
+            groups
+        }
+    };
+    let source_parsers = data_schema.is_some() && spark_datetime_read(format, options);
+    let data_schema = match data_schema {
+        Some(s) => Some(s),
+        None if file_options.format == FileFormat::Parquet => None,
+        None => Some(infer_text_schema(&files, &file_options)?),
+    };
+    let mut out = Vec::new();
+    for group in &groups {
+        let group_files: Vec<PathBuf> = group.iter().map(|&i| files[i].clone()).collect();
+        let batches = match (&data_schema, source_parsers) {
+            (Some(s), true) => {
+                crate::source::file::read_files(format, &group_files, s, options)?.batches
+            }
+            _ => read_files(&group_files, &file_options, data_schema.as_ref())?,
+        };
+        match &parts {
+            None => out.extend(batches),
+            Some(p) => {
+                for b in batches {
+                    let full = p.full_schema(b.schema_ref());
+                    out.push(p.append(&b, group[0], &full)?);
+                }
+            }
+        }
+    }
+    let schema = match (&data_schema, &parts, out.first()) {
+        (Some(s), Some(p), _) => Some(p.full_schema(s)),
+        (Some(s), None, _) => Some(s.clone()),
+        (None, _, Some(b)) => Some(b.schema()),
+        (None, _, None) => None,
+    };
+    // Batches of a parquet read without a schema keep their files' own types.
+    Ok((schema, out))
+}
+
+/// Whether a batch JSON/CSV read sets a datetime option (`timestampFormat`, `dateFormat`,
+/// `timestampNTZFormat`, `enableDateTimeParsingFallback`), read by the file source's parsers.
+fn spark_datetime_read(format: &str, options: &HashMap<String, String>) -> bool {
+    matches!(format.to_ascii_lowercase().as_str(), "json" | "csv")
+        && options.keys().any(|k| {
+            [
+                "timestampFormat",
+                "dateFormat",
+                "timestampNTZFormat",
+                "enableDateTimeParsingFallback",
+            ]
+            .iter()
+            .any(|o| k.eq_ignore_ascii_case(o))
+        })
+}
+
+/// The schema of JSON or CSV `files`, inferred from all of them.
+fn infer_text_schema(files: &[PathBuf], options: &FileOptions) -> Result<SchemaRef> {
+    let mut schemas = Vec::new();
+    for f in files {
+        let s = match options.format {
+            FileFormat::Json => {
+                arrow::json::reader::infer_json_schema_from_seekable(BufReader::new(open(f)?), None)
+                    .map_err(|e| read_err(f, e))?
+                    .0
+            }
+            _ => {
+                arrow::csv::reader::Format::default()
+                    .with_header(options.csv_header)
+                    .with_delimiter(options.csv_sep)
+                    .with_escape(b'\\')
+                    .infer_schema(open(f)?, None)
+                    .map_err(|e| read_err(f, e))?
+                    .0
+            }
+        };
+        schemas.push(s);
+    }
+    Ok(Arc::new(Schema::try_merge(schemas)?))
+}
+
+/// Reads `files` with Arrow's readers: parquet with the files' schema (conformed to `schema`
+/// when given), JSON and CSV with `schema` (given or inferred).
+fn read_files(
+    files: &[PathBuf],
+    options: &FileOptions,
+    schema: Option<&SchemaRef>,
+) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    for f in files {
+        match (options.format, schema) {
+            (FileFormat::Parquet, _) => {
                 let reader = ParquetRecordBatchReaderBuilder::try_new(open(f)?)
                     .and_then(|b| b.build())
                     .map_err(|e| read_err(f, e))?;
                 for b in reader {
                     let b = b.map_err(|e| read_err(f, e))?;
-                    out.push(match &schema {
+                    out.push(match schema {
                         Some(s) => conform_by_name(&b, s).map_err(|e| e.context(f.display()))?,
                         None => b,
                     });
                 }
             }
-            Ok(out)
-        }
-        FileFormat::Json => {
-            let schema = match schema {
-                Some(s) => s,
-                None => {
-                    let mut schemas = Vec::new();
-                    for f in &files {
-                        let (s, _) = arrow::json::reader::infer_json_schema_from_seekable(
-                            BufReader::new(open(f)?),
-                            None,
-                        )
-                        .map_err(|e| read_err(f, e))?;
-                        schemas.push(s);
-                    }
-                    Arc::new(Schema::try_merge(schemas)?)
-                }
-            };
-            let mut out = Vec::new();
-            for f in &files {
+            (FileFormat::Json, Some(schema)) => {
                 let reader = arrow::json::ReaderBuilder::new(schema.clone())
                     .build(BufReader::new(open(f)?))
                     .map_err(|e| read_err(f, e))?;
@@ -104,28 +215,7 @@ pub fn read_sink_output_with_options(
                     out.push(b.map_err(|e| read_err(f, e))?);
                 }
             }
-            Ok(out)
-        }
-        FileFormat::Csv => {
-            let schema = match schema {
-                Some(s) => s,
-                None => {
-                    let fmt = arrow::csv::reader::Format::default()
-                        .with_header(options.csv_header)
-                        .with_delimiter(options.csv_sep)
-                        .with_escape(b'\\');
-                    let mut schemas = Vec::new();
-                    for f in &files {
-                        let (s, _) = fmt
-                            .infer_schema(open(f)?, None)
-                            .map_err(|e| read_err(f, e))?;
-                        schemas.push(s);
-                    }
-                    Arc::new(Schema::try_merge(schemas)?)
-                }
-            };
-            let mut out = Vec::new();
-            for f in &files {
+            (FileFormat::Csv, Some(schema)) => {
                 let reader = arrow::csv::ReaderBuilder::new(schema.clone())
                     .with_header(options.csv_header)
                     .with_delimiter(options.csv_sep)
@@ -136,9 +226,14 @@ pub fn read_sink_output_with_options(
                     out.push(b.map_err(|e| read_err(f, e))?);
                 }
             }
-            Ok(out)
+            (_, None) => {
+                return Err(SluiceError::internal(
+                    "a JSON or CSV read without a schema (it is inferred first)",
+                ))
+            }
         }
     }
+    Ok(out)
 }
 
 fn open(f: &Path) -> Result<File> {

@@ -5,7 +5,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{check_csv_columns, write_data_file, FileFormat, FileOptions};
+use super::partition::{partition_by_option, PartitionColumns};
+use super::{check_csv_columns, write_files, FileFormat, FileOptions};
 use crate::error::{class, Fault, Result, SluiceError};
 use crate::types::BatchData;
 
@@ -22,8 +23,9 @@ pub enum SaveMode {
     Ignore,
 }
 
-/// Writes `data` under `path` as `format` files (one per non-empty partition) and `_SUCCESS`.
-/// Returns the data files written.
+/// Writes `data` under `path` as `format` files (one per non-empty partition, and per
+/// `col=value/` folder with the `partitionBy` option) and `_SUCCESS`. Returns the data files
+/// written.
 pub fn save_files(
     path: &Path,
     format: &str,
@@ -33,8 +35,9 @@ pub fn save_files(
 ) -> Result<Vec<PathBuf>> {
     let format = FileFormat::parse(format)?;
     let file_options = FileOptions::parse(format, options)?;
+    let partitioning = PartitionColumns::resolve(&data.schema, &partition_by_option(options)?)?;
     if format == FileFormat::Csv {
-        check_csv_columns(&data.schema)?;
+        check_csv_columns(partitioning.data_schema())?;
     }
     if path.exists() {
         match mode {
@@ -69,19 +72,16 @@ pub fn save_files(
     fs::create_dir_all(path).map_err(|e| {
         SluiceError::io(Fault::Connector, format!("creating {}", path.display()), e)
     })?;
-    let job = uuid::Uuid::new_v4();
-    let mut written = Vec::new();
-    for (i, part) in data.partitions.iter().enumerate() {
-        if part.iter().all(|b| b.num_rows() == 0) {
-            continue;
+    let mut created = Vec::new();
+    let written = match write_files(path, &file_options, &partitioning, data, &mut created) {
+        Ok(files) => files.into_iter().map(|(f, _)| f).collect::<Vec<_>>(),
+        Err(e) => {
+            for f in created {
+                let _ = fs::remove_file(f);
+            }
+            return Err(e);
         }
-        let file = path.join(format!(
-            "part-{i:05}-{job}-c000.{}",
-            file_options.extension()
-        ));
-        write_data_file(&file, &file_options, &data.schema, part)?;
-        written.push(file);
-    }
+    };
     let success = path.join("_SUCCESS");
     fs::write(&success, b"").map_err(|e| {
         SluiceError::io(

@@ -380,3 +380,147 @@ fn uris() {
         PathBuf::from("/o/part-0.json")
     );
 }
+
+/// The user of `data(..)` rows: `u<i>`, or null every third row.
+fn users(batches: &[RecordBatch]) -> Vec<Option<String>> {
+    let mut v: Vec<Option<String>> = batches
+        .iter()
+        .flat_map(|b| {
+            let idx = b.schema().index_of("user").unwrap();
+            let c = b.column(idx).as_string::<i32>().clone();
+            c.iter().map(|x| x.map(str::to_string)).collect::<Vec<_>>()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn partition_by_writes_hive_folders_and_reads_them_back_as_columns() {
+    for format in ["parquet", "json", "csv"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        let (_, mut s) = sink(&out, format, &[("partitionBy", "user")]);
+        s.add_batch(0, &data(0, 6, 2)).unwrap();
+        // users u1 u2 u4 u5 and null (rows 0 and 3): one folder each, a file per task in each
+        let mut dirs: Vec<String> = fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("user="))
+            .collect();
+        dirs.sort();
+        assert_eq!(
+            dirs,
+            [
+                "user=__HIVE_DEFAULT_PARTITION__",
+                "user=u1",
+                "user=u2",
+                "user=u4",
+                "user=u5"
+            ],
+            "{format}"
+        );
+        // rows 0 (task 0) and 3 (task 1) have no user: two files in the default folder
+        assert_eq!(
+            count_data_files(&out.join("user=__HIVE_DEFAULT_PARTITION__")),
+            2
+        );
+        assert_eq!(s.metrics().get("numFiles").map(String::as_str), Some("6"));
+        // the data files hold the other columns only
+        let f = committed_files(&out).unwrap().unwrap();
+        assert_eq!(f.len(), 6);
+        let one = read_sink_output(&f[0], format, None).unwrap();
+        assert!(one[0].schema().index_of("user").is_err(), "{format}");
+        // read back (through the manifest): the partition column is last, typed as given
+        let back = read_sink_output(&out, format, Some(schema())).unwrap();
+        let names: Vec<String> = back[0]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(names, ["ts", "amount", "user"], "{format}");
+        assert_eq!(
+            users(&back),
+            [
+                None,
+                None,
+                Some("u1".into()),
+                Some("u2".into()),
+                Some("u4".into()),
+                Some("u5".into())
+            ]
+        );
+        assert_eq!(amounts(&back), [0.0, 1.5, 3.0, 4.5, 6.0, 7.5], "{format}");
+    }
+}
+
+#[test]
+fn partition_values_are_escaped_and_types_inferred_on_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let (_, mut s) = sink(&out, "json", &[("partitionBy", "[\"ts\"]")]);
+    s.add_batch(0, &data(0, 2, 1)).unwrap();
+    // 2026-09-15 12:01:00 and 12:02:00 UTC: ':' is escaped as in Hive
+    assert!(out.join("ts=2026-09-15 12%3A01%3A00").is_dir());
+    assert!(out.join("ts=2026-09-15 12%3A02%3A00").is_dir());
+    // the manifest's URIs encode the '%' of the folder names
+    let m = fs::read_to_string(out.join("_spark_metadata/0")).unwrap();
+    assert!(
+        m.contains("/ts=2026-09-15%2012%253A01%253A00/part-00000-"),
+        "{m}"
+    );
+    // without a schema, the folder values are inferred as timestamps (Spark's inference)
+    let back = read_sink_output(&out, "json", None).unwrap();
+    let ts = back[0].schema().field_with_name("ts").unwrap().clone();
+    assert!(matches!(ts.data_type(), DataType::Timestamp(..)), "{ts:?}");
+    let mut micros: Vec<i64> = back
+        .iter()
+        .flat_map(|b| {
+            let c = arrow::compute::cast(
+                b.column(b.schema().index_of("ts").unwrap()),
+                &DataType::Timestamp(TimeUnit::Microsecond, None),
+            )
+            .unwrap();
+            c.as_primitive::<TimestampMicrosecondType>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    micros.sort();
+    assert_eq!(micros, [1_789_473_660_000_000, 1_789_473_720_000_000]);
+}
+
+#[test]
+fn partition_by_is_checked_at_start() {
+    let options: HashMap<String, String> = [("partitionBy".to_string(), "nope".to_string())].into();
+    let p = FileSinkProvider::try_new("parquet", "/tmp/x", &options).unwrap();
+    let err = p.check_schema(&schema()).unwrap_err();
+    assert!(err.is(class::PARTITION_COLUMN_NOT_FOUND_IN_SCHEMA), "{err}");
+    assert!(err.to_string().contains("`nope`"), "{err}");
+    let options: HashMap<String, String> =
+        [("partitionBy".to_string(), "ts,user,amount".to_string())].into();
+    let p = FileSinkProvider::try_new("parquet", "/tmp/x", &options).unwrap();
+    let err = p.check_schema(&schema()).unwrap_err();
+    assert!(err.is(class::ALL_PARTITION_COLUMNS_NOT_ALLOWED), "{err}");
+}
+
+#[test]
+fn batch_save_with_partition_by() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("w");
+    let options: HashMap<String, String> = [("partitionBy".to_string(), "user".to_string())].into();
+    let files = save_files(
+        &out,
+        "parquet",
+        &options,
+        SaveMode::ErrorIfExists,
+        &data(0, 3, 1),
+    )
+    .unwrap();
+    assert_eq!(files.len(), 3);
+    assert!(out.join("user=u1").is_dir() && out.join("_SUCCESS").is_file());
+    // no manifest: the reader lists the folders and infers the (string) partition column
+    let back = read_sink_output(&out, "parquet", None).unwrap();
+    assert_eq!(users(&back), [None, Some("u1".into()), Some("u2".into())]);
+}
