@@ -112,3 +112,78 @@ fn memory_stream_rows_flow_through_process_all_available() {
         assert!(json["durationMs"].get(k).is_some(), "durationMs.{k}");
     }
 }
+
+/// Compressed input files are read by extension, as Spark reads them through Hadoop's codecs:
+/// a gzip and a zstd file next to a plain one, in a stream and in a batch read; a damaged one
+/// fails the query naming the file.
+#[test]
+fn gzip_and_zstd_input_files_are_read_by_their_extension() {
+    use std::io::Write;
+    let d = dirs();
+    let gz = {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(BATCH1.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let zst = zstd::stream::encode_all(BATCH1.as_bytes(), 3).unwrap();
+    std::fs::write(d.input.join("a.json.gz"), &gz).unwrap();
+    std::fs::write(d.input.join("b.json.zst"), &zst).unwrap();
+    add_file(&d.input, "c.json", BATCH1, 3);
+    let s = session();
+    let q = s
+        .read_stream()
+        .format("json")
+        .schema(crate::support::SCHEMA)
+        .unwrap()
+        .load(d.input.display().to_string())
+        .unwrap()
+        .write_stream()
+        .format("memory")
+        .query_name("compressed")
+        .trigger(Trigger::AvailableNow)
+        .start()
+        .unwrap();
+    q.await_termination().unwrap();
+    let n = |sql: &str| -> usize {
+        s.sql(sql)
+            .unwrap()
+            .collect()
+            .unwrap()
+            .iter()
+            .map(|b| b.num_rows())
+            .sum()
+    };
+    assert_eq!(n("SELECT * FROM compressed"), 9);
+    assert_eq!(n("SELECT * FROM compressed WHERE user = 'alice'"), 6);
+    let batch: usize = s
+        .read()
+        .format("json")
+        .schema(crate::support::SCHEMA)
+        .unwrap()
+        .load(d.input.display().to_string())
+        .unwrap()
+        .collect()
+        .unwrap()
+        .iter()
+        .map(|b| b.num_rows())
+        .sum();
+    assert_eq!(batch, 9);
+    // A truncated gzip file stops the query with the file's name and what to do.
+    std::fs::write(d.input.join("d.json.gz"), &gz[..gz.len() / 2]).unwrap();
+    let q = s
+        .read_stream()
+        .format("json")
+        .schema(crate::support::SCHEMA)
+        .unwrap()
+        .load(d.input.display().to_string())
+        .unwrap()
+        .write_stream()
+        .format("memory")
+        .query_name("damaged")
+        .trigger(Trigger::AvailableNow)
+        .start()
+        .unwrap();
+    let err = q.await_termination().unwrap_err();
+    assert!(err.is(sluice::error::class::FAILED_READ_FILE), "{err}");
+    assert!(err.to_string().contains("d.json.gz"), "{err}");
+}

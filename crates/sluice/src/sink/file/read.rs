@@ -166,16 +166,19 @@ fn infer_text_schema(files: &[PathBuf], options: &FileOptions) -> Result<SchemaR
     for f in files {
         let s = match options.format {
             FileFormat::Json => {
-                arrow::json::reader::infer_json_schema_from_seekable(BufReader::new(open(f)?), None)
-                    .map_err(|e| read_err(f, e))?
-                    .0
+                arrow::json::reader::infer_json_schema_from_seekable(
+                    BufReader::new(open_text(f)?),
+                    None,
+                )
+                .map_err(|e| read_err(f, e))?
+                .0
             }
             _ => {
                 arrow::csv::reader::Format::default()
                     .with_header(options.csv_header)
                     .with_delimiter(options.csv_sep)
                     .with_escape(b'\\')
-                    .infer_schema(open(f)?, None)
+                    .infer_schema(open_text(f)?, None)
                     .map_err(|e| read_err(f, e))?
                     .0
             }
@@ -209,7 +212,7 @@ fn read_files(
             }
             (FileFormat::Json, Some(schema)) => {
                 let reader = arrow::json::ReaderBuilder::new(schema.clone())
-                    .build(BufReader::new(open(f)?))
+                    .build(BufReader::new(open_text(f)?))
                     .map_err(|e| read_err(f, e))?;
                 for b in reader {
                     out.push(b.map_err(|e| read_err(f, e))?);
@@ -220,7 +223,7 @@ fn read_files(
                     .with_header(options.csv_header)
                     .with_delimiter(options.csv_sep)
                     .with_escape(b'\\')
-                    .build(open(f)?)
+                    .build(open_text(f)?)
                     .map_err(|e| read_err(f, e))?;
                 for b in reader {
                     out.push(b.map_err(|e| read_err(f, e))?);
@@ -238,6 +241,19 @@ fn read_files(
 
 fn open(f: &Path) -> Result<File> {
     File::open(f).map_err(|e| SluiceError::io(Fault::Input, format!("opening {}", f.display()), e))
+}
+
+/// A JSON or CSV file's text bytes, decompressed when its extension names a codec (`.gz`,
+/// `.bz2`, `.zst`, ..), as Spark's readers do.
+fn open_text(f: &Path) -> Result<std::io::Cursor<Vec<u8>>> {
+    let bytes = fs::read(f)
+        .map_err(|e| SluiceError::io(Fault::Input, format!("reading {}", f.display()), e))?;
+    Ok(std::io::Cursor::new(
+        match crate::source::file::compression::Codec::of(f) {
+            Some(codec) => codec.decode(&bytes, &f.display().to_string())?,
+            None => bytes,
+        },
+    ))
 }
 
 fn read_err(f: &Path, e: impl std::fmt::Display) -> SluiceError {

@@ -12,6 +12,7 @@
 //! file admitted so far), `pathGlobFilter`, `ignoreMissingFiles`, `ignoreCorruptFiles`,
 //! `cleanSource` (only `off`), plus the format's parsing options (see [`format`]).
 
+pub(crate) mod compression;
 pub(crate) mod datetime;
 mod format;
 pub(crate) use format::csv::{infer_csv_schema, parse_csv_values};

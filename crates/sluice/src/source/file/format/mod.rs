@@ -825,20 +825,6 @@ pub(crate) fn for_each_line<'t>(
     Ok(())
 }
 
-/// Compression codecs Hadoop would pick by file extension; not supported yet.
-fn compressed_extension(path: &Path) -> Option<&'static str> {
-    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-    Some(match ext.as_str() {
-        "gz" => "gzip",
-        "bz2" => "bzip2",
-        "deflate" => "deflate",
-        "lz4" => "lz4",
-        "snappy" => "snappy",
-        "zst" => "zstd",
-        _ => return None,
-    })
-}
-
 /// What to say when a file listed for reading has vanished.
 pub(crate) fn file_not_found(uri: &str, context: &str) -> SluiceError {
     SluiceError::input(
@@ -923,12 +909,6 @@ pub(crate) fn read_file(
     if let FormatKind::Parquet = opts.kind {
         return parquet::read(path, uri, context, asm);
     }
-    if let Some(codec) = compressed_extension(path) {
-        return Err(SluiceError::not_supported_yet(format!(
-            "the file {uri} is {codec}-compressed (by its extension); compressed text files are \
-             not supported yet"
-        )));
-    }
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -945,6 +925,11 @@ pub(crate) fn read_file(
                 e,
             ))
         }
+    };
+    // gzip, bzip2, zstd, .. by the file's extension, as Hadoop's codec factory picks them.
+    let bytes = match super::compression::Codec::of(path) {
+        Some(codec) => codec.decode(&bytes, uri)?,
+        None => bytes,
     };
     asm.files_read += 1;
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
