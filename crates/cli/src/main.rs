@@ -220,6 +220,9 @@ fn main() -> ExitCode {
     // `--help`, `--version` and bad arguments exit here (0, 0, 2).
     let cli = Cli::parse();
     logger::install();
+    // Sink formats outside the engine, for every session of this process.
+    #[cfg(feature = "delta")]
+    sluice_delta::register();
     let result = match cli.command {
         Some(Command::Demo { dir }) => demo(dir),
         Some(Command::Run(args)) => match args.file.clone() {

@@ -39,6 +39,7 @@
 //! | `filesystem` | `format` = json, csv, parquet, text; `path`; columns required | `format` = parquet, json, csv; `path` |
 //! | `kafka` | Spark's fixed columns (`key`, `value`, `topic`, ...); parse `value` in the query | a `value` (and `key`, `topic`) column |
 //! | `rate`, `rate-micro-batch`, `nexmark` | generated rows (`nexmark`: `table` = person, auction, bid) | |
+//! | `delta` | | a Delta Lake table at `path` (`partitionBy`, `mergeSchema`; append or complete) |
 //! | `console` (Flink: `print`), `memory`, `noop` (Flink: `blackhole`) | | yes |
 //!
 //! A source with fixed columns (Kafka, rate, Nexmark) may leave out its column list, or list
@@ -242,6 +243,9 @@ pub enum Connector {
     Memory,
     /// `noop` (Flink: `blackhole`): Spark's noop sink, which discards rows.
     Noop,
+    /// `delta`: a Delta Lake table (`path`), the `delta` sink format a session registers
+    /// (`sluice_delta::register`; the `sluice` binary does).
+    Delta,
 }
 
 const CONNECTORS: &[(&str, Connector)] = &[
@@ -255,6 +259,7 @@ const CONNECTORS: &[(&str, Connector)] = &[
     ("memory", Connector::Memory),
     ("noop", Connector::Noop),
     ("blackhole", Connector::Noop),
+    ("delta", Connector::Delta),
 ];
 
 impl Connector {
@@ -293,12 +298,13 @@ impl Connector {
                 | Connector::Console
                 | Connector::Memory
                 | Connector::Noop
+                | Connector::Delta
         )
     }
 }
 
 const SOURCE_CONNECTORS: &str = "filesystem, kafka, rate, rate-micro-batch or nexmark";
-const SINK_CONNECTORS: &str = "filesystem, kafka, console, memory or noop";
+const SINK_CONNECTORS: &str = "filesystem, kafka, delta, console, memory or noop";
 
 /// A parsed pipeline file. [`Pipeline::start`] runs it on a session.
 #[derive(Debug, Clone)]

@@ -233,7 +233,7 @@ fn source_frame(p: &Pipeline, session: &Session, t: &TableDef) -> Result<StreamF
             .load_source()
             .map_err(cannot)?,
         Connector::Nexmark => reader.format("nexmark").load_source().map_err(cannot)?,
-        Connector::Console | Connector::Memory | Connector::Noop => {
+        Connector::Console | Connector::Memory | Connector::Noop | Connector::Delta => {
             unreachable!("checked by parse: sink connectors are not read")
         }
     };
@@ -378,6 +378,7 @@ fn sink_writer(
         Connector::Memory => w.format("memory"),
         Connector::Noop => w.format("noop"),
         Connector::Kafka => w.format("kafka"),
+        Connector::Delta => w.format("delta"),
         _ => w,
     };
     let mut checkpoint = false;
@@ -422,7 +423,10 @@ fn sink_writer(
         }
     }
     if !checkpoint
-        && matches!(connector, Connector::Filesystem | Connector::Kafka)
+        && matches!(
+            connector,
+            Connector::Filesystem | Connector::Kafka | Connector::Delta
+        )
         && session.conf(CHECKPOINT_LOCATION).is_none()
     {
         return Err(p.error(

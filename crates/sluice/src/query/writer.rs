@@ -324,6 +324,9 @@ pub(crate) fn sink_provider(
     schema: arrow::datatypes::SchemaRef,
     query_name: Option<&str>,
 ) -> Result<(Arc<dyn SinkProvider>, bool)> {
+    if let Some(factory) = registry::registered_format(format) {
+        return Ok((factory.create(options, schema, query_name)?, false));
+    }
     let format = SinkFormat::parse(format)?;
     let provider = registry::sink_provider(session.context(), format, options, schema, query_name)?;
     Ok((provider, format.allows_temporary_checkpoint()))

@@ -15,6 +15,46 @@ use crate::sink::foreach::NoopSinkProvider;
 use crate::sink::memory::MemorySinkProvider;
 use crate::sink::SinkProvider;
 
+/// A sink format that lives outside the engine (e.g. `delta` in the `sluice-delta` crate),
+/// registered for the process with [`register_format`] (as Spark finds data sources through
+/// `DataSourceRegister`): it builds the provider of `write_stream().format(name)` (and of a
+/// pipeline's `connector = 'name'`) from the writer's options.
+pub trait SinkFactory: std::fmt::Debug + Send + Sync {
+    /// The sink for rows of `schema` with the writer's `options` (keys as the user wrote them;
+    /// match them case-insensitively).
+    fn create(
+        &self,
+        options: &HashMap<String, String>,
+        schema: SchemaRef,
+        query_name: Option<&str>,
+    ) -> Result<Arc<dyn SinkProvider>>;
+}
+
+type Formats = std::sync::RwLock<HashMap<String, Arc<dyn SinkFactory>>>;
+
+fn formats() -> &'static Formats {
+    static FORMATS: std::sync::OnceLock<Formats> = std::sync::OnceLock::new();
+    FORMATS.get_or_init(Default::default)
+}
+
+/// Adds the sink format `name` (case-insensitive) for every session of the process; a
+/// registered name comes before a built-in one. `sluice_delta::register()` adds `delta`.
+pub fn register_format(name: &str, factory: Arc<dyn SinkFactory>) {
+    use crate::sync::RwLockExt;
+    formats()
+        .write_unpoisoned()
+        .insert(name.trim().to_ascii_lowercase(), factory);
+}
+
+/// The sink format registered as `name`, if any.
+pub(crate) fn registered_format(name: &str) -> Option<Arc<dyn SinkFactory>> {
+    use crate::sync::RwLockExt;
+    formats()
+        .read_unpoisoned()
+        .get(&name.trim().to_ascii_lowercase())
+        .cloned()
+}
+
 /// A streaming sink format, by Spark's name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SinkFormat {
@@ -62,7 +102,13 @@ impl SinkFormat {
                     class::UNSUPPORTED_DATA_SOURCE,
                     format!(
                         "Data source {name} does not exist as a streaming sink. Use parquet, \
-                         json, csv, console, memory, kafka, noop, foreach or foreach_batch."
+                         json, csv, console, memory, kafka, noop, foreach or foreach_batch{}.",
+                        if name.trim().eq_ignore_ascii_case("delta") {
+                            " (delta is the sluice-delta crate: the `sluice` binary built with its \
+                             `delta` feature has it; a Rust program calls sluice_delta::register())"
+                        } else {
+                            ""
+                        }
                     ),
                 )
             })

@@ -24,7 +24,7 @@ pub const DEFAULT_PARTITION_NAME: &str = "__HIVE_DEFAULT_PARTITION__";
 
 /// The `partitionBy` option: column names separated by commas (a JSON array of names, as
 /// Spark's `__partition_columns` holds them, is accepted too). Empty when unset.
-pub(crate) fn partition_by_option(options: &HashMap<String, String>) -> Result<Vec<String>> {
+pub fn partition_by_option(options: &HashMap<String, String>) -> Result<Vec<String>> {
     let Some(value) = options
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("partitionBy"))

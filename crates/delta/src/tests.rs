@@ -1,0 +1,217 @@
+//! The Delta sink and batch writer against real tables (read back through the table's log).
+
+use super::*;
+use arrow::array::{Array, AsArray, Int64Array, StringArray};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use sluice::source::memory::MemoryStream;
+use sluice::{Session, Trigger};
+
+/// The rows of the table at `dir` as it is now: `(id, user)` pairs, sorted; and its version.
+fn table_rows(dir: &std::path::Path) -> (Vec<(i64, String)>, i64) {
+    let url = url::Url::from_directory_path(dir).unwrap();
+    let dir = dir.to_path_buf();
+    run(async move {
+        let table = deltalake::open_table(url).await.unwrap();
+        let version = table.version().unwrap() as i64;
+        let mut rows = Vec::new();
+        for uri in table.get_file_uris().unwrap() {
+            let path = match url::Url::parse(&uri) {
+                Ok(u) => u.to_file_path().unwrap(),
+                Err(_) => dir.join(&uri),
+            };
+            // the partition value lives in the folder name (user=..)
+            let user_dir = path
+                .parent()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let file = std::fs::File::open(&path).unwrap();
+            let reader =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                    .unwrap()
+                    .build()
+                    .unwrap();
+            for b in reader {
+                let b = b.unwrap();
+                let ids = b
+                    .column_by_name("id")
+                    .unwrap()
+                    .as_primitive::<Int64Type>()
+                    .clone();
+                let users: Vec<String> = match b.column_by_name("user") {
+                    Some(c) => {
+                        let c = arrow::compute::cast(c, &DataType::Utf8).unwrap();
+                        let c = c.as_string::<i32>().clone();
+                        (0..c.len()).map(|i| c.value(i).to_string()).collect()
+                    }
+                    None => vec![user_dir.trim_start_matches("user=").to_string(); b.num_rows()],
+                };
+                rows.extend(ids.values().iter().copied().zip(users));
+            }
+        }
+        rows.sort();
+        (rows, version)
+    })
+    .unwrap()
+}
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("user", DataType::Utf8, true),
+    ]))
+}
+
+fn batch(ids: &[i64]) -> RecordBatch {
+    let users: Vec<String> = ids.iter().map(|i| format!("u{}", i % 2)).collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(ids.to_vec())),
+            Arc::new(StringArray::from(users)),
+        ],
+    )
+    .unwrap()
+}
+
+fn opts(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_stream_appends_one_commit_per_batch_and_a_replayed_batch_is_skipped() {
+    register();
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("t");
+    let ckpt = tmp.path().join("ckpt");
+    let input = MemoryStream::new(schema());
+    let start = |crash: Option<&str>| {
+        let session = Session::builder().shuffle_partitions(2).build().unwrap();
+        if let Some(c) = crash {
+            session.set_conf("sluice.testing.crashPoint", c);
+        }
+        input
+            .to_frame(&session)
+            .unwrap()
+            .write_stream()
+            .format("delta")
+            .partition_by(["user"])
+            .option("path", table.display())
+            .option("checkpointLocation", ckpt.display())
+            .trigger(Trigger::AvailableNow)
+            .start()
+            .unwrap()
+    };
+    input.add_batch(batch(&[1, 2, 3])).unwrap();
+    start(None).await_termination().unwrap();
+    let (rows, v0) = table_rows(&table);
+    assert_eq!(rows.len(), 3);
+    assert!(
+        table.join("user=u1").is_dir(),
+        "partitionBy makes Hive folders"
+    );
+    // Batch 1 reaches the table, then the query dies before its commit: the restart replays
+    // batch 1 with the same id, and the table's txn action makes the sink skip it.
+    input.add_batch(batch(&[4, 5])).unwrap();
+    let crashed = start(Some("afterSink:1")).await_termination();
+    assert!(crashed.is_err(), "the injected crash stops the query");
+    let (after_crash, v1) = table_rows(&table);
+    assert_eq!(after_crash.len(), 5);
+    start(None).await_termination().unwrap();
+    let (rows, v2) = table_rows(&table);
+    assert_eq!(
+        rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5],
+        "each row once"
+    );
+    assert_eq!(v1, v0 + 1);
+    assert_eq!(v2, v1, "the replayed batch wrote no commit");
+}
+
+#[test]
+fn complete_mode_overwrites_the_table_each_batch() {
+    register();
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("t");
+    let session = Session::builder().shuffle_partitions(1).build().unwrap();
+    let input = MemoryStream::new(schema());
+    input.add_batch(batch(&[1, 2, 3])).unwrap();
+    let counts = input
+        .to_frame(&session)
+        .unwrap()
+        .group_by([sluice::col("user")])
+        .count()
+        .unwrap()
+        .select_exprs(vec![sluice::col("count").alias("id"), sluice::col("user")])
+        .unwrap();
+    let q = counts
+        .write_stream()
+        .format("delta")
+        .output_mode(OutputMode::Complete)
+        .option("path", table.display())
+        .option("checkpointLocation", tmp.path().join("c").display())
+        .trigger(Trigger::ProcessingTime(std::time::Duration::ZERO))
+        .start()
+        .unwrap();
+    q.process_all_available().unwrap();
+    input.add_batch(batch(&[4])).unwrap();
+    q.process_all_available().unwrap();
+    q.stop();
+    let (rows, _) = table_rows(&table);
+    // u0: ids 2, 4; u1: ids 1, 3 -- the latest full result only
+    assert_eq!(rows, [(2, "u0".to_string()), (2, "u1".to_string())]);
+}
+
+#[test]
+fn write_batch_is_idempotent_by_txn_app_id_and_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("t");
+    let data = BatchData {
+        schema: schema(),
+        partitions: vec![vec![batch(&[1, 2])]],
+    };
+    let path = table.display().to_string();
+    let o = opts(&[("path", &path), ("txnAppId", "job"), ("txnVersion", "7")]);
+    assert!(write_batch(&data, &o).unwrap());
+    assert!(
+        !write_batch(&data, &o).unwrap(),
+        "the same version again is skipped"
+    );
+    let older = opts(&[("path", &path), ("txnAppId", "job"), ("txnVersion", "3")]);
+    assert!(
+        !write_batch(&data, &older).unwrap(),
+        "an older version is skipped too"
+    );
+    let next = opts(&[("path", &path), ("txnAppId", "job"), ("txnVersion", "8")]);
+    assert!(write_batch(&data, &next).unwrap());
+    assert_eq!(table_rows(&table).0.len(), 4);
+    let bad = opts(&[("path", &path), ("txnAppId", "job")]);
+    let err = write_batch(&data, &bad).unwrap_err();
+    assert!(err.is(class::INVALID_OPTION_VALUE), "{err}");
+    // a column the table does not have is refused, with the option that accepts it
+    let wider = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("user", DataType::Utf8, true),
+        Field::new("extra", DataType::Int64, true),
+    ]));
+    let wide = BatchData {
+        schema: wider.clone(),
+        partitions: vec![vec![RecordBatch::try_new(
+            wider,
+            vec![
+                Arc::new(Int64Array::from(vec![9])),
+                Arc::new(StringArray::from(vec!["u1"])),
+                Arc::new(Int64Array::from(vec![1])),
+            ],
+        )
+        .unwrap()]],
+    };
+    let err = write_batch(&wide, &opts(&[("path", &path)])).unwrap_err();
+    assert!(err.is(class::DELTA_WRITE_FAILED), "{err}");
+    assert!(err.to_string().contains("mergeSchema"), "{err}");
+    assert!(write_batch(&wide, &opts(&[("path", &path), ("mergeSchema", "true")])).unwrap());
+    assert_eq!(table_rows(&table).0.len(), 5);
+}
