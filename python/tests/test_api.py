@@ -238,6 +238,40 @@ def test_to_table(spark, src, workdir):
     assert spark.table(name).count() == 4
 
 
+@pytest.mark.skipif(ENGINE == "spark", reason="Spark's server has no Delta jars here")
+def test_delta_sink_exactly_once_read_by_python_deltalake(spark, src, workdir):
+    import deltalake
+    table = os.path.join(workdir, "delta")
+    ckpt = os.path.join(workdir, "c")
+
+    def run():
+        q = (stream(spark, src).writeStream.format("delta").partitionBy("user")
+             .option("checkpointLocation", ckpt).trigger(availableNow=True).start(table))
+        assert q.awaitTermination(120)
+        assert q.exception() is None
+        return q
+
+    q = run()
+    dt = deltalake.DeltaTable(table)
+    assert dt.metadata().partition_columns == ["user"]
+    rows = sorted((r["id"], r["user"]) for r in dt.to_pyarrow_table().to_pylist())
+    assert rows == [(1, "alice"), (2, "bob"), (3, "alice")]
+    # every commit carries the query's id and the batch id, as Spark's Delta sink writes them
+    txns = [a for v in range(dt.version() + 1)
+            for a in _delta_actions(table, v) if "txn" in a]
+    assert txns and all(t["txn"]["appId"] == q.id for t in txns)
+    # a second run on the same checkpoint with a new file adds exactly that file's row
+    add_json(src, "2.json", [{"id": 4, "user": "carol", "amount": 1.0, "ts": None}])
+    run()
+    dt = deltalake.DeltaTable(table)
+    assert sorted(r["id"] for r in dt.to_pyarrow_table().to_pylist()) == [1, 2, 3, 4]
+
+
+def _delta_actions(table, version):
+    with open(os.path.join(table, "_delta_log", "%020d.json" % version)) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def test_partition_by_an_unknown_column_is_an_analysis_exception(spark, src, workdir):
     with pytest.raises((AnalysisException, StreamingQueryException), match="nope"):
         q = stream(spark, src).writeStream.format("parquet").partitionBy("nope") \

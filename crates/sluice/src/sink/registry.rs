@@ -1,5 +1,6 @@
 //! The sink registry: Spark's format names (`DataStreamWriter.format`) to sink providers. A new
-//! sink is a file under `sink/` and a line here.
+//! sink is a file under `sink/` and a line here; a sink in a crate of its own (`delta`) is a
+//! [`SinkFactory`] added with [`register_format`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
