@@ -6,6 +6,10 @@
 //!   Exactly once as Spark's Delta sink does it: each batch's commit carries a transaction
 //!   action (`txn`) with the query id as `appId` and the batch id as `version`, so a replayed
 //!   batch whose commit is in the table is skipped.
+//! - **The streaming source** `read_stream().format("delta").load(path)`: the table's versions
+//!   as offsets (`startingVersion`, `startingTimestamp`, `maxFilesPerTrigger`,
+//!   `maxBytesPerTrigger`, `ignoreDeletes`, `skipChangeCommits`), so one query's table feeds
+//!   another (see `source.rs`).
 //! - **The batch writer** [`write_batch`] for `foreach_batch`: the seed document's
 //!   `batch.write.format("delta").option("txnAppId", ..).option("txnVersion", batch_id)` pattern,
 //!   which skips a batch the table already has.
@@ -31,7 +35,11 @@ use sluice::{Result, SluiceError};
 /// Adds the `delta` sink format to every session of the process.
 pub fn register() {
     sluice::sink::registry::register_format("delta", Arc::new(DeltaSinkFactory));
+    sluice::source::registry::register_format("delta", Arc::new(source::DeltaSourceFactory));
 }
+
+mod source;
+pub use source::DeltaSourceProvider;
 
 fn option<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
     options

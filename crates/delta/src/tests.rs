@@ -215,3 +215,78 @@ fn write_batch_is_idempotent_by_txn_app_id_and_version() {
     assert!(write_batch(&wide, &opts(&[("path", &path), ("mergeSchema", "true")])).unwrap());
     assert_eq!(table_rows(&table).0.len(), 5);
 }
+
+/// Bronze -> silver: a stream reads table `a` (its snapshot, then each new commit once, across
+/// restarts) into table `b`; `startingVersion` reads from a commit on; a commit that removes
+/// data stops the stream unless `skipChangeCommits` says to skip it.
+#[test]
+fn a_delta_table_feeds_another_query_each_commit_once() {
+    register();
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let a_path = a.display().to_string();
+    let append = |ids: &[i64]| {
+        let data = BatchData {
+            schema: schema(),
+            partitions: vec![vec![batch(ids)]],
+        };
+        assert!(write_batch(&data, &opts(&[("path", &a_path), ("partitionBy", "user")])).unwrap());
+    };
+    append(&[1, 2, 3]); // version 0
+    append(&[4, 5]); // version 1
+    let run = |ckpt: &str, extra: &[(&str, &str)]| -> Result<Vec<sluice::StreamingQueryProgress>> {
+        let session = Session::builder().shuffle_partitions(1).build().unwrap();
+        let mut r = session
+            .read_stream()
+            .format("delta")
+            .option("maxFilesPerTrigger", 1);
+        for (k, v) in extra {
+            r = r.option(*k, *v);
+        }
+        let q = r
+            .load(&a_path)?
+            .write_stream()
+            .format("delta")
+            .option("path", b.display())
+            .option("checkpointLocation", tmp.path().join(ckpt).display())
+            .trigger(Trigger::AvailableNow)
+            .start()?;
+        q.await_termination()?;
+        Ok(q.recent_progress())
+    };
+    let progress = run("c1", &[]).unwrap();
+    let ids = |t: &std::path::Path| table_rows(t).0.iter().map(|r| r.0).collect::<Vec<_>>();
+    assert_eq!(ids(&b), [1, 2, 3, 4, 5]);
+    // the snapshot's files one per batch (maxFilesPerTrigger=1)
+    assert!(progress.len() >= 2, "{} batches", progress.len());
+    let offset = progress[0].sources[0].end_offset.clone().unwrap();
+    assert_eq!(
+        offset["isStartingVersion"],
+        serde_json::json!(true),
+        "{offset}"
+    );
+    // a new commit: the restart reads exactly it
+    append(&[6]); // version 2
+    run("c1", &[]).unwrap();
+    assert_eq!(ids(&b), [1, 2, 3, 4, 5, 6]);
+    run("c1", &[]).unwrap();
+    assert_eq!(ids(&b), [1, 2, 3, 4, 5, 6], "nothing new, nothing added");
+    // from version 2 on, on a new checkpoint: only commit 2's row again
+    run("c2", &[("startingVersion", "2")]).unwrap();
+    assert_eq!(ids(&b), [1, 2, 3, 4, 5, 6, 6]);
+    // an overwrite removes files: the stream stops, naming the way past it
+    let data = BatchData {
+        schema: schema(),
+        partitions: vec![vec![batch(&[7])]],
+    };
+    assert!(write_batch(&data, &opts(&[("path", &a_path), ("mode", "overwrite")])).unwrap());
+    let err = run("c1", &[]).unwrap_err();
+    assert!(err.is(class::DELTA_TABLE_INVALID), "{err}");
+    assert!(err.to_string().contains("skipChangeCommits"), "{err}");
+    run("c1", &[("skipChangeCommits", "true")]).unwrap();
+    assert_eq!(
+        ids(&b),
+        [1, 2, 3, 4, 5, 6, 6],
+        "the change commit is skipped whole"
+    );
+}

@@ -413,7 +413,12 @@ impl DataStreamReader {
     }
     /// Defines the stream. File formats read the directory `path`; `rate` sources ignore it.
     pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
-        let format = SourceFormat::parse(self.format.as_deref().unwrap_or("parquet"))?;
+        let name = self.format.as_deref().unwrap_or("parquet");
+        if let Some(factory) = crate::source::registry::registered_format(name) {
+            let provider = factory.create(path.as_ref(), self.schema.clone(), &self.options)?;
+            return self.session.stream(provider);
+        }
+        let format = SourceFormat::parse(name)?;
         let provider = source_provider(format, path.as_ref(), self.schema.clone(), &self.options)?;
         self.session.stream(provider)
     }

@@ -1,5 +1,6 @@
 //! The source registry: Spark's format names (`DataStreamReader.format`) to source providers.
-//! A new source is a file under `source/` and a line here.
+//! A new source is a file under `source/` and a line here; a source in a crate of its own
+//! (`delta`) is a [`SourceFactory`] added with [`register_format`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +11,45 @@ use crate::error::{class, Result, SluiceError};
 use crate::source::file::FileSourceProvider;
 use crate::source::rate::{RatePerMicroBatchProvider, RateSourceProvider};
 use crate::source::SourceProvider;
+
+/// A source format that lives outside the engine (e.g. `delta` in the `sluice-delta` crate),
+/// registered for the process with [`register_format`]: it builds the provider of
+/// `read_stream().format(name).load(path)` from the reader's schema and options.
+pub trait SourceFactory: std::fmt::Debug + Send + Sync {
+    /// The source reading `path` (empty when not given), with the user's `schema` if any and
+    /// the reader's `options` (keys as written; match them case-insensitively).
+    fn create(
+        &self,
+        path: &str,
+        schema: Option<SchemaRef>,
+        options: &HashMap<String, String>,
+    ) -> Result<Arc<dyn SourceProvider>>;
+}
+
+type Formats = std::sync::RwLock<HashMap<String, Arc<dyn SourceFactory>>>;
+
+fn formats() -> &'static Formats {
+    static FORMATS: std::sync::OnceLock<Formats> = std::sync::OnceLock::new();
+    FORMATS.get_or_init(Default::default)
+}
+
+/// Adds the source format `name` (case-insensitive) for every session of the process; a
+/// registered name comes before a built-in one. `sluice_delta::register()` adds `delta`.
+pub fn register_format(name: &str, factory: Arc<dyn SourceFactory>) {
+    use crate::sync::RwLockExt;
+    formats()
+        .write_unpoisoned()
+        .insert(name.trim().to_ascii_lowercase(), factory);
+}
+
+/// The source format registered as `name`, if any.
+pub(crate) fn registered_format(name: &str) -> Option<Arc<dyn SourceFactory>> {
+    use crate::sync::RwLockExt;
+    formats()
+        .read_unpoisoned()
+        .get(&name.trim().to_ascii_lowercase())
+        .cloned()
+}
 
 /// A streaming source format, by Spark's name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
