@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::kernel::Transaction;
 use deltalake::operations::write::SchemaMode;
@@ -130,6 +130,59 @@ fn run<T: Send>(fut: impl std::future::Future<Output = T> + Send) -> Result<T> {
     })
 }
 
+/// Spark's types as Delta has them: every column nullable (a NOT NULL column would be a Delta
+/// invariant), Sluice's timestamps (UTC microseconds, no zone: Spark's `TIMESTAMP`) as Delta
+/// `timestamp` (Arrow's UTC-zoned timestamps; a zone-less one would be `timestamp_ntz`).
+fn delta_type(t: &DataType) -> DataType {
+    match t {
+        DataType::Timestamp(_, _) => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        DataType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|f| {
+                    Field::new(f.name(), delta_type(f.data_type()), true)
+                        .with_metadata(f.metadata().clone())
+                })
+                .collect(),
+        ),
+        DataType::List(f) => DataType::List(Arc::new(Field::new(
+            f.name(),
+            delta_type(f.data_type()),
+            true,
+        ))),
+        other => other.clone(),
+    }
+}
+
+fn delta_schema(schema: &SchemaRef) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| Field::new(f.name(), delta_type(f.data_type()), true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// `batch` in the table's types ([`delta_schema`]).
+fn to_delta(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(c.clone())
+            } else {
+                arrow::compute::cast(c, f.data_type())
+            }
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| SluiceError::internal(format!("a batch to Delta's types: {e}")))?;
+    RecordBatch::try_new(schema.clone(), columns)
+        .map_err(|e| SluiceError::internal(format!("a batch to Delta's types: {e}")))
+}
+
 /// How one write goes to a table.
 #[derive(Debug, Clone)]
 struct WriteSpec {
@@ -196,10 +249,14 @@ async fn write_once(
             ));
         }
     }
+    let schema = delta_schema(schema);
     let batches: Vec<RecordBatch> = if batches.is_empty() {
         vec![RecordBatch::new_empty(schema.clone())]
     } else {
         batches
+            .iter()
+            .map(|b| to_delta(b, &schema))
+            .collect::<Result<_>>()?
     };
     let mut commit = CommitProperties::default();
     if let Some((app_id, version)) = txn {

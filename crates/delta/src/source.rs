@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, StringArray};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, Schema, SchemaRef, TimeUnit};
 use serde_json::{json, Value};
 use sluice::error::class;
 use sluice::source::registry::SourceFactory;
@@ -81,7 +81,7 @@ impl SourceFactory for DeltaSourceFactory {
                     .map_err(|e| super::delta_error("reading", &url, e))?;
                 let metadata = state.metadata();
                 Ok::<_, SluiceError>((
-                    state.snapshot().arrow_schema(),
+                    sluice_schema(&state.snapshot().arrow_schema()),
                     metadata.id().to_string(),
                     metadata.partition_columns().to_vec(),
                 ))
@@ -184,6 +184,32 @@ fn parse_timestamp_ms(s: &str) -> Result<i64> {
         .ok()
         .flatten()
         .ok_or_else(bad)
+}
+
+/// The table's schema in Sluice's types: timestamps (Delta `timestamp` and `timestamp_ntz`)
+/// as UTC microseconds without a zone, as Sluice's `TIMESTAMP`.
+fn sluice_schema(schema: &SchemaRef) -> SchemaRef {
+    fn t(d: &DataType) -> DataType {
+        match d {
+            DataType::Timestamp(_, _) => DataType::Timestamp(TimeUnit::Microsecond, None),
+            DataType::Struct(fs) => DataType::Struct(
+                fs.iter()
+                    .map(|f| f.as_ref().clone().with_data_type(t(f.data_type())))
+                    .collect(),
+            ),
+            DataType::List(f) => DataType::List(Arc::new(
+                f.as_ref().clone().with_data_type(t(f.data_type())),
+            )),
+            other => other.clone(),
+        }
+    }
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_data_type(t(f.data_type())))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 /// Where a new query starts.
@@ -397,7 +423,7 @@ impl DeltaSource {
                 .map_err(|e| super::delta_error("reading", &url, e))?;
             let col = |name: &str| -> Option<ArrayRef> { adds.column_by_name(name).cloned() };
             let text = |a: &ArrayRef| -> Result<StringArray> {
-                let c = arrow::compute::cast(a, &arrow::datatypes::DataType::Utf8)
+                let c = arrow::compute::cast(a, &DataType::Utf8)
                     .map_err(|e| SluiceError::internal(format!("Delta add actions: {e}")))?;
                 Ok(c.as_any()
                     .downcast_ref::<StringArray>()
