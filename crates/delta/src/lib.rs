@@ -280,37 +280,9 @@ async fn write_once(
 
 fn write_spec(options: &HashMap<String, String>, schema: &SchemaRef) -> Result<WriteSpec> {
     let url = table_url(option(options, "path").unwrap_or(""))?;
+    // Resolved and checked as the file sink checks them (Spark's validatePartitionColumn).
     let names = sluice::sink::file::partition_by_option(options)?;
-    let mut partition_by = Vec::with_capacity(names.len());
-    for n in &names {
-        let f = schema
-            .fields()
-            .iter()
-            .find(|f| f.name() == n)
-            .or_else(|| {
-                schema
-                    .fields()
-                    .iter()
-                    .find(|f| f.name().eq_ignore_ascii_case(n))
-            })
-            .ok_or_else(|| {
-                SluiceError::query(
-                    class::PARTITION_COLUMN_NOT_FOUND_IN_SCHEMA,
-                    format!(
-                        "Partition column `{n}` not found in the rows written to the Delta table \
-                         {url}: partitionBy names a column of the query"
-                    ),
-                )
-            })?;
-        partition_by.push(f.name().clone());
-    }
-    if !partition_by.is_empty() && partition_by.len() == schema.fields().len() {
-        return Err(SluiceError::query(
-            class::ALL_PARTITION_COLUMNS_NOT_ALLOWED,
-            "Cannot use all columns for partition columns: keep at least one column out of \
-             partitionBy",
-        ));
-    }
+    let partition_by = sluice::sink::file::resolve_partition_columns(schema, &names)?;
     Ok(WriteSpec {
         url,
         partition_by,

@@ -565,7 +565,7 @@ fn an_unknown_connector_is_named_with_the_choices() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("sinks are filesystem, kafka, console, memory or noop"),
+        stderr.contains("sinks are filesystem, kafka, delta, console, memory or noop"),
         "{stderr}"
     );
 }

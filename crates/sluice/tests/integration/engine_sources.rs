@@ -130,20 +130,22 @@ fn gzip_and_zstd_input_files_are_read_by_their_extension() {
     std::fs::write(d.input.join("b.json.zst"), &zst).unwrap();
     add_file(&d.input, "c.json", BATCH1, 3);
     let s = session();
-    let q = s
-        .read_stream()
-        .format("json")
-        .schema(crate::support::SCHEMA)
-        .unwrap()
-        .load(d.input.display().to_string())
-        .unwrap()
-        .write_stream()
-        .format("memory")
-        .query_name("compressed")
-        .trigger(Trigger::AvailableNow)
-        .start()
-        .unwrap();
-    q.await_termination().unwrap();
+    let run = |name: &str| {
+        s.read_stream()
+            .format("json")
+            .schema(crate::support::SCHEMA)
+            .unwrap()
+            .load(d.input.display().to_string())
+            .unwrap()
+            .write_stream()
+            .format("memory")
+            .query_name(name)
+            .trigger(Trigger::AvailableNow)
+            .start()
+            .unwrap()
+            .await_termination()
+    };
+    run("compressed").unwrap();
     let n = |sql: &str| -> usize {
         s.sql(sql)
             .unwrap()
@@ -170,20 +172,7 @@ fn gzip_and_zstd_input_files_are_read_by_their_extension() {
     assert_eq!(batch, 9);
     // A truncated gzip file stops the query with the file's name and what to do.
     std::fs::write(d.input.join("d.json.gz"), &gz[..gz.len() / 2]).unwrap();
-    let q = s
-        .read_stream()
-        .format("json")
-        .schema(crate::support::SCHEMA)
-        .unwrap()
-        .load(d.input.display().to_string())
-        .unwrap()
-        .write_stream()
-        .format("memory")
-        .query_name("damaged")
-        .trigger(Trigger::AvailableNow)
-        .start()
-        .unwrap();
-    let err = q.await_termination().unwrap_err();
+    let err = run("damaged").unwrap_err();
     assert!(err.is(sluice::error::class::FAILED_READ_FILE), "{err}");
     assert!(err.to_string().contains("d.json.gz"), "{err}");
 }

@@ -884,9 +884,9 @@ fn entry_path(uri: &str, base: &Path) -> PathBuf {
 }
 
 mod partition;
-pub use partition::partition_by_option;
 pub(crate) use partition::PartitionColumns;
 pub use partition::DEFAULT_PARTITION_NAME;
+pub use partition::{partition_by_option, resolve_partition_columns};
 pub(crate) mod read;
 pub use read::{committed_files, read_sink_output, read_sink_output_with_options};
 mod save;

@@ -47,6 +47,12 @@ pub fn partition_by_option(options: &HashMap<String, String>) -> Result<Vec<Stri
         .collect())
 }
 
+/// `names` (from `partitionBy`) resolved in `schema` and checked as Spark checks them (see
+/// [`PartitionColumns::resolve`]): the columns' names as the schema spells them.
+pub fn resolve_partition_columns(schema: &Schema, names: &[String]) -> Result<Vec<String>> {
+    Ok(PartitionColumns::resolve(schema, names)?.names(schema))
+}
+
 /// The partition columns of a write, resolved against the written schema.
 #[derive(Debug, Clone)]
 pub(crate) struct PartitionColumns {
