@@ -47,8 +47,9 @@ pub fn partition_by_option(options: &HashMap<String, String>) -> Result<Vec<Stri
         .collect())
 }
 
-/// `names` (from `partitionBy`) resolved in `schema` and checked as Spark checks them (see
-/// [`PartitionColumns::resolve`]): the columns' names as the schema spells them.
+/// `names` (from `partitionBy`) resolved in `schema` (case-insensitively) and checked as
+/// Spark's `validatePartitionColumn` checks them (each exists and is atomic, one column is
+/// left for the data files): the columns' names as the schema spells them.
 pub fn resolve_partition_columns(schema: &Schema, names: &[String]) -> Result<Vec<String>> {
     Ok(PartitionColumns::resolve(schema, names)?.names(schema))
 }
