@@ -120,6 +120,8 @@ pub fn start(
             &sluice::progress::format_timestamp_ms(now_ms()),
         )),
     };
+    // Its listener events follow the started event the client posts from this result.
+    session.listener_bus.started(query.id());
     session.queries.insert(query);
     Ok(result)
 }
