@@ -14,7 +14,6 @@
 //! `spark_catalog.default.` qualifiers name the same tables.
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -130,7 +129,7 @@ impl Warehouse {
     /// The entry of table `name` (already normalised), if it exists.
     pub fn get(&self, name: &str) -> Result<Option<CatalogTable>> {
         let file = self.folder(name).join(TABLE_FILE);
-        let text = match fs::read_to_string(&file) {
+        let text = match crate::storage::read_to_string(&file) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => {
@@ -155,13 +154,13 @@ impl Warehouse {
 
     /// The names of the tables in the warehouse, sorted.
     pub fn names(&self) -> Vec<String> {
-        let Ok(rd) = fs::read_dir(&self.dir) else {
+        let Ok(rd) = crate::storage::list_dir(&self.dir) else {
             return Vec::new();
         };
         let mut names: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().join(TABLE_FILE).is_file())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .into_iter()
+            .filter(|e| crate::storage::is_file(&e.path.join(TABLE_FILE)))
+            .map(|e| e.name)
             .collect();
         names.sort();
         names
@@ -242,7 +241,7 @@ impl Warehouse {
         }
         let folder = self.folder(&name);
         let external = crate::conf::option(options, "path");
-        if external.is_none() && folder.exists() && !is_empty_dir(&folder) {
+        if external.is_none() && crate::storage::exists(&folder) && !is_empty_dir(&folder) {
             return Err(SluiceError::query(
                 class::LOCATION_ALREADY_EXISTS,
                 format!(
@@ -272,7 +271,7 @@ impl Warehouse {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         };
-        fs::create_dir_all(&folder).map_err(|e| {
+        crate::storage::create_dir_all(&folder).map_err(|e| {
             SluiceError::io(
                 Fault::Query,
                 format!("creating the table folder {}", folder.display()),
@@ -312,7 +311,7 @@ fn reordered(schema: &Schema, partition_by: &[String]) -> Schema {
 }
 
 fn is_empty_dir(dir: &Path) -> bool {
-    fs::read_dir(dir).is_ok_and(|mut rd| rd.next().is_none())
+    crate::storage::list_dir(dir).is_ok_and(|rd| rd.is_empty())
 }
 
 /// The session's default schema: its registered views and tables (temp views, memory sinks),
@@ -381,7 +380,7 @@ impl SchemaProvider for WarehouseSchema {
         self.registered.table_exist(name)
             || self
                 .warehouse_table(name)
-                .is_some_and(|n| self.warehouse.folder(&n).join(TABLE_FILE).is_file())
+                .is_some_and(|n| crate::storage::is_file(&self.warehouse.folder(&n).join(TABLE_FILE)))
     }
 }
 
@@ -412,7 +411,7 @@ impl TableProvider for FileTable {
         limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
         let location = PathBuf::from(&self.table.location);
-        let batches = if location.is_dir() {
+        let batches = if crate::storage::is_dir(&location) {
             crate::sink::file::read::read_output(
                 &location,
                 &self.table.provider,
@@ -437,6 +436,7 @@ impl TableProvider for FileTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use arrow::datatypes::{DataType, Field};
 
     fn schema() -> Schema {

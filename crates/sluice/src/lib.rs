@@ -24,6 +24,7 @@
 //! | [`pipeline`] | pipelines in SQL (`sluice run FILE.sql`): Flink-style `CREATE TABLE` sources, `CREATE SINK .. AS SELECT` queries |
 //! | [`inspect`] | a checkpoint read from outside its query: `sluice checkpoint describe`, `sluice state read` |
 //! | [`checkpoint`] | the checkpoint directory (`CheckpointDir` builds every path) and its logs: `metadata`, `offsets/`, `commits/`, recovery |
+//! | [`storage`] | every file call, on a local path or an object store (`s3://`, `gs://`, `abfss://`): Spark's `CheckpointFileManager` over Hadoop's `FileSystem`, with conditional creates, retries and counters |
 //! | [`state`] | the versioned state store contract (`StateStore`, `StateStoreProvider`) and the default provider under `state/<op>/<partition>/` |
 //! | [`testing`] | test hooks (feature `testing`): injected crashes and stops, no-ops without the feature |
 //! | [`time_text`] | timestamps as text, in Spark's two forms, and Spark's interval strings |
@@ -69,6 +70,7 @@ pub mod sink;
 pub mod source;
 pub mod state;
 mod sync;
+pub mod storage;
 pub mod testing;
 pub mod time_text;
 pub mod types;

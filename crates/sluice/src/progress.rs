@@ -41,6 +41,24 @@ pub struct StreamingQueryProgress {
     pub sources: Vec<SourceProgress>,
     /// `sink`: what was written to the sink.
     pub sink: SinkProgress,
+    /// `objectStore` (Sluice only): the object store requests of this trigger, when the process
+    /// uses an object store (`s3://`, `gs://`, ... paths).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub object_store: Option<ObjectStoreProgress>,
+}
+
+/// What a trigger asked of object stores (Sluice only; counted over the whole process, so two
+/// queries running at once in one process count each other's requests too).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectStoreProgress {
+    /// `requests`: requests sent, retries included.
+    pub requests: u64,
+    /// `retries`: requests sent again after a transient failure (HTTP 5xx or 429, a timeout, a
+    /// lost connection), with exponential backoff (`sluice.storage.retry.*`).
+    pub retries: u64,
+    /// `failures`: requests that failed for good (a permanent error, or retries used up).
+    pub failures: u64,
 }
 
 impl StreamingQueryProgress {
@@ -203,6 +221,7 @@ mod tests {
                 num_output_rows: 7,
                 metrics: BTreeMap::new(),
             },
+            object_store: None,
         };
         let v: serde_json::Value = serde_json::from_str(&p.json()).unwrap();
         for key in [

@@ -183,6 +183,7 @@ impl SessionBuilder {
             .enable_all()
             .build()
             .map_err(|e| SluiceError::internal(format!("cannot start the tokio runtime: {e}")))?;
+        configure_storage(&self.conf);
         Ok(Session {
             inner: Arc::new(SessionInner {
                 ctx,
@@ -254,7 +255,11 @@ impl Session {
                     .enable_ansi_mode = ansi;
             }
         }
+        let storage = is_storage_key(&key);
         self.inner.conf.write_unpoisoned().insert(key, value);
+        if storage {
+            configure_storage(&self.inner.conf.read_unpoisoned());
+        }
     }
     /// Removes a conf value set with `set_conf` (Spark's `spark.conf.unset`): the key reads its
     /// default again.
@@ -263,6 +268,9 @@ impl Session {
             self.set_conf(key, "false");
         }
         self.inner.conf.write_unpoisoned().remove(key);
+        if is_storage_key(key) {
+            crate::storage::configure(self.inner.conf.read_unpoisoned().iter());
+        }
     }
     /// The keys set on the builder or with `set_conf`.
     pub fn conf_keys(&self) -> Vec<String> {
@@ -533,6 +541,21 @@ impl MemoryStream {
     /// A streaming frame reading this stream.
     pub fn to_frame(&self, session: &Session) -> Result<StreamFrame> {
         session.stream(Arc::new(self.clone()))
+    }
+}
+
+
+/// Conf keys object stores are built from (`spark.hadoop.fs.s3a.endpoint`, ...).
+fn is_storage_key(key: &str) -> bool {
+    key.starts_with("spark.hadoop.") || key.starts_with("sluice.storage.")
+}
+
+/// Hands the session's object store options to [`crate::storage::configure`] when it has any:
+/// the options are process-wide (Hadoop's `FileSystem` cache is too), and the last session
+/// that set some decides; a session without any leaves them alone.
+fn configure_storage(conf: &HashMap<String, String>) {
+    if conf.keys().any(|k| is_storage_key(k)) {
+        crate::storage::configure(conf.iter());
     }
 }
 

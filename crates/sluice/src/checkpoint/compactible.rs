@@ -3,7 +3,6 @@
 //! `_spark_metadata` (and fit for the file source's `sources/<i>/`).
 
 use std::fmt;
-use std::fs;
 use std::io::ErrorKind;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -14,6 +13,7 @@ use serde::Serialize;
 use super::atomic::write_atomic_new_as;
 use super::log::{corrupt_log, log_lines, log_text, parse_batch_id, parse_version_line};
 use crate::error::{Fault, Result, SluiceError};
+use crate::storage;
 
 /// The format version written and the highest read (`FileStreamSinkLog.VERSION`,
 /// `FileStreamSourceLog.VERSION`).
@@ -98,16 +98,14 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
     /// Batch ids present, ascending, each with whether it is a `.compact` file. When both
     /// `N` and `N.compact` exist, only the compact one is listed. A missing directory is empty.
     pub fn batch_ids(&self) -> Result<Vec<(u64, bool)>> {
-        let rd = match fs::read_dir(&self.dir) {
+        let rd = match storage::list_dir(&self.dir) {
             Ok(rd) => rd,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(self.io(format!("listing {}", self.dir.display()), e)),
         };
         let mut ids = Vec::new();
         for ent in rd {
-            let ent = ent.map_err(|e| self.io(format!("listing {}", self.dir.display()), e))?;
-            let name = ent.file_name();
-            let Some(name) = name.to_str() else { continue };
+            let name = ent.name.as_str();
             if let Some(id) = parse_batch_id(name) {
                 ids.push((id, false));
             } else if let Some(id) = name.strip_suffix(COMPACT_SUFFIX).and_then(parse_batch_id) {
@@ -139,7 +137,7 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
     pub fn add(&self, id: u64, entries: Vec<E>) -> Result<bool> {
         let plain = self.dir.join(id.to_string());
         let compact = self.dir.join(format!("{id}{COMPACT_SUFFIX}"));
-        if plain.exists() || compact.exists() {
+        if storage::exists(&plain) || storage::exists(&compact) {
             return Ok(false);
         }
         let (path, all) = if self.is_compaction_batch(id) {
@@ -186,7 +184,7 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
     }
 
     fn read_file(&self, path: &Path) -> Result<Option<Vec<E>>> {
-        let bytes = match fs::read(path) {
+        let bytes = match storage::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(self.io(format!("reading {}", path.display()), e)),
@@ -231,6 +229,7 @@ pub fn deserialize_entries<E: DeserializeOwned>(bytes: &[u8], file: &Path) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use serde::Deserialize;
 
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,10 +15,19 @@ use crate::error::{Fault, Result, SluiceError};
 ///
 /// The lock file itself is never deleted (deleting it would let two processes lock two
 /// different inodes); it holds the id of the process that last took the lock, for messages.
+///
+/// On an object store (an `s3://`, `gs://`, ... checkpoint) there is no OS lock: the lock is a
+/// lease (`lease.rs`, `<checkpoint>/sluice/lease/<generation>`), taken with a conditional create
+/// and kept alive by a heartbeat.
 #[derive(Debug)]
 pub struct CheckpointLock {
-    file: File,
-    path: PathBuf,
+    held: Held,
+}
+
+#[derive(Debug)]
+enum Held {
+    File { file: File, path: PathBuf },
+    Lease(super::lease::Lease),
 }
 
 impl CheckpointLock {
@@ -27,7 +36,15 @@ impl CheckpointLock {
     pub fn acquire(root: impl AsRef<Path>) -> Result<CheckpointLock> {
         let dir = CheckpointDir::new(root.as_ref());
         let root = dir.root();
-        std::fs::create_dir_all(root).map_err(|e| {
+        if crate::storage::is_remote(root) {
+            let timeout = crate::storage::option(super::lease::LEASE_TIMEOUT_KEY)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(std::time::Duration::from_millis);
+            return Ok(CheckpointLock {
+                held: Held::Lease(super::lease::Lease::acquire(root, timeout)?),
+            });
+        }
+        crate::storage::create_dir_all(root).map_err(|e| {
             SluiceError::io(
                 Fault::Checkpoint,
                 format!("creating checkpoint directory {}", root.display()),
@@ -59,19 +76,36 @@ impl CheckpointLock {
             .and_then(|_| file.seek(SeekFrom::Start(0)))
             .and_then(|_| write!(file, "pid {}", std::process::id()))
             .and_then(|_| file.flush());
-        Ok(CheckpointLock { file, path })
+        Ok(CheckpointLock {
+            held: Held::File { file, path },
+        })
     }
 
-    /// The lock file.
+    /// The lock file (the lease object on an object store).
     pub fn path(&self) -> &Path {
-        &self.path
+        match &self.held {
+            Held::File { path, .. } => path,
+            Held::Lease(l) => l.path(),
+        }
+    }
+
+    /// Fails with `CONCURRENT_QUERY` when the lock is no longer this query's: on an object
+    /// store, another query took the lease over after this one's heartbeats stopped. Checked
+    /// before each batch's offsets are logged.
+    pub fn check(&self) -> Result<()> {
+        match &self.held {
+            Held::File { .. } => Ok(()),
+            Held::Lease(l) => l.check(),
+        }
     }
 }
 
 impl Drop for CheckpointLock {
     fn drop(&mut self) {
         // Closing the file releases the lock anyway; unlocking first makes it immediate.
-        let _ = fs4::fs_std::FileExt::unlock(&self.file);
+        if let Held::File { file, .. } = &self.held {
+            let _ = fs4::fs_std::FileExt::unlock(file);
+        }
     }
 }
 

@@ -2,13 +2,13 @@
 
 use crate::error::class;
 use std::fmt;
-use std::fs;
 use std::io::ErrorKind;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use super::atomic::write_atomic_new;
 use crate::error::{Fault, Result, SluiceError};
+use crate::storage;
 
 /// What a [`MetadataLog`] stores per batch: how it becomes bytes and back.
 pub trait LogEntry: Sized {
@@ -95,7 +95,7 @@ impl<T> MetadataLog<T> {
                 break;
             }
             let p = self.path_of(id);
-            match fs::remove_file(&p) {
+            match storage::remove_file(&p) {
                 Ok(()) => removed += 1,
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => {
@@ -120,7 +120,7 @@ impl<T: LogEntry> MetadataLog<T> {
     /// Reads batch `id`; `None` if there is no such file.
     pub fn get(&self, id: u64) -> Result<Option<T>> {
         let p = self.path_of(id);
-        match fs::read(&p) {
+        match storage::read(&p) {
             Ok(bytes) => T::from_bytes(&bytes, &p).map(Some),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(SluiceError::io(
@@ -146,7 +146,7 @@ impl<T: LogEntry> MetadataLog<T> {
 
 /// The decimal file names in `dir` (others ignored). A missing directory has none.
 pub(crate) fn list_numeric_names(dir: &Path) -> Result<Vec<u64>> {
-    let rd = match fs::read_dir(dir) {
+    let rd = match storage::list_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => {
@@ -159,10 +159,7 @@ pub(crate) fn list_numeric_names(dir: &Path) -> Result<Vec<u64>> {
     };
     let mut ids = Vec::new();
     for ent in rd {
-        let ent = ent.map_err(|e| {
-            SluiceError::io(Fault::Checkpoint, format!("listing {}", dir.display()), e)
-        })?;
-        if let Some(id) = ent.file_name().to_str().and_then(parse_batch_id) {
+        if let Some(id) = parse_batch_id(&ent.name) {
             ids.push(id);
         }
     }
@@ -249,6 +246,7 @@ pub fn parse_version_line(line: Option<&str>, max_supported: u32, file: &Path) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn add_get_latest_purge() {

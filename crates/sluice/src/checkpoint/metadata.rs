@@ -1,7 +1,6 @@
 //! `<checkpoint>/metadata`: the query's stable id (Spark's `StreamMetadata`).
 
 use crate::error::class;
-use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
@@ -80,7 +79,7 @@ impl StreamMetadata {
 
     /// Reads `file`, `None` if it does not exist.
     pub fn read(file: &Path) -> Result<Option<StreamMetadata>> {
-        match fs::read(file) {
+        match crate::storage::read(file) {
             Ok(bytes) => Self::from_bytes(&bytes, file).map(Some),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(SluiceError::io(
@@ -95,6 +94,7 @@ impl StreamMetadata {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn spark_bytes() {

@@ -21,6 +21,7 @@
 mod atomic;
 mod commits;
 mod compactible;
+mod lease;
 mod lock;
 mod log;
 mod metadata;
@@ -144,7 +145,7 @@ impl CheckpointDir {
     /// Creates `<root>`, `offsets/` and `commits/` (as Spark does at query start).
     pub fn create_dirs(&self) -> Result<()> {
         for d in [self.root.clone(), self.offsets_dir(), self.commits_dir()] {
-            std::fs::create_dir_all(&d).map_err(|e| {
+            crate::storage::create_dir_all(&d).map_err(|e| {
                 SluiceError::io(Fault::Checkpoint, format!("creating {}", d.display()), e)
             })?;
         }
@@ -221,7 +222,7 @@ pub fn recover_torn_tail(dir: &CheckpointDir) -> Result<Vec<PathBuf>> {
         }
     }
     if let Some(n) = offsets.latest_id()? {
-        if torn(offsets.get(n).map(|_| ())) && !commits.path_of(n).exists() {
+        if torn(offsets.get(n).map(|_| ())) && !crate::storage::exists(&commits.path_of(n)) {
             moved.push(set_aside(&offsets.path_of(n))?);
         }
     }
@@ -232,7 +233,7 @@ fn set_aside(file: &Path) -> Result<PathBuf> {
     let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("log");
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
     let to = file.with_file_name(format!(".{name}.torn-{stamp}"));
-    std::fs::rename(file, &to)
+    crate::storage::rename(file, &to)
         .map_err(|e| SluiceError::io(Fault::Checkpoint, file.display(), e))?;
     ::log::warn!(
         "{} was incomplete (a write cut short); it is set aside as {} and its batch runs again",

@@ -24,7 +24,7 @@ pub struct QueryShape {
 /// Checks `shape` against the one recorded in `checkpoint` (recording it on the first run).
 pub fn check_or_record(checkpoint: &Path, shape: &QueryShape) -> Result<()> {
     let file = super::CheckpointDir::new(checkpoint).query_shape_file();
-    let old: QueryShape = match std::fs::read(&file) {
+    let old: QueryShape = match crate::storage::read(&file) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
             SluiceError::checkpoint(
                 class::CHECKPOINT_CORRUPT_LOG,
@@ -33,7 +33,7 @@ pub fn check_or_record(checkpoint: &Path, shape: &QueryShape) -> Result<()> {
         })?,
         Err(_) => {
             if let Some(dir) = file.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| SluiceError::io(crate::error::Fault::Checkpoint, dir.display(), e))?;
+                crate::storage::create_dir_all(dir).map_err(|e| SluiceError::io(crate::error::Fault::Checkpoint, dir.display(), e))?;
             }
             let bytes = serde_json::to_vec_pretty(shape).map_err(|e| SluiceError::internal(e.to_string()))?;
             super::write_atomic_new(&file, &bytes)?;
@@ -92,9 +92,7 @@ pub fn check_or_record(checkpoint: &Path, shape: &QueryShape) -> Result<()> {
         // become the recorded shape.
         let bytes =
             serde_json::to_vec_pretty(shape).map_err(|e| SluiceError::internal(e.to_string()))?;
-        let tmp = file.with_extension("json.tmp");
-        std::fs::write(&tmp, bytes)
-            .and_then(|_| std::fs::rename(&tmp, &file))
+        crate::storage::write(&file, &bytes)
             .map_err(|e| SluiceError::io(crate::error::Fault::Checkpoint, file.display(), e))?;
     }
     Ok(())

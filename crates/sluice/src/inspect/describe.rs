@@ -163,7 +163,7 @@ pub fn describe_checkpoint(dir: &Path) -> Result<CheckpointDescription> {
         (Some(o), None) => Some(o),
         _ => None,
     };
-    let shape: Option<QueryShape> = std::fs::read(ck.query_shape_file())
+    let shape: Option<QueryShape> = crate::storage::read(ck.query_shape_file())
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     let n_sources = latest

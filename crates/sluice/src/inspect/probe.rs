@@ -16,14 +16,14 @@ use crate::types::OperatorId;
 /// Checks that `dir` looks like a query checkpoint: it exists and holds `metadata`,
 /// `offsets/` or `commits/`.
 pub(crate) fn check_is_checkpoint(dir: &Path) -> Result<()> {
-    if !dir.is_dir() {
+    if !crate::storage::is_dir(dir) {
         return Err(SluiceError::checkpoint(
             class::CHECKPOINT_NOT_FOUND,
             format!(
                 "{} is not a directory{}: pass the checkpointLocation of a query (the directory \
                  that holds metadata, offsets/ and commits/)",
                 dir.display(),
-                if dir.exists() {
+                if crate::storage::exists(dir) {
                     ""
                 } else {
                     " (it does not exist)"
@@ -32,7 +32,10 @@ pub(crate) fn check_is_checkpoint(dir: &Path) -> Result<()> {
         ));
     }
     let d = CheckpointDir::new(dir);
-    if !d.metadata_file().is_file() && !d.offsets_dir().is_dir() && !d.commits_dir().is_dir() {
+    if !crate::storage::is_file(&d.metadata_file())
+        && !crate::storage::is_dir(&d.offsets_dir())
+        && !crate::storage::is_dir(&d.commits_dir())
+    {
         return Err(SluiceError::checkpoint(
             class::CHECKPOINT_NOT_FOUND,
             format!(
@@ -48,7 +51,7 @@ pub(crate) fn check_is_checkpoint(dir: &Path) -> Result<()> {
 
 /// The decimal-named subdirectories of `dir`, ascending (a missing directory has none).
 fn numeric_subdirs(dir: &Path) -> Result<Vec<u32>> {
-    let entries = match std::fs::read_dir(dir) {
+    let entries = match crate::storage::list_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => {
@@ -60,14 +63,11 @@ fn numeric_subdirs(dir: &Path) -> Result<Vec<u32>> {
     };
     let mut ids = Vec::new();
     for entry in entries {
-        let entry = entry
-            .map_err(|e| crate::state::files::io_err(format!("listing {}", dir.display()), e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
+        let name = entry.name.as_str();
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        if !entry.path().is_dir() {
+        if !entry.is_dir {
             continue;
         }
         if let Ok(id) = name.parse::<u32>() {
@@ -94,7 +94,7 @@ pub(crate) fn read_state_schema(
     operator_id: u32,
 ) -> Result<Option<StateSchema>> {
     let file = CheckpointDir::new(checkpoint).state_schema_file(OperatorId(operator_id));
-    match std::fs::read(&file) {
+    match crate::storage::read(&file) {
         Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
             SluiceError::checkpoint(
                 class::CHECKPOINT_CORRUPT_LOG,

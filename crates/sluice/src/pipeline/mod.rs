@@ -333,7 +333,7 @@ impl Pipeline {
     /// Reads and parses a pipeline file; errors name the path as given.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Pipeline> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = crate::storage::read_to_string(path).map_err(|e| {
             SluiceError::io(
                 crate::Fault::Query,
                 format!("cannot read the pipeline file {}", path.display()),

@@ -398,7 +398,7 @@ impl KafkaSourceProvider {
         // The starting offsets are resolved once, at the query's first start, and kept in
         // `sources/<i>/0` (as Spark does), so `latest` means the same after a restart.
         let initial_file = ctx.metadata_dir.join("0");
-        let initial = match std::fs::read_to_string(&initial_file) {
+        let initial = match crate::storage::read_to_string(&initial_file) {
             Ok(text) => {
                 let json = text.lines().nth(1).ok_or_else(|| {
                     SluiceError::checkpoint(
@@ -696,7 +696,7 @@ impl Source for KafkaSource {
                 init.entry(t.clone()).or_default().insert(*p, s);
             }
             if let Some(dir) = self.initial_file.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| {
+                crate::storage::create_dir_all(dir).map_err(|e| {
                     SluiceError::io(crate::error::Fault::Checkpoint, dir.display(), e)
                 })?;
             }

@@ -145,7 +145,7 @@ impl RateSourceProvider {
     /// The query's first start time, kept in `sources/<i>/0`.
     fn start_ms(&self, ctx: &SourceContext) -> Result<i64> {
         let file = ctx.metadata_dir.join("0");
-        let start_ms = match std::fs::read_to_string(&file) {
+        let start_ms = match crate::storage::read_to_string(&file) {
             Ok(s) => s
                 .lines()
                 .nth(1)
@@ -162,7 +162,7 @@ impl RateSourceProvider {
                 })?,
             Err(_) => {
                 let now = chrono::Utc::now().timestamp_millis();
-                std::fs::create_dir_all(&ctx.metadata_dir).map_err(|e| {
+                crate::storage::create_dir_all(&ctx.metadata_dir).map_err(|e| {
                     SluiceError::io(Fault::Checkpoint, ctx.metadata_dir.display(), e)
                 })?;
                 write_atomic_new(&file, format!("v1\n{now}").as_bytes())?;

@@ -1,7 +1,6 @@
 //! The files of one store directory: names, listing, atomic replace, and the purge rule.
 
 use std::collections::BTreeSet;
-use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, ErrorKind};
 use std::path::{Path, PathBuf};
 
@@ -55,7 +54,7 @@ impl FileIndex {
     /// Lists `dir` (a missing directory is empty).
     pub(crate) fn list(dir: &Path) -> Result<Self> {
         let mut index = FileIndex::default();
-        let entries = match fs::read_dir(dir) {
+        let entries = match crate::storage::list_dir(dir) {
             Ok(e) => e,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(index),
             Err(e) => {
@@ -66,11 +65,7 @@ impl FileIndex {
             }
         };
         for entry in entries {
-            let entry = entry
-                .map_err(|e| io_err(format!("listing state directory {}", dir.display()), e))?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            match parse_name(name) {
+            match parse_name(&entry.name) {
                 Some((FileKind::Delta, v)) => {
                     index.deltas.insert(v);
                 }
@@ -190,82 +185,52 @@ pub(crate) struct LoadPlan {
     pub deltas: Vec<u64>,
 }
 
-/// A fully written, fsynced temporary file waiting to be renamed to its final name.
+/// A fully written state file waiting to take its final name (a fsynced temporary file
+/// locally, the bytes in memory for an object store, which are put once under the final name).
 pub(crate) struct PendingFile {
-    pub tmp: PathBuf,
+    file: crate::storage::PendingFile,
     pub path: PathBuf,
 }
 
 impl PendingFile {
-    /// Renames the temporary file over the final name (replacing it if present) and fsyncs the
-    /// directory, so the new content is durable and a reader never sees a partial file.
+    /// Puts the file under its final name (replacing it if present) and fsyncs the directory,
+    /// so the new content is durable and a reader never sees a partial file.
     pub(crate) fn publish(self) -> Result<()> {
-        let dir = parent(&self.path);
-        if let Err(e) = fs::rename(&self.tmp, &self.path) {
-            let _ = fs::remove_file(&self.tmp);
-            return Err(io_err(
-                format!("renaming {} to {}", self.tmp.display(), self.path.display()),
-                e,
-            ));
-        }
-        sync_dir(&dir)
+        let what = format!("publishing state file {}", self.path.display());
+        self.file
+            .publish(crate::storage::Publish::Replace)
+            .map(|_| ())
+            .map_err(|e| io_err(what, e))
     }
 
     /// Drops the temporary file.
     pub(crate) fn discard(self) {
-        let _ = fs::remove_file(&self.tmp);
+        drop(self.file);
     }
 }
 
-/// Writes a state file to a temporary name next to `path` (`.<name>.<uuid>.tmp`) and fsyncs
-/// it; `fill` writes the records. [`PendingFile::publish`] then puts it in place.
+/// Writes a state file to a temporary name next to `path` (`.<name>.<uuid>.tmp`; in memory for
+/// an object store); `fill` writes the records. [`PendingFile::publish`] then puts it in place.
 pub(crate) fn write_pending(
     path: &Path,
     kind: FileKind,
     version: u64,
-    fill: impl FnOnce(&mut StateFileWriter<BufWriter<File>>) -> std::io::Result<()>,
+    fill: impl FnOnce(&mut StateFileWriter<BufWriter<crate::storage::PendingFile>>) -> std::io::Result<()>,
 ) -> Result<PendingFile> {
-    let dir = parent(path);
-    fs::create_dir_all(&dir)
-        .map_err(|e| io_err(format!("creating state directory {}", dir.display()), e))?;
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| SluiceError::internal(format!("not a file path: {}", path.display())))?;
-    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
-    let result = (|| -> Result<()> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| io_err(format!("creating {}", tmp.display()), e))?;
-        let what = || format!("writing state file {}", tmp.display());
-        let mut writer = StateFileWriter::new(
-            BufWriter::with_capacity(64 * 1024, file),
-            kind,
-            version,
-            true,
-        )
+    let file = crate::storage::PendingFile::create(path)
+        .map_err(|e| io_err(format!("creating state file {}", path.display()), e))?;
+    let what = || format!("writing state file {}", path.display());
+    let mut writer = StateFileWriter::new(BufWriter::with_capacity(64 * 1024, file), kind, version, true)
         .map_err(|e| write_err(what(), e))?;
-        fill(&mut writer).map_err(|e| write_err(what(), e))?;
-        let buf = writer.finish().map_err(|e| write_err(what(), e))?;
-        let file = buf
-            .into_inner()
-            .map_err(|e| io_err(what(), e.into_error()))?;
-        file.sync_all()
-            .map_err(|e| io_err(format!("syncing {}", tmp.display()), e))?;
-        Ok(())
-    })();
-    match result {
-        Ok(()) => Ok(PendingFile {
-            tmp,
-            path: path.to_path_buf(),
-        }),
-        Err(e) => {
-            let _ = fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    fill(&mut writer).map_err(|e| write_err(what(), e))?;
+    let buf = writer.finish().map_err(|e| write_err(what(), e))?;
+    let file = buf
+        .into_inner()
+        .map_err(|e| io_err(what(), e.into_error()))?;
+    Ok(PendingFile {
+        file,
+        path: path.to_path_buf(),
+    })
 }
 
 /// Removes state files (a file already gone is fine) and fsyncs the directory.
@@ -275,7 +240,7 @@ pub(crate) fn delete_files(dir: &Path, files: &[(FileKind, u64)]) -> Result<()> 
     }
     for (kind, v) in files {
         let p = file_path(dir, *kind, *v);
-        match fs::remove_file(&p) {
+        match crate::storage::remove_file(&p) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(format!("deleting state file {}", p.display()), e)),
@@ -286,7 +251,7 @@ pub(crate) fn delete_files(dir: &Path, files: &[(FileKind, u64)]) -> Result<()> 
 
 /// Removes temporary files left in `dir` by a crash (call only when nothing writes there).
 pub(crate) fn remove_stale_temp_files(dir: &Path) -> Result<()> {
-    let entries = match fs::read_dir(dir) {
+    let entries = match crate::storage::list_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
         Err(e) => {
@@ -297,12 +262,9 @@ pub(crate) fn remove_stale_temp_files(dir: &Path) -> Result<()> {
         }
     };
     for entry in entries {
-        let entry =
-            entry.map_err(|e| io_err(format!("listing state directory {}", dir.display()), e))?;
-        let name = entry.file_name();
-        if name.to_str().is_some_and(is_temp_name) {
-            let p = entry.path();
-            if let Err(e) = fs::remove_file(&p) {
+        if is_temp_name(&entry.name) {
+            let p = entry.path;
+            if let Err(e) = crate::storage::remove_file(&p) {
                 if e.kind() != ErrorKind::NotFound {
                     return Err(io_err(format!("deleting {}", p.display()), e));
                 }
@@ -312,22 +274,10 @@ pub(crate) fn remove_stale_temp_files(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn parent(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
 /// Fsyncs a directory so that renames and deletions in it survive a crash.
 fn sync_dir(dir: &Path) -> Result<()> {
-    match File::open(dir).and_then(|d| d.sync_all()) {
-        Ok(()) => Ok(()),
-        // Some file systems (and platforms) refuse fsync on a directory; nothing more to do.
-        Err(e) if matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Unsupported) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(22) => Ok(()),
-        Err(e) => Err(io_err(format!("syncing directory {}", dir.display()), e)),
-    }
+    crate::storage::sync_dir(dir)
+        .map_err(|e| io_err(format!("syncing directory {}", dir.display()), e))
 }
 
 pub(crate) fn io_err(what: impl std::fmt::Display, e: std::io::Error) -> SluiceError {

@@ -2,7 +2,6 @@
 
 use crate::error::class;
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{self, BufReader, ErrorKind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +27,7 @@ type Hasher = foldhash::fast::RandomState;
 type Map = HashMap<Box<[u8]>, Box<[u8]>, Hasher>;
 /// Staged changes: `Some(value)` = put, `None` = removal of a committed key.
 type Staged = HashMap<Box<[u8]>, Option<Box<[u8]>>, Hasher>;
-type Reader = StateFileReader<BufReader<File>>;
+type Reader = StateFileReader<BufReader<crate::storage::ReadFile>>;
 
 fn entry_size(key_len: usize, value_len: usize) -> u64 {
     key_len as u64 + value_len as u64 + ENTRY_OVERHEAD
@@ -127,7 +126,7 @@ impl Inner {
         let mut readers = Vec::new();
         for (kind, v) in files {
             let path = file_path(&self.dir, kind, v);
-            let file = match File::open(&path) {
+            let file = match crate::storage::open(&path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == ErrorKind::NotFound && kind == FileKind::Delta => {
                     return Err(self.version_missing(version, v, index))

@@ -115,7 +115,7 @@ pub(crate) fn check_state_schema(
 ) -> Result<()> {
     let dir = checkpoint.state_operator_dir(operator_id);
     let file = checkpoint.state_schema_file(operator_id);
-    match std::fs::read(&file) {
+    match crate::storage::read(&file) {
         Ok(bytes) => {
             let old: StateSchema = serde_json::from_slice(&bytes).map_err(|e| {
                 SluiceError::checkpoint(

@@ -129,7 +129,7 @@ fn resume_after_committed_epoch(checkpoint: &CheckpointDir) -> Result<Option<Off
                 "continuous processing: dropping uncommitted epoch log {}",
                 path.display()
             );
-            std::fs::remove_file(&path)
+            crate::storage::remove_file(&path)
                 .map_err(|e| SluiceError::io(Fault::Checkpoint, path.display(), e))?;
         }
     }

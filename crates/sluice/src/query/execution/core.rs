@@ -106,7 +106,7 @@ pub(crate) struct StreamExecution {
     pub progress: ProgressReporter,
     /// Dropped last (a driver holds its core last too): the checkpoint is released only once
     /// the sources and the sink are closed.
-    _lock: CheckpointLock,
+    lock: CheckpointLock,
 }
 
 impl StreamExecution {
@@ -128,7 +128,7 @@ impl StreamExecution {
         ) -> Result<S>,
     ) -> Result<(Self, Vec<SourceSlot<S>>, Option<OffsetSeq>)> {
         let checkpoint = CheckpointDir::new(spec.checkpoint_root.clone());
-        std::fs::create_dir_all(checkpoint.root()).map_err(|e| {
+        crate::storage::create_dir_all(checkpoint.root()).map_err(|e| {
             SluiceError::io(
                 Fault::Checkpoint,
                 format!(
@@ -192,7 +192,7 @@ impl StreamExecution {
             commit_log: checkpoint.commit_log(),
             checkpoint,
             temporary_checkpoint: spec.temporary_checkpoint,
-            _lock: lock,
+            lock,
             conf: spec.conf.clone(),
             pinned,
             hooks: TestHooks::from_session(&spec.session),
@@ -256,6 +256,7 @@ impl StreamExecution {
             },
             offsets,
         };
+        self.lock.check()?;
         if !self.offset_log.add(id, &seq)? {
             return Err(concurrent_update(id, what));
         }
@@ -386,7 +387,7 @@ fn run_query_thread<D: Driver>(mut driver: D) {
         Ok(()) => {
             let core = driver.core();
             if core.temporary_checkpoint {
-                let _ = std::fs::remove_dir_all(core.checkpoint.root());
+                let _ = crate::storage::remove_dir_all(core.checkpoint.root());
             }
             (None, None)
         }

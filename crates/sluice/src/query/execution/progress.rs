@@ -154,6 +154,7 @@ pub(crate) struct ProgressReporter {
     first_trigger_rate: FirstTriggerRate,
     last_trigger_start: Option<Instant>,
     last_idle_event: Option<Instant>,
+    last_store_counts: crate::storage::StoreCounts,
 }
 
 impl ProgressReporter {
@@ -169,6 +170,7 @@ impl ProgressReporter {
             first_trigger_rate,
             last_trigger_start: None,
             last_idle_event: None,
+            last_store_counts: crate::storage::metrics().counts(),
         }
     }
 
@@ -224,6 +226,7 @@ impl ProgressReporter {
             state_operators: t.state_operators,
             sources,
             sink: t.sink,
+            object_store: self.object_store_counts(),
         };
         for l in &self.listeners {
             l.on_query_progress(&progress);
@@ -234,6 +237,18 @@ impl ProgressReporter {
                 st.progress.pop_front();
             }
         });
+    }
+
+    /// The object store requests since the last report, when the process uses object stores.
+    fn object_store_counts(&mut self) -> Option<crate::progress::ObjectStoreProgress> {
+        let now = crate::storage::metrics().counts();
+        let d = now.since(&self.last_store_counts);
+        self.last_store_counts = now;
+        (now.requests > 0).then_some(crate::progress::ObjectStoreProgress {
+            requests: d.requests,
+            retries: d.retries,
+            failures: d.failures,
+        })
     }
 
     /// A trigger found no new data: posts `onQueryIdle`, at most every

@@ -17,11 +17,9 @@
 
 use crate::error::class;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::{self, File};
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
 
 use arrow::array::{
     Array, ArrayRef, AsArray, LargeListArray, ListArray, RecordBatch, StringArray, StructArray,
@@ -246,8 +244,13 @@ impl FileSinkProvider {
         }
         let partition_by = partition_by_option(options)?;
         let local = local_path(path);
-        let abs = std::path::absolute(&local)
-            .map_err(|e| SluiceError::io(Fault::Query, format!("resolving sink path {path}"), e))?;
+        let abs = if crate::storage::is_remote(&local) {
+            local
+        } else {
+            std::path::absolute(&local).map_err(|e| {
+                SluiceError::io(Fault::Query, format!("resolving sink path {path}"), e)
+            })?
+        };
         Ok(FileSinkProvider {
             path: abs,
             options: FileOptions::parse(format, options)?,
@@ -317,7 +320,7 @@ impl FileSinkProvider {
     /// Creates the output and manifest directories and the running sink.
     fn open_sink(&self) -> Result<FileSink> {
         let log_dir = self.path.join(MANIFEST_DIR);
-        fs::create_dir_all(&log_dir).map_err(|e| {
+        crate::storage::create_dir_all(&log_dir).map_err(|e| {
             SluiceError::io(
                 Fault::Connector,
                 format!("creating the file sink directory {}", log_dir.display()),
@@ -403,7 +406,7 @@ impl FileSink {
         if let Err(e) = result {
             // Best effort, like Spark's job abort: the files are invisible anyway.
             for f in written {
-                let _ = fs::remove_file(f);
+                let _ = crate::storage::remove_file(f);
             }
             return Err(e);
         }
@@ -457,7 +460,7 @@ fn write_files(
     let run = |files: &Vec<(PathBuf, Vec<RecordBatch>, usize)>| -> Result<()> {
         for (file, batches, _) in files {
             if let Some(parent) = file.parent().filter(|p| *p != dir) {
-                fs::create_dir_all(parent).map_err(|e| {
+                crate::storage::create_dir_all(parent).map_err(|e| {
                     SluiceError::io(
                         Fault::Connector,
                         format!("creating {}", parent.display()),
@@ -501,20 +504,17 @@ fn write_err(file: &Path, e: impl std::fmt::Display) -> SluiceError {
     )
 }
 
-/// Writes one data file (created new; fsynced before it is listed in the manifest).
+/// Writes one data file (created new, under its final name once complete: fsynced locally,
+/// one put on an object store, before it is listed in the manifest).
 fn write_data_file(
     file: &Path,
     options: &FileOptions,
     schema: &SchemaRef,
     batches: &[RecordBatch],
 ) -> Result<()> {
-    let f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(file)
-        .map_err(|e| {
-            SluiceError::io(Fault::Connector, format!("creating {}", file.display()), e)
-        })?;
+    let f = crate::storage::PendingFile::create(file).map_err(|e| {
+        SluiceError::io(Fault::Connector, format!("creating {}", file.display()), e)
+    })?;
     let batches: Vec<RecordBatch> = batches
         .iter()
         .filter(|b| b.num_rows() > 0)
@@ -556,8 +556,15 @@ fn write_data_file(
             w.into_inner().map_err(|e| write_err(file, e.error()))?
         }
     };
-    f.sync_all()
-        .map_err(|e| SluiceError::io(Fault::Connector, format!("syncing {}", file.display()), e))
+    match f.publish(crate::storage::Publish::CreateNew) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(write_err(file, "a file of that name is already there")),
+        Err(e) => Err(SluiceError::io(
+            Fault::Connector,
+            format!("writing {}", file.display()),
+            e,
+        )),
+    }
 }
 
 /// The batch with `schema` (same columns; field names/metadata/nullability from `schema`).
@@ -574,19 +581,13 @@ fn conform_schema(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch
 
 /// The manifest entry of a written file.
 fn file_status(file: &Path) -> Result<SinkFileStatus> {
-    let md = fs::metadata(file)
+    let md = crate::storage::metadata(file)
         .map_err(|e| SluiceError::io(Fault::Connector, format!("stat {}", file.display()), e))?;
-    let mtime = md
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
     Ok(SinkFileStatus {
         path: path_to_uri(file),
-        size: md.len() as i64,
+        size: md.size as i64,
         is_dir: false,
-        modification_time: mtime,
+        modification_time: md.modified_ms.max(0),
         block_replication: 1,
         block_size: LOCAL_BLOCK_SIZE,
         action: "add".to_string(),
@@ -816,9 +817,12 @@ fn csv_field(value: &str, sep: char) -> String {
 // ---------------------------------------------------------------------------------------------
 // Paths and URIs.
 
-/// A `file://` URI or a plain path -> a local path.
+/// A `file://` URI or a plain path -> a local path (an object store URL is kept as it is).
 fn local_path(s: &str) -> PathBuf {
     let s = s.trim();
+    if crate::storage::is_remote(Path::new(s)) {
+        return PathBuf::from(s.trim_end_matches('/'));
+    }
     if let Some(rest) = s.strip_prefix("file://") {
         // file:///abs or file://localhost/abs
         let rest = rest.strip_prefix("localhost").unwrap_or(rest);
@@ -830,8 +834,12 @@ fn local_path(s: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// `/data/out/a b.parquet` -> `file:///data/out/a%20b.parquet`, as Hadoop's `Path.toUri`.
+/// `/data/out/a b.parquet` -> `file:///data/out/a%20b.parquet`, as Hadoop's `Path.toUri`; an
+/// object store URL is already one.
 fn path_to_uri(p: &Path) -> String {
+    if crate::storage::is_remote(p) {
+        return p.to_string_lossy().into_owned();
+    }
     let s = p.to_string_lossy().replace('\\', "/");
     let mut out = String::from("file://");
     if !s.starts_with('/') {
@@ -876,7 +884,7 @@ fn percent_decode(s: &str) -> String {
 /// A manifest entry's path -> a local path (relative entries are taken under `base`).
 fn entry_path(uri: &str, base: &Path) -> PathBuf {
     let p = local_path(uri);
-    if p.is_absolute() {
+    if p.is_absolute() || crate::storage::is_remote(&p) {
         p
     } else {
         base.join(p)

@@ -8,7 +8,7 @@ use super::*;
 /// directory (it was not written by a file sink: a reader then lists the directory).
 pub fn committed_files(path: &Path) -> Result<Option<Vec<PathBuf>>> {
     let log_dir = path.join(MANIFEST_DIR);
-    if !log_dir.is_dir() {
+    if !crate::storage::is_dir(&log_dir) {
         return Ok(None);
     }
     let entries = manifest_log(path, DEFAULT_COMPACT_INTERVAL).all_entries()?;
@@ -65,7 +65,7 @@ pub(crate) fn read_output(
     options: &HashMap<String, String>,
 ) -> Result<(Option<SchemaRef>, Vec<RecordBatch>)> {
     let file_options = FileOptions::parse(FileFormat::parse(format)?, options)?;
-    let files = if path.is_file() {
+    let files = if crate::storage::is_file(path) {
         vec![path.to_path_buf()]
     } else {
         match committed_files(path)? {
@@ -76,7 +76,7 @@ pub(crate) fn read_output(
     if files.is_empty() {
         return Ok((schema, Vec::new()));
     }
-    let parts = if path.is_dir() {
+    let parts = if crate::storage::is_dir(path) {
         partition::discover(path, &files, schema.as_deref())?
     } else {
         None
@@ -239,14 +239,14 @@ fn read_files(
     Ok(out)
 }
 
-fn open(f: &Path) -> Result<File> {
-    File::open(f).map_err(|e| SluiceError::io(Fault::Input, format!("opening {}", f.display()), e))
+fn open(f: &Path) -> Result<crate::storage::ReadFile> {
+    crate::storage::open(f).map_err(|e| SluiceError::io(Fault::Input, format!("opening {}", f.display()), e))
 }
 
 /// A JSON or CSV file's text bytes, decompressed when its extension names a codec (`.gz`,
 /// `.bz2`, `.zst`, ..), as Spark's readers do.
 fn open_text(f: &Path) -> Result<std::io::Cursor<Vec<u8>>> {
-    let bytes = fs::read(f)
+    let bytes = crate::storage::read(f)
         .map_err(|e| SluiceError::io(Fault::Input, format!("reading {}", f.display()), e))?;
     Ok(std::io::Cursor::new(
         match crate::source::file::compression::Codec::of(f) {
@@ -268,7 +268,7 @@ fn list_data_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let rd = match fs::read_dir(&d) {
+        let rd = match crate::storage::list_dir(&d) {
             Ok(rd) => rd,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && d == dir => {
                 return Err(SluiceError::input(
@@ -285,19 +285,13 @@ fn list_data_files(dir: &Path) -> Result<Vec<PathBuf>> {
             }
         };
         for ent in rd {
-            let ent = ent.map_err(|e| {
-                SluiceError::io(Fault::Input, format!("listing {}", d.display()), e)
-            })?;
-            let name = ent.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with('_') || name.starts_with('.') {
+            if ent.name.starts_with('_') || ent.name.starts_with('.') {
                 continue;
             }
-            let p = ent.path();
-            if p.is_dir() {
-                stack.push(p);
+            if ent.is_dir {
+                stack.push(ent.path);
             } else {
-                out.push(p);
+                out.push(ent.path);
             }
         }
     }

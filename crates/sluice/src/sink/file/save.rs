@@ -2,7 +2,6 @@
 //! `.json(..)`, `.csv(..)`), in the same formats and file names as the streaming file sink but
 //! without a `_spark_metadata` manifest: a batch write is one job, marked done by `_SUCCESS`.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::partition::{partition_by_option, PartitionColumns};
@@ -39,7 +38,7 @@ pub fn save_files(
     if format == FileFormat::Csv {
         check_csv_columns(partitioning.data_schema())?;
     }
-    if path.exists() {
+    if crate::storage::exists(path) {
         match mode {
             SaveMode::ErrorIfExists => {
                 return Err(SluiceError::query(
@@ -53,10 +52,10 @@ pub fn save_files(
             }
             SaveMode::Ignore => return Ok(Vec::new()),
             SaveMode::Overwrite => {
-                let remove = if path.is_dir() {
-                    fs::remove_dir_all(path)
+                let remove = if crate::storage::is_dir(path) {
+                    crate::storage::remove_dir_all(path)
                 } else {
-                    fs::remove_file(path)
+                    crate::storage::remove_file(path)
                 };
                 remove.map_err(|e| {
                     SluiceError::io(
@@ -69,7 +68,7 @@ pub fn save_files(
             SaveMode::Append => {}
         }
     }
-    fs::create_dir_all(path).map_err(|e| {
+    crate::storage::create_dir_all(path).map_err(|e| {
         SluiceError::io(Fault::Connector, format!("creating {}", path.display()), e)
     })?;
     let mut created = Vec::new();
@@ -77,13 +76,13 @@ pub fn save_files(
         Ok(files) => files.into_iter().map(|(f, _)| f).collect::<Vec<_>>(),
         Err(e) => {
             for f in created {
-                let _ = fs::remove_file(f);
+                let _ = crate::storage::remove_file(f);
             }
             return Err(e);
         }
     };
     let success = path.join("_SUCCESS");
-    fs::write(&success, b"").map_err(|e| {
+    crate::storage::write(&success, b"").map_err(|e| {
         SluiceError::io(
             Fault::Connector,
             format!("writing {}", success.display()),
@@ -95,6 +94,7 @@ pub fn save_files(
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
     use std::collections::HashMap;
     use std::sync::Arc;
 

@@ -1,6 +1,7 @@
 //! Tests of the file sink, its manifest and the reader of its output.
 
 use super::*;
+use std::fs;
 use arrow::array::{Float64Array, Int64Array, TimestampMicrosecondArray};
 
 fn schema() -> SchemaRef {

@@ -3,7 +3,6 @@
 //! `file:///` URIs the source log records.
 
 use crate::error::class;
-use std::fs;
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 
@@ -54,6 +53,7 @@ impl Location {
         }
         let raw = strip_file_scheme(trimmed);
         let abs = absolute(Path::new(&raw))?;
+        let remote = crate::storage::is_remote(&abs);
         let name = abs.file_name().map(|n| n.to_string_lossy().into_owned());
         let parent_has_glob = abs
             .parent()
@@ -66,7 +66,11 @@ impl Location {
                 abs.display()
             )));
         }
-        let qualified = format!("file:{}", abs.display());
+        let qualified = if remote {
+            abs.display().to_string()
+        } else {
+            format!("file:{}", abs.display())
+        };
         match name {
             Some(n) if has_glob_chars(&n) => {
                 let glob = Glob::new(&n).map_err(|e| {
@@ -86,7 +90,7 @@ impl Location {
                 })
             }
             _ => {
-                if abs.is_file() {
+                if crate::storage::is_file(&abs) {
                     if let (Some(dir), Some(name)) = (abs.parent(), abs.file_name()) {
                         return Ok(Self {
                             dir: dir.to_path_buf(),
@@ -112,14 +116,14 @@ impl Location {
     /// Whether the directory (or file) exists.
     pub(super) fn exists(&self) -> bool {
         match &self.filter {
-            NameFilter::Exact(n) => self.dir.join(n).is_file(),
-            _ => self.dir.is_dir(),
+            NameFilter::Exact(n) => crate::storage::is_file(&self.dir.join(n)),
+            _ => crate::storage::is_dir(&self.dir),
         }
     }
 
     /// The visible files, unsorted. A missing directory lists as empty.
     pub(super) fn list(&self, name_filter: Option<&Glob>) -> Result<Vec<ListedFile>> {
-        let rd = match fs::read_dir(&self.dir) {
+        let rd = match crate::storage::list_dir(&self.dir) {
             Ok(rd) => rd,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => {
@@ -132,52 +136,23 @@ impl Location {
         };
         let mut out = Vec::new();
         for ent in rd {
-            let ent = match ent {
-                Ok(e) => e,
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => {
-                    return Err(SluiceError::io(
-                        Fault::Connector,
-                        format!("listing the source directory {}", self.dir.display()),
-                        e,
-                    ))
-                }
-            };
-            let name = ent.file_name();
-            let name_str = name.to_string_lossy();
-            if is_hidden(&name_str) {
+            let name_str = ent.name.as_str();
+            if is_hidden(name_str) || ent.is_dir {
                 continue;
             }
             let keep = match &self.filter {
                 NameFilter::All => true,
-                NameFilter::Glob(g) => g.matches(&name_str),
-                NameFilter::Exact(n) => *n == name,
+                NameFilter::Glob(g) => g.matches(name_str),
+                NameFilter::Exact(n) => n.to_str() == Some(name_str),
             };
-            if !keep || name_filter.is_some_and(|g| !g.matches(&name_str)) {
+            if !keep || name_filter.is_some_and(|g| !g.matches(name_str)) {
                 continue;
             }
-            let path = ent.path();
-            // Follow symlinks; a file that vanished between listing and stat is skipped.
-            let md = match fs::metadata(&path) {
-                Ok(md) => md,
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => {
-                    return Err(SluiceError::io(
-                        Fault::Connector,
-                        format!("reading the attributes of {}", path.display()),
-                        e,
-                    ))
-                }
-            };
-            if !md.is_file() {
-                continue;
-            }
-            let mtime_ms = md.modified().map(system_time_ms).unwrap_or(0);
             out.push(ListedFile {
-                uri: path_to_uri(&path),
-                path,
-                mtime_ms,
-                size: md.len(),
+                uri: path_to_uri(&ent.path),
+                path: ent.path,
+                mtime_ms: ent.modified_ms,
+                size: ent.size,
             });
         }
         Ok(out)
@@ -189,13 +164,6 @@ pub(crate) fn is_hidden(name: &str) -> bool {
     (name.starts_with('_') && !name.contains('='))
         || name.starts_with('.')
         || name.ends_with("._COPYING_")
-}
-
-fn system_time_ms(t: std::time::SystemTime) -> i64 {
-    match t.duration_since(std::time::UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
-        Err(e) => -(i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX)),
-    }
 }
 
 fn has_glob_chars(s: &str) -> bool {
@@ -219,7 +187,11 @@ fn strip_file_scheme(p: &str) -> String {
 }
 
 /// Absolute and lexically normalized (`.` and `..` removed), without touching the file system.
+/// An object store URL is kept as it is (without a trailing `/`).
 pub(crate) fn absolute(p: &Path) -> Result<PathBuf> {
+    if crate::storage::is_remote(p) {
+        return Ok(PathBuf::from(p.to_string_lossy().trim_end_matches('/')));
+    }
     let joined = if p.is_absolute() {
         p.to_path_buf()
     } else {
@@ -243,6 +215,9 @@ pub(crate) fn absolute(p: &Path) -> Result<PathBuf> {
 /// `file:///abs/path`, percent-encoding what `java.net.URI` quotes in a path (space, `%`, `#`,
 /// `?`, brackets, ...); non-ASCII characters are kept.
 pub(crate) fn path_to_uri(p: &Path) -> String {
+    if crate::storage::is_remote(p) {
+        return p.to_string_lossy().into_owned();
+    }
     let mut out = String::from("file://");
     let s = path_bytes(p);
     let text = String::from_utf8_lossy(&s);
@@ -340,6 +315,9 @@ fn percent_decode_lossy(s: &str) -> String {
 
 /// The local path of a `file:` URI recorded in a source log (also accepts a bare path).
 pub(crate) fn uri_to_path(uri: &str) -> PathBuf {
+    if crate::storage::is_remote(Path::new(uri)) {
+        return PathBuf::from(uri);
+    }
     let rest = if let Some(r) = uri.strip_prefix("file://") {
         r
     } else if let Some(r) = uri.strip_prefix("file:") {

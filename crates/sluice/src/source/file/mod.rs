@@ -220,7 +220,7 @@ impl SourceProvider for FileSourceProvider {
 
     fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>> {
         let log = SourceLog::new(&ctx.metadata_dir);
-        std::fs::create_dir_all(&ctx.metadata_dir).map_err(|e| {
+        crate::storage::create_dir_all(&ctx.metadata_dir).map_err(|e| {
             SluiceError::io(
                 crate::error::Fault::Checkpoint,
                 format!(
@@ -533,7 +533,7 @@ pub fn read_files(
     let mut files: Vec<PathBuf> = Vec::new();
     for p in paths {
         let abs = listing::absolute(p)?;
-        if abs.is_dir() {
+        if crate::storage::is_dir(&abs) {
             let loc = Location::parse(&abs.to_string_lossy())?;
             let mut listed = loc.list(None)?;
             listed.sort_by(|a, b| a.path.cmp(&b.path));

@@ -15,7 +15,6 @@ pub(crate) mod parquet;
 
 use crate::error::class;
 use std::borrow::Cow;
-use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::Arc;
@@ -909,7 +908,7 @@ pub(crate) fn read_file(
     if let FormatKind::Parquet = opts.kind {
         return parquet::read(path, uri, context, asm);
     }
-    let bytes = match fs::read(path) {
+    let bytes = match crate::storage::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             if opts.ignore_missing_files {

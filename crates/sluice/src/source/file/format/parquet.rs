@@ -4,7 +4,6 @@
 //! instant (UTC micros) whatever their unit or zone.
 
 use crate::error::class;
-use std::fs::File;
 use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::Arc;
@@ -34,7 +33,7 @@ fn find_column(schema: &Schema, name: &str) -> Option<usize> {
 
 pub(crate) fn read(path: &Path, uri: &str, context: &str, asm: &mut Assembler<'_>) -> Result<()> {
     let opts = asm.opts;
-    let file = match File::open(path) {
+    let file = match crate::storage::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             if opts.ignore_missing_files {
@@ -161,6 +160,7 @@ fn adapt(col: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs::File;
     use std::collections::HashMap;
 
     use arrow::array::{Int32Array, Int64Array, StringArray, TimestampMillisecondArray};

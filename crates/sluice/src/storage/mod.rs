@@ -1,0 +1,360 @@
+//! Where every byte Sluice keeps goes: a local path or an object store, behind one set of file
+//! calls (Spark's `CheckpointFileManager` over Hadoop's `FileSystem`).
+//!
+//! A path stays a [`Path`] everywhere in the engine. A path whose text starts with an object
+//! store's URL scheme names an object store location, as a Hadoop `Path` with a scheme does:
+//!
+//! | scheme | store | credentials and endpoint |
+//! |---|---|---|
+//! | `s3://bucket/key`, `s3a://`, `s3n://` | Amazon S3 or an S3-compatible server | `spark.hadoop.fs.s3a.*` (per bucket: `fs.s3a.bucket.<b>.*`), then `AWS_*` |
+//! | `gs://bucket/key` | Google Cloud Storage | `spark.hadoop.fs.gs.auth.service.account.json.keyfile`, then `GOOGLE_*` |
+//! | `abfss://container@account.dfs.core.windows.net/key`, `abfs://`, `az://container/key` | Azure Blob Storage / ADLS Gen2 | `spark.hadoop.fs.azure.account.key.<account>.dfs.core.windows.net`, then `AZURE_*` |
+//! | `memory://name/key` | a store in this process's memory (tests, embedders) | — |
+//!
+//! Every other path is local, and every call below is then exactly the `std::fs` call it
+//! replaces. On an object store:
+//! - a "directory" is a key prefix: it exists when an object is under it, creating one does
+//!   nothing, listing it lists one level (`list_with_delimiter`);
+//! - [`create_new`] is a conditional create (`PutMode::Create`, S3's `If-None-Match: *`), the
+//!   rename-free equivalent of the local hard-link: of two writers exactly one wins;
+//! - [`PendingFile`] buffers the bytes and puts the object once, under its final name;
+//! - transient failures (5xx, timeouts, connection errors) are retried with exponential backoff
+//!   and counted ([`metrics`]); permanent ones (access denied, a missing bucket) come back as
+//!   [`std::io::Error`]s whose text names the URL and the fix.
+//!
+//! Stores are built on first use from the options [`configure`] was given (a [`Session`]'s
+//! `spark.hadoop.*` conf) and cached per bucket, as Hadoop caches its `FileSystem`s per scheme
+//! and authority: the options are process-wide. [`register_store`] puts a store of one's own
+//! under a URL prefix (tests wrap stores with faults this way).
+//!
+//! [`Session`]: crate::session::Session
+
+#[cfg(feature = "testing")]
+pub mod faulty;
+mod local;
+mod registry;
+mod remote;
+mod retry;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub(crate) use registry::option;
+pub use registry::{configure, register_store, RetryPolicy};
+pub use retry::{metrics, StoreCounts, StoreMetrics};
+
+/// What [`list_dir`] and [`metadata`] say about one entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The entry's full path (a URL for an object).
+    pub path: PathBuf,
+    /// The last component of the path.
+    pub name: String,
+    /// A directory (locally) or a key prefix with objects under it (on an object store).
+    pub is_dir: bool,
+    /// Size in bytes (0 for a directory).
+    pub size: u64,
+    /// Modification time, milliseconds since the epoch (0 when unknown).
+    pub modified_ms: i64,
+}
+
+/// Whether `path` names an object store location (it starts with a known URL scheme).
+pub fn is_remote(path: &Path) -> bool {
+    remote::Location::scheme_of(path).is_some()
+}
+
+/// The whole content of a file.
+pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>>  {
+    let path = path.as_ref();
+    match remote::Location::parse(path)? {
+        Some(loc) => loc.read(),
+        None => std::fs::read(path),
+    }
+}
+
+/// The whole content of a file, as UTF-8 text.
+pub fn read_to_string(path: impl AsRef<Path>) -> io::Result<String>  {
+    let path = path.as_ref();
+    let bytes = read(path)?;
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// What is at `path`: a file (or object), a directory (or a prefix with objects under it), or
+/// `NotFound`. Local symlinks are followed.
+pub fn metadata(path: impl AsRef<Path>) -> io::Result<Entry>  {
+    let path = path.as_ref();
+    match remote::Location::parse(path)? {
+        Some(loc) => loc.metadata(),
+        None => local::metadata(path),
+    }
+}
+
+/// Whether anything is at `path`.
+pub fn exists(path: impl AsRef<Path>) -> bool  {
+    let path = path.as_ref();
+    metadata(path).is_ok()
+}
+
+/// Whether `path` is a file (or an object).
+pub fn is_file(path: impl AsRef<Path>) -> bool  {
+    let path = path.as_ref();
+    metadata(path).is_ok_and(|m| !m.is_dir)
+}
+
+/// Whether `path` is a directory (or a prefix with objects under it).
+pub fn is_dir(path: impl AsRef<Path>) -> bool  {
+    let path = path.as_ref();
+    metadata(path).is_ok_and(|m| m.is_dir)
+}
+
+/// The entries directly in `dir`, unsorted; `NotFound` when `dir` does not exist (on an object
+/// store: when nothing is under the prefix). Local symlinks are followed, and an entry that
+/// vanishes while being listed is left out.
+pub fn list_dir(dir: impl AsRef<Path>) -> io::Result<Vec<Entry>>  {
+    let dir = dir.as_ref();
+    match remote::Location::parse(dir)? {
+        Some(loc) => loc.list_dir(),
+        None => local::list_dir(dir),
+    }
+}
+
+/// Creates a directory and its parents (nothing to do on an object store).
+pub fn create_dir_all(dir: impl AsRef<Path>) -> io::Result<()>  {
+    let dir = dir.as_ref();
+    match remote::Location::parse(dir)? {
+        Some(_) => Ok(()),
+        None => std::fs::create_dir_all(dir),
+    }
+}
+
+/// Removes a file (`NotFound` when it is not there).
+pub fn remove_file(path: impl AsRef<Path>) -> io::Result<()>  {
+    let path = path.as_ref();
+    match remote::Location::parse(path)? {
+        Some(loc) => loc.remove_file(),
+        None => std::fs::remove_file(path),
+    }
+}
+
+/// Removes a directory and everything under it.
+pub fn remove_dir_all(dir: impl AsRef<Path>) -> io::Result<()>  {
+    let dir = dir.as_ref();
+    match remote::Location::parse(dir)? {
+        Some(loc) => loc.remove_prefix(),
+        None => std::fs::remove_dir_all(dir),
+    }
+}
+
+/// Moves a file to a new name, replacing what is there. Atomic locally; on an object store a
+/// copy then a delete (used only to set damaged files aside).
+pub fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
+    let (from, to) = (from.as_ref(), to.as_ref());
+    match (remote::Location::parse(from)?, remote::Location::parse(to)?) {
+        (None, None) => std::fs::rename(from, to),
+        (Some(a), Some(b)) => a.rename_to(&b),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "cannot move {} to {}: not on the same store",
+                from.display(),
+                to.display()
+            ),
+        )),
+    }
+}
+
+/// Writes `bytes` to `path`, replacing it; a reader never sees a partial file (locally a
+/// temporary file renamed over the name, on an object store one put).
+pub fn write(path: impl AsRef<Path>, bytes: impl AsRef<[u8]>) -> io::Result<()> {
+    let (path, bytes) = (path.as_ref(), bytes.as_ref());
+    let mut pending = PendingFile::create(path)?;
+    io::Write::write_all(&mut pending, bytes)?;
+    pending.publish(Publish::Replace).map(|_| ())
+}
+
+/// Writes `bytes` to `path` only if `path` does not exist yet, atomically: `Ok(true)` if this
+/// call created it, `Ok(false)` if something was there (left untouched). Two writers racing
+/// for one name never both win. Creates the parent directory if needed.
+pub fn create_new(path: impl AsRef<Path>, bytes: impl AsRef<[u8]>) -> io::Result<bool> {
+    let (path, bytes) = (path.as_ref(), bytes.as_ref());
+    let mut pending = PendingFile::create(path)?;
+    io::Write::write_all(&mut pending, bytes)?;
+    pending.publish(Publish::CreateNew)
+}
+
+/// Makes the names created or removed in `dir` durable (fsync locally; nothing to do on an
+/// object store, where a put is durable when it returns).
+pub fn sync_dir(dir: impl AsRef<Path>) -> io::Result<()>  {
+    let dir = dir.as_ref();
+    match remote::Location::parse(dir)? {
+        Some(_) => Ok(()),
+        None => local::sync_dir(dir),
+    }
+}
+
+/// How a [`PendingFile`] takes its final name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Publish {
+    /// Replace whatever is there.
+    Replace,
+    /// Only if nothing is there (atomic create-if-absent).
+    CreateNew,
+}
+
+/// A file being written: the bytes go to a temporary file next to the final name (locally) or
+/// to memory (object store), and [`PendingFile::publish`] puts them under the final name in one
+/// step. Dropped without publishing, it leaves nothing behind.
+pub struct PendingFile {
+    inner: PendingInner,
+}
+
+enum PendingInner {
+    Local(local::PendingLocal),
+    Remote(remote::Location, Vec<u8>),
+    Done,
+}
+
+impl PendingFile {
+    /// Starts writing the file `path` (creating its parent directory locally).
+    pub fn create(path: &Path) -> io::Result<PendingFile> {
+        let inner = match remote::Location::parse(path)? {
+            Some(loc) => PendingInner::Remote(loc, Vec::new()),
+            None => PendingInner::Local(local::PendingLocal::create(path)?),
+        };
+        Ok(PendingFile { inner })
+    }
+
+    /// The temporary file's path (locally), for messages.
+    pub fn temp_path(&self) -> Option<&Path> {
+        match &self.inner {
+            PendingInner::Local(l) => Some(l.tmp()),
+            _ => None,
+        }
+    }
+
+    /// Puts the bytes under the final name. Locally the temporary file is fsynced, then
+    /// renamed (`Replace`) or hard-linked (`CreateNew`), and the directory fsynced. Returns
+    /// whether the file was written (`false`: `CreateNew` found the name taken).
+    pub fn publish(mut self, how: Publish) -> io::Result<bool> {
+        match std::mem::replace(&mut self.inner, PendingInner::Done) {
+            PendingInner::Local(l) => l.publish(how),
+            PendingInner::Remote(loc, bytes) => loc.put(bytes, how),
+            PendingInner::Done => Ok(false),
+        }
+    }
+}
+
+impl io::Write for PendingFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.inner {
+            PendingInner::Local(l) => l.write(buf),
+            PendingInner::Remote(_, bytes) => {
+                bytes.extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            PendingInner::Done => Err(io::Error::other("the file was already published")),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.inner {
+            PendingInner::Local(l) => l.flush(),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for PendingFile {
+    fn drop(&mut self) {
+        if let PendingInner::Local(l) = std::mem::replace(&mut self.inner, PendingInner::Done) {
+            l.discard();
+        }
+    }
+}
+
+/// An object store location, for code that talks to the store itself (the Delta crate hands
+/// the store to delta-rs).
+#[derive(Debug, Clone)]
+pub struct ObjectLocation {
+    /// The store, with Sluice's retries and counters around it.
+    pub store: std::sync::Arc<dyn object_store::ObjectStore>,
+    /// The store's root URL (`s3://bucket`), scheme normalised (`s3a` is `s3`).
+    pub root_url: String,
+    /// The key under the root (no leading `/`).
+    pub key: object_store::path::Path,
+}
+
+/// The object store and key of `path`; `None` for a local path.
+pub fn object_location(path: impl AsRef<Path>) -> io::Result<Option<ObjectLocation>>  {
+    let path = path.as_ref();
+    Ok(remote::Location::parse(path)?.map(|loc| loc.object_location()))
+}
+
+/// This machine's host name, for the checkpoint lease and its messages.
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+#[cfg(test)]
+mod tests;
+
+/// A file opened for reading: the open file locally, the fetched object's bytes on an object
+/// store. Reads sequentially ([`io::Read`]) and by range (parquet's `ChunkReader`).
+pub enum ReadFile {
+    /// A local file.
+    Local(std::fs::File),
+    /// An object's bytes, and how far a sequential read got.
+    Remote(io::Cursor<bytes::Bytes>),
+}
+
+/// Opens `path` for reading (`NotFound` when it is not there).
+pub fn open(path: impl AsRef<Path>) -> io::Result<ReadFile>  {
+    let path = path.as_ref();
+    match remote::Location::parse(path)? {
+        Some(loc) => Ok(ReadFile::Remote(io::Cursor::new(bytes::Bytes::from(
+            loc.read()?,
+        )))),
+        None => std::fs::File::open(path).map(ReadFile::Local),
+    }
+}
+
+impl io::Read for ReadFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            ReadFile::Local(f) => f.read(buf),
+            ReadFile::Remote(c) => c.read(buf),
+        }
+    }
+}
+
+impl parquet::file::reader::Length for ReadFile {
+    fn len(&self) -> u64 {
+        match self {
+            ReadFile::Local(f) => parquet::file::reader::Length::len(f),
+            ReadFile::Remote(c) => c.get_ref().len() as u64,
+        }
+    }
+}
+
+impl parquet::file::reader::ChunkReader for ReadFile {
+    type T = Box<dyn io::Read + Send>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        match self {
+            ReadFile::Local(f) => Ok(Box::new(f.get_read(start)?)),
+            ReadFile::Remote(c) => Ok(Box::new(c.get_ref().get_read(start)?)),
+        }
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        match self {
+            ReadFile::Local(f) => f.get_bytes(start, length),
+            ReadFile::Remote(c) => c.get_ref().get_bytes(start, length),
+        }
+    }
+}
