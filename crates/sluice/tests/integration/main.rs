@@ -114,3 +114,8 @@ mod engine_nested;
 // Issue 14's acceptance path: camelCase nested JSON, an exploded array and a windowed
 // aggregation, from the Rust API and a pipeline file, restarted, to parquet read by pyarrow.
 mod engine_sql_surface;
+
+// Checkpoints, the file source and sink on S3 (a local S3-compatible server, scripts/s3-server):
+// restart, a second query refused, transient and permanent store errors. Every name contains
+// `s3`.
+mod object_store;
