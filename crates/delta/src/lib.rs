@@ -14,7 +14,8 @@
 //!   `batch.write.format("delta").option("txnAppId", ..).option("txnVersion", batch_id)` pattern,
 //!   which skips a batch the table already has.
 //!
-//! Local paths and `file://` URIs; object storage comes with issue 16's object-store paths.
+//! Local paths, `file://` URIs and object stores (`s3://`, `gs://`, `abfss://`: the engine's
+//! stores, with its credentials from `spark.hadoop.*` and its retries, handed to delta-rs).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -69,14 +70,27 @@ fn table_url(path: &str) -> Result<url::Url> {
             "'path' is not specified for the delta sink: add .option(\"path\", TABLE_DIR)",
         ));
     }
+    if let Some(loc) = sluice::storage::object_location(path)
+        .map_err(|e| SluiceError::io(sluice::Fault::Query, format!("the Delta table {path}"), e))?
+    {
+        // The store's own spelling (`s3a://` is `s3://`), with a slash at the end: a folder.
+        let text = format!("{}/{}/", loc.root_url, loc.key.as_ref());
+        return url::Url::parse(&text).map_err(|e| {
+            SluiceError::query(
+                class::INVALID_OPTION_VALUE,
+                format!("the Delta table path {path} is not a URL: {e}"),
+            )
+        });
+    }
     if let Ok(url) = url::Url::parse(path) {
         if url.scheme() == "file" {
             return Ok(url);
         }
         if url.scheme().len() > 1 {
             return Err(SluiceError::not_supported_yet(format!(
-                "the Delta table {path}: Sluice writes Delta tables on local paths for now \
-                 (object storage comes with object-store paths)"
+                "the Delta table {path}: the {}:// scheme is not an object store Sluice knows \
+                 (s3://, s3a://, gs://, abfss://, az://, memory://, or a local path)",
+                url.scheme()
             )));
         }
     }
@@ -95,6 +109,70 @@ fn table_url(path: &str) -> Result<url::Url> {
             format!("the Delta table path {path} is not a folder path"),
         )
     })
+}
+
+/// The folder of a table URL as the engine's storage names it: a local path, or the URL text
+/// for an object store.
+fn table_dir(url: &url::Url) -> std::path::PathBuf {
+    match url.to_file_path() {
+        Ok(p) if url.scheme() == "file" => p,
+        _ => std::path::PathBuf::from(url.as_str().trim_end_matches('/')),
+    }
+}
+
+/// A table builder on the engine's object store for `s3://`, `gs://`, ... tables (Sluice's
+/// credentials, retries and counters; delta-rs commits with conditional creates there), on
+/// delta-rs's own file store for local ones.
+fn table_builder(url: &url::Url) -> deltalake::DeltaResult<deltalake::DeltaTableBuilder> {
+    register_log_stores();
+    let builder = deltalake::DeltaTableBuilder::from_url(url.clone())?;
+    if url.scheme() == "file" {
+        return Ok(builder);
+    }
+    match sluice::storage::object_location(table_dir(url)) {
+        Ok(Some(loc)) => Ok(builder.with_storage_backend(loc.store, url.clone())),
+        Ok(None) => Ok(builder),
+        Err(e) => Err(deltalake::DeltaTableError::Generic(e.to_string())),
+    }
+}
+
+/// Opens a table (its newest version, or `version`).
+async fn open_table(url: &url::Url, version: Option<u64>) -> deltalake::DeltaResult<DeltaTable> {
+    let builder = table_builder(url)?;
+    match version {
+        Some(v) => builder.with_version(v as _).load().await,
+        None => builder.load().await,
+    }
+}
+
+/// Opens a table that may not exist yet (a first write creates it).
+async fn try_open_table(url: &url::Url) -> deltalake::DeltaResult<DeltaTable> {
+    let mut table = table_builder(url)?.build()?;
+    match table.load().await {
+        Ok(()) => Ok(table),
+        Err(deltalake::DeltaTableError::NotATable(_)) => Ok(table),
+        Err(e) => Err(e),
+    }
+}
+
+/// delta-rs's default log store (commits with `PutMode::Create`, which Sluice's stores do as
+/// conditional creates) for the object store schemes, once.
+fn register_log_stores() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let registry = deltalake::logstore::logstore_factories();
+        let Some(default) = url::Url::parse("memory://")
+            .ok()
+            .and_then(|u| registry.get(&u).map(|f| f.value().clone()))
+        else {
+            return;
+        };
+        for scheme in ["s3", "s3a", "gs", "abfss", "abfs", "az"] {
+            if let Ok(u) = url::Url::parse(&format!("{scheme}://")) {
+                registry.entry(u).or_insert_with(|| default.clone());
+            }
+        }
+    });
 }
 
 fn delta_error(what: &str, url: &url::Url, e: deltalake::DeltaTableError) -> SluiceError {
@@ -201,7 +279,7 @@ async fn write_once(
     mode: SaveMode,
     txn: Option<(&str, i64)>,
 ) -> Result<bool> {
-    let table = DeltaTable::try_from_url(spec.url.clone())
+    let table = try_open_table(&spec.url)
         .await
         .map_err(|e| delta_error("opening", &spec.url, e))?;
     if let (Some((app_id, version)), Some(_)) = (txn, table.version()) {

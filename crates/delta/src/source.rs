@@ -61,13 +61,11 @@ impl SourceFactory for DeltaSourceFactory {
             path
         };
         let url = table_url(path)?;
-        let dir = url.to_file_path().map_err(|_| {
-            SluiceError::not_supported_yet(format!("the Delta table {url}: local tables only"))
-        })?;
+        let dir = super::table_dir(&url);
         let (table_schema, table_id, partition_columns) = {
             let url = url.clone();
             run(async move {
-                let table = deltalake::open_table(url.clone()).await.map_err(|e| {
+                let table = super::open_table(&url, None).await.map_err(|e| {
                     SluiceError::query(
                         class::DELTA_TABLE_INVALID,
                         format!(
@@ -288,7 +286,7 @@ impl DeltaSource {
     /// The newest committed version (the highest `N.json` in `_delta_log`).
     fn latest_version(&self) -> Result<i64> {
         let log = self.def.dir.join("_delta_log");
-        let rd = std::fs::read_dir(&log).map_err(|e| {
+        let rd = sluice::storage::list_dir(&log).map_err(|e| {
             SluiceError::io(
                 sluice::Fault::Input,
                 format!("listing {}", log.display()),
@@ -296,9 +294,9 @@ impl DeltaSource {
             )
         })?;
         let mut latest = -1;
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(v) = name
+        for e in rd {
+            if let Some(v) = e
+                .name
                 .strip_suffix(".json")
                 .filter(|n| n.len() == 20)
                 .and_then(|n| n.parse::<i64>().ok())
@@ -312,7 +310,7 @@ impl DeltaSource {
     /// The data files a commit adds (in log order); none when the commit is skipped.
     fn commit_files(&self, version: i64) -> Result<Vec<DataFile>> {
         let file = self.log_file(version);
-        let text = std::fs::read_to_string(&file).map_err(|e| {
+        let text = sluice::storage::read_to_string(&file).map_err(|e| {
             SluiceError::io(
                 sluice::Fault::Input,
                 format!("reading the Delta commit {}", file.display()),
@@ -407,12 +405,11 @@ impl DeltaSource {
         if let Some(s) = self.snapshots.get(&version) {
             return Ok(s.clone());
         }
-        let url = url::Url::from_directory_path(&self.def.dir).map_err(|_| {
-            SluiceError::internal(format!("not a folder: {}", self.def.dir.display()))
-        })?;
+        let url = url::Url::parse(&self.def.url)
+            .map_err(|e| SluiceError::internal(format!("the table URL {}: {e}", self.def.url)))?;
         let partition_columns = self.def.partition_columns.clone();
         let files = run(async move {
-            let table = deltalake::open_table_with_version(url.clone(), version as u64)
+            let table = super::open_table(&url, Some(version as u64))
                 .await
                 .map_err(|e| super::delta_error("reading", &url, e))?;
             let state = table
@@ -514,11 +511,8 @@ impl DeltaSource {
             Some(Start::Timestamp(ms)) => {
                 let mut first = latest + 1;
                 for v in 0..=latest {
-                    let t = std::fs::metadata(self.log_file(v))
-                        .and_then(|m| m.modified())
-                        .ok()
-                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                        .map(|d| d.as_millis() as i64)
+                    let t = sluice::storage::metadata(self.log_file(v))
+                        .map(|m| m.modified_ms)
                         .unwrap_or(0);
                     if t >= ms {
                         first = v;
@@ -670,12 +664,12 @@ impl DeltaSource {
         let mut out = Vec::new();
         for f in files {
             let decoded = percent_decode(&f.path);
-            let path = if Path::new(&decoded).is_absolute() {
+            let path = if Path::new(&decoded).is_absolute() || decoded.contains("://") {
                 PathBuf::from(&decoded)
             } else {
                 self.def.dir.join(&decoded)
             };
-            let file = std::fs::File::open(&path).map_err(|e| {
+            let file = sluice::storage::open(&path).map_err(|e| {
                 SluiceError::io(
                     sluice::Fault::Input,
                     format!(

@@ -290,3 +290,136 @@ fn a_delta_table_feeds_another_query_each_commit_once() {
         "the change commit is skipped whole"
     );
 }
+
+/// A new bucket on the local S3 server (`scripts/s3-server start`, `$SLUICE_S3_ENDPOINT`), and
+/// the conf that reaches it through S3A's keys.
+fn s3_bucket() -> (String, Vec<(&'static str, String)>) {
+    use std::io::{Read, Write};
+    let ep = std::env::var("SLUICE_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:9000".into());
+    let addr = ep.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let Ok(mut s) = std::net::TcpStream::connect(&addr) else {
+        panic!("no S3 server answers at {ep}: run `scripts/s3-server start` first (the README's test command does)");
+    };
+    let b = format!("delta-{}", &uuid_like()[..12]);
+    write!(s, "PUT /{b} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let conf = vec![
+        ("spark.hadoop.fs.s3a.endpoint", ep),
+        ("spark.hadoop.fs.s3a.access.key", "test".to_string()),
+        ("spark.hadoop.fs.s3a.secret.key", "test".to_string()),
+        ("spark.hadoop.fs.s3a.path.style.access", "true".to_string()),
+        ("spark.hadoop.fs.s3a.endpoint.region", "us-east-1".to_string()),
+    ];
+    (b, conf)
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{:x}{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+    .chars()
+    .rev()
+    .collect()
+}
+
+/// The ids of an object-store table, read through delta-rs on the engine's store.
+fn s3_table_ids(path: &str) -> Vec<i64> {
+    let url = table_url(path).unwrap();
+    run(async move {
+        let table = open_table(&url, None).await.unwrap();
+        let mut ids = Vec::new();
+        for uri in table.get_file_uris().unwrap() {
+            let file = sluice::storage::open(std::path::Path::new(&uri)).unwrap();
+            let reader =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                    .unwrap()
+                    .build()
+                    .unwrap();
+            for b in reader {
+                let b = b.unwrap();
+                let c = b.column_by_name("id").unwrap().as_primitive::<Int64Type>().clone();
+                ids.extend(c.values().iter().copied());
+            }
+        }
+        ids.sort_unstable();
+        ids
+    })
+    .unwrap()
+}
+
+#[test]
+fn s3_delta_sink_and_source_on_object_storage_exactly_once() {
+    register();
+    let (bucket, conf) = s3_bucket();
+    let session = || {
+        let mut b = Session::builder().shuffle_partitions(2);
+        for (k, v) in &conf {
+            b = b.config(*k, v);
+        }
+        b.build().unwrap()
+    };
+    let bronze = format!("s3a://{bucket}/bronze");
+    let silver = format!("s3a://{bucket}/silver");
+    let input = MemoryStream::new(schema());
+    let write_bronze = |crash: Option<&str>| {
+        let s = session();
+        if let Some(c) = crash {
+            s.set_conf("sluice.testing.crashPoint", c);
+        }
+        input
+            .to_frame(&s)
+            .unwrap()
+            .write_stream()
+            .format("delta")
+            .partition_by(["user"])
+            .option("path", &bronze)
+            .option("checkpointLocation", format!("s3://{bucket}/ck/bronze"))
+            .trigger(Trigger::AvailableNow)
+            .start()
+            .unwrap()
+            .await_termination()
+    };
+    input.add_batch(batch(&[1, 2, 3])).unwrap();
+    write_bronze(None).unwrap();
+    input.add_batch(batch(&[4, 5])).unwrap();
+    assert!(write_bronze(Some("afterSink:1")).is_err());
+    write_bronze(None).unwrap();
+    assert_eq!(s3_table_ids(&bronze), [1, 2, 3, 4, 5], "the replayed batch is skipped");
+    assert!(sluice::storage::is_dir(std::path::Path::new(&format!(
+        "s3://{bucket}/bronze/user=u1"
+    ))));
+    assert!(sluice::storage::is_file(std::path::Path::new(&format!(
+        "s3://{bucket}/bronze/_delta_log/00000000000000000001.json"
+    ))));
+    // bronze -> silver, both on S3, with a restart between commits.
+    let to_silver = || {
+        let s = session();
+        let q = s
+            .read_stream()
+            .format("delta")
+            .load(&bronze)
+            .unwrap()
+            .write_stream()
+            .format("delta")
+            .option("path", &silver)
+            .option("checkpointLocation", format!("s3://{bucket}/ck/silver"))
+            .trigger(Trigger::AvailableNow)
+            .start()
+            .unwrap();
+        q.await_termination().unwrap();
+    };
+    to_silver();
+    assert_eq!(s3_table_ids(&silver), [1, 2, 3, 4, 5]);
+    input.add_batch(batch(&[6])).unwrap();
+    write_bronze(None).unwrap();
+    to_silver();
+    to_silver();
+    assert_eq!(s3_table_ids(&silver), [1, 2, 3, 4, 5, 6], "each commit once");
+}
