@@ -19,3 +19,8 @@ mod inspect;
 // The command as a command: `--version`, `--help` of every subcommand, bad arguments (exit 2),
 // and the engine's warnings on stderr (`RUST_LOG`).
 mod cli;
+
+// A file -> Delta pipeline on S3 (scripts/s3-server), SIGKILLed 30 times; read back with Python
+// deltalake (feature `delta`).
+#[cfg(feature = "delta")]
+mod s3_delta_chaos;
