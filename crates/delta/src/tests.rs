@@ -296,12 +296,19 @@ fn a_delta_table_feeds_another_query_each_commit_once() {
 fn s3_bucket() -> (String, Vec<(&'static str, String)>) {
     use std::io::{Read, Write};
     let ep = std::env::var("SLUICE_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:9000".into());
-    let addr = ep.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let addr = ep
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
     let Ok(mut s) = std::net::TcpStream::connect(&addr) else {
         panic!("no S3 server answers at {ep}: run `scripts/s3-server start` first (the README's test command does)");
     };
     let b = format!("delta-{}", &uuid_like()[..12]);
-    write!(s, "PUT /{b} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "PUT /{b} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut answer = String::new();
     s.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
@@ -310,7 +317,10 @@ fn s3_bucket() -> (String, Vec<(&'static str, String)>) {
         ("spark.hadoop.fs.s3a.access.key", "test".to_string()),
         ("spark.hadoop.fs.s3a.secret.key", "test".to_string()),
         ("spark.hadoop.fs.s3a.path.style.access", "true".to_string()),
-        ("spark.hadoop.fs.s3a.endpoint.region", "us-east-1".to_string()),
+        (
+            "spark.hadoop.fs.s3a.endpoint.region",
+            "us-east-1".to_string(),
+        ),
     ];
     (b, conf)
 }
@@ -344,7 +354,11 @@ fn s3_table_ids(path: &str) -> Vec<i64> {
                     .unwrap();
             for b in reader {
                 let b = b.unwrap();
-                let c = b.column_by_name("id").unwrap().as_primitive::<Int64Type>().clone();
+                let c = b
+                    .column_by_name("id")
+                    .unwrap()
+                    .as_primitive::<Int64Type>()
+                    .clone();
                 ids.extend(c.values().iter().copied());
             }
         }
@@ -391,7 +405,11 @@ fn s3_delta_sink_and_source_on_object_storage_exactly_once() {
     input.add_batch(batch(&[4, 5])).unwrap();
     assert!(write_bronze(Some("afterSink:1")).is_err());
     write_bronze(None).unwrap();
-    assert_eq!(s3_table_ids(&bronze), [1, 2, 3, 4, 5], "the replayed batch is skipped");
+    assert_eq!(
+        s3_table_ids(&bronze),
+        [1, 2, 3, 4, 5],
+        "the replayed batch is skipped"
+    );
     assert!(sluice::storage::is_dir(std::path::Path::new(&format!(
         "s3://{bucket}/bronze/user=u1"
     ))));
@@ -421,5 +439,9 @@ fn s3_delta_sink_and_source_on_object_storage_exactly_once() {
     write_bronze(None).unwrap();
     to_silver();
     to_silver();
-    assert_eq!(s3_table_ids(&silver), [1, 2, 3, 4, 5, 6], "each commit once");
+    assert_eq!(
+        s3_table_ids(&silver),
+        [1, 2, 3, 4, 5, 6],
+        "each commit once"
+    );
 }

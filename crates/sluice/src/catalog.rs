@@ -378,9 +378,9 @@ impl SchemaProvider for WarehouseSchema {
 
     fn table_exist(&self, name: &str) -> bool {
         self.registered.table_exist(name)
-            || self
-                .warehouse_table(name)
-                .is_some_and(|n| crate::storage::is_file(&self.warehouse.folder(&n).join(TABLE_FILE)))
+            || self.warehouse_table(name).is_some_and(|n| {
+                crate::storage::is_file(&self.warehouse.folder(&n).join(TABLE_FILE))
+            })
     }
 }
 
@@ -436,8 +436,8 @@ impl TableProvider for FileTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
     use arrow::datatypes::{DataType, Field};
+    use std::fs;
 
     fn schema() -> Schema {
         Schema::new(vec![

@@ -544,7 +544,6 @@ impl MemoryStream {
     }
 }
 
-
 /// Conf keys object stores are built from (`spark.hadoop.fs.s3a.endpoint`, ...).
 fn is_storage_key(key: &str) -> bool {
     key.starts_with("spark.hadoop.") || key.starts_with("sluice.storage.")

@@ -28,12 +28,19 @@ fn endpoint() -> String {
 
 fn new_bucket() -> String {
     let ep = endpoint();
-    let addr = ep.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let addr = ep
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
     let Ok(mut s) = std::net::TcpStream::connect(&addr) else {
         panic!("no S3 server answers at {ep}: run `scripts/s3-server start` first (the README's test command does)");
     };
     let b = format!("chaos-{}", std::process::id());
-    write!(s, "PUT /{b} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "PUT /{b} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut answer = String::new();
     s.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
@@ -90,7 +97,10 @@ fn s3_file_to_delta_keeps_every_row_exactly_once_across_30_sigkills() {
     std::fs::write(&file, pipeline(&bucket)).unwrap();
     let run = |trigger: &str| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
-        c.arg("run").arg(&file).arg("--set").arg(format!("trigger={trigger}"));
+        c.arg("run")
+            .arg(&file)
+            .arg("--set")
+            .arg(format!("trigger={trigger}"));
         c.stdout(Stdio::null()).stderr(Stdio::piped());
         c
     };
@@ -98,7 +108,10 @@ fn s3_file_to_delta_keeps_every_row_exactly_once_across_30_sigkills() {
     for k in 0..30 {
         let mut body = String::new();
         for _ in 0..10 {
-            body.push_str(&format!("{{\"id\": {id}, \"user\": \"u{}\"}}\n", rng.next() % 3));
+            body.push_str(&format!(
+                "{{\"id\": {id}, \"user\": \"u{}\"}}\n",
+                rng.next() % 3
+            ));
             id += 1;
         }
         let path = format!("s3a://{bucket}/in/{k:04}.json");
@@ -112,7 +125,10 @@ fn s3_file_to_delta_keeps_every_row_exactly_once_across_30_sigkills() {
         .map(|d| d.len())
         .unwrap_or(0);
     println!("30 kills, {commits} batches committed by the killed processes");
-    assert!(commits > 0, "no killed process committed a batch: the kills came too early");
+    assert!(
+        commits > 0,
+        "no killed process committed a batch: the kills came too early"
+    );
     let out = run("available-now").output().unwrap();
     assert!(
         out.status.success(),
@@ -129,7 +145,11 @@ fn s3_file_to_delta_keeps_every_row_exactly_once_across_30_sigkills() {
          import os; os._exit(0)  # pyarrow's S3 client can abort at interpreter exit\n",
         ep = endpoint()
     );
-    let py = Command::new(&python).arg("-c").arg(&script).output().unwrap();
+    let py = Command::new(&python)
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
     assert!(
         py.status.success(),
         "Python deltalake could not read the table: {}",
@@ -142,5 +162,9 @@ fn s3_file_to_delta_keeps_every_row_exactly_once_across_30_sigkills() {
     }
     let dupes: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
     assert!(dupes.is_empty(), "seed {seed}: duplicated ids {dupes:?}");
-    assert_eq!(ids, (0..id).collect::<Vec<_>>(), "seed {seed}: every row once");
+    assert_eq!(
+        ids,
+        (0..id).collect::<Vec<_>>(),
+        "seed {seed}: every row once"
+    );
 }

@@ -229,8 +229,8 @@ pub fn deserialize_entries<E: DeserializeOwned>(bytes: &[u8], file: &Path) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
     use serde::Deserialize;
+    use std::fs;
 
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     struct Entry {

@@ -70,7 +70,9 @@ fn io_err(what: String, e: std::io::Error) -> SluiceError {
 impl Lease {
     /// Takes the lease of the checkpoint at `root`, or refuses with `CONCURRENT_QUERY`.
     pub(crate) fn acquire(root: &Path, timeout: Option<Duration>) -> Result<Lease> {
-        let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT).max(Duration::from_millis(400));
+        let timeout = timeout
+            .unwrap_or(DEFAULT_TIMEOUT)
+            .max(Duration::from_millis(400));
         let dir = root.join("sluice").join("lease");
         let generations = match storage::list_dir(&dir) {
             Ok(entries) => entries
@@ -119,7 +121,8 @@ impl Lease {
             released: false,
         };
         let file = dir.join(next.to_string());
-        let bytes = serde_json::to_vec(&record).map_err(|e| SluiceError::internal(e.to_string()))?;
+        let bytes =
+            serde_json::to_vec(&record).map_err(|e| SluiceError::internal(e.to_string()))?;
         if !storage::create_new(&file, &bytes)
             .map_err(|e| io_err(format!("writing {}", file.display()), e))?
         {
@@ -229,7 +232,12 @@ impl Drop for Lease {
     }
 }
 
-fn concurrent_query(root: &Path, file: &Path, held: &LeaseRecord, timeout: Duration) -> SluiceError {
+fn concurrent_query(
+    root: &Path,
+    file: &Path,
+    held: &LeaseRecord,
+    timeout: Duration,
+) -> SluiceError {
     SluiceError::checkpoint(
         class::CONCURRENT_QUERY,
         format!(

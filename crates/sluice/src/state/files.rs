@@ -215,13 +215,20 @@ pub(crate) fn write_pending(
     path: &Path,
     kind: FileKind,
     version: u64,
-    fill: impl FnOnce(&mut StateFileWriter<BufWriter<crate::storage::PendingFile>>) -> std::io::Result<()>,
+    fill: impl FnOnce(
+        &mut StateFileWriter<BufWriter<crate::storage::PendingFile>>,
+    ) -> std::io::Result<()>,
 ) -> Result<PendingFile> {
     let file = crate::storage::PendingFile::create(path)
         .map_err(|e| io_err(format!("creating state file {}", path.display()), e))?;
     let what = || format!("writing state file {}", path.display());
-    let mut writer = StateFileWriter::new(BufWriter::with_capacity(64 * 1024, file), kind, version, true)
-        .map_err(|e| write_err(what(), e))?;
+    let mut writer = StateFileWriter::new(
+        BufWriter::with_capacity(64 * 1024, file),
+        kind,
+        version,
+        true,
+    )
+    .map_err(|e| write_err(what(), e))?;
     fill(&mut writer).map_err(|e| write_err(what(), e))?;
     let buf = writer.finish().map_err(|e| write_err(what(), e))?;
     let file = buf

@@ -129,7 +129,10 @@ impl PendingLocal {
     }
 
     fn finish_and_publish(&mut self, how: Publish) -> io::Result<bool> {
-        let file = self.file.take().ok_or_else(|| io::Error::other("published twice"))?;
+        let file = self
+            .file
+            .take()
+            .ok_or_else(|| io::Error::other("published twice"))?;
         let file = file
             .into_inner()
             .map_err(|e| annotate(e.into_error(), format!("writing {}", self.tmp.display())))?;

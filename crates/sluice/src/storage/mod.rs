@@ -64,7 +64,7 @@ pub fn is_remote(path: &Path) -> bool {
 }
 
 /// The whole content of a file.
-pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>>  {
+pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
     let path = path.as_ref();
     match remote::Location::parse(path)? {
         Some(loc) => loc.read(),
@@ -73,7 +73,7 @@ pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>>  {
 }
 
 /// The whole content of a file, as UTF-8 text.
-pub fn read_to_string(path: impl AsRef<Path>) -> io::Result<String>  {
+pub fn read_to_string(path: impl AsRef<Path>) -> io::Result<String> {
     let path = path.as_ref();
     let bytes = read(path)?;
     String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
@@ -81,7 +81,7 @@ pub fn read_to_string(path: impl AsRef<Path>) -> io::Result<String>  {
 
 /// What is at `path`: a file (or object), a directory (or a prefix with objects under it), or
 /// `NotFound`. Local symlinks are followed.
-pub fn metadata(path: impl AsRef<Path>) -> io::Result<Entry>  {
+pub fn metadata(path: impl AsRef<Path>) -> io::Result<Entry> {
     let path = path.as_ref();
     match remote::Location::parse(path)? {
         Some(loc) => loc.metadata(),
@@ -90,19 +90,19 @@ pub fn metadata(path: impl AsRef<Path>) -> io::Result<Entry>  {
 }
 
 /// Whether anything is at `path`.
-pub fn exists(path: impl AsRef<Path>) -> bool  {
+pub fn exists(path: impl AsRef<Path>) -> bool {
     let path = path.as_ref();
     metadata(path).is_ok()
 }
 
 /// Whether `path` is a file (or an object).
-pub fn is_file(path: impl AsRef<Path>) -> bool  {
+pub fn is_file(path: impl AsRef<Path>) -> bool {
     let path = path.as_ref();
     metadata(path).is_ok_and(|m| !m.is_dir)
 }
 
 /// Whether `path` is a directory (or a prefix with objects under it).
-pub fn is_dir(path: impl AsRef<Path>) -> bool  {
+pub fn is_dir(path: impl AsRef<Path>) -> bool {
     let path = path.as_ref();
     metadata(path).is_ok_and(|m| m.is_dir)
 }
@@ -110,7 +110,7 @@ pub fn is_dir(path: impl AsRef<Path>) -> bool  {
 /// The entries directly in `dir`, unsorted; `NotFound` when `dir` does not exist (on an object
 /// store: when nothing is under the prefix). Local symlinks are followed, and an entry that
 /// vanishes while being listed is left out.
-pub fn list_dir(dir: impl AsRef<Path>) -> io::Result<Vec<Entry>>  {
+pub fn list_dir(dir: impl AsRef<Path>) -> io::Result<Vec<Entry>> {
     let dir = dir.as_ref();
     match remote::Location::parse(dir)? {
         Some(loc) => loc.list_dir(),
@@ -119,7 +119,7 @@ pub fn list_dir(dir: impl AsRef<Path>) -> io::Result<Vec<Entry>>  {
 }
 
 /// Creates a directory and its parents (nothing to do on an object store).
-pub fn create_dir_all(dir: impl AsRef<Path>) -> io::Result<()>  {
+pub fn create_dir_all(dir: impl AsRef<Path>) -> io::Result<()> {
     let dir = dir.as_ref();
     match remote::Location::parse(dir)? {
         Some(_) => Ok(()),
@@ -128,7 +128,7 @@ pub fn create_dir_all(dir: impl AsRef<Path>) -> io::Result<()>  {
 }
 
 /// Removes a file (`NotFound` when it is not there).
-pub fn remove_file(path: impl AsRef<Path>) -> io::Result<()>  {
+pub fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
     let path = path.as_ref();
     match remote::Location::parse(path)? {
         Some(loc) => loc.remove_file(),
@@ -137,7 +137,7 @@ pub fn remove_file(path: impl AsRef<Path>) -> io::Result<()>  {
 }
 
 /// Removes a directory and everything under it.
-pub fn remove_dir_all(dir: impl AsRef<Path>) -> io::Result<()>  {
+pub fn remove_dir_all(dir: impl AsRef<Path>) -> io::Result<()> {
     let dir = dir.as_ref();
     match remote::Location::parse(dir)? {
         Some(loc) => loc.remove_prefix(),
@@ -184,7 +184,7 @@ pub fn create_new(path: impl AsRef<Path>, bytes: impl AsRef<[u8]>) -> io::Result
 
 /// Makes the names created or removed in `dir` durable (fsync locally; nothing to do on an
 /// object store, where a put is durable when it returns).
-pub fn sync_dir(dir: impl AsRef<Path>) -> io::Result<()>  {
+pub fn sync_dir(dir: impl AsRef<Path>) -> io::Result<()> {
     let dir = dir.as_ref();
     match remote::Location::parse(dir)? {
         Some(_) => Ok(()),
@@ -285,7 +285,7 @@ pub struct ObjectLocation {
 }
 
 /// The object store and key of `path`; `None` for a local path.
-pub fn object_location(path: impl AsRef<Path>) -> io::Result<Option<ObjectLocation>>  {
+pub fn object_location(path: impl AsRef<Path>) -> io::Result<Option<ObjectLocation>> {
     let path = path.as_ref();
     Ok(remote::Location::parse(path)?.map(|loc| loc.object_location()))
 }
@@ -313,7 +313,7 @@ pub enum ReadFile {
 }
 
 /// Opens `path` for reading (`NotFound` when it is not there).
-pub fn open(path: impl AsRef<Path>) -> io::Result<ReadFile>  {
+pub fn open(path: impl AsRef<Path>) -> io::Result<ReadFile> {
     let path = path.as_ref();
     match remote::Location::parse(path)? {
         Some(loc) => Ok(ReadFile::Remote(io::Cursor::new(bytes::Bytes::from(

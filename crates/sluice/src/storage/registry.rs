@@ -177,7 +177,10 @@ mod cloud {
         };
         ClientOptions::new()
             .with_allow_http(allow_http)
-            .with_timeout(Duration::from_millis(ms("sluice.storage.requestTimeoutMs", 30_000)))
+            .with_timeout(Duration::from_millis(ms(
+                "sluice.storage.requestTimeoutMs",
+                30_000,
+            )))
             .with_connect_timeout(Duration::from_millis(ms(
                 "sluice.storage.connectTimeoutMs",
                 5_000,
@@ -210,10 +213,12 @@ mod cloud {
         let mut b = AmazonS3Builder::from_env()
             .with_bucket_name(bucket)
             .with_retry(no_retries());
-        let env_http = std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+        let env_http =
+            std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
         let mut allow_http = env_http;
         if let Some(ep) = get("endpoint") {
-            let ssl = get("connection.ssl.enabled").is_none_or(|v| !v.eq_ignore_ascii_case("false"));
+            let ssl =
+                get("connection.ssl.enabled").is_none_or(|v| !v.eq_ignore_ascii_case("false"));
             let ep = if ep.contains("://") {
                 ep
             } else if ssl {
@@ -222,7 +227,8 @@ mod cloud {
                 format!("http://{ep}")
             };
             allow_http |= ep.starts_with("http://");
-            let path_style = get("path.style.access").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+            let path_style =
+                get("path.style.access").is_some_and(|v| v.eq_ignore_ascii_case("true"));
             if path_style {
                 b = b.with_endpoint(ep).with_virtual_hosted_style_request(false);
             } else {
@@ -295,8 +301,14 @@ mod cloud {
             .or_else(|| std::env::var("AZURE_STORAGE_ACCOUNT_NAME").ok());
         if let Some(account) = account {
             let key = options
-                .get(&format!("fs.azure.account.key.{account}.dfs.core.windows.net"))
-                .or_else(|| options.get(&format!("fs.azure.account.key.{account}.blob.core.windows.net")));
+                .get(&format!(
+                    "fs.azure.account.key.{account}.dfs.core.windows.net"
+                ))
+                .or_else(|| {
+                    options.get(&format!(
+                        "fs.azure.account.key.{account}.blob.core.windows.net"
+                    ))
+                });
             if let Some(k) = key {
                 b = b.with_access_key(k.trim());
             }

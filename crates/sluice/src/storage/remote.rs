@@ -25,11 +25,15 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 
 /// Runs `fut` on the storage runtime and waits for it (never blocks a runtime it is called from
 /// by entering it: the future is spawned, and this thread waits on its handle).
-fn run<T: Send + 'static>(fut: impl Future<Output = io::Result<T>> + Send + 'static) -> io::Result<T> {
+fn run<T: Send + 'static>(
+    fut: impl Future<Output = io::Result<T>> + Send + 'static,
+) -> io::Result<T> {
     let handle = RUNTIME.spawn(fut);
     match futures::executor::block_on(handle) {
         Ok(r) => r,
-        Err(e) => Err(io::Error::other(format!("object store request aborted: {e}"))),
+        Err(e) => Err(io::Error::other(format!(
+            "object store request aborted: {e}"
+        ))),
     }
 }
 
@@ -96,9 +100,8 @@ impl Location {
         }
         // Repeated slashes inside a key are one separator, as in a local path.
         let cleaned: Vec<&str> = key.split('/').filter(|s| !s.is_empty()).collect();
-        let key = ObjectPath::parse(cleaned.join("/")).map_err(|e| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("{text}: {e}"))
-        })?;
+        let key = ObjectPath::parse(cleaned.join("/"))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{text}: {e}")))?;
         let store = registry::store_for(scheme, authority)?;
         Ok(Some(Location {
             scheme,
@@ -129,17 +132,20 @@ impl Location {
         let policy = registry::retry_policy();
         run(async move {
             // The request is retried inside the store; a body cut off half way is retried here.
-            retry::with_retries(&policy, || async {
-                store.get(&key).await?.bytes().await
-            })
-            .await
-            .map(|b| b.to_vec())
-            .map_err(|e| to_io(e, &url))
+            retry::with_retries(&policy, || async { store.get(&key).await?.bytes().await })
+                .await
+                .map(|b| b.to_vec())
+                .map_err(|e| to_io(e, &url))
         })
     }
 
     pub(super) fn metadata(&self) -> io::Result<Entry> {
-        let (store, key, root, url) = (self.store.clone(), self.key.clone(), self.root(), self.url());
+        let (store, key, root, url) = (
+            self.store.clone(),
+            self.key.clone(),
+            self.root(),
+            self.url(),
+        );
         run(async move {
             if !key.as_ref().is_empty() {
                 match store.head(&key).await {
@@ -168,7 +174,12 @@ impl Location {
     }
 
     pub(super) fn list_dir(&self) -> io::Result<Vec<Entry>> {
-        let (store, key, root, url) = (self.store.clone(), self.key.clone(), self.root(), self.url());
+        let (store, key, root, url) = (
+            self.store.clone(),
+            self.key.clone(),
+            self.root(),
+            self.url(),
+        );
         run(async move {
             let prefix = (!key.as_ref().is_empty()).then_some(&key);
             let listed = store
@@ -243,7 +254,11 @@ impl Location {
         if self.root() != to.root() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("cannot move {} to {}: not in one bucket", self.url(), to.url()),
+                format!(
+                    "cannot move {} to {}: not in one bucket",
+                    self.url(),
+                    to.url()
+                ),
             ));
         }
         let (store, from, dest, url) = (
@@ -252,9 +267,7 @@ impl Location {
             to.key.clone(),
             self.url(),
         );
-        run(async move {
-            store.rename(&from, &dest).await.map_err(|e| to_io(e, &url))
-        })
+        run(async move { store.rename(&from, &dest).await.map_err(|e| to_io(e, &url)) })
     }
 
     /// One put of the whole object: `CreateNew` is a conditional create (`PutMode::Create`), so

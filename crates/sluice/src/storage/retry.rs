@@ -80,7 +80,10 @@ pub(super) fn is_transient(e: &object_store::Error) -> bool {
 
 /// Runs `attempt` until it succeeds, fails permanently, or the policy's retries are used up,
 /// sleeping with exponential backoff between attempts and counting each one.
-pub(super) async fn with_retries<T, F, Fut>(policy: &RetryPolicy, mut attempt: F) -> object_store::Result<T>
+pub(super) async fn with_retries<T, F, Fut>(
+    policy: &RetryPolicy,
+    mut attempt: F,
+) -> object_store::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = object_store::Result<T>>,
@@ -150,7 +153,11 @@ impl ObjectStore for RetryingStore {
             // the object holding exactly these bytes is this writer's own.
             Err(object_store::Error::AlreadyExists { path, source }) if create && attempts > 1 => {
                 let mine = with_retries(&self.policy, || async {
-                    self.inner.get_opts(location, GetOptions::default()).await?.bytes().await
+                    self.inner
+                        .get_opts(location, GetOptions::default())
+                        .await?
+                        .bytes()
+                        .await
                 })
                 .await
                 .is_ok_and(|b| b.as_ref() == payload_bytes(&payload).as_ref());
@@ -184,7 +191,10 @@ impl ObjectStore for RetryingStore {
         location: &ObjectPath,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        with_retries(&self.policy, || self.inner.get_opts(location, options.clone())).await
+        with_retries(&self.policy, || {
+            self.inner.get_opts(location, options.clone())
+        })
+        .await
     }
 
     async fn get_ranges(
@@ -256,4 +266,3 @@ fn payload_bytes(p: &PutPayload) -> Bytes {
     }
     Bytes::from(out)
 }
-

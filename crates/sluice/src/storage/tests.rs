@@ -20,7 +20,11 @@ fn local_paths_are_std_fs() {
         .into_iter()
         .map(|e| e.name)
         .collect();
-    assert_eq!(names, vec!["0".to_string()], "no temporary file left behind");
+    assert_eq!(
+        names,
+        vec!["0".to_string()],
+        "no temporary file left behind"
+    );
     write(&p, b"third").unwrap();
     assert_eq!(read_to_string(&p).unwrap(), "third");
     assert!(is_file(&p) && is_dir(&dir.path().join("sub")));
@@ -32,7 +36,9 @@ fn object_paths_create_once_list_and_delete() {
     let p = PathBuf::from(format!("{root}/ck/offsets/0"));
     assert!(is_remote(&p));
     assert_eq!(
-        list_dir(Path::new(&format!("{root}/ck"))).unwrap_err().kind(),
+        list_dir(Path::new(&format!("{root}/ck")))
+            .unwrap_err()
+            .kind(),
         io::ErrorKind::NotFound
     );
     assert!(create_new(&p, b"v1").unwrap());
@@ -55,7 +61,12 @@ fn object_paths_create_once_list_and_delete() {
     assert_eq!(files[0].size, 2);
     assert!(files[0].modified_ms > 0);
     assert!(is_dir(Path::new(&format!("{root}/ck"))) && is_file(&p));
-    assert_eq!(remove_file(Path::new(&format!("{root}/ck/none"))).unwrap_err().kind(), io::ErrorKind::NotFound);
+    assert_eq!(
+        remove_file(Path::new(&format!("{root}/ck/none")))
+            .unwrap_err()
+            .kind(),
+        io::ErrorKind::NotFound
+    );
     remove_dir_all(Path::new(&format!("{root}/ck"))).unwrap();
     assert!(!exists(&p));
 }
@@ -98,7 +109,10 @@ fn transient_failures_are_retried_and_counted_permanent_ones_name_the_path() {
     let err = read(Path::new(&format!("{url}/secret/0"))).unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
     let text = err.to_string();
-    assert!(text.contains(&format!("{url}/secret/0")) && text.contains("credentials"), "{text}");
+    assert!(
+        text.contains(&format!("{url}/secret/0")) && text.contains("credentials"),
+        "{text}"
+    );
 }
 
 #[test]

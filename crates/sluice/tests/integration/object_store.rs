@@ -15,7 +15,10 @@ use sluice::{col, lit, OutputMode, Session, Trigger};
 
 fn endpoint() -> String {
     let ep = std::env::var("SLUICE_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:9000".into());
-    let addr = ep.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let addr = ep
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
     if std::net::TcpStream::connect_timeout(
         &addr.parse().expect("a host:port S3 endpoint"),
         Duration::from_secs(2),
@@ -33,7 +36,10 @@ fn bucket(name: &str) -> String {
     drop(s3_session());
     let ep = endpoint();
     let addr = ep.trim_start_matches("http://").trim_end_matches('/');
-    let b = format!("{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    let b = format!(
+        "{name}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    );
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     write!(
         s,
@@ -42,7 +48,10 @@ fn bucket(name: &str) -> String {
     .unwrap();
     let mut answer = String::new();
     s.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "creating bucket {b}: {answer}");
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "creating bucket {b}: {answer}"
+    );
     b
 }
 
@@ -71,7 +80,12 @@ fn events(first: usize, n: usize) -> String {
 }
 
 /// The file source on `input` to a parquet file sink on `output`, available-now.
-fn file_to_parquet(s: &Session, input: &str, output: &str, checkpoint: &str) -> sluice::Result<sluice::StreamingQuery> {
+fn file_to_parquet(
+    s: &Session,
+    input: &str,
+    output: &str,
+    checkpoint: &str,
+) -> sluice::Result<sluice::StreamingQuery> {
     let q = s
         .read_stream()
         .format("json")
@@ -118,16 +132,36 @@ fn s3_file_source_file_sink_and_checkpoint_restart_resumes_exactly() {
     put(&format!("{input}/2.json"), &events(5, 5));
     let q = file_to_parquet(&s, &input, &output, &ck).unwrap();
     assert_eq!(q.recent_progress().len(), 2, "one file per batch");
-    let store = q.last_progress().unwrap().object_store.expect("objectStore in progress");
+    let store = q
+        .last_progress()
+        .unwrap()
+        .object_store
+        .expect("objectStore in progress");
     assert!(store.requests > 0, "{store:?}");
     assert_eq!(ids(&output), (0..10).collect::<Vec<_>>());
     // The checkpoint is Spark's layout, in the bucket.
-    for f in ["metadata", "offsets/0", "offsets/1", "commits/1", "sources/0/1", "sluice/lease/1"] {
-        assert!(storage::is_file(Path::new(&format!("{ck}/{f}"))), "{ck}/{f}");
+    for f in [
+        "metadata",
+        "offsets/0",
+        "offsets/1",
+        "commits/1",
+        "sources/0/1",
+        "sluice/lease/1",
+    ] {
+        assert!(
+            storage::is_file(Path::new(&format!("{ck}/{f}"))),
+            "{ck}/{f}"
+        );
     }
-    assert!(storage::is_file(Path::new(&format!("{output}/_spark_metadata/1"))));
-    let manifest = storage::read_to_string(Path::new(&format!("{output}/_spark_metadata/0"))).unwrap();
-    assert!(manifest.contains(&format!("\"path\":\"{output}/part-")), "{manifest}");
+    assert!(storage::is_file(Path::new(&format!(
+        "{output}/_spark_metadata/1"
+    ))));
+    let manifest =
+        storage::read_to_string(Path::new(&format!("{output}/_spark_metadata/0"))).unwrap();
+    assert!(
+        manifest.contains(&format!("\"path\":\"{output}/part-")),
+        "{manifest}"
+    );
 
     // A restart takes only the new file; a crash between the sink and the commit replays the
     // batch, which the manifest already has.
@@ -177,19 +211,31 @@ fn s3_state_files_are_written_once_and_a_crash_in_the_state_commit_replays() {
     assert_eq!(r.unwrap_err().class(), "SLUICE_INJECTED_CRASH");
     let (q, r) = run(&s3_session());
     r.unwrap();
-    assert_eq!(q.last_progress().unwrap().state_operators[0].num_rows_total, 3);
-    assert_eq!(*seen.lock().unwrap(), vec![(0, 3)], "batch 0 reaches the sink once");
+    assert_eq!(
+        q.last_progress().unwrap().state_operators[0].num_rows_total,
+        3
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(0, 3)],
+        "batch 0 reaches the sink once"
+    );
     let parts: Vec<PathBuf> = [0, 1]
         .iter()
         .map(|p| PathBuf::from(format!("{ck}/state/0/{p}/1.delta")))
         .collect();
     assert!(parts.iter().all(|p| storage::is_file(p)), "{parts:?}");
-    assert!(storage::is_file(Path::new(&format!("{ck}/state/0/_metadata/schema"))));
+    assert!(storage::is_file(Path::new(&format!(
+        "{ck}/state/0/_metadata/schema"
+    ))));
     // A second batch reads the state back from the bucket.
     put(&format!("{input}/2.json"), &events(9, 3));
     let (q, r) = run(&s3_session());
     r.unwrap();
-    assert_eq!(q.last_progress().unwrap().state_operators[0].num_rows_total, 3);
+    assert_eq!(
+        q.last_progress().unwrap().state_operators[0].num_rows_total,
+        3
+    );
     assert_eq!(seen.lock().unwrap().last(), Some(&(1, 3)));
 }
 
@@ -218,7 +264,10 @@ fn s3_a_second_query_on_one_checkpoint_is_refused_until_the_first_stops() {
     });
     let err = second.err().expect("the second query is refused");
     assert_eq!(err.class(), "CONCURRENT_QUERY", "{err}");
-    assert!(err.message().contains(&format!("{ck}/sluice/lease/")), "{err}");
+    assert!(
+        err.message().contains(&format!("{ck}/sluice/lease/")),
+        "{err}"
+    );
     first.stop();
     // Released on stop: the next query takes the lease at once.
     let again = start(&s3_session()).unwrap();
@@ -297,4 +346,92 @@ fn s3_transient_errors_are_retried_and_counted_permanent_ones_stop_with_the_path
     faulty.deny(None);
     file_to_parquet(&s3_session(), &input, &output, &ck).unwrap();
     assert_eq!(ids(&output), (0..16).collect::<Vec<_>>());
+}
+
+#[test]
+fn s3_late_rows_go_to_their_own_sink_in_the_bucket_and_batch_reads_list_the_bucket() {
+    let b = format!("s3://{}", bucket("late"));
+    let (input, late, ck) = (format!("{b}/in"), format!("{b}/late"), format!("{b}/ck"));
+    let files = [
+        "{\"ts\": \"2026-09-15T12:01:00Z\", \"user\": \"a\"}\n{\"ts\": \"2026-09-15T12:30:00Z\", \"user\": \"b\"}\n",
+        "{\"ts\": \"2026-09-15T12:02:00Z\", \"user\": \"late\"}\n",
+    ];
+    let s = s3_session();
+    let q = s
+        .read_stream()
+        .format("json")
+        .schema("ts TIMESTAMP, user STRING")
+        .unwrap()
+        .option("maxFilesPerTrigger", 1)
+        .load(&input)
+        .unwrap()
+        .with_watermark("ts", "10 minutes")
+        .unwrap()
+        .group_by([sluice::window(col("ts"), "5 minutes")])
+        .count()
+        .unwrap()
+        .write_stream()
+        .output_mode(OutputMode::Update)
+        .option("checkpointLocation", &ck)
+        .option("lateRows.format", "json")
+        .option("lateRows.path", &late)
+        .foreach_batch(|_, _| Ok(()))
+        .start()
+        .unwrap();
+    for (i, f) in files.iter().enumerate() {
+        put(&format!("{input}/{i}.json"), f);
+        q.process_all_available().unwrap();
+    }
+    q.stop();
+    let dropped: i64 = q
+        .recent_progress()
+        .iter()
+        .map(|p| p.state_operators[0].num_rows_dropped_by_watermark)
+        .sum();
+    assert_eq!(dropped, 1);
+    // The late row is in the late-row sink's committed files, read as a batch from the bucket.
+    let rows = s
+        .read()
+        .format("json")
+        .schema("ts TIMESTAMP, user STRING")
+        .unwrap()
+        .load(&late)
+        .unwrap()
+        .collect()
+        .unwrap();
+    let n: usize = rows.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(n, 1, "the late row once");
+    assert!(storage::is_dir(Path::new(&format!(
+        "{late}/_spark_metadata"
+    ))));
+    // A plain folder of the bucket (no manifest) reads as every visible file in it.
+    let all = s
+        .read()
+        .format("json")
+        .schema("ts TIMESTAMP, user STRING")
+        .unwrap()
+        .load(&input)
+        .unwrap()
+        .collect()
+        .unwrap();
+    assert_eq!(all.iter().map(|b| b.num_rows()).sum::<usize>(), 3);
+}
+
+#[test]
+fn s3_racing_log_writers_have_exactly_one_winner() {
+    let b = format!("s3://{}", bucket("race"));
+    let file = PathBuf::from(format!("{b}/ck/offsets/7"));
+    let wins = (0..8)
+        .map(|i| {
+            let file = file.clone();
+            std::thread::spawn(move || storage::create_new(&file, format!("w{i}")).unwrap())
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|won| *won)
+        .count();
+    assert_eq!(wins, 1, "a conditional create has one winner");
+    let text = storage::read_to_string(&file).unwrap();
+    assert!(text.starts_with('w'), "{text}");
 }

@@ -240,7 +240,8 @@ fn read_files(
 }
 
 fn open(f: &Path) -> Result<crate::storage::ReadFile> {
-    crate::storage::open(f).map_err(|e| SluiceError::io(Fault::Input, format!("opening {}", f.display()), e))
+    crate::storage::open(f)
+        .map_err(|e| SluiceError::io(Fault::Input, format!("opening {}", f.display()), e))
 }
 
 /// A JSON or CSV file's text bytes, decompressed when its extension names a codec (`.gz`,

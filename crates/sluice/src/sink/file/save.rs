@@ -94,8 +94,8 @@ pub fn save_files(
 
 #[cfg(test)]
 mod tests {
-    use std::fs;
     use std::collections::HashMap;
+    use std::fs;
     use std::sync::Arc;
 
     use arrow::array::{Int64Array, RecordBatch};

@@ -1,8 +1,8 @@
 //! Tests of the file sink, its manifest and the reader of its output.
 
 use super::*;
-use std::fs;
 use arrow::array::{Float64Array, Int64Array, TimestampMicrosecondArray};
+use std::fs;
 
 fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![

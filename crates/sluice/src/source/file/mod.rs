@@ -175,7 +175,9 @@ impl FileSourceProvider {
             }
         };
         let location = Location::parse(path)?;
-        if !location.is_glob() && !location.exists() {
+        // On an object store a folder exists only while objects are under it, so an empty
+        // prefix is an empty folder there, not a missing one.
+        if !location.is_glob() && !location.exists() && !crate::storage::is_remote(&location.dir) {
             return Err(SluiceError::query(
                 class::PATH_NOT_FOUND,
                 format!(

@@ -160,8 +160,8 @@ fn adapt(col: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
 
 #[cfg(test)]
 mod tests {
-    use std::fs::File;
     use std::collections::HashMap;
+    use std::fs::File;
 
     use arrow::array::{Int32Array, Int64Array, StringArray, TimestampMillisecondArray};
     use arrow::datatypes::Field;
