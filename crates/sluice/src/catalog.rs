@@ -159,7 +159,7 @@ impl Warehouse {
         };
         let mut names: Vec<String> = rd
             .into_iter()
-            .filter(|e| crate::storage::is_file(&e.path.join(TABLE_FILE)))
+            .filter(|e| crate::storage::is_file(e.path.join(TABLE_FILE)))
             .map(|e| e.name)
             .collect();
         names.sort();
@@ -379,7 +379,7 @@ impl SchemaProvider for WarehouseSchema {
     fn table_exist(&self, name: &str) -> bool {
         self.registered.table_exist(name)
             || self.warehouse_table(name).is_some_and(|n| {
-                crate::storage::is_file(&self.warehouse.folder(&n).join(TABLE_FILE))
+                crate::storage::is_file(self.warehouse.folder(&n).join(TABLE_FILE))
             })
     }
 }

@@ -222,7 +222,7 @@ pub fn recover_torn_tail(dir: &CheckpointDir) -> Result<Vec<PathBuf>> {
         }
     }
     if let Some(n) = offsets.latest_id()? {
-        if torn(offsets.get(n).map(|_| ())) && !crate::storage::exists(&commits.path_of(n)) {
+        if torn(offsets.get(n).map(|_| ())) && !crate::storage::exists(commits.path_of(n)) {
             moved.push(set_aside(&offsets.path_of(n))?);
         }
     }

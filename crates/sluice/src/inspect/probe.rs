@@ -32,9 +32,9 @@ pub(crate) fn check_is_checkpoint(dir: &Path) -> Result<()> {
         ));
     }
     let d = CheckpointDir::new(dir);
-    if !crate::storage::is_file(&d.metadata_file())
-        && !crate::storage::is_dir(&d.offsets_dir())
-        && !crate::storage::is_dir(&d.commits_dir())
+    if !crate::storage::is_file(d.metadata_file())
+        && !crate::storage::is_dir(d.offsets_dir())
+        && !crate::storage::is_dir(d.commits_dir())
     {
         return Err(SluiceError::checkpoint(
             class::CHECKPOINT_NOT_FOUND,

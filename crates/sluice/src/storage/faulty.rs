@@ -69,7 +69,7 @@ impl FaultyStore {
         }
         let every = self.every.load(Ordering::SeqCst);
         let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
-        if every > 0 && n % every == 0 {
+        if every > 0 && n.is_multiple_of(every) {
             self.injected.fetch_add(1, Ordering::SeqCst);
             return Err(object_store::Error::Generic {
                 store: "FaultyStore",

@@ -62,7 +62,7 @@ const SCHEMES: &[(&str, &str)] = &[
 /// `s3a://b/x/` -> `s3://b/x`.
 pub(super) fn normalise_prefix(url: &str) -> String {
     match split(url) {
-        Some((scheme, authority, key)) if key.is_empty() => format!("{scheme}://{authority}"),
+        Some((scheme, authority, "")) => format!("{scheme}://{authority}"),
         Some((scheme, authority, key)) => format!("{scheme}://{authority}/{key}"),
         None => url.trim_end_matches('/').to_string(),
     }

@@ -15,7 +15,7 @@ fn local_paths_are_std_fs() {
     assert!(create_new(&p, b"first").unwrap());
     assert!(!create_new(&p, b"second").unwrap());
     assert_eq!(read(&p).unwrap(), b"first");
-    let names: Vec<String> = list_dir(&dir.path().join("sub"))
+    let names: Vec<String> = list_dir(dir.path().join("sub"))
         .unwrap()
         .into_iter()
         .map(|e| e.name)
@@ -27,7 +27,7 @@ fn local_paths_are_std_fs() {
     );
     write(&p, b"third").unwrap();
     assert_eq!(read_to_string(&p).unwrap(), "third");
-    assert!(is_file(&p) && is_dir(&dir.path().join("sub")));
+    assert!(is_file(&p) && is_dir(dir.path().join("sub")));
 }
 
 #[test]
@@ -44,7 +44,7 @@ fn object_paths_create_once_list_and_delete() {
     assert!(create_new(&p, b"v1").unwrap());
     assert!(!create_new(&p, b"v2").unwrap(), "the second create loses");
     assert_eq!(read(&p).unwrap(), b"v1");
-    write(&PathBuf::from(format!("{root}/ck/commits/0")), b"c").unwrap();
+    write(PathBuf::from(format!("{root}/ck/commits/0")), b"c").unwrap();
     let mut names: Vec<(String, bool)> = list_dir(Path::new(&format!("{root}/ck")))
         .unwrap()
         .into_iter()

@@ -224,7 +224,7 @@ fn s3_state_files_are_written_once_and_a_crash_in_the_state_commit_replays() {
         .iter()
         .map(|p| PathBuf::from(format!("{ck}/state/0/{p}/1.delta")))
         .collect();
-    assert!(parts.iter().all(|p| storage::is_file(p)), "{parts:?}");
+    assert!(parts.iter().all(storage::is_file), "{parts:?}");
     assert!(storage::is_file(Path::new(&format!(
         "{ck}/state/0/_metadata/schema"
     ))));
@@ -262,7 +262,9 @@ fn s3_a_second_query_on_one_checkpoint_is_refused_until_the_first_stops() {
         q.await_termination()?;
         Ok(q)
     });
-    let err = second.err().expect("the second query is refused");
+    let Err(err) = second else {
+        panic!("the second query is refused")
+    };
     assert_eq!(err.class(), "CONCURRENT_QUERY", "{err}");
     assert!(
         err.message().contains(&format!("{ck}/sluice/lease/")),

@@ -116,7 +116,7 @@ impl Location {
     /// Whether the directory (or file) exists.
     pub(super) fn exists(&self) -> bool {
         match &self.filter {
-            NameFilter::Exact(n) => crate::storage::is_file(&self.dir.join(n)),
+            NameFilter::Exact(n) => crate::storage::is_file(self.dir.join(n)),
             _ => crate::storage::is_dir(&self.dir),
         }
     }
