@@ -598,7 +598,9 @@ fn kafka_to_kafka_continuous_kill_and_restart_loses_no_record() {
             .option("kafka.bootstrap.servers", bootstrap())
             .option("topic", &dst)
             .option("checkpointLocation", ckpt.display())
-            .trigger(Trigger::Continuous(Duration::from_millis(500)))
+            // Long epochs: the second records must land in an epoch that has not ended when
+            // the query stops (a real broker's fetches can take a good part of a second).
+            .trigger(Trigger::Continuous(Duration::from_secs(3)))
             .start()
             .unwrap()
     };
@@ -616,7 +618,15 @@ fn kafka_to_kafka_continuous_kill_and_restart_loses_no_record() {
         .map(|i| (Some(format!("k{i}")), format!("{{\"id\": {i}}}"), i % 2))
         .collect();
     produce(&src, &second);
-    q.process_all_available().unwrap();
+    // Not process_all_available, which waits for the epoch's commit: the records reach the
+    // sink within milliseconds, and the query stops half way through the 3 s epoch.
+    let committed = q.recent_progress().len();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        q.recent_progress().len(),
+        committed,
+        "no epoch ended in between"
+    );
     q.stop();
     assert!(q.exception().is_none(), "{:?}", q.exception());
     let third: Vec<_> = (300..400)
