@@ -29,6 +29,7 @@
 //! | [`testing`] | test hooks (feature `testing`): injected crashes and stops, no-ops without the feature |
 //! | [`time_text`] | timestamps as text, in Spark's two forms, and Spark's interval strings |
 //! | `value_text` | (crate-private) Spark's text of Arrow values, nested ones too: JSON as `to_json` and the JSON sink write it, and `show()`'s form |
+//! | `kafka_conf` | (crate-private, feature `kafka`) Spark's `kafka.*` client options (security protocol, SASL mechanism, JAAS text, trust and key stores) as librdkafka's settings |
 //! | `kafka_log` | (feature `kafka`) the librdkafka client context that sends librdkafka's logs to the `log` crate |
 //!
 //! Inside the engine (crate-private): `plan` (the only code that talks to DataFusion's planner:
@@ -57,6 +58,8 @@ pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod inspect;
+#[cfg(feature = "kafka")]
+mod kafka_conf;
 #[cfg(feature = "kafka")]
 pub mod kafka_log;
 pub(crate) mod operators;

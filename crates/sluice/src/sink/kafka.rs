@@ -63,6 +63,7 @@ impl KafkaSinkProvider {
                 }
             }
         }
+        let client = crate::kafka_conf::client_settings(&client)?;
         let exactly_once = match get("exactlyOnce") {
             Some(v) => v.trim().parse::<bool>().map_err(|_| {
                 SluiceError::query(

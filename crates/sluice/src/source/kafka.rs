@@ -219,6 +219,7 @@ impl KafkaSourceProvider {
                 client.push((key.to_string(), v.clone()));
             }
         }
+        let client = crate::kafka_conf::client_settings(&client)?;
         let starting = match opt(options, "startingOffsets").map(str::trim) {
             None | Some("latest") => Starting::Latest,
             Some("earliest") => Starting::Earliest,
@@ -445,8 +446,9 @@ impl KafkaSource {
         SluiceError::connector(
             class::KAFKA_CLIENT,
             format!(
-                "{what}: {e}. Is the broker at {} running?",
-                self.p.client[0].1
+                "{what}: {e}. Is the broker at {} running{}?",
+                self.p.client[0].1,
+                security_context(&self.p.client)
             ),
         )
     }
@@ -931,6 +933,27 @@ impl Source for KafkaSource {
             batches: vec![batch],
             metrics,
         })
+    }
+}
+
+/// `, and do the credentials of user u (SASL_SSL, SCRAM-SHA-512) hold`, for messages: how the
+/// client authenticates, never the secret.
+pub(crate) fn security_context(client: &[(String, String)]) -> String {
+    let get = |k: &str| {
+        client
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    match (get("security.protocol"), get("sasl.mechanism")) {
+        (Some(p), Some(m)) => format!(
+            ", and do the credentials of user {} hold ({p}, {m})",
+            get("sasl.username").unwrap_or("?")
+        ),
+        (Some(p), None) if !p.eq_ignore_ascii_case("PLAINTEXT") => {
+            format!(", and does it speak {p}")
+        }
+        _ => String::new(),
     }
 }
 

@@ -666,3 +666,70 @@ fn kafka_to_kafka_continuous_kill_and_restart_loses_no_record() {
         "the uncommitted epoch's records are replayed after the crash"
     );
 }
+
+/// The broker's SASL_SSL listener (`scripts/kafka-broker`: PLAIN and SCRAM for sluice /
+/// sluice-secret, a CA the script made), as a Spark job would configure it.
+fn sasl_ssl_options(mechanism: &str, password: &str) -> Vec<(String, String)> {
+    let bootstrap = std::env::var("SLUICE_KAFKA_SASL_SSL_BOOTSTRAP")
+        .unwrap_or_else(|_| "127.0.0.1:9094".into());
+    let ca = std::env::var("SLUICE_KAFKA_CA")
+        .unwrap_or_else(|_| "/tmp/sluice-kafka-broker/tls/ca.pem".into());
+    let module = if mechanism == "PLAIN" {
+        "org.apache.kafka.common.security.plain.PlainLoginModule"
+    } else {
+        "org.apache.kafka.common.security.scram.ScramLoginModule"
+    };
+    vec![
+        ("kafka.bootstrap.servers".into(), bootstrap),
+        ("kafka.security.protocol".into(), "SASL_SSL".into()),
+        ("kafka.sasl.mechanism".into(), mechanism.into()),
+        (
+            "kafka.sasl.jaas.config".into(),
+            format!("{module} required username=\"sluice\" password=\"{password}\";"),
+        ),
+        ("kafka.ssl.truststore.location".into(), ca),
+        ("kafka.ssl.truststore.type".into(), "PEM".into()),
+    ]
+}
+
+#[test]
+fn kafka_sasl_ssl_source_with_scram_and_sink_with_plain() {
+    let (src, dst) = (topic("secure-in", 1), topic("secure-out", 1));
+    let input = records(20, 1);
+    produce(&src, &input);
+    let s = session();
+    let mut reader = s.read_stream().format("kafka");
+    for (k, v) in sasl_ssl_options("SCRAM-SHA-512", "sluice-secret") {
+        reader = reader.option(k, v);
+    }
+    let mut writer = reader
+        .option("subscribe", &src)
+        .option("startingOffsets", "earliest")
+        .load_source()
+        .unwrap()
+        .select_sql(["key", "value"])
+        .unwrap()
+        .write_stream()
+        .format("kafka");
+    for (k, v) in sasl_ssl_options("PLAIN", "sluice-secret") {
+        writer = writer.option(k, v);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let q = writer
+        .option("topic", &dst)
+        .option("checkpointLocation", dir.path().join("c").display())
+        .trigger(Trigger::AvailableNow)
+        .start()
+        .unwrap();
+    q.await_termination().unwrap();
+    let mut out = read_committed(&dst, 1);
+    out.sort();
+    let mut want: Vec<String> = input.iter().map(|(_, v, _)| v.clone()).collect();
+    want.sort();
+    assert_eq!(out, want, "every record through TLS and SASL, once");
+    let progress = q.last_progress().unwrap().json();
+    assert!(
+        !progress.contains("sluice-secret"),
+        "no secret in progress: {progress}"
+    );
+}
