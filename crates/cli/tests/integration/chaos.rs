@@ -11,17 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use arrow::array::{Array, Int64Array, StringArray, TimestampMicrosecondArray};
 
-use crate::support::add_file;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use crate::support::{add_file, Rng};
 
 const BASE_S: i64 = 1_789_473_600; // 2026-09-15T12:00:00Z
 

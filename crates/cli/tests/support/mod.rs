@@ -43,3 +43,15 @@ pub fn ts_events(times: &[&str]) -> String {
         .map(|t| format!("{{\"ts\": \"2026-09-15T{t}:00Z\"}}\n"))
         .collect()
 }
+
+/// A xorshift generator: the chaos tests' random kill times and inputs, replayable by seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}

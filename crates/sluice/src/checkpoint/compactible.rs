@@ -137,7 +137,7 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
     pub fn add(&self, id: u64, entries: Vec<E>) -> Result<bool> {
         let plain = self.dir.join(id.to_string());
         let compact = self.dir.join(format!("{id}{COMPACT_SUFFIX}"));
-        if storage::exists(&plain) || storage::exists(&compact) {
+        if storage::is_file(&plain) || storage::is_file(&compact) {
             return Ok(false);
         }
         let (path, all) = if self.is_compaction_batch(id) {

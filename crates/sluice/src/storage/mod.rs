@@ -95,10 +95,14 @@ pub fn exists(path: impl AsRef<Path>) -> bool {
     metadata(path).is_ok()
 }
 
-/// Whether `path` is a file (or an object).
+/// Whether `path` is a file (or an object: one HEAD request, no listing).
 pub fn is_file(path: impl AsRef<Path>) -> bool {
     let path = path.as_ref();
-    metadata(path).is_ok_and(|m| !m.is_dir)
+    match remote::Location::parse(path) {
+        Ok(Some(loc)) => loc.is_object(),
+        Ok(None) => std::fs::metadata(path).is_ok_and(|m| !m.is_dir()),
+        Err(_) => false,
+    }
 }
 
 /// Whether `path` is a directory (or a prefix with objects under it).

@@ -131,12 +131,29 @@ impl Location {
         let (store, key, url) = (self.store.clone(), self.key.clone(), self.url());
         let policy = registry::retry_policy();
         run(async move {
-            // The request is retried inside the store; a body cut off half way is retried here.
-            retry::with_retries(&policy, || async { store.get(&key).await?.bytes().await })
-                .await
-                .map(|b| b.to_vec())
-                .map_err(|e| to_io(e, &url))
+            // The request is retried inside the store (RetryingStore); a body cut off half way
+            // is fetched again here, up to the same number of times.
+            let mut cut_off = 0;
+            loop {
+                let got = store.get(&key).await.map_err(|e| to_io(e, &url))?;
+                match got.bytes().await {
+                    Ok(b) => return Ok(b.to_vec()),
+                    Err(e) if retry::is_transient(&e) && cut_off < policy.max_retries => {
+                        cut_off += 1;
+                    }
+                    Err(e) => return Err(to_io(e, &url)),
+                }
+            }
         })
+    }
+
+    /// Whether an object is at this key (a HEAD; a prefix with objects under it is not one).
+    pub(super) fn is_object(&self) -> bool {
+        if self.key.as_ref().is_empty() {
+            return false;
+        }
+        let (store, key) = (self.store.clone(), self.key.clone());
+        run(async move { Ok(store.head(&key).await.is_ok()) }).unwrap_or(false)
     }
 
     pub(super) fn metadata(&self) -> io::Result<Entry> {
