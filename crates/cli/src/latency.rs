@@ -246,11 +246,11 @@ fn kafka(
     let producer: ThreadedProducer<KafkaLogContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("linger.ms", "0")
-        .create_with_context(KafkaLogContext)
+        .create_with_context(KafkaLogContext::default())
         .map_err(|e| format!("Kafka producer: {e}"))?;
     let admin: AdminClient<KafkaLogContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
-        .create_with_context(KafkaLogContext)
+        .create_with_context(KafkaLogContext::default())
         .map_err(|e| format!("Kafka admin client: {e}"))?;
     let created = session
         .block_on(admin.create_topics(
@@ -289,7 +289,7 @@ fn kafka(
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .set("fetch.wait.max.ms", "1")
-        .create_with_context(KafkaLogContext)
+        .create_with_context(KafkaLogContext::default())
         .map_err(|e| format!("Kafka consumer: {e}"))?;
     consumer
         .subscribe(&[dst.as_str()])

@@ -68,6 +68,7 @@ pub mod class {
     pub const INVALID_WATERMARK_DELAY: &str = "INVALID_WATERMARK_DELAY";
     pub const INVALID_WINDOW: &str = "INVALID_WINDOW";
     pub const IO_ERROR: &str = "IO_ERROR";
+    pub const KAFKA_AUTHENTICATION: &str = "KAFKA_AUTHENTICATION";
     pub const KAFKA_CLIENT: &str = "KAFKA_CLIENT";
     pub const KAFKA_DATA_LOSS: &str = "KAFKA_DATA_LOSS";
     pub const KAFKA_INVALID_COLUMN: &str = "KAFKA_INVALID_COLUMN";

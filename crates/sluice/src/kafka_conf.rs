@@ -228,6 +228,57 @@ fn find_key(text: &str, name: &str) -> Option<usize> {
     None
 }
 
+/// `, and do the credentials of user u (SASL_SSL, SCRAM-SHA-512) hold`, for messages: how the
+/// client authenticates, never the secret.
+pub(crate) fn security_context(client: &[(String, String)]) -> String {
+    let get = |k: &str| {
+        client
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    match (get("security.protocol"), get("sasl.mechanism")) {
+        (Some(p), Some(m)) => format!(
+            ", and do the credentials of user {} hold ({p}, {m})",
+            get("sasl.username").unwrap_or("?")
+        ),
+        (Some(p), None) if !p.eq_ignore_ascii_case("PLAINTEXT") => {
+            format!(", and does it speak {p}")
+        }
+        _ => String::new(),
+    }
+}
+
+/// The error of a client the broker refused (librdkafka's `text` names the broker and, for SASL,
+/// the mechanism): which options to check, never the secret.
+pub(crate) fn refused(text: &str, client: &[(String, String)]) -> SluiceError {
+    let get = |k: &str| {
+        client
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let fix = if text.contains("SSL") && !text.contains("SASL") {
+        "Check kafka.ssl.truststore.location (the CA that signed the broker's certificate) and, \
+         for mutual TLS, kafka.ssl.keystore.location"
+            .to_string()
+    } else {
+        format!(
+            "Check the username and password in kafka.sasl.jaas.config (user {}) and that \
+             kafka.sasl.mechanism ({}) is one the listener enables",
+            get("sasl.username").unwrap_or("?"),
+            get("sasl.mechanism").unwrap_or("GSSAPI")
+        )
+    };
+    SluiceError::connector(
+        class::KAFKA_AUTHENTICATION,
+        format!(
+            "The Kafka broker refused the client ({}): {text}. {fix}.",
+            get("security.protocol").unwrap_or("PLAINTEXT")
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,25 +16,109 @@
 //! A broker failure reaches both callbacks (a `FAIL` log line, then the same text as a global
 //! error when the client is polled, and `AllBrokersDown` after each failed attempt): it is warned
 //! once, from the log line; the global errors of the same failure are debug lines.
+//!
+//! A refused login (SASL `Authentication failed ... invalid credentials with SASL mechanism
+//! SCRAM-SHA-256`) or a failed TLS handshake is retried by librdkafka forever, so a client call
+//! waits out its whole timeout. The context keeps the first such failure
+//! ([`KafkaLogContext::refused`]) and [`within`] runs a client call in short slices, failing as
+//! soon as one is recorded: a wrong password fails in about a second, naming the broker.
 
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rdkafka::bindings as rd;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 
 const TARGET: &str = "librdkafka";
 
-/// Forwards librdkafka's logs and errors to the `log` crate (see the module doc). Delivery
-/// reports are ignored, as with `DefaultProducerContext`: the sink checks `flush`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct KafkaLogContext;
+/// Forwards librdkafka's logs and errors to the `log` crate and keeps the first refused login or
+/// TLS handshake (see the module doc). Delivery reports are ignored, as with
+/// `DefaultProducerContext`: the sink checks `flush`.
+#[derive(Debug, Clone, Default)]
+pub struct KafkaLogContext {
+    refused: Refused,
+}
+
+/// The first refused login or TLS handshake of one client, as librdkafka reported it.
+type Refused = Arc<Mutex<Option<String>>>;
+
+impl KafkaLogContext {
+    /// The broker's refusal of this client's credentials or TLS handshake, if one came, as
+    /// librdkafka wrote it (it names the broker and the SASL mechanism, never the secret).
+    pub fn refused(&self) -> Option<String> {
+        self.refused.lock().ok().and_then(|r| r.clone())
+    }
+}
+
+/// Whether a librdkafka failure text is a refused login or TLS handshake (not a connection
+/// failure, which is retried and may heal).
+fn is_refusal(text: &str) -> bool {
+    text.contains("SASL authentication error")
+        || text.contains("Authentication failed")
+        || text.contains("SSL handshake failed")
+}
+
+fn record(refused: &Refused, text: &str) {
+    if let Ok(mut r) = refused.lock() {
+        if r.is_none() {
+            *r = Some(text.to_string());
+        }
+    }
+}
+
+/// How a client call run by [`within`] failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// The broker refused the client's credentials or TLS handshake (librdkafka's text).
+    Refused(String),
+    /// The call failed otherwise (or timed out).
+    Kafka(KafkaError),
+}
+
+/// Runs `call` (a blocking client call given its timeout) in slices of at most a second until it
+/// succeeds, fails with another error than a timeout, or `total` has passed; fails at once when
+/// the client's broker refused its credentials (see the module doc).
+pub fn within<T>(
+    context: &KafkaLogContext,
+    total: Duration,
+    mut call: impl FnMut(Duration) -> KafkaResult<T>,
+) -> Result<T, Failure> {
+    let deadline = Instant::now() + total;
+    loop {
+        if let Some(text) = context.refused() {
+            return Err(Failure::Refused(text));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match call(left.min(Duration::from_secs(1))) {
+            Ok(v) => return Ok(v),
+            Err(e) if is_timeout(&e) && !left.is_zero() && Instant::now() < deadline => {}
+            Err(e) => {
+                return Err(match context.refused() {
+                    Some(text) => Failure::Refused(text),
+                    None => Failure::Kafka(e),
+                })
+            }
+        }
+    }
+}
+
+fn is_timeout(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::OperationTimedOut
+                | RDKafkaErrorCode::RequestTimedOut
+                | RDKafkaErrorCode::TimedOutQueue
+        )
+    ) || e.to_string().contains("timed out")
+}
 
 /// `[thrd:main]: text` -> `text` (librdkafka prefixes its thread's name).
 fn without_thread(msg: &str) -> &str {
@@ -44,9 +128,13 @@ fn without_thread(msg: &str) -> &str {
     }
 }
 
-/// One librdkafka log line (`level` is syslog's: 0 emerg .. 7 debug).
-fn emit(level: i32, fac: &str, log_message: &str) {
+/// One librdkafka log line (`level` is syslog's: 0 emerg .. 7 debug); a refused login is kept in
+/// `refused`.
+fn emit(level: i32, fac: &str, log_message: &str, refused: &Refused) {
     let msg = without_thread(log_message);
+    if fac == "FAIL" && is_refusal(msg) {
+        record(refused, msg);
+    }
     match level {
         i32::MIN..=2 => log::error!(target: TARGET, "Kafka client: {msg} ({fac})"),
         3 | 4 => log::warn!(target: TARGET, "Kafka client: {msg} ({fac})"),
@@ -57,10 +145,17 @@ fn emit(level: i32, fac: &str, log_message: &str) {
 
 impl ClientContext for KafkaLogContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        emit(level as i32, fac, log_message);
+        emit(level as i32, fac, log_message, &self.refused);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
+        if matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SSL)
+        ) && is_refusal(reason)
+        {
+            record(&self.refused, without_thread(reason));
+        }
         match error.rdkafka_error_code() {
             // Broker failures were logged as a FAIL line already (see the module doc).
             Some(
@@ -94,11 +189,14 @@ pub struct Logged<T> {
     client: T,
 }
 
-impl<C: ConsumerContext> Logged<BaseConsumer<C>> {
+impl Logged<BaseConsumer<KafkaLogContext>> {
     /// Wraps `consumer`, starting its log forwarder.
-    pub fn new(consumer: BaseConsumer<C>) -> Self {
+    pub fn new(consumer: BaseConsumer<KafkaLogContext>) -> Self {
         Self {
-            _forwarder: Forwarder::start(consumer.client().native_ptr()),
+            _forwarder: Forwarder::start(
+                consumer.client().native_ptr(),
+                consumer.context().refused.clone(),
+            ),
             client: consumer,
         }
     }
@@ -123,6 +221,7 @@ struct Forwarder {
     queue: *mut rd::rd_kafka_queue_t,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    refused: Refused,
 }
 
 // SAFETY: see `Ptr`; the pointers are only used by `drop`, after the thread has ended.
@@ -135,7 +234,7 @@ unsafe impl Sync for Forwarder {}
 ///
 /// # Safety
 /// `queue` must be a live librdkafka queue.
-unsafe fn serve(queue: *mut rd::rd_kafka_queue_t, mut timeout_ms: c_int) {
+unsafe fn serve(queue: *mut rd::rd_kafka_queue_t, mut timeout_ms: c_int, refused: &Refused) {
     loop {
         // SAFETY: the caller keeps `queue` alive; an event returned is ours until destroyed.
         let ev = unsafe { rd::rd_kafka_queue_poll(queue, timeout_ms) };
@@ -157,6 +256,7 @@ unsafe fn serve(queue: *mut rd::rd_kafka_queue_t, mut timeout_ms: c_int) {
                         level,
                         &CStr::from_ptr(fac).to_string_lossy(),
                         &CStr::from_ptr(text).to_string_lossy(),
+                        refused,
                     );
                 }
             }
@@ -166,13 +266,14 @@ unsafe fn serve(queue: *mut rd::rd_kafka_queue_t, mut timeout_ms: c_int) {
 }
 
 impl Forwarder {
-    fn start(rk: *mut rd::rd_kafka_t) -> Self {
+    fn start(rk: *mut rd::rd_kafka_t, refused: Refused) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let none = |stop| Forwarder {
             rk,
             queue: std::ptr::null_mut(),
             stop,
             thread: None,
+            refused: refused.clone(),
         };
         // SAFETY: `rk` is a live client (its owner outlives the forwarder, see `Logged`).
         let queue = unsafe { rd::rd_kafka_queue_new(rk) };
@@ -187,14 +288,14 @@ impl Forwarder {
             unsafe { rd::rd_kafka_queue_destroy(queue) };
             return none(stop);
         }
-        let (q, flag) = (Ptr(queue), stop.clone());
+        let (q, flag, seen) = (Ptr(queue), stop.clone(), refused.clone());
         let thread = std::thread::Builder::new()
             .name("kafka-log".into())
             .spawn(move || {
                 let q = q;
                 while !flag.load(Ordering::Relaxed) {
                     // SAFETY: the queue is destroyed only after this thread is joined.
-                    unsafe { serve(q.0, 100) };
+                    unsafe { serve(q.0, 100, &seen) };
                 }
             });
         let mut f = none(stop);
@@ -215,7 +316,7 @@ impl Drop for Forwarder {
             // its logs back to the main queue, print what is left on ours, then destroy it.
             unsafe {
                 rd::rd_kafka_set_log_queue(self.rk, std::ptr::null_mut());
-                serve(self.queue, 0);
+                serve(self.queue, 0, &self.refused);
                 rd::rd_kafka_queue_destroy(self.queue);
             }
         }
@@ -233,5 +334,27 @@ mod tests {
             "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed"
         );
         assert_eq!(super::without_thread("no prefix"), "no prefix");
+    }
+
+    #[test]
+    fn a_refused_login_is_kept_and_a_connection_failure_is_not() {
+        let ctx = super::KafkaLogContext::default();
+        super::emit(3, "FAIL", "[thrd:sasl_ssl://127.0.0.1:9094/bootstrap]: sasl_ssl://127.0.0.1:9094/bootstrap: Connect to ipv4#127.0.0.1:9094 failed: Connection refused", &ctx.refused);
+        assert_eq!(ctx.refused(), None);
+        super::emit(3, "FAIL", "[thrd:sasl_ssl://127.0.0.1:9094/bootstrap]: sasl_ssl://127.0.0.1:9094/bootstrap: SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256", &ctx.refused);
+        let got = ctx.refused().unwrap();
+        assert!(
+            got.starts_with("sasl_ssl://127.0.0.1:9094/bootstrap: SASL"),
+            "{got}"
+        );
+        // `within` fails at once, not after its timeout.
+        let t = std::time::Instant::now();
+        let r: Result<(), _> = super::within(&ctx, std::time::Duration::from_secs(30), |_| {
+            Err(rdkafka::error::KafkaError::MetadataFetch(
+                rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
+            ))
+        });
+        assert!(matches!(r, Err(super::Failure::Refused(_))));
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
     }
 }

@@ -27,7 +27,7 @@ use rdkafka::{Offset as KOffset, TopicPartitionList};
 
 use super::{BatchData, Sink, SinkContext, SinkProvider};
 use crate::error::{Result, SluiceError};
-use crate::kafka_log::{KafkaLogContext, Logged};
+use crate::kafka_log::{within, Failure, KafkaLogContext, Logged};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -106,8 +106,9 @@ impl SinkProvider for KafkaSinkProvider {
             pc.set("transactional.id", format!("sluice-{query_id}"));
             pc.set("enable.idempotence", "true");
         }
-        let producer: ThreadedProducer<KafkaLogContext> =
-            pc.create_with_context(KafkaLogContext).map_err(|e| {
+        let producer: ThreadedProducer<KafkaLogContext> = pc
+            .create_with_context(KafkaLogContext::default())
+            .map_err(|e| {
                 SluiceError::connector(
                     class::KAFKA_CLIENT,
                     format!("cannot create a Kafka producer: {e}"),
@@ -115,17 +116,23 @@ impl SinkProvider for KafkaSinkProvider {
             })?;
         let mut marker = None;
         if self.exactly_once {
-            producer.init_transactions(TIMEOUT).map_err(|e| {
-                SluiceError::connector(
-                    class::KAFKA_TRANSACTION,
-                    format!("cannot initialise Kafka transactions: {e}"),
-                )
+            within(producer.context(), TIMEOUT, |t| {
+                producer.init_transactions(t)
+            })
+            .map_err(|f| {
+                failure(&self.client, f, |e| {
+                    SluiceError::connector(
+                        class::KAFKA_TRANSACTION,
+                        format!("cannot initialise Kafka transactions: {e}"),
+                    )
+                })
             })?;
             let mut cc = self.config();
             cc.set("group.id", format!("sluice-sink-{query_id}"));
             cc.set("enable.auto.commit", "false");
-            let consumer: BaseConsumer<KafkaLogContext> =
-                cc.create_with_context(KafkaLogContext).map_err(|e| {
+            let consumer: BaseConsumer<KafkaLogContext> = cc
+                .create_with_context(KafkaLogContext::default())
+                .map_err(|e| {
                     SluiceError::connector(
                         class::KAFKA_CLIENT,
                         format!("cannot create a Kafka consumer: {e}"),
@@ -135,6 +142,7 @@ impl SinkProvider for KafkaSinkProvider {
         }
         Ok(Box::new(KafkaSink {
             producer,
+            client: self.client.clone(),
             marker,
             topic: self.topic.clone(),
             written: 0,
@@ -146,8 +154,23 @@ impl SinkProvider for KafkaSinkProvider {
     }
 }
 
+/// A failed client call's error: a refused login names the broker and the mechanism, anything
+/// else is `other`'s.
+fn failure(
+    client: &[(String, String)],
+    f: Failure,
+    other: impl FnOnce(rdkafka::error::KafkaError) -> SluiceError,
+) -> SluiceError {
+    match f {
+        Failure::Refused(text) => crate::kafka_conf::refused(&text, client),
+        Failure::Kafka(e) => other(e),
+    }
+}
+
 struct KafkaSink {
     producer: ThreadedProducer<KafkaLogContext>,
+    /// The librdkafka settings (for error messages).
+    client: Vec<(String, String)>,
     /// Exactly-once: the consumer of the private group whose offsets record committed batches.
     marker: Option<Logged<BaseConsumer<KafkaLogContext>>>,
     topic: Option<String>,
@@ -331,17 +354,31 @@ impl KafkaSink {
         ))
     }
 
+    /// Waits until every record sent is acknowledged.
+    fn flush(&self, what: &str) -> Result<()> {
+        within(self.producer.context(), TIMEOUT, |t| self.producer.flush(t)).map_err(|f| {
+            failure(&self.client, f, |e| {
+                SluiceError::connector(class::KAFKA_PRODUCE, format!("{what}: {e}"))
+            })
+        })
+    }
+
     fn committed_batch(&self, topic: &str) -> Result<Option<i64>> {
         let Some(c) = &self.marker else {
             return Ok(None);
         };
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition(topic, 0);
-        let got = c.committed_offsets(tpl, TIMEOUT).map_err(|e| {
-            SluiceError::connector(
-                class::KAFKA_TRANSACTION,
-                format!("cannot read the sink's committed batches: {e}"),
-            )
+        let got = within(c.context(), TIMEOUT, |t| {
+            c.committed_offsets(tpl.clone(), t)
+        })
+        .map_err(|f| {
+            failure(&self.client, f, |e| {
+                SluiceError::connector(
+                    class::KAFKA_TRANSACTION,
+                    format!("cannot read the sink's committed batches: {e}"),
+                )
+            })
         })?;
         Ok(got.elements().first().and_then(|e| match e.offset() {
             KOffset::Offset(o) => Some(o - 1),
@@ -423,12 +460,7 @@ impl Sink for KafkaSink {
                 })?;
             }
             _ => {
-                self.producer.flush(TIMEOUT).map_err(|e| {
-                    SluiceError::connector(
-                        class::KAFKA_PRODUCE,
-                        format!("flush batch {batch_id}: {e}"),
-                    )
-                })?;
+                self.flush(&format!("flush batch {batch_id}"))?;
             }
         }
         self.written = n;
@@ -446,9 +478,7 @@ impl Sink for KafkaSink {
     }
 
     fn commit_epoch(&mut self, epoch: u64) -> Result<()> {
-        self.producer.flush(TIMEOUT).map_err(|e| {
-            SluiceError::connector(class::KAFKA_PRODUCE, format!("flush epoch {epoch}: {e}"))
-        })
+        self.flush(&format!("flush epoch {epoch}"))
     }
 
     fn metrics(&self) -> std::collections::BTreeMap<String, String> {

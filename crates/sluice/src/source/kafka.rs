@@ -32,7 +32,7 @@ use super::{
     ContinuousReader, Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider,
 };
 use crate::error::{Result, SluiceError};
-use crate::kafka_log::{KafkaLogContext, Logged};
+use crate::kafka_log::{within, Failure, KafkaLogContext, Logged};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -278,7 +278,7 @@ impl KafkaSourceProvider {
         c.set("enable.auto.commit", "false");
         c.set("enable.partition.eof", "false");
         c.set("isolation.level", "read_committed");
-        c.create_with_context(KafkaLogContext)
+        c.create_with_context(KafkaLogContext::default())
             .map(Logged::new)
             .map_err(|e| {
                 SluiceError::connector(
@@ -448,16 +448,24 @@ impl KafkaSource {
             format!(
                 "{what}: {e}. Is the broker at {} running{}?",
                 self.p.client[0].1,
-                security_context(&self.p.client)
+                crate::kafka_conf::security_context(&self.p.client)
             ),
         )
     }
 
+    /// A failed client call's error: a refused login names the broker and the mechanism.
+    fn fail(&self, what: &str, f: Failure) -> SluiceError {
+        match f {
+            Failure::Refused(text) => crate::kafka_conf::refused(&text, &self.p.client),
+            Failure::Kafka(e) => self.err(what, e),
+        }
+    }
+
     fn partitions(&self) -> Result<Vec<(String, i32)>> {
-        let md = self
-            .consumer
-            .fetch_metadata(None, TIMEOUT)
-            .map_err(|e| self.err("cannot read Kafka metadata", e))?;
+        let md = within(self.consumer.context(), TIMEOUT, |t| {
+            self.consumer.fetch_metadata(None, t)
+        })
+        .map_err(|f| self.fail("cannot read Kafka metadata", f))?;
         let mut out = Vec::new();
         for t in md.topics() {
             let wanted = match &self.p.subscription {
@@ -482,9 +490,10 @@ impl KafkaSource {
     }
 
     fn watermarks(&self, topic: &str, p: i32) -> Result<(i64, i64)> {
-        self.consumer
-            .fetch_watermarks(topic, p, TIMEOUT)
-            .map_err(|e| self.err(&format!("cannot read the offsets of {topic}-{p}"), e))
+        within(self.consumer.context(), TIMEOUT, |t| {
+            self.consumer.fetch_watermarks(topic, p, t)
+        })
+        .map_err(|f| self.fail(&format!("cannot read the offsets of {topic}-{p}"), f))
     }
 
     /// The latest offsets now: (low, high) per partition.
@@ -933,27 +942,6 @@ impl Source for KafkaSource {
             batches: vec![batch],
             metrics,
         })
-    }
-}
-
-/// `, and do the credentials of user u (SASL_SSL, SCRAM-SHA-512) hold`, for messages: how the
-/// client authenticates, never the secret.
-pub(crate) fn security_context(client: &[(String, String)]) -> String {
-    let get = |k: &str| {
-        client
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
-    match (get("security.protocol"), get("sasl.mechanism")) {
-        (Some(p), Some(m)) => format!(
-            ", and do the credentials of user {} hold ({p}, {m})",
-            get("sasl.username").unwrap_or("?")
-        ),
-        (Some(p), None) if !p.eq_ignore_ascii_case("PLAINTEXT") => {
-            format!(", and does it speak {p}")
-        }
-        _ => String::new(),
     }
 }
 

@@ -733,3 +733,71 @@ fn kafka_sasl_ssl_source_with_scram_and_sink_with_plain() {
         "no secret in progress: {progress}"
     );
 }
+
+#[test]
+fn kafka_sasl_ssl_wrong_password_fails_in_seconds_naming_the_broker_and_mechanism() {
+    let src = topic("secure-wrong", 1);
+    let s = session();
+    let mut reader = s.read_stream().format("kafka");
+    for (k, v) in sasl_ssl_options("SCRAM-SHA-256", "not-the-password") {
+        reader = reader.option(k, v);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let q = reader
+        .option("subscribe", &src)
+        .load_source()
+        .unwrap()
+        .write_stream()
+        .format("memory")
+        .query_name("wrong_password")
+        .option("checkpointLocation", dir.path().join("c").display())
+        .trigger(Trigger::AvailableNow)
+        .start()
+        .unwrap();
+    let err = q.await_termination().unwrap_err();
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(15),
+        "failed after {took:?}: {err}"
+    );
+    assert_eq!(err.class(), "KAFKA_AUTHENTICATION", "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("9094"), "names the broker: {msg}");
+    assert!(msg.contains("SCRAM-SHA-256"), "names the mechanism: {msg}");
+    assert!(
+        msg.contains("sasl.jaas.config"),
+        "says what to check: {msg}"
+    );
+    assert!(!msg.contains("not-the-password"), "no secret: {msg}");
+
+    // The sink: the same refusal, as fast.
+    let started = std::time::Instant::now();
+    produce(&src, &records(5, 1));
+    let mut writer = s
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribe", &src)
+        .option("startingOffsets", "earliest")
+        .load_source()
+        .unwrap()
+        .select_sql(["value"])
+        .unwrap()
+        .write_stream()
+        .format("kafka");
+    for (k, v) in sasl_ssl_options("PLAIN", "not-the-password") {
+        writer = writer.option(k, v);
+    }
+    let q = writer
+        .option("topic", &src)
+        .option("checkpointLocation", dir.path().join("sink").display())
+        .trigger(Trigger::AvailableNow)
+        .start()
+        .unwrap();
+    let err = q.await_termination().unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(15), "{err}");
+    assert_eq!(err.class(), "KAFKA_AUTHENTICATION", "{err}");
+    assert!(err.to_string().contains("PLAIN"), "{err}");
+    assert!(!err.to_string().contains("not-the-password"), "{err}");
+}
