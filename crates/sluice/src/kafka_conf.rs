@@ -109,6 +109,31 @@ pub(crate) fn client_settings(options: &[(String, String)]) -> Result<Vec<(Strin
                     v.to_ascii_lowercase()
                 },
             )),
+            // The Java producer's level per codec; librdkafka has one for the codec in use.
+            "compression.gzip.level" | "compression.lz4.level" | "compression.zstd.level" => {
+                let codec = &key["compression.".len()..key.len() - ".level".len()];
+                let chosen = get("compression.type").or_else(|| get("compression.codec"));
+                if chosen.is_some_and(|c| c.eq_ignore_ascii_case(codec)) {
+                    out.push(("compression.level".into(), v.to_string()));
+                }
+            }
+            "max.request.size" => out.push(("message.max.bytes".into(), v.to_string())),
+            "buffer.memory" => {
+                let bytes: u64 = v.parse().map_err(|_| {
+                    bad(format!(
+                        "kafka.buffer.memory must be a number of bytes, got {v:?}"
+                    ))
+                })?;
+                out.push((
+                    "queue.buffering.max.kbytes".into(),
+                    bytes.div_ceil(1024).max(1).to_string(),
+                ));
+            }
+            // Java client knobs with no librdkafka counterpart: a batch reads up to its end
+            // offsets whatever the poll size, and calls are bounded by Sluice's own timeouts.
+            "max.poll.records" | "max.block.ms" | "default.api.timeout.ms" => {
+                log::warn!("Kafka option kafka.{key} has no effect in Sluice (librdkafka has no such setting); ignoring it");
+            }
             // The Java client's store types and trust password: read above, nothing to pass.
             "ssl.truststore.type" | "ssl.keystore.type" | "ssl.truststore.password" => {}
             "sasl.login.callback.handler.class" | "sasl.client.callback.handler.class" => {
@@ -317,6 +342,32 @@ mod tests {
             get("sasl.jaas.config"),
             None,
             "the JAAS text is not passed on"
+        );
+    }
+
+    #[test]
+    fn java_producer_names_become_librdkafka_names() {
+        let s = settings(&[
+            ("compression.type", "zstd"),
+            ("compression.zstd.level", "7"),
+            ("compression.gzip.level", "9"),
+            ("max.request.size", "2097152"),
+            ("buffer.memory", "33554432"),
+            ("max.block.ms", "1000"),
+        ])
+        .unwrap();
+        let get = |k: &str| s.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(
+            get("compression.level"),
+            Some("7"),
+            "the level of the codec in use"
+        );
+        assert_eq!(get("message.max.bytes"), Some("2097152"));
+        assert_eq!(get("queue.buffering.max.kbytes"), Some("32768"));
+        assert_eq!(get("max.block.ms"), None);
+        assert_eq!(
+            s.iter().filter(|(k, _)| k == "compression.level").count(),
+            1
         );
     }
 

@@ -22,9 +22,9 @@ use std::any::TypeId;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, CeilFloorKind, Expr as SqlExpr, Function, FunctionArg,
-    FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
-    UnaryOperator, Value, VisitMut,
+    visit_expressions_mut, AccessExpr, BinaryOperator, CeilFloorKind, Expr as SqlExpr, Function,
+    FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName,
+    ObjectNamePart, Subscript, UnaryOperator, Value, VisitMut,
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, SparkSqlDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -393,6 +393,24 @@ pub(crate) fn rewrite_syntax<V: VisitMut>(node: &mut V, escaped_literals: bool) 
                 } else {
                     like
                 };
+            }
+            // `a[0].b`, `f(x).b`: a field of a subscript's or a call's result. DataFusion's
+            // planner takes only the leading `.name`s of a column as names, later ones only as
+            // strings; Spark reads both as field names. They become `a[0]['b']`, which stays
+            // the same when printed and parsed again.
+            SqlExpr::CompoundFieldAccess { root, access_chain } => {
+                let mut leading = matches!(root.as_ref(), SqlExpr::Identifier(_));
+                for a in access_chain.iter_mut() {
+                    match a {
+                        AccessExpr::Dot(SqlExpr::Identifier(id)) if !leading => {
+                            *a = AccessExpr::Subscript(Subscript::Index {
+                                index: SqlExpr::value(Value::SingleQuotedString(id.value.clone())),
+                            })
+                        }
+                        AccessExpr::Dot(SqlExpr::Identifier(_)) => {}
+                        _ => leading = false,
+                    }
+                }
             }
             _ => {}
         }

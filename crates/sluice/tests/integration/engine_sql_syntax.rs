@@ -250,3 +250,20 @@ fn legacy_multi_unit_interval_literals() {
         ["2024-01-02 02:00:00|2024-01-02 02:03:00|2024-01-01 01:30:10|2024-01-10 00:00:00"]
     );
 }
+
+#[test]
+fn a_field_of_a_subscript_or_a_call_result_is_read_by_name() {
+    // Spark reads `arr[0].f` and `f(x).a.b` as fields, case-insensitively by default;
+    // `[]` on an array is 0-based.
+    let s = session_with(&[]);
+    assert_eq!(
+        batch(
+            &s,
+            "SELECT array(named_struct('k', 'a', 'v', 1), named_struct('k', 'b', 'v', 2))[1].v, \
+             named_struct('x', named_struct('y', 5)).x.y, \
+             filter(array(named_struct('k', 'a', 'v', 1)), h -> h.k = 'a')[0].V"
+        )
+        .unwrap(),
+        vec!["2|5|1"]
+    );
+}

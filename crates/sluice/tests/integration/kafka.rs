@@ -801,3 +801,115 @@ fn kafka_sasl_ssl_wrong_password_fails_in_seconds_naming_the_broker_and_mechanis
     assert!(err.to_string().contains("PLAIN"), "{err}");
     assert!(!err.to_string().contains("not-the-password"), "{err}");
 }
+
+/// `scripts/kafka-broker ARGS` (the Apache Kafka Java client's `produce` and `codecs`): stdout.
+fn broker_script(args: &[&str]) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/kafka-broker");
+    let out = std::process::Command::new(script)
+        .args(args)
+        .output()
+        .expect("scripts/kafka-broker runs");
+    assert!(
+        out.status.success(),
+        "scripts/kafka-broker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every record of `topic` read by a Sluice query: (key, value, header `codec`).
+fn read_all(topic: &str) -> Vec<(String, String, String)> {
+    let rows: Arc<Mutex<Vec<(String, String, String)>>> = Arc::default();
+    let sink = rows.clone();
+    let dir = tempfile::tempdir().unwrap();
+    session()
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .load_source()
+        .unwrap()
+        .select_sql([
+            "CAST(key AS STRING) AS k",
+            "CAST(value AS STRING) AS v",
+            "CAST(filter(headers, h -> h.key = 'codec')[0].value AS STRING) AS codec",
+        ])
+        .unwrap()
+        .write_stream()
+        .option("checkpointLocation", dir.path().display())
+        .trigger(Trigger::AvailableNow)
+        .foreach_batch(move |d, _| {
+            for b in d.batches() {
+                let col = |i: usize| crate::support::strings(b.column(i));
+                let (k, v, c) = (col(0), col(1), col(2));
+                for i in 0..b.num_rows() {
+                    sink.lock()
+                        .unwrap()
+                        .push((k[i].clone(), v[i].clone(), c[i].clone()));
+                }
+            }
+            Ok(())
+        })
+        .start()
+        .unwrap()
+        .await_termination()
+        .unwrap();
+    let mut out = rows.lock().unwrap().clone();
+    out.sort();
+    out
+}
+
+#[test]
+fn kafka_topics_compressed_by_the_java_client_with_every_codec_are_read() {
+    for codec in ["gzip", "snappy", "lz4", "zstd"] {
+        let t = topic(&format!("codec-{codec}"), 2);
+        assert_eq!(broker_script(&["produce", &t, codec, "300"]).trim(), "300");
+        assert_eq!(
+            broker_script(&["codecs", &t]).trim(),
+            codec,
+            "the broker holds {codec} batches"
+        );
+        let got = read_all(&t);
+        let mut want: Vec<(String, String, String)> = (0..300)
+            .map(|i| (format!("k{i}"), format!("{codec}-{i}"), codec.to_string()))
+            .collect();
+        want.sort();
+        assert_eq!(got, want, "every {codec} record once, with key and header");
+    }
+}
+
+#[test]
+fn kafka_sink_compression_type_writes_batches_in_that_codec() {
+    let src = topic("codec-src", 1);
+    produce(&src, &records(200, 1));
+    for codec in ["gzip", "snappy", "lz4", "zstd"] {
+        let dst = topic(&format!("codec-out-{codec}"), 1);
+        let dir = tempfile::tempdir().unwrap();
+        session()
+            .read_stream()
+            .format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap())
+            .option("subscribe", &src)
+            .option("startingOffsets", "earliest")
+            .load_source()
+            .unwrap()
+            .select_sql(["key", "value"])
+            .unwrap()
+            .write_stream()
+            .format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap())
+            .option("kafka.compression.type", codec)
+            .option("kafka.compression.zstd.level", "3")
+            .option("topic", &dst)
+            .option("checkpointLocation", dir.path().display())
+            .trigger(Trigger::AvailableNow)
+            .start()
+            .unwrap()
+            .await_termination()
+            .unwrap();
+        assert_eq!(read_committed(&dst, 1).len(), 200, "{codec}");
+        assert_eq!(broker_script(&["codecs", &dst]).trim(), codec);
+    }
+}
