@@ -463,7 +463,8 @@ pub struct DataFrameReader {
 }
 
 impl DataFrameReader {
-    /// The file format: `parquet` (default), `json` or `csv`.
+    /// The format: `parquet` (default), `json`, `csv`, `text`, or `kafka` (read with
+    /// [`DataFrameReader::load_source`]).
     pub fn format(mut self, format: impl Into<String>) -> Self {
         self.format = format.into().to_ascii_lowercase();
         self
@@ -478,9 +479,34 @@ impl DataFrameReader {
         self.options.insert(key.into(), value.to_string());
         self
     }
+    /// Reads a source that takes no path: `format("kafka")` with its options (Spark's `load()`;
+    /// see [`crate::source::kafka::read_batch`]).
+    pub fn load_source(self) -> Result<StreamFrame> {
+        let (schema, batches) = match self.format.as_str() {
+            #[cfg(feature = "kafka")]
+            "kafka" => crate::source::kafka::read_batch(&self.options)?,
+            other => {
+                return Err(SluiceError::query(
+                    class::UNABLE_TO_INFER_SCHEMA,
+                    format!(
+                        "Unable to infer schema for {other}: spark.read.format({other:?}).load() \
+                         was given no path; give the file or folder to read"
+                    ),
+                ))
+            }
+        };
+        let table = MemTable::try_new(schema, vec![batches])?;
+        let plan = LogicalPlanBuilder::scan("kafka", provider_as_source(Arc::new(table)), None)?
+            .build()?;
+        Ok(StreamFrame::new(self.session.clone(), plan))
+    }
+
     /// Reads every file of `path` (a file or a directory). For a directory written by a file
-    /// sink, only the files its manifest lists.
+    /// sink, only the files its manifest lists. A source without paths (`kafka`) ignores it.
     pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
+        if self.format == "kafka" {
+            return self.load_source();
+        }
         let path = PathBuf::from(path.as_ref());
         let (schema, batches) = crate::sink::file::read::read_output(
             &path,

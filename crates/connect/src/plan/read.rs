@@ -79,9 +79,12 @@ fn data_source(
         };
     }
     if paths.is_empty() {
-        return Err(ConnectError::illegal_argument(format!(
-            "spark.read.format({format:?}).load() needs a path"
-        )));
+        // A source without paths (kafka); others say they need one.
+        let mut reader = p.session.sluice.read().format(format.clone());
+        for (k, v) in &options {
+            reader = reader.option(k.clone(), v);
+        }
+        return Ok(reader.load_source()?);
     }
     let mut frames = Vec::new();
     for path in &paths {

@@ -913,3 +913,176 @@ fn kafka_sink_compression_type_writes_batches_in_that_codec() {
         assert_eq!(broker_script(&["codecs", &dst]).trim(), codec);
     }
 }
+
+/// Records `v<p>-<i>` with create times `base + 1000 * i` ms, `n` per partition.
+fn produce_timed(topic: &str, partitions: i32, n: i64, base: i64) {
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    for part in 0..partitions {
+        for i in 0..n {
+            let v = format!("v{part}-{i}");
+            let r: BaseRecord<'_, String, String> = BaseRecord::to(topic)
+                .payload(&v)
+                .partition(part)
+                .timestamp(base + 1000 * i);
+            p.send(r).map_err(|(e, _)| e).unwrap();
+        }
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// The values of a batch read of `topic` with `options`, sorted.
+fn batch_read(topic: &str, options: &[(&str, String)]) -> sluice::Result<Vec<String>> {
+    let mut r = session()
+        .read()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribe", topic);
+    for (k, v) in options {
+        r = r.option(*k, v);
+    }
+    let out = r
+        .load_source()?
+        .select_sql(["CAST(value AS STRING) AS v"])?
+        .collect()?;
+    let mut vals: Vec<String> = out
+        .iter()
+        .flat_map(|b| crate::support::strings(b.column(0)))
+        .collect();
+    vals.sort();
+    Ok(vals)
+}
+
+#[test]
+fn kafka_batch_reads_take_starting_and_ending_offsets_and_timestamps() {
+    let t = topic("batch", 2);
+    let base = 1_700_000_000_000i64;
+    produce_timed(&t, 2, 5, base);
+    let all = batch_read(&t, &[]).unwrap();
+    assert_eq!(all.len(), 10, "earliest to latest by default: {all:?}");
+    let some = batch_read(
+        &t,
+        &[
+            ("startingOffsets", format!(r#"{{"{t}":{{"0":1,"1":-2}}}}"#)),
+            ("endingOffsets", format!(r#"{{"{t}":{{"0":3,"1":-1}}}}"#)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        some,
+        vec!["v0-1", "v0-2", "v1-0", "v1-1", "v1-2", "v1-3", "v1-4"]
+    );
+    // By time: records at base+2000 .. before base+4000 (the first offset at or after it).
+    let timed = batch_read(
+        &t,
+        &[
+            ("startingTimestamp", (base + 2000).to_string()),
+            ("endingTimestamp", (base + 4000).to_string()),
+        ],
+    )
+    .unwrap();
+    assert_eq!(timed, vec!["v0-2", "v0-3", "v1-2", "v1-3"]);
+    let by_part = batch_read(
+        &t,
+        &[(
+            "startingOffsetsByTimestamp",
+            format!(r#"{{"{t}":{{"0":{},"1":{}}}}}"#, base + 4000, base + 3500),
+        )],
+    )
+    .unwrap();
+    assert_eq!(by_part, vec!["v0-4", "v1-4"]);
+    // Spark's rules: no record that late fails unless the strategy says latest; a batch read
+    // cannot start at latest; every assigned partition must be named.
+    let late = [("startingTimestamp", (base + 60_000).to_string())];
+    let err = batch_read(&t, &late).unwrap_err();
+    assert!(err.message().contains("No offset matched"), "{err}");
+    let mut late_latest = late.to_vec();
+    late_latest.push(("startingOffsetsByTimestampStrategy", "latest".into()));
+    assert!(batch_read(&t, &late_latest).unwrap().is_empty());
+    let err = batch_read(&t, &[("startingOffsets", "latest".into())]).unwrap_err();
+    assert!(
+        err.message().contains("can't be latest for batch queries"),
+        "{err}"
+    );
+    let partial = [("startingOffsets", format!(r#"{{"{t}":{{"0":1}}}}"#))];
+    let err = batch_read(&t, &partial).unwrap_err();
+    assert!(
+        err.message().contains("must specify all TopicPartitions"),
+        "{err}"
+    );
+}
+
+#[test]
+fn kafka_min_partitions_splits_a_read_and_group_options_are_taken() {
+    let t = topic("min-partitions", 1);
+    produce(&t, &records(100, 1));
+    let options: std::collections::HashMap<String, String> = [
+        ("kafka.bootstrap.servers", bootstrap()),
+        ("subscribe", t.clone()),
+        ("minPartitions", "4".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let (_, batches) = sluice::source::kafka::read_batch(&options).unwrap();
+    assert_eq!(batches.len(), 4, "one partition read in 4 pieces");
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 100);
+    // groupIdPrefix and kafka.group.id name the consumer's group; the records are all read.
+    for (k, v) in [
+        ("groupIdPrefix", "team-a"),
+        ("kafka.group.id", "team-a-fixed"),
+    ] {
+        assert_eq!(batch_read(&t, &[(k, v.into())]).unwrap().len(), 100, "{k}");
+    }
+}
+
+#[test]
+fn kafka_streaming_starts_by_timestamp_and_refuses_ending_offsets() {
+    let t = topic("stream-ts", 2);
+    let base = 1_700_000_000_000i64;
+    produce_timed(&t, 2, 5, base);
+    let dir = tempfile::tempdir().unwrap();
+    let s = session();
+    let q = s
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribe", &t)
+        .option("startingTimestamp", (base + 3000).to_string())
+        .load_source()
+        .unwrap()
+        .select_sql(["CAST(value AS STRING) AS v"])
+        .unwrap()
+        .write_stream()
+        .format("memory")
+        .query_name("kafka_by_time")
+        .option("checkpointLocation", dir.path().display())
+        .trigger(Trigger::AvailableNow)
+        .start()
+        .unwrap();
+    q.await_termination().unwrap();
+    let out = s
+        .sql("SELECT v FROM kafka_by_time ORDER BY v")
+        .unwrap()
+        .collect()
+        .unwrap();
+    let vals: Vec<String> = out
+        .iter()
+        .flat_map(|b| crate::support::strings(b.column(0)))
+        .collect();
+    assert_eq!(vals, vec!["v0-3", "v0-4", "v1-3", "v1-4"]);
+    let err = s
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribe", &t)
+        .option("endingOffsets", "latest")
+        .load_source()
+        .unwrap_err();
+    assert!(
+        err.message().contains("not valid in streaming queries"),
+        "{err}"
+    );
+}

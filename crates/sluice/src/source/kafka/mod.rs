@@ -3,9 +3,16 @@
 //! Options (Spark's names): exactly one of `subscribe` (comma-separated topics),
 //! `subscribePattern` (a regex) or `assign` (`{"topic":[0,1]}`); `kafka.bootstrap.servers` and any
 //! `kafka.*` client setting; `startingOffsets` = `latest` (default) | `earliest` | JSON
-//! `{"topic":{"0":23,"1":-2}}` (-2 earliest, -1 latest; used for a new query only);
-//! `maxOffsetsPerTrigger` (split across partitions in proportion to what each has);
-//! `minOffsetsPerTrigger` with `maxTriggerDelay` (15m); `failOnDataLoss` (true).
+//! `{"topic":{"0":23,"1":-2}}` (-2 earliest, -1 latest; used for a new query only), or by time
+//! with `startingTimestamp` / `startingOffsetsByTimestamp` and
+//! `startingOffsetsByTimestampStrategy` ([`spec`]); `maxOffsetsPerTrigger` (split across
+//! partitions in proportion to what each has); `minOffsetsPerTrigger` with `maxTriggerDelay`
+//! (15m); `failOnDataLoss` (true); `minPartitions` (a batch's records are split into at least
+//! that many pieces, which the batch's plan runs in parallel); `groupIdPrefix`
+//! (`spark-kafka-source`) or `kafka.group.id` for the consumer's group (never committed to);
+//! `kafkaConsumer.pollTimeoutMs` (120 s); `fetchOffset.numRetries` (3) and
+//! `fetchOffset.retryIntervalMs` (10); `includeHeaders`. Batch reads ([`read_batch`]) also take
+//! `endingOffsets`, `endingTimestamp` and `endingOffsetsByTimestamp`.
 //!
 //! Offsets are `{"topic":{"partition":next offset}}` in `offsets/N`; nothing is ever committed
 //! to a consumer group. Partitions that appear later start at their earliest offset. Records
@@ -18,10 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{
-    BinaryBuilder, Int32Builder, Int64Builder, ListBuilder, RecordBatch, StringBuilder,
-    StructBuilder, TimestampMicrosecondBuilder,
-};
+use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -33,6 +37,12 @@ use super::{
 };
 use crate::error::{Result, SluiceError};
 use crate::kafka_log::{within, Failure, KafkaLogContext, Logged};
+
+mod rows;
+pub(crate) mod spec;
+
+use rows::KafkaRows;
+use spec::{OffsetSpec, Ranges, Side};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -89,19 +99,22 @@ enum Subscription {
     Assign(BTreeMap<String, Vec<i32>>),
 }
 
-#[derive(Debug, Clone)]
-enum Starting {
-    Earliest,
-    Latest,
-    Specific(BTreeMap<String, BTreeMap<i32, i64>>),
-}
-
 /// The definition of a Kafka stream.
 #[derive(Debug, Clone)]
 pub struct KafkaSourceProvider {
     subscription: Subscription,
     client: Vec<(String, String)>,
-    starting: Starting,
+    starting: OffsetSpec,
+    /// Batch reads: where they end.
+    ending: OffsetSpec,
+    latest_when_unmatched: bool,
+    min_partitions: Option<usize>,
+    /// `kafka.group.id`, else `<groupIdPrefix>-<uuid>`.
+    group_id: Option<String>,
+    group_prefix: String,
+    poll_timeout: Duration,
+    fetch_retries: u32,
+    fetch_retry_interval: Duration,
     max_offsets: Option<u64>,
     min_offsets: Option<u64>,
     max_trigger_delay: Duration,
@@ -169,8 +182,14 @@ impl KafkaSourceProvider {
     /// A Kafka source from its options: one of `subscribe`, `subscribePattern` or `assign`,
     /// `kafka.bootstrap.servers` (required), other `kafka.*` client settings,
     /// `startingOffsets`, `maxOffsetsPerTrigger`, `minOffsetsPerTrigger`, `maxTriggerDelay`,
-    /// `failOnDataLoss` and `includeHeaders`.
+    /// `failOnDataLoss`, `includeHeaders` and the others of the module doc.
     pub fn try_new(options: &HashMap<String, String>) -> Result<Self> {
+        Self::parse(options, false)
+    }
+
+    /// The options of a streaming read (`batch` false: `ending*` options are refused) or of a
+    /// batch read (starting at earliest by default, ending at latest).
+    fn parse(options: &HashMap<String, String>, batch: bool) -> Result<Self> {
         let subs: Vec<(&str, &str)> = ["subscribe", "subscribePattern", "assign"]
             .iter()
             .filter_map(|k| opt(options, k).map(|v| (*k, v)))
@@ -202,8 +221,10 @@ impl KafkaSourceProvider {
                 if key == "bootstrap.servers" {
                     continue;
                 }
+                if key == "group.id" {
+                    continue;
+                }
                 if [
-                    "group.id",
                     "auto.offset.reset",
                     "key.deserializer",
                     "value.deserializer",
@@ -213,20 +234,37 @@ impl KafkaSourceProvider {
                 .contains(&key)
                 {
                     return Err(bad_option(format!(
-                        "Kafka option '{key}' is not supported: Sluice manages offsets in the checkpoint, never in a consumer group"
+                        "Kafka option '{key}' is not supported: Sluice manages offsets in the \
+                         checkpoint, never in a consumer group, and reads keys and values as \
+                         bytes (use DataFrame operations to deserialize them)"
                     )));
                 }
                 client.push((key.to_string(), v.clone()));
             }
         }
         let client = crate::kafka_conf::client_settings(&client)?;
-        let starting = match opt(options, "startingOffsets").map(str::trim) {
-            None | Some("latest") => Starting::Latest,
-            Some("earliest") => Starting::Earliest,
-            Some(json) => Starting::Specific(parse_offsets(&serde_json::from_str(json).map_err(|e| {
-                bad_option(format!("startingOffsets must be earliest, latest or JSON like {{\"t\":{{\"0\":23}}}}: {e}"))
-            })?)?),
-        };
+        let starting = spec::parse(options, Side::Starting)?.unwrap_or(if batch {
+            OffsetSpec::Earliest
+        } else {
+            OffsetSpec::Latest
+        });
+        let ending = spec::parse(options, Side::Ending)?;
+        if batch {
+            spec::check_batch(&starting, Side::Starting)?;
+            if let Some(e) = &ending {
+                spec::check_batch(e, Side::Ending)?;
+            }
+        } else if let Some(e) = &ending {
+            let what = if matches!(e, OffsetSpec::Timestamp(_) | OffsetSpec::ByTimestamp(_)) {
+                "timestamp"
+            } else {
+                "offset"
+            };
+            return Err(bad_option(format!(
+                "ending {what} not valid in streaming queries: endingOffsets, endingTimestamp \
+                 and endingOffsetsByTimestamp are for batch reads (spark.read.format(\"kafka\"))"
+            )));
+        }
         let num = |k: &str| -> Result<Option<u64>> {
             opt(options, k)
                 .map(|v| {
@@ -254,10 +292,44 @@ impl KafkaSourceProvider {
             })?,
             None => false,
         };
+        let min_partitions = match opt(options, "minPartitions") {
+            Some(v) => Some(
+                v.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        bad_option(format!(
+                    "Invalid value '{v}' for option 'minPartitions', must be a positive integer"
+                ))
+                    })?,
+            ),
+            None => None,
+        };
+        let millis = |k: &str, default: u64| -> Result<Duration> {
+            Ok(Duration::from_millis(num(k)?.unwrap_or(default)))
+        };
+        let group_id = opt(options, "kafka.group.id").map(str::to_string);
         Ok(Self {
             subscription,
             client,
             starting,
+            ending: ending.unwrap_or(OffsetSpec::Latest),
+            latest_when_unmatched: spec::latest_when_unmatched(options)?,
+            min_partitions,
+            group_id,
+            group_prefix: opt(options, "groupIdPrefix")
+                .map(str::to_string)
+                .unwrap_or_else(|| {
+                    if batch {
+                        "spark-kafka-relation".into()
+                    } else {
+                        "spark-kafka-source".into()
+                    }
+                }),
+            poll_timeout: millis("kafkaConsumer.pollTimeoutMs", 120_000)?,
+            fetch_retries: num("fetchOffset.numRetries")?.unwrap_or(3) as u32,
+            fetch_retry_interval: millis("fetchOffset.retryIntervalMs", 10)?,
             max_offsets: num("maxOffsetsPerTrigger")?,
             min_offsets: num("minOffsetsPerTrigger")?,
             max_trigger_delay,
@@ -271,10 +343,11 @@ impl KafkaSourceProvider {
         for (k, v) in &self.client {
             c.set(k, v);
         }
-        c.set(
-            "group.id",
-            format!("spark-kafka-source-{}", uuid::Uuid::new_v4()),
-        );
+        let group = self
+            .group_id
+            .clone()
+            .unwrap_or_else(|| format!("{}-{}", self.group_prefix, uuid::Uuid::new_v4()));
+        c.set("group.id", group);
         c.set("enable.auto.commit", "false");
         c.set("enable.partition.eof", "false");
         c.set("isolation.level", "read_committed");
@@ -417,16 +490,53 @@ impl KafkaSourceProvider {
             }
             Err(_) => None,
         };
+        self.source(initial, initial_file)
+    }
+
+    fn source(
+        &self,
+        initial: Option<PartitionOffsets>,
+        initial_file: std::path::PathBuf,
+    ) -> Result<KafkaSource> {
         Ok(KafkaSource {
             initial,
             initial_file,
             consumer: self.consumer()?,
             p: self.clone(),
             available_now: None,
+            reached: Default::default(),
             last_batch: Instant::now(),
             latest: PartitionOffsets::new(),
         })
     }
+}
+
+/// A batch read, `spark.read.format("kafka")...load()`: the records of the subscribed
+/// partitions from the starting offsets (`startingOffsets`, `startingTimestamp`,
+/// `startingOffsetsByTimestamp`; default earliest) to the ending ones (`endingOffsets`,
+/// `endingTimestamp`, `endingOffsetsByTimestamp`; default latest), read once, in Spark's Kafka
+/// schema. Nothing is written anywhere.
+pub fn read_batch(options: &HashMap<String, String>) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let p = KafkaSourceProvider::parse(options, true)?;
+    // No checkpoint: the initial offsets file is never read nor written (no `latest_offset`).
+    let mut src = p.source(None, std::path::PathBuf::new())?;
+    let ranges = src.ranges()?;
+    let start = src.resolve(&p.starting, Side::Starting, &ranges)?;
+    let mut end = src.resolve(&p.ending, Side::Ending, &ranges)?;
+    // Spark's rule: an ending offset before the starting one is an error.
+    for (t, parts) in &mut end {
+        for (part, e) in parts.iter_mut() {
+            let s = get(&start, t, *part).unwrap_or(0);
+            if *e < s {
+                return Err(bad_option(format!(
+                    "The ending offset {e} of {t}-{part} is before its starting offset {s}: \
+                     check endingOffsets (or endingTimestamp) against startingOffsets"
+                )));
+            }
+        }
+    }
+    let (batches, _) = src.read(&start, &end)?;
+    Ok((kafka_schema_with(p.include_headers), batches))
 }
 
 struct KafkaSource {
@@ -435,6 +545,8 @@ struct KafkaSource {
     initial_file: std::path::PathBuf,
     p: KafkaSourceProvider,
     consumer: Logged<BaseConsumer<KafkaLogContext>>,
+    /// Whether the broker answered once (then an unreachable broker is waited for).
+    reached: std::sync::atomic::AtomicBool,
     /// Available-now: the latest offsets when the query started.
     available_now: Option<PartitionOffsets>,
     last_batch: Instant,
@@ -496,106 +608,175 @@ impl KafkaSource {
         .map_err(|f| self.fail(&format!("cannot read the offsets of {topic}-{p}"), f))
     }
 
-    /// The latest offsets now: (low, high) per partition.
-    fn ranges(&self) -> Result<BTreeMap<(String, i32), (i64, i64)>> {
-        let mut out = BTreeMap::new();
-        for (t, p) in self.partitions()? {
-            let w = self.watermarks(&t, p)?;
-            out.insert((t, p), w);
-        }
-        Ok(out)
-    }
-}
-
-/// Kafka records as Arrow rows (Spark's Kafka schema).
-struct KafkaRows {
-    include_headers: bool,
-    key: BinaryBuilder,
-    value: BinaryBuilder,
-    topic: StringBuilder,
-    part: Int32Builder,
-    off: Int64Builder,
-    ts: TimestampMicrosecondBuilder,
-    tst: Int32Builder,
-    headers: ListBuilder<StructBuilder>,
-}
-
-impl KafkaRows {
-    fn new(include_headers: bool) -> Self {
-        Self {
-            include_headers,
-            key: BinaryBuilder::new(),
-            value: BinaryBuilder::new(),
-            topic: StringBuilder::new(),
-            part: Int32Builder::new(),
-            off: Int64Builder::new(),
-            ts: TimestampMicrosecondBuilder::new(),
-            tst: Int32Builder::new(),
-            headers: ListBuilder::new(StructBuilder::from_fields(header_fields(), 0)).with_field(
-                Arc::new(Field::new(
-                    "element",
-                    DataType::Struct(header_fields()),
-                    true,
-                )),
-            ),
-        }
-    }
-
-    fn len(&self) -> usize {
-        arrow::array::ArrayBuilder::len(&self.part)
-    }
-
-    fn push<M: Message>(&mut self, msg: &M) -> Result<()> {
-        self.key.append_option(msg.key());
-        self.value.append_option(msg.payload());
-        self.topic.append_value(msg.topic());
-        self.part.append_value(msg.partition());
-        self.off.append_value(msg.offset());
-        let (kind, ms) = match msg.timestamp() {
-            rdkafka::Timestamp::NotAvailable => (-1, None),
-            rdkafka::Timestamp::CreateTime(ms) => (0, Some(ms)),
-            rdkafka::Timestamp::LogAppendTime(ms) => (1, Some(ms)),
-        };
-        self.ts.append_option(ms.map(|m| m * 1000));
-        self.tst.append_value(kind);
-        if self.include_headers {
-            use rdkafka::message::Headers;
-            let entries = self.headers.values();
-            if let Some(hs) = msg.headers() {
-                for h in hs.iter() {
-                    entries
-                        .field_builder::<StringBuilder>(0)
-                        .ok_or_else(|| SluiceError::internal("header key builder"))?
-                        .append_value(h.key);
-                    entries
-                        .field_builder::<BinaryBuilder>(1)
-                        .ok_or_else(|| SluiceError::internal("header value builder"))?
-                        .append_option(h.value);
-                    entries.append(true);
+    /// The latest offsets now: (low, high) per partition; a failed fetch is tried again
+    /// `fetchOffset.numRetries` times, `fetchOffset.retryIntervalMs` apart (not a refused login).
+    fn ranges(&self) -> Result<Ranges> {
+        let mut attempt = 0;
+        loop {
+            let got = self.partitions().and_then(|parts| {
+                let mut out = Ranges::new();
+                for (t, p) in parts {
+                    let w = self.watermarks(&t, p)?;
+                    out.insert((t, p), w);
                 }
+                Ok(out)
+            });
+            match got {
+                Ok(r) => {
+                    self.reached
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(r);
+                }
+                Err(e) if attempt < self.p.fetch_retries && !e.is(class::KAFKA_AUTHENTICATION) => {
+                    attempt += 1;
+                    log::warn!(
+                        "{e} (attempt {attempt} of {}; fetchOffset.numRetries)",
+                        self.p.fetch_retries + 1
+                    );
+                    std::thread::sleep(self.p.fetch_retry_interval);
+                }
+                Err(e) => return Err(e),
             }
-            self.headers.append(true);
         }
-        Ok(())
     }
 
-    fn finish(mut self) -> Result<RecordBatch> {
-        let mut columns: Vec<arrow::array::ArrayRef> = vec![
-            Arc::new(self.key.finish()),
-            Arc::new(self.value.finish()),
-            Arc::new(self.topic.finish()),
-            Arc::new(self.part.finish()),
-            Arc::new(self.off.finish()),
-            Arc::new(self.ts.finish()),
-            Arc::new(self.tst.finish()),
-        ];
-        if self.include_headers {
-            columns.push(Arc::new(self.headers.finish()));
+    /// The first offset at or after each (topic, partition, time in ms); None where no record
+    /// is that recent.
+    fn offsets_for_times(&self, wanted: &[(String, i32, i64)]) -> Result<Vec<Option<i64>>> {
+        let mut tpl = TopicPartitionList::new();
+        for (t, p, ts) in wanted {
+            tpl.add_partition_offset(t, *p, KOffset::Offset(*ts))
+                .map_err(|e| self.err("cannot look up offsets by time", e))?;
         }
-        Ok(RecordBatch::try_new(
-            kafka_schema_with(self.include_headers),
-            columns,
-        )?)
+        let got = within(self.consumer.context(), TIMEOUT, |t| {
+            self.consumer.offsets_for_times(tpl.clone(), t)
+        })
+        .map_err(|f| self.fail("cannot look up offsets by time", f))?;
+        Ok(wanted
+            .iter()
+            .map(
+                |(t, p, _)| match got.find_partition(t, *p).map(|e| e.offset()) {
+                    Some(KOffset::Offset(o)) if o >= 0 => Some(o),
+                    _ => None,
+                },
+            )
+            .collect())
+    }
+
+    /// The offsets `spec` names for `ranges`' partitions (see [`spec::resolve`]).
+    fn resolve(&self, spec: &OffsetSpec, side: Side, ranges: &Ranges) -> Result<PartitionOffsets> {
+        spec::resolve(spec, side, ranges, self.p.latest_when_unmatched, |w| {
+            self.offsets_for_times(w)
+        })
+    }
+
+    /// The records from `start` to `end` (exclusive) of each partition in `end`, as one batch
+    /// per partition (more with `minPartitions`), and how many were skipped as lost.
+    fn read(
+        &mut self,
+        start: &PartitionOffsets,
+        end: &PartitionOffsets,
+    ) -> Result<(Vec<RecordBatch>, u64)> {
+        let mut lost: u64 = 0;
+        let mut out = Vec::new();
+        for (t, parts) in end {
+            for (p, e) in parts {
+                let (low, _) = self.watermarks(t, *p)?;
+                let mut s = get(start, t, *p).unwrap_or(low);
+                if *e < s {
+                    // The partition was reset (recreated topic, failOnDataLoss=false): from its start.
+                    log::warn!(
+                        "Partition {t}-{p} went back from offset {s} to {e}: the topic was \
+                         probably deleted and recreated, and records may have been missed. \
+                         Reading it again from offset {low} (failOnDataLoss=false)."
+                    );
+                    s = low;
+                }
+                if *e <= s {
+                    continue;
+                }
+                if s < low {
+                    let msg = format!(
+                        "Some data may have been lost because they are not available in Kafka any more; \
+                         either the data was aged out by Kafka or the topic may have been deleted before \
+                         all the data in the topic was processed: topic {t}, partition {p}, offsets {s} to {} \
+                         are gone. If you want your streaming query to continue, set the source option \
+                         failOnDataLoss to false.",
+                        low.min(*e) - 1
+                    );
+                    if self.p.fail_on_data_loss {
+                        return Err(SluiceError::input(class::KAFKA_DATA_LOSS, msg));
+                    }
+                    log::warn!("{msg} Skipping them (failOnDataLoss=false).");
+                    lost += (low.min(*e) - s) as u64;
+                    s = low;
+                    if *e <= s {
+                        continue;
+                    }
+                }
+                out.push(self.read_partition(t, *p, s, *e)?);
+            }
+        }
+        let total: usize = out.iter().map(RecordBatch::num_rows).sum();
+        let batches = match self.p.min_partitions {
+            Some(min) if min > out.len() && total > 0 => out
+                .into_iter()
+                .flat_map(|b| {
+                    // Spark's KafkaOffsetRangeCalculator: pieces in proportion to the size.
+                    let pieces = ((b.num_rows() as f64 / total as f64) * min as f64)
+                        .round()
+                        .max(1.0) as usize;
+                    let step = b.num_rows().div_ceil(pieces).max(1);
+                    (0..b.num_rows())
+                        .step_by(step)
+                        .map(|at| b.slice(at, step.min(b.num_rows() - at)))
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+            _ if out.is_empty() => vec![KafkaRows::new(self.p.include_headers).finish()?],
+            _ => out,
+        };
+        Ok((batches, lost))
+    }
+
+    /// Offsets `s..e` of `t`-`p`, read with the consumer (transaction markers and compacted
+    /// records leave gaps, which are not data loss).
+    fn read_partition(&mut self, t: &str, p: i32, s: i64, e: i64) -> Result<RecordBatch> {
+        let mut rows = KafkaRows::new(self.p.include_headers);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(t, p, KOffset::Offset(s))
+            .map_err(|e| self.err("cannot assign", e))?;
+        self.consumer
+            .assign(&tpl)
+            .map_err(|e| self.err("cannot assign", e))?;
+        let deadline = Instant::now() + self.p.poll_timeout;
+        let mut next = s;
+        while next < e {
+            if Instant::now() > deadline {
+                return Err(SluiceError::connector(
+                    class::KAFKA_TIMEOUT,
+                    format!(
+                        "timed out reading {t}-{p} offsets {next}..{e} after {} ms \
+                         (kafkaConsumer.pollTimeoutMs): is the broker at {} running?",
+                        self.p.poll_timeout.as_millis(),
+                        self.p.client[0].1
+                    ),
+                ));
+            }
+            let Some(msg) = self.consumer.poll(Duration::from_millis(200)) else {
+                continue;
+            };
+            let msg = msg.map_err(|err| self.err(&format!("cannot read {t}-{p}"), err))?;
+            if msg.offset() < next {
+                continue;
+            }
+            if msg.offset() >= e {
+                break;
+            }
+            rows.push(&msg)?;
+            next = msg.offset() + 1;
+        }
+        rows.finish()
     }
 }
 
@@ -693,19 +874,7 @@ impl Source for KafkaSource {
         let ranges = self.ranges()?;
         let start_map = start.map(parse_offsets).transpose()?;
         if start_map.is_none() && self.initial.is_none() {
-            let mut init = PartitionOffsets::new();
-            for ((t, p), (low, high)) in &ranges {
-                let s = match &self.p.starting {
-                    Starting::Earliest => *low,
-                    Starting::Latest => *high,
-                    Starting::Specific(m) => match get(m, t, *p) {
-                        Some(-2) | None => *low,
-                        Some(-1) => *high,
-                        Some(o) => o,
-                    },
-                };
-                init.entry(t.clone()).or_default().insert(*p, s);
-            }
+            let init = self.resolve(&self.p.starting.clone(), Side::Starting, &ranges)?;
             if let Some(dir) = self.initial_file.parent() {
                 crate::storage::create_dir_all(dir).map_err(|e| {
                     SluiceError::io(crate::error::Fault::Checkpoint, dir.display(), e)
@@ -832,77 +1001,7 @@ impl Source for KafkaSource {
             None => self.initial.clone().unwrap_or_default(),
         };
         let end = parse_offsets(end)?;
-        let mut rows = KafkaRows::new(self.p.include_headers);
-        let mut lost: u64 = 0;
-        for (t, parts) in &end {
-            for (p, e) in parts {
-                let (low, _) = self.watermarks(t, *p)?;
-                let mut s = get(&start, t, *p).unwrap_or(low);
-                if *e < s {
-                    // The partition was reset (recreated topic, failOnDataLoss=false): from its start.
-                    log::warn!(
-                        "Partition {t}-{p} went back from offset {s} to {e}: the topic was \
-                         probably deleted and recreated, and records may have been missed. \
-                         Reading it again from offset {low} (failOnDataLoss=false)."
-                    );
-                    s = low;
-                }
-                if *e <= s {
-                    continue;
-                }
-                if s < low {
-                    let msg = format!(
-                        "Some data may have been lost because they are not available in Kafka any more; \
-                         either the data was aged out by Kafka or the topic may have been deleted before \
-                         all the data in the topic was processed: topic {t}, partition {p}, offsets {s} to {} \
-                         are gone. If you want your streaming query to continue, set the source option \
-                         failOnDataLoss to false.",
-                        low.min(*e) - 1
-                    );
-                    if self.p.fail_on_data_loss {
-                        return Err(SluiceError::input(class::KAFKA_DATA_LOSS, msg));
-                    }
-                    log::warn!("{msg} Skipping them (failOnDataLoss=false).");
-                    lost += (low.min(*e) - s) as u64;
-                    s = low;
-                    if *e <= s {
-                        continue;
-                    }
-                }
-                let mut tpl = TopicPartitionList::new();
-                tpl.add_partition_offset(t, *p, KOffset::Offset(s))
-                    .map_err(|e| self.err("cannot assign", e))?;
-                self.consumer
-                    .assign(&tpl)
-                    .map_err(|e| self.err("cannot assign", e))?;
-                let deadline = Instant::now() + TIMEOUT;
-                let mut next = s;
-                while next < *e {
-                    if Instant::now() > deadline {
-                        return Err(SluiceError::connector(
-                            class::KAFKA_TIMEOUT,
-                            format!("timed out reading {t}-{p} offsets {next}..{e} (kafkaConsumer.pollTimeoutMs)"),
-                        ));
-                    }
-                    let Some(msg) = self.consumer.poll(Duration::from_millis(200)) else {
-                        continue;
-                    };
-                    let msg = msg.map_err(|e| self.err(&format!("cannot read {t}-{p}"), e))?;
-                    if msg.offset() < next {
-                        continue;
-                    }
-                    if msg.offset() >= *e {
-                        break;
-                    }
-                    if msg.offset() > next && self.p.fail_on_data_loss {
-                        // Transaction markers and compaction leave gaps; they are not data loss.
-                    }
-                    rows.push(&msg)?;
-                    next = msg.offset() + 1;
-                }
-            }
-        }
-        let batch = rows.finish()?;
+        let (batches, lost) = self.read(&start, &end)?;
         let mut metrics = BTreeMap::new();
         if self.latest.is_empty() {
             // A replayed batch runs before any latest_offset call of this run.
@@ -938,10 +1037,7 @@ impl Source for KafkaSource {
         if lost > 0 {
             metrics.insert("numRecordsLost".into(), lost.to_string());
         }
-        Ok(SourceBatch {
-            batches: vec![batch],
-            metrics,
-        })
+        Ok(SourceBatch { batches, metrics })
     }
 }
 
@@ -981,10 +1077,35 @@ mod tests {
         let err = KafkaSourceProvider::try_new(&o(&[
             ("subscribe", "t"),
             ("kafka.bootstrap.servers", "x"),
-            ("kafka.group.id", "g"),
+            ("kafka.auto.offset.reset", "earliest"),
         ]))
         .unwrap_err();
-        assert!(err.message().contains("group.id"));
+        assert!(err.message().contains("auto.offset.reset"));
+        // kafka.group.id is Spark's "use with caution" option, taken as given.
+        let p = KafkaSourceProvider::try_new(&o(&[
+            ("subscribe", "t"),
+            ("kafka.bootstrap.servers", "x"),
+            ("kafka.group.id", "g"),
+        ]))
+        .unwrap();
+        assert_eq!(p.group_id.as_deref(), Some("g"));
+        let err = KafkaSourceProvider::try_new(&o(&[
+            ("subscribe", "t"),
+            ("kafka.bootstrap.servers", "x"),
+            ("endingOffsets", "latest"),
+        ]))
+        .unwrap_err();
+        assert!(
+            err.message().contains("not valid in streaming queries"),
+            "{err}"
+        );
+        let err = KafkaSourceProvider::try_new(&o(&[
+            ("subscribe", "t"),
+            ("kafka.bootstrap.servers", "x"),
+            ("minPartitions", "0"),
+        ]))
+        .unwrap_err();
+        assert!(err.message().contains("minPartitions"), "{err}");
         assert!(KafkaSourceProvider::try_new(&o(&[
             ("subscribe", "t"),
             ("kafka.bootstrap.servers", "x")
