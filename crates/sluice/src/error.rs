@@ -69,6 +69,7 @@ pub mod class {
     pub const INVALID_WINDOW: &str = "INVALID_WINDOW";
     pub const IO_ERROR: &str = "IO_ERROR";
     pub const KAFKA_AUTHENTICATION: &str = "KAFKA_AUTHENTICATION";
+    pub const KAFKA_BROKER_UNAVAILABLE: &str = "KAFKA_BROKER_UNAVAILABLE";
     pub const KAFKA_CLIENT: &str = "KAFKA_CLIENT";
     pub const KAFKA_DATA_LOSS: &str = "KAFKA_DATA_LOSS";
     pub const KAFKA_INVALID_COLUMN: &str = "KAFKA_INVALID_COLUMN";
@@ -285,6 +286,11 @@ impl SluiceError {
     /// Who is at fault for this error.
     pub fn fault(&self) -> Fault {
         self.fault
+    }
+    /// Whether the query should wait and try the step again rather than fail: a source's
+    /// backend that answered before went away (a Kafka broker restarting).
+    pub fn is_transient(&self) -> bool {
+        self.class == class::KAFKA_BROKER_UNAVAILABLE
     }
     /// Whether this error is of `class` (one of the [`class`] constants).
     pub fn is(&self, class: &str) -> bool {

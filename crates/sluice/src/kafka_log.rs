@@ -33,17 +33,20 @@ use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::message::Message;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 
 const TARGET: &str = "librdkafka";
 
-/// Forwards librdkafka's logs and errors to the `log` crate and keeps the first refused login or
-/// TLS handshake (see the module doc). Delivery reports are ignored, as with
-/// `DefaultProducerContext`: the sink checks `flush`.
+/// Forwards librdkafka's logs and errors to the `log` crate, keeps the first refused login or
+/// TLS handshake (see the module doc) and counts the records a producer failed to deliver
+/// (`flush` succeeds once no record is pending, delivered or not: the sink checks
+/// [`KafkaLogContext::take_undelivered`] after it).
 #[derive(Debug, Clone, Default)]
 pub struct KafkaLogContext {
     refused: Refused,
+    undelivered: Arc<Mutex<(u64, Option<String>)>>,
 }
 
 /// The first refused login or TLS handshake of one client, as librdkafka reported it.
@@ -54,6 +57,14 @@ impl KafkaLogContext {
     /// librdkafka wrote it (it names the broker and the SASL mechanism, never the secret).
     pub fn refused(&self) -> Option<String> {
         self.refused.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// How many records failed delivery since the last call, and the first failure's error.
+    pub fn take_undelivered(&self) -> (u64, Option<String>) {
+        self.undelivered
+            .lock()
+            .map(|mut u| std::mem::take(&mut *u))
+            .unwrap_or_default()
     }
 }
 
@@ -107,6 +118,24 @@ pub fn within<T>(
             }
         }
     }
+}
+
+/// Whether a client call failed because no broker answered (timed out, connection lost): what a
+/// broker restart looks like to the client.
+pub(crate) fn is_unreachable(e: &KafkaError) -> bool {
+    is_timeout(e)
+        || matches!(
+            e.rdkafka_error_code(),
+            Some(
+                RDKafkaErrorCode::BrokerTransportFailure
+                    | RDKafkaErrorCode::AllBrokersDown
+                    | RDKafkaErrorCode::BrokerNotAvailable
+                    | RDKafkaErrorCode::LeaderNotAvailable
+                    | RDKafkaErrorCode::NotLeaderForPartition
+                    // A partition whose broker is shutting down has no leader for a moment.
+                    | RDKafkaErrorCode::UnknownPartition
+            )
+        )
 }
 
 fn is_timeout(e: &KafkaError) -> bool {
@@ -178,7 +207,20 @@ impl ConsumerContext for KafkaLogContext {}
 impl ProducerContext for KafkaLogContext {
     type DeliveryOpaque = ();
 
-    fn delivery(&self, _: &DeliveryResult<'_>, _: Self::DeliveryOpaque) {}
+    fn delivery(&self, result: &DeliveryResult<'_>, _: Self::DeliveryOpaque) {
+        if let Err((e, msg)) = result {
+            if let Ok(mut u) = self.undelivered.lock() {
+                u.0 += 1;
+                if u.1.is_none() {
+                    u.1 = Some(format!(
+                        "{e} (topic {}, partition {})",
+                        msg.topic(),
+                        msg.partition()
+                    ));
+                }
+            }
+        }
+    }
 }
 
 /// A Kafka consumer whose log lines are printed as they come, also while it blocks (see the

@@ -10,6 +10,15 @@
 //! as the offset of partition 0 of the (first) output topic for the private consumer group
 //! `sluice-sink-<query id>` (`send_offsets_to_transaction`). A replayed batch N first reads that
 //! group's committed offset: if it is already N+1 or more, batch N was committed and is skipped.
+//! A restart's `init_transactions` fences a killed attempt's producer and aborts its open
+//! transaction.
+//!
+//! The producer is idempotent by default (`enable.idempotence`, as the Java client since Kafka
+//! 3.0, unless `kafka.acks` or `kafka.retries` rule it out), so its own retries write no
+//! duplicates. While the broker is away, a batch waits for its records' delivery up to
+//! `kafka.delivery.timeout.ms` (librdkafka's `message.timeout.ms`, 300 s by default); a record
+//! that is still not delivered then fails the batch, which is not committed and is written
+//! again by the restart, never dropped.
 
 use crate::error::class;
 use std::collections::HashMap;
@@ -37,7 +46,17 @@ pub struct KafkaSinkProvider {
     client: Vec<(String, String)>,
     topic: Option<String>,
     exactly_once: bool,
+    /// How long a batch waits for its records' delivery.
+    delivery_timeout: Duration,
+    /// Test hook: sleep this long in each transaction, after the records were sent.
+    #[cfg(feature = "testing")]
+    pause_in_transaction: Option<Duration>,
 }
+
+/// Sink option of the `testing` feature: an exactly-once batch sleeps this many milliseconds
+/// in its transaction after sending its records (so a test can kill the process there).
+#[cfg(feature = "testing")]
+pub const PAUSE_IN_TRANSACTION: &str = "sluice.testing.pauseInTransactionMs";
 
 impl KafkaSinkProvider {
     /// A Kafka sink from its options: `kafka.bootstrap.servers` (required), other `kafka.*`
@@ -63,7 +82,26 @@ impl KafkaSinkProvider {
                 }
             }
         }
-        let client = crate::kafka_conf::client_settings(&client)?;
+        let mut client = crate::kafka_conf::client_settings(&client)?;
+        let given = client.clone();
+        let set = |k: &str| {
+            given
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+        };
+        let acks_all = set("acks")
+            .or_else(|| set("request.required.acks"))
+            .is_none_or(|a| a == "all" || a == "-1");
+        let retries = set("retries").or_else(|| set("message.send.max.retries"));
+        if set("enable.idempotence").is_none() && acks_all && retries.as_deref() != Some("0") {
+            client.push(("enable.idempotence".into(), "true".into()));
+        }
+        let delivery_timeout = set("message.timeout.ms")
+            .or_else(|| set("delivery.timeout.ms"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_millis)
+            .unwrap_or(Duration::from_secs(300));
         let exactly_once = match get("exactlyOnce") {
             Some(v) => v.trim().parse::<bool>().map_err(|_| {
                 SluiceError::query(
@@ -73,10 +111,17 @@ impl KafkaSinkProvider {
             })?,
             None => false,
         };
+        #[cfg(feature = "testing")]
+        let pause_in_transaction = get(PAUSE_IN_TRANSACTION)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_millis);
         Ok(Self {
             client,
             topic: get("topic"),
             exactly_once,
+            delivery_timeout,
+            #[cfg(feature = "testing")]
+            pause_in_transaction,
         })
     }
 
@@ -117,7 +162,7 @@ impl SinkProvider for KafkaSinkProvider {
         let mut marker = None;
         if self.exactly_once {
             within(producer.context(), TIMEOUT, |t| {
-                producer.init_transactions(t)
+                retrying(t, || producer.init_transactions(t))
             })
             .map_err(|f| {
                 failure(&self.client, f, |e| {
@@ -143,6 +188,9 @@ impl SinkProvider for KafkaSinkProvider {
         Ok(Box::new(KafkaSink {
             producer,
             client: self.client.clone(),
+            delivery_timeout: self.delivery_timeout,
+            #[cfg(feature = "testing")]
+            pause_in_transaction: self.pause_in_transaction,
             marker,
             topic: self.topic.clone(),
             written: 0,
@@ -151,6 +199,27 @@ impl SinkProvider for KafkaSinkProvider {
     fn supports_continuous(&self) -> bool {
         // Transactions per epoch are not implemented: continuous is at-least-once.
         !self.exactly_once
+    }
+}
+
+/// Runs a transaction call again while it fails with an error Kafka calls retriable (the
+/// broker still aborting a fenced producer's transaction: `CONCURRENT_TRANSACTIONS`), for up
+/// to `total`.
+fn retrying(
+    total: Duration,
+    mut call: impl FnMut() -> rdkafka::error::KafkaResult<()>,
+) -> rdkafka::error::KafkaResult<()> {
+    let deadline = std::time::Instant::now() + total;
+    loop {
+        match call() {
+            Err(rdkafka::error::KafkaError::Transaction(e))
+                if e.is_retriable() && std::time::Instant::now() < deadline =>
+            {
+                log::debug!("Kafka transactions: {e}; trying again");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => return other,
+        }
     }
 }
 
@@ -171,6 +240,9 @@ struct KafkaSink {
     producer: ThreadedProducer<KafkaLogContext>,
     /// The librdkafka settings (for error messages).
     client: Vec<(String, String)>,
+    delivery_timeout: Duration,
+    #[cfg(feature = "testing")]
+    pause_in_transaction: Option<Duration>,
     /// Exactly-once: the consumer of the private group whose offsets record committed batches.
     marker: Option<Logged<BaseConsumer<KafkaLogContext>>>,
     topic: Option<String>,
@@ -355,12 +427,31 @@ impl KafkaSink {
     }
 
     /// Waits until every record sent is acknowledged.
+    /// Waits until every record sent is delivered (up to the delivery timeout, a little more),
+    /// and fails when one could not be: `flush` alone succeeds once none is pending.
     fn flush(&self, what: &str) -> Result<()> {
-        within(self.producer.context(), TIMEOUT, |t| self.producer.flush(t)).map_err(|f| {
+        let total = self.delivery_timeout + Duration::from_secs(5);
+        within(self.producer.context(), total, |t| self.producer.flush(t)).map_err(|f| {
             failure(&self.client, f, |e| {
                 SluiceError::connector(class::KAFKA_PRODUCE, format!("{what}: {e}"))
             })
-        })
+        })?;
+        self.check_delivered(what)
+    }
+
+    fn check_delivered(&self, what: &str) -> Result<()> {
+        match self.producer.context().take_undelivered() {
+            (0, _) => Ok(()),
+            (n, first) => Err(SluiceError::connector(
+                class::KAFKA_PRODUCE,
+                format!(
+                    "{what}: {n} records could not be delivered to the broker at {} (first: \
+                     {}); the batch is not committed, and a restart writes it again",
+                    self.client[0].1,
+                    first.unwrap_or_default()
+                ),
+            )),
+        }
     }
 
     fn committed_batch(&self, topic: &str) -> Result<Option<i64>> {
@@ -427,6 +518,11 @@ impl Sink for KafkaSink {
             })?;
         }
         let n = self.send_rows(data, value_idx, key_idx, topic_idx, part_idx, headers_idx)?;
+        #[cfg(feature = "testing")]
+        if let (Some(d), Some(_)) = (self.pause_in_transaction, &self.marker) {
+            let _ = self.producer.flush(d);
+            std::thread::sleep(d);
+        }
         match (&self.marker, &first_topic) {
             (Some(c), Some(t)) => {
                 let mut tpl = TopicPartitionList::new();

@@ -36,9 +36,19 @@ fn bootstrap() -> String {
 }
 
 fn topic(name: &str, partitions: i32) -> String {
+    topic_on(&bootstrap(), name, partitions)
+}
+
+/// A new topic `<name>-<random>` on the broker at `bootstrap`.
+fn topic_on(bootstrap: &str, name: &str, partitions: i32) -> String {
     let t = format!("{name}-{}", &uuid::Uuid::new_v4().to_string()[..8]);
+    create_topic(bootstrap, &t, partitions);
+    t
+}
+
+fn create_topic(bootstrap: &str, t: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
+        .set("bootstrap.servers", bootstrap)
         .create()
         .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -47,19 +57,22 @@ fn topic(name: &str, partitions: i32) -> String {
         .unwrap();
     let res = rt
         .block_on(admin.create_topics(
-            &[NewTopic::new(&t, partitions, TopicReplication::Fixed(1))],
+            &[NewTopic::new(t, partitions, TopicReplication::Fixed(1))],
             &AdminOptions::new(),
         ))
         .unwrap();
     for r in res {
         r.unwrap();
     }
-    t
 }
 
 fn produce(topic: &str, records: &[(Option<String>, String, i32)]) {
+    produce_on(&bootstrap(), topic, records)
+}
+
+fn produce_on(bootstrap: &str, topic: &str, records: &[(Option<String>, String, i32)]) {
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
+        .set("bootstrap.servers", bootstrap)
         .create()
         .unwrap();
     for (k, v, part) in records {
@@ -75,10 +88,15 @@ fn produce(topic: &str, records: &[(Option<String>, String, i32)]) {
 
 /// All values of a topic as a `read_committed` consumer sees them.
 fn read_committed(topic: &str, partitions: i32) -> Vec<String> {
+    read_on(&bootstrap(), topic, partitions, "read_committed")
+}
+
+/// All values of a topic on `bootstrap` as a consumer with `isolation` sees them.
+fn read_on(bootstrap: &str, topic: &str, partitions: i32, isolation: &str) -> Vec<String> {
     let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
+        .set("bootstrap.servers", bootstrap)
         .set("group.id", format!("reader-{}", uuid::Uuid::new_v4()))
-        .set("isolation.level", "read_committed")
+        .set("isolation.level", isolation)
         .set("enable.auto.commit", "false")
         .create()
         .unwrap();
@@ -1084,5 +1102,334 @@ fn kafka_streaming_starts_by_timestamp_and_refuses_ending_offsets() {
     assert!(
         err.message().contains("not valid in streaming queries"),
         "{err}"
+    );
+}
+
+/// A broker of this test's own (`scripts/kafka-broker` on ports 19092-19094 with its own data
+/// folder), for a test that stops and restarts it. Stopped when dropped.
+struct PrivateBroker {
+    data: tempfile::TempDir,
+}
+
+impl PrivateBroker {
+    const BOOTSTRAP: &'static str = "127.0.0.1:19092";
+
+    fn script(&self, cmd: &str) {
+        let out = self.run(cmd);
+        assert!(
+            out.status.success(),
+            "scripts/kafka-broker {cmd}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn run(&self, cmd: &str) -> std::process::Output {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/kafka-broker");
+        std::process::Command::new(script)
+            .arg(cmd)
+            .env("SLUICE_KAFKA_PORT", "19092")
+            .env("SLUICE_KAFKA_CONTROLLER_PORT", "19093")
+            .env("SLUICE_KAFKA_SASL_SSL_PORT", "19094")
+            .env("SLUICE_KAFKA_DATA", self.data.path())
+            .output()
+            .expect("scripts/kafka-broker runs")
+    }
+
+    fn start() -> Self {
+        bootstrap(); // the shared broker is up, so the jars are fetched
+        let b = PrivateBroker {
+            data: tempfile::tempdir().unwrap(),
+        };
+        b.script("start");
+        b
+    }
+}
+
+impl Drop for PrivateBroker {
+    fn drop(&mut self) {
+        let _ = self.run("stop");
+    }
+}
+
+/// Waits up to `secs` for `cond`, polling every 200 ms.
+fn wait_for(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn kafka_to_kafka(
+    s: &Session,
+    from: (&str, &str),
+    to: (&str, &str),
+    ckpt: &std::path::Path,
+) -> sluice::StreamingQuery {
+    s.read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", from.0)
+        .option("subscribe", from.1)
+        .option("startingOffsets", "earliest")
+        .load_source()
+        .unwrap()
+        .select_sql(["key", "value"])
+        .unwrap()
+        .write_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", to.0)
+        .option("topic", to.1)
+        .option("checkpointLocation", ckpt.display())
+        .trigger(Trigger::ProcessingTime(Duration::from_millis(200)))
+        .start()
+        .unwrap()
+}
+
+/// Values as a set, asserting there is no duplicate.
+fn once_each(values: Vec<String>) -> std::collections::BTreeSet<String> {
+    let n = values.len();
+    let set: std::collections::BTreeSet<String> = values.into_iter().collect();
+    assert_eq!(set.len(), n, "no record twice");
+    set
+}
+
+#[test]
+fn kafka_broker_stopped_and_restarted_while_queries_run_loses_and_duplicates_nothing() {
+    let broker = PrivateBroker::start();
+    let b = PrivateBroker::BOOTSTRAP;
+    let main = bootstrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = session();
+    // The source's broker goes away: the query waits, says so, and resumes.
+    let (src, dst) = (topic_on(b, "restart-in", 2), topic("restart-out", 1));
+    let input = records(200, 2);
+    produce_on(b, &src, &input[..100]);
+    let q = kafka_to_kafka(&s, (b, &src), (&main, &dst), &dir.path().join("a"));
+    wait_for(60, "the first 100 records", || {
+        read_committed(&dst, 1).len() >= 100
+    });
+    broker.script("stop");
+    wait_for(30, "a status saying the query waits", || {
+        let st = q.status().message;
+        eprintln!(
+            "status: {st} active={} exc={:?}",
+            q.is_active(),
+            q.exception()
+        );
+        st.contains("Waiting for a source to come back")
+    });
+    assert!(q.is_active(), "the query waits instead of failing");
+    let waiting = q.status().message;
+    assert!(
+        waiting.contains(b),
+        "the status names the broker: {waiting}"
+    );
+    broker.script("start");
+    produce_on(b, &src, &input[100..]);
+    wait_for(90, "all 200 records", || {
+        read_committed(&dst, 1).len() >= 200
+    });
+    let out = once_each(read_committed(&dst, 1));
+    let want: std::collections::BTreeSet<String> =
+        input.iter().map(|(_, v, _)| v.clone()).collect();
+    assert_eq!(out, want, "every record once across the outage");
+    q.stop();
+
+    // The sink's broker goes away while a batch is written: the batch waits for delivery.
+    let (src, dst) = (
+        topic("restart-sink-in", 1),
+        topic_on(b, "restart-sink-out", 1),
+    );
+    let input = records(100, 1);
+    produce(&src, &input[..50]);
+    let q = kafka_to_kafka(&s, (&main, &src), (b, &dst), &dir.path().join("b"));
+    wait_for(60, "the first 50 records", || {
+        read_on(b, &dst, 1, "read_committed").len() >= 50
+    });
+    broker.script("stop");
+    produce(&src, &input[50..]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        q.is_active(),
+        "the sink waits instead of failing: {:?}",
+        q.exception()
+    );
+    broker.script("start");
+    wait_for(90, "all 100 records", || {
+        read_on(b, &dst, 1, "read_committed").len() >= 100
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let out = once_each(read_on(b, &dst, 1, "read_committed"));
+    let want: std::collections::BTreeSet<String> =
+        input.iter().map(|(_, v, _)| v.clone()).collect();
+    assert_eq!(
+        out, want,
+        "every record once across the outage (idempotent producer)"
+    );
+    q.stop();
+}
+
+#[test]
+fn kafka_topic_deleted_and_recreated_fails_or_restarts_by_fail_on_data_loss() {
+    for fail in [true, false] {
+        let t = topic("recreated", 1);
+        produce(&t, &records(10, 1));
+        let dir = tempfile::tempdir().unwrap();
+        let seen: Arc<Mutex<usize>> = Arc::default();
+        let run = || {
+            let sink = seen.clone();
+            session()
+                .read_stream()
+                .format("kafka")
+                .option("kafka.bootstrap.servers", bootstrap())
+                .option("subscribe", &t)
+                .option("startingOffsets", "earliest")
+                .option("failOnDataLoss", fail.to_string())
+                .load_source()
+                .unwrap()
+                .write_stream()
+                .option("checkpointLocation", dir.path().display())
+                .trigger(Trigger::AvailableNow)
+                .foreach_batch(move |d, _| {
+                    *sink.lock().unwrap() += d.num_rows();
+                    Ok(())
+                })
+                .start()
+                .unwrap()
+                .await_termination()
+        };
+        run().unwrap();
+        assert_eq!(*seen.lock().unwrap(), 10);
+        // Delete the topic, wait until it is gone, create it again with 3 records.
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap())
+            .create()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for r in rt
+            .block_on(admin.delete_topics(&[&t], &AdminOptions::new()))
+            .unwrap()
+        {
+            r.unwrap();
+        }
+        wait_for(30, "the topic to be created again", || {
+            let res = rt.block_on(admin.create_topics(
+                &[NewTopic::new(&t, 1, TopicReplication::Fixed(1))],
+                &AdminOptions::new(),
+            ));
+            matches!(res.as_deref(), Ok([Ok(_)]))
+        });
+        produce(&t, &records(3, 1));
+        let result = run();
+        if fail {
+            let err = result.unwrap_err();
+            assert_eq!(err.class(), "KAFKA_DATA_LOSS", "{err}");
+            assert!(err.message().contains("failOnDataLoss"), "{err}");
+            assert_eq!(*seen.lock().unwrap(), 10, "nothing read past the loss");
+        } else {
+            result.unwrap();
+            assert_eq!(
+                *seen.lock().unwrap(),
+                13,
+                "the new topic read from its start"
+            );
+        }
+    }
+}
+
+const CHILD_ENV: &str = "SLUICE_KAFKA_TEST_CHILD";
+
+#[test]
+#[ignore = "the child process of kafka_exactly_once_sink_killed_mid_transaction_..., which runs it"]
+fn kafka_exactly_once_child_process() {
+    let spec = std::env::var(CHILD_ENV).expect("run by its parent test");
+    let [src, dst, ckpt]: [&str; 3] = spec.split('|').collect::<Vec<_>>().try_into().unwrap();
+    let q = session()
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "20")
+        .load_source()
+        .unwrap()
+        .select_sql(["key", "value"])
+        .unwrap()
+        .write_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("topic", dst)
+        .option("exactlyOnce", "true")
+        .option("sluice.testing.pauseInTransactionMs", "60000")
+        .option("checkpointLocation", ckpt)
+        .start()
+        .unwrap();
+    q.await_termination().unwrap();
+}
+
+#[test]
+fn kafka_exactly_once_sink_killed_mid_transaction_is_fenced_aborted_and_written_once() {
+    let (src, dst) = (topic("eos-kill-in", 1), topic("eos-kill-out", 1));
+    let input = records(60, 1);
+    produce(&src, &input);
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "kafka::kafka_exactly_once_child_process",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, format!("{src}|{dst}|{}", ckpt.display()))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Batch 0's 20 records are in the open transaction: uncommitted readers see them.
+    wait_for(60, "records of the open transaction", || {
+        read_on(&bootstrap(), &dst, 1, "read_uncommitted").len() >= 20
+    });
+    assert!(read_committed(&dst, 1).is_empty(), "nothing committed yet");
+    child.kill().unwrap(); // SIGKILL, in the middle of the transaction
+    child.wait().unwrap();
+    // The restart: init_transactions fences the dead producer and aborts its transaction.
+    session()
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribe", &src)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "20")
+        .load_source()
+        .unwrap()
+        .select_sql(["key", "value"])
+        .unwrap()
+        .write_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("topic", &dst)
+        .option("exactlyOnce", "true")
+        .option("checkpointLocation", ckpt.display())
+        .trigger(Trigger::AvailableNow)
+        .start()
+        .unwrap()
+        .await_termination()
+        .unwrap();
+    let out = once_each(read_committed(&dst, 1));
+    let want: std::collections::BTreeSet<String> =
+        input.iter().map(|(_, v, _)| v.clone()).collect();
+    assert_eq!(out, want, "each record once for read_committed consumers");
+    let all = read_on(&bootstrap(), &dst, 1, "read_uncommitted");
+    assert_eq!(
+        all.len(),
+        80,
+        "the 20 records of the aborted transaction are on the log, hidden"
     );
 }

@@ -226,6 +226,52 @@ impl StreamExecution {
         })
     }
 
+    /// Runs `step` (`doing` says what, for the status) until it succeeds or fails with an error
+    /// that is not transient ([`SluiceError::is_transient`]); between attempts the status says
+    /// what the query waits for. None when the query was stopped while waiting.
+    pub(crate) fn wait_out_outages<T>(
+        &self,
+        doing: &str,
+        mut step: impl FnMut() -> Result<T>,
+    ) -> Result<Option<T>> {
+        let mut since: Option<Instant> = None;
+        loop {
+            match step() {
+                Ok(v) => {
+                    if let Some(t) = since {
+                        log::warn!(
+                            "Query at {}: {doing} works again after {:.1} s; resuming",
+                            self.checkpoint.as_ref().display(),
+                            t.elapsed().as_secs_f64()
+                        );
+                    }
+                    return Ok(Some(v));
+                }
+                Err(e) if e.is_transient() && !self.shared.stopping() => {
+                    if since.is_none() {
+                        log::warn!(
+                            "Query at {}: {e}; waiting and trying again",
+                            self.checkpoint.as_ref().display()
+                        );
+                    }
+                    let t = *since.get_or_insert_with(Instant::now);
+                    self.set_status(
+                        &format!(
+                            "Waiting for a source to come back ({doing}), {} s so far: {}",
+                            t.elapsed().as_secs(),
+                            e.message()
+                        ),
+                        false,
+                        true,
+                    );
+                    self.shared.sleep(std::time::Duration::from_secs(1));
+                }
+                Err(e) if e.is_transient() => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Sets the query's status (`StreamingQueryStatus`).
     pub(crate) fn set_status(&self, message: &str, data_available: bool, trigger_active: bool) {
         self.shared.update(|st| {
@@ -300,7 +346,7 @@ impl StreamExecution {
             format!(
                 "offsets/{batch_id} in {} lists {} source offsets but the query has {sources} \
                  sources",
-                self.checkpoint.root().display(),
+                self.checkpoint.as_ref().display(),
                 offsets.offsets.len(),
             ),
         ))

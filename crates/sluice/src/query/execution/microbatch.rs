@@ -157,9 +157,14 @@ impl MicroBatchExecution {
         self.core
             .set_status("Getting offsets from sources", false, true);
         let t = Instant::now();
-        let ends = self
-            .sources
-            .latest_offsets(&self.committed, self.trigger, self.batch_id)?;
+        let (sources, committed) = (&mut self.sources, &self.committed);
+        let (trigger, id) = (self.trigger, self.batch_id);
+        let Some(ends) = self.core.wait_out_outages("getting offsets", || {
+            sources.latest_offsets(committed, trigger, id)
+        })?
+        else {
+            return Ok(false);
+        };
         let new_data = ends
             .iter()
             .zip(&self.committed)
@@ -221,7 +226,19 @@ impl MicroBatchExecution {
     fn get_batch(&mut self, batch: &mut Batch) -> Result<BatchInputs> {
         let t = Instant::now();
         let (starts, ends) = (&self.committed, &batch.offsets.offsets);
-        let (inputs, read) = self.sources.get_batch(starts, ends, batch.id)?;
+        let sources = &mut self.sources;
+        let Some((inputs, read)) = self.core.wait_out_outages("reading the batch", || {
+            sources.get_batch(starts, ends, batch.id)
+        })?
+        else {
+            return Err(crate::error::SluiceError::connector(
+                crate::error::class::KAFKA_BROKER_UNAVAILABLE,
+                format!(
+                    "batch {} was stopped while its source was unavailable; a restart runs it again",
+                    batch.id
+                ),
+            ));
+        };
         batch.read = read;
         batch.durations.get_batch = Some(ms_since(t));
         Ok(inputs)

@@ -565,16 +565,45 @@ impl KafkaSource {
         )
     }
 
-    /// A failed client call's error: a refused login names the broker and the mechanism.
+    /// A failed client call's error: a refused login names the broker and the mechanism; a
+    /// broker that answered before and now does not is `KAFKA_BROKER_UNAVAILABLE`, which the
+    /// query waits out.
     fn fail(&self, what: &str, f: Failure) -> SluiceError {
         match f {
             Failure::Refused(text) => crate::kafka_conf::refused(&text, &self.p.client),
+            Failure::Kafka(e) if self.was_reached() && crate::kafka_log::is_unreachable(&e) => {
+                self.unavailable(what, e)
+            }
             Failure::Kafka(e) => self.err(what, e),
         }
     }
 
+    fn unavailable(&self, what: &str, e: impl std::fmt::Display) -> SluiceError {
+        SluiceError::connector(
+            class::KAFKA_BROKER_UNAVAILABLE,
+            format!(
+                "{what}: {e}: the Kafka broker at {} answered before and does not now",
+                self.p.client[0].1
+            ),
+        )
+    }
+
+    fn was_reached(&self) -> bool {
+        self.reached.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How long a metadata or offsets call waits: briefly once the broker was reached (the
+    /// query then waits out an outage, saying so), else the full timeout.
+    fn call_timeout(&self) -> Duration {
+        if self.was_reached() {
+            Duration::from_secs(5)
+        } else {
+            TIMEOUT
+        }
+    }
+
     fn partitions(&self) -> Result<Vec<(String, i32)>> {
-        let md = within(self.consumer.context(), TIMEOUT, |t| {
+        let md = within(self.consumer.context(), self.call_timeout(), |t| {
             self.consumer.fetch_metadata(None, t)
         })
         .map_err(|f| self.fail("cannot read Kafka metadata", f))?;
@@ -602,7 +631,7 @@ impl KafkaSource {
     }
 
     fn watermarks(&self, topic: &str, p: i32) -> Result<(i64, i64)> {
-        within(self.consumer.context(), TIMEOUT, |t| {
+        within(self.consumer.context(), self.call_timeout(), |t| {
             self.consumer.fetch_watermarks(topic, p, t)
         })
         .map_err(|f| self.fail(&format!("cannot read the offsets of {topic}-{p}"), f))
@@ -627,7 +656,11 @@ impl KafkaSource {
                         .store(true, std::sync::atomic::Ordering::Relaxed);
                     return Ok(r);
                 }
-                Err(e) if attempt < self.p.fetch_retries && !e.is(class::KAFKA_AUTHENTICATION) => {
+                Err(e)
+                    if attempt < self.p.fetch_retries
+                        && !e.is(class::KAFKA_AUTHENTICATION)
+                        && !e.is_transient() =>
+                {
                     attempt += 1;
                     log::warn!(
                         "{e} (attempt {attempt} of {}; fetchOffset.numRetries)",
@@ -752,6 +785,15 @@ impl KafkaSource {
         let deadline = Instant::now() + self.p.poll_timeout;
         let mut next = s;
         while next < e {
+            if Instant::now() > deadline && self.was_reached() {
+                return Err(self.unavailable(
+                    &format!("reading {t}-{p} offsets {next}..{e}"),
+                    format!(
+                        "nothing came for {} ms (kafkaConsumer.pollTimeoutMs)",
+                        self.p.poll_timeout.as_millis()
+                    ),
+                ));
+            }
             if Instant::now() > deadline {
                 return Err(SluiceError::connector(
                     class::KAFKA_TIMEOUT,
@@ -766,7 +808,15 @@ impl KafkaSource {
             let Some(msg) = self.consumer.poll(Duration::from_millis(200)) else {
                 continue;
             };
-            let msg = msg.map_err(|err| self.err(&format!("cannot read {t}-{p}"), err))?;
+            let msg = match msg {
+                Ok(m) => m,
+                // A broker restarting: the consumer reconnects and fetches again.
+                Err(err) if crate::kafka_log::is_unreachable(&err) => {
+                    log::debug!("reading {t}-{p}: {err}; the consumer reconnects");
+                    continue;
+                }
+                Err(err) => return Err(self.err(&format!("cannot read {t}-{p}"), err)),
+            };
             if msg.offset() < next {
                 continue;
             }
