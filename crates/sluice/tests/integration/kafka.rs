@@ -228,6 +228,40 @@ fn kafka_to_file_with_a_crash_between_sink_and_commit_keeps_each_record_once() {
     assert!(seen.values().all(|n| *n == 1), "exactly once");
 }
 
+/// Kafka `src` to Kafka `dst` with `exactlyOnce`, 20 records a batch from the earliest offsets;
+/// `pause_ms` is the test hook's pause in each transaction.
+fn exactly_once(
+    s: &Session,
+    src: &str,
+    dst: &str,
+    ckpt: &std::path::Path,
+    trigger: Trigger,
+    pause_ms: Option<&str>,
+) -> sluice::StreamingQuery {
+    let mut w = s
+        .read_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "20")
+        .load_source()
+        .unwrap()
+        .select_sql(["key", "value"])
+        .unwrap()
+        .write_stream()
+        .format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap())
+        .option("topic", dst)
+        .option("exactlyOnce", "true")
+        .option("checkpointLocation", ckpt.display())
+        .trigger(trigger);
+    if let Some(ms) = pause_ms {
+        w = w.option("sluice.testing.pauseInTransactionMs", ms);
+    }
+    w.start().unwrap()
+}
+
 #[test]
 fn kafka_to_kafka_exactly_once_hides_the_crashed_attempt_from_read_committed_consumers() {
     let (src, dst) = (topic("in", 2), topic("out", 2));
@@ -239,27 +273,7 @@ fn kafka_to_kafka_exactly_once_hides_the_crashed_attempt_from_read_committed_con
         if crash {
             s.set_conf("sluice.testing.crashPoint", "afterSink:1");
         }
-        let q = s
-            .read_stream()
-            .format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap())
-            .option("subscribe", &src)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "20")
-            .load_source()
-            .unwrap()
-            .select_sql(["key", "value"])
-            .unwrap()
-            .write_stream()
-            .format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap())
-            .option("topic", &dst)
-            .option("exactlyOnce", "true")
-            .option("checkpointLocation", ckpt.display())
-            .trigger(Trigger::AvailableNow)
-            .start()
-            .unwrap();
-        q.await_termination()
+        exactly_once(&s, &src, &dst, &ckpt, Trigger::AvailableNow, None).await_termination()
     };
     assert!(run(true).is_err());
     run(false).unwrap();
@@ -1347,30 +1361,18 @@ fn kafka_topic_deleted_and_recreated_fails_or_restarts_by_fail_on_data_loss() {
 const CHILD_ENV: &str = "SLUICE_KAFKA_TEST_CHILD";
 
 #[test]
-#[ignore = "the child process of kafka_exactly_once_sink_killed_mid_transaction_..., which runs it"]
+#[ignore = "a child process: kafka_exactly_once_sink_killed_mid_transaction_is_fenced_aborted_and_written_once starts it and kills it"]
 fn kafka_exactly_once_child_process() {
     let spec = std::env::var(CHILD_ENV).expect("run by its parent test");
     let [src, dst, ckpt]: [&str; 3] = spec.split('|').collect::<Vec<_>>().try_into().unwrap();
-    let q = session()
-        .read_stream()
-        .format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap())
-        .option("subscribe", src)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "20")
-        .load_source()
-        .unwrap()
-        .select_sql(["key", "value"])
-        .unwrap()
-        .write_stream()
-        .format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap())
-        .option("topic", dst)
-        .option("exactlyOnce", "true")
-        .option("sluice.testing.pauseInTransactionMs", "60000")
-        .option("checkpointLocation", ckpt)
-        .start()
-        .unwrap();
+    let q = exactly_once(
+        &session(),
+        src,
+        dst,
+        std::path::Path::new(ckpt),
+        Trigger::ProcessingTime(Duration::ZERO),
+        Some("60000"),
+    );
     q.await_termination().unwrap();
 }
 
@@ -1400,26 +1402,7 @@ fn kafka_exactly_once_sink_killed_mid_transaction_is_fenced_aborted_and_written_
     child.kill().unwrap(); // SIGKILL, in the middle of the transaction
     child.wait().unwrap();
     // The restart: init_transactions fences the dead producer and aborts its transaction.
-    session()
-        .read_stream()
-        .format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap())
-        .option("subscribe", &src)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "20")
-        .load_source()
-        .unwrap()
-        .select_sql(["key", "value"])
-        .unwrap()
-        .write_stream()
-        .format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap())
-        .option("topic", &dst)
-        .option("exactlyOnce", "true")
-        .option("checkpointLocation", ckpt.display())
-        .trigger(Trigger::AvailableNow)
-        .start()
-        .unwrap()
+    exactly_once(&session(), &src, &dst, &ckpt, Trigger::AvailableNow, None)
         .await_termination()
         .unwrap();
     let out = once_each(read_committed(&dst, 1));
