@@ -5,7 +5,7 @@
 //! `kafka.*` client setting; `startingOffsets` = `latest` (default) | `earliest` | JSON
 //! `{"topic":{"0":23,"1":-2}}` (-2 earliest, -1 latest; used for a new query only), or by time
 //! with `startingTimestamp` / `startingOffsetsByTimestamp` and
-//! `startingOffsetsByTimestampStrategy` ([`spec`]); `maxOffsetsPerTrigger` (split across
+//! `startingOffsetsByTimestampStrategy` (see `spec.rs`); `maxOffsetsPerTrigger` (split across
 //! partitions in proportion to what each has); `minOffsetsPerTrigger` with `maxTriggerDelay`
 //! (15m); `failOnDataLoss` (true); `minPartitions` (a batch's records are split into at least
 //! that many pieces, which the batch's plan runs in parallel); `groupIdPrefix`
