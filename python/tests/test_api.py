@@ -218,6 +218,31 @@ def test_memory_sink_complete_mode_queryable_with_sql(spark, src):
     assert [(r.user, r.total) for r in rows] == [("alice", 370.0), ("bob", 5.0)]
 
 
+def test_socket_source_network_word_count(spark):
+    """The Structured Streaming guide's first example, over a socket the test serves."""
+    import socket
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(60)
+    port = server.getsockname()[1]
+    lines = spark.readStream.format("socket").option("host", "127.0.0.1").option("port", port).load()
+    words = lines.select(F.explode(F.split(lines.value, " ")).alias("word"))
+    q = (words.groupBy("word").count().writeStream.outputMode("complete")
+         .format("memory").queryName("socket_words").start())
+    conn, _ = server.accept()
+    conn.sendall(b"apache spark\nspark sluice\n")
+    deadline = time.time() + 60
+    while True:
+        q.processAllAvailable()
+        counts = {r.word: r["count"] for r in spark.sql("select * from socket_words").collect()}
+        if counts == {"apache": 1, "spark": 2, "sluice": 1}:
+            break
+        assert time.time() < deadline, counts
+        time.sleep(0.2)
+    q.stop()
+    conn.close()
+    server.close()
+
+
 def test_to_table(spark, src, workdir):
     name = "events_" + os.path.basename(workdir).replace("-", "_")
     q = stream(spark, src).writeStream.option("checkpointLocation", os.path.join(workdir, "c")) \

@@ -485,6 +485,18 @@ impl DataFrameReader {
         let (schema, batches) = match self.format.as_str() {
             #[cfg(feature = "kafka")]
             "kafka" => crate::source::kafka::read_batch(&self.options)?,
+            other
+                if SourceFormat::parse(other)
+                    .is_ok_and(|f| !f.is_file() && f != SourceFormat::Kafka) =>
+            {
+                return Err(SluiceError::query(
+                    class::UNSUPPORTED_DATA_SOURCE,
+                    format!(
+                        "Data source {other} does not support batch reads: it is a stream \
+                         only; read it with read_stream().format({other:?})"
+                    ),
+                ))
+            }
             other => {
                 return Err(SluiceError::query(
                     class::UNABLE_TO_INFER_SCHEMA,

@@ -237,6 +237,9 @@ pub enum Connector {
     RateMicroBatch,
     /// `nexmark`: the Nexmark benchmark's generator (`table` = person, auction, bid).
     Nexmark,
+    /// `socket`: lines from a TCP server (`host`, `port`, `includeTimestamp`); not
+    /// fault-tolerant, as in Spark.
+    Socket,
     /// `console` (Flink: `print`): Spark's console sink.
     Console,
     /// `memory`: Spark's memory sink, a table named after the query.
@@ -254,6 +257,7 @@ const CONNECTORS: &[(&str, Connector)] = &[
     ("rate", Connector::Rate),
     ("rate-micro-batch", Connector::RateMicroBatch),
     ("nexmark", Connector::Nexmark),
+    ("socket", Connector::Socket),
     ("console", Connector::Console),
     ("print", Connector::Console),
     ("memory", Connector::Memory),
@@ -287,6 +291,7 @@ impl Connector {
                 | Connector::Rate
                 | Connector::RateMicroBatch
                 | Connector::Nexmark
+                | Connector::Socket
         )
     }
     /// Whether the connector can be a sink.

@@ -233,6 +233,7 @@ fn source_frame(p: &Pipeline, session: &Session, t: &TableDef) -> Result<StreamF
             .load_source()
             .map_err(cannot)?,
         Connector::Nexmark => reader.format("nexmark").load_source().map_err(cannot)?,
+        Connector::Socket => reader.format("socket").load_source().map_err(cannot)?,
         Connector::Console | Connector::Memory | Connector::Noop | Connector::Delta => {
             unreachable!("checked by parse: sink connectors are not read")
         }

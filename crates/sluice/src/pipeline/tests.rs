@@ -760,3 +760,31 @@ CREATE SINK out WITH (connector = 'noop', trigger = 'available-now') AS SELECT *
         "{e}"
     );
 }
+
+#[test]
+fn a_socket_table_counts_the_words_of_the_lines_a_server_sends() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let s = session();
+    let p = parse(&format!(
+        "CREATE TABLE lines (value STRING) WITH (connector = 'socket', host = '127.0.0.1', port = '{port}');
+CREATE SINK words WITH (connector = 'memory', 'outputMode' = 'complete') AS
+SELECT word, count(*) AS n FROM lines LATERAL VIEW explode(split(value, ' ')) t AS word GROUP BY word;"
+    ));
+    let queries = p.start(&s).unwrap_or_else(|e| panic!("{e}"));
+    let (mut conn, _) = listener.accept().unwrap();
+    conn.write_all(b"to be or\nnot to be\n").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        queries[0].process_all_available().unwrap();
+        let mut r = rows(&s, "SELECT * FROM words");
+        r.sort();
+        if r == ["be|2", "not|1", "or|1", "to|2"] {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{r:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    p.await_termination(&queries, || true).unwrap();
+}

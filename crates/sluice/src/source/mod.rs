@@ -12,6 +12,7 @@ pub mod memory;
 pub mod nexmark;
 pub mod rate;
 pub mod registry;
+pub mod socket;
 
 use crate::error::class;
 use std::collections::BTreeMap;

@@ -70,6 +70,8 @@ pub enum SourceFormat {
     Kafka,
     /// `nexmark`: the Nexmark benchmark's generator.
     Nexmark,
+    /// `socket`: lines from a TCP server (not fault-tolerant, as in Spark).
+    Socket,
 }
 
 const SOURCES: &[(&str, SourceFormat)] = &[
@@ -81,6 +83,7 @@ const SOURCES: &[(&str, SourceFormat)] = &[
     ("rate-micro-batch", SourceFormat::RateMicroBatch),
     ("kafka", SourceFormat::Kafka),
     ("nexmark", SourceFormat::Nexmark),
+    ("socket", SourceFormat::Socket),
 ];
 
 impl SourceFormat {
@@ -145,6 +148,9 @@ pub fn source_provider(
         }
         SourceFormat::Nexmark => Arc::new(crate::source::nexmark::NexmarkSourceProvider::try_new(
             options,
+        )?),
+        SourceFormat::Socket => Arc::new(crate::source::socket::SocketSourceProvider::try_new(
+            schema, options,
         )?),
     })
 }

@@ -176,3 +176,151 @@ fn gzip_and_zstd_input_files_are_read_by_their_extension() {
     assert!(err.is(sluice::error::class::FAILED_READ_FILE), "{err}");
     assert!(err.to_string().contains("d.json.gz"), "{err}");
 }
+
+/// The rows of each batch a `foreach_batch` sink saw, as sorted `col|col` strings.
+type Seen = Arc<Mutex<Vec<(u64, Vec<String>)>>>;
+
+fn socket_word_count(
+    port: u16,
+    checkpoint: &std::path::Path,
+    seen: &Seen,
+) -> sluice::Result<sluice::StreamingQuery> {
+    let s = session();
+    s.read_stream()
+        .format("socket")
+        .option("host", "127.0.0.1")
+        .option("port", port)
+        .load_source()?
+        .create_or_replace_temp_view("lines")?;
+    let sink = seen.clone();
+    s.sql(
+        "SELECT word, count(*) AS n FROM lines \
+         LATERAL VIEW explode(split(value, ' ')) t AS word GROUP BY word",
+    )?
+    .write_stream()
+    .output_mode(sluice::OutputMode::Complete)
+    .trigger(Trigger::ProcessingTime(Duration::from_millis(20)))
+    .option("checkpointLocation", checkpoint.display())
+    .foreach_batch(move |data, id| {
+        let b = data.concat()?;
+        let words = crate::support::strings(b.column(0));
+        let counts = crate::support::longs(b.column(1));
+        let mut rows: Vec<String> = words
+            .iter()
+            .zip(&counts)
+            .map(|(w, n)| format!("{w}|{n}"))
+            .collect();
+        rows.sort();
+        sink.lock().unwrap().push((id, rows));
+        Ok(())
+    })
+    .start()
+}
+
+fn last_seen(seen: &Seen) -> Option<(u64, Vec<String>)> {
+    seen.lock().unwrap().last().cloned()
+}
+
+#[test]
+fn socket_word_count_counts_lines_as_they_arrive_and_goes_on_after_a_restart() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let d = dirs();
+    let seen: Seen = Arc::default();
+    let q = socket_word_count(port, &d.checkpoint, &seen).unwrap();
+    let (mut conn, _) = listener.accept().unwrap();
+    conn.write_all(b"a b a\nc\r\n").unwrap();
+    let want = |rows: &[&str]| rows.iter().map(|r| r.to_string()).collect::<Vec<_>>();
+    crate::support::wait_until("the first lines counted", Duration::from_secs(30), || {
+        last_seen(&seen).is_some_and(|(_, r)| r == want(&["a|2", "b|1", "c|1"]))
+    });
+    conn.write_all("b é\n".as_bytes()).unwrap();
+    crate::support::wait_until("the next line counted", Duration::from_secs(30), || {
+        last_seen(&seen).is_some_and(|(_, r)| r == want(&["a|2", "b|2", "c|1", "é|1"]))
+    });
+    // Nothing new: no more batches (each batch had new lines).
+    let batches = seen.lock().unwrap().len();
+    assert_eq!(batches, 2, "{:?}", seen.lock().unwrap());
+    q.stop();
+    drop(conn);
+
+    // A restart reads the new connection's lines after the committed ones; state goes on.
+    let q = socket_word_count(port, &d.checkpoint, &seen).unwrap();
+    let (mut conn, _) = listener.accept().unwrap();
+    conn.write_all(b"a\n").unwrap();
+    crate::support::wait_until("a line after the restart", Duration::from_secs(30), || {
+        last_seen(&seen).is_some_and(|(_, r)| r == want(&["a|3", "b|2", "c|1", "é|1"]))
+    });
+    assert_eq!(last_seen(&seen).unwrap().0, 2);
+    let p = q.last_progress().unwrap();
+    assert_eq!(
+        p.sources[0].description,
+        format!("TextSocketV2[host: 127.0.0.1, port: {port}]")
+    );
+    assert_eq!(p.sources[0].end_offset, Some(serde_json::json!(3)));
+    // The server closes the connection: the query keeps running, as in Spark.
+    drop(conn);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(q.is_active());
+    q.stop();
+
+    // A batch logged but not committed cannot be re-run from a socket: refused, not guessed.
+    std::fs::remove_file(d.checkpoint.join("commits/2")).unwrap();
+    let q = socket_word_count(port, &d.checkpoint, &seen).unwrap();
+    let _conn = listener.accept().unwrap();
+    let e = q.await_termination().unwrap_err();
+    assert!(e.is(sluice::error::class::SOCKET_DATA_LOST), "{e}");
+    assert!(e.message().contains("lines 3..=3"), "{e}");
+    assert!(e.message().contains("new checkpointLocation"), "{e}");
+}
+
+#[test]
+fn socket_lines_with_include_timestamp_carry_their_arrival_time() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let s = session();
+    let frame = s
+        .read_stream()
+        .format("socket")
+        .option("host", "localhost")
+        .option("port", port)
+        .option("includeTimestamp", "true")
+        .load_source()
+        .unwrap();
+    let q = frame
+        .write_stream()
+        .format("memory")
+        .query_name("socket_lines")
+        .start()
+        .unwrap();
+    let (mut conn, _) = listener.accept().unwrap();
+    let before = chrono::Utc::now().naive_utc();
+    conn.write_all(b"one\ntwo\n").unwrap();
+    conn.flush().unwrap();
+    crate::support::wait_until("two lines", Duration::from_secs(30), || {
+        q.process_all_available().unwrap();
+        let b = s
+            .sql("SELECT value FROM socket_lines")
+            .unwrap()
+            .collect()
+            .unwrap();
+        b.iter().map(|b| b.num_rows()).sum::<usize>() == 2
+    });
+    let rows = s
+        .sql("SELECT value, CAST(timestamp AS STRING) FROM socket_lines ORDER BY value")
+        .unwrap()
+        .collect()
+        .unwrap();
+    let b = arrow::compute::concat_batches(&rows[0].schema(), &rows).unwrap();
+    assert_eq!(crate::support::strings(b.column(0)), ["one", "two"]);
+    for t in crate::support::strings(b.column(1)) {
+        let t = chrono::NaiveDateTime::parse_from_str(&t, "%Y-%m-%d %H:%M:%S%.f").unwrap();
+        let age = (t - before).num_milliseconds();
+        assert!((-1000..30_000).contains(&age), "{t} vs {before}");
+    }
+    q.stop();
+    let e = s.read().format("socket").load_source().unwrap_err();
+    assert!(e.message().contains("does not support batch reads"), "{e}");
+}
