@@ -5,6 +5,8 @@
 //                                               header codec=<COMPRESSION>, in batches of 100
 //                                               compressed with COMPRESSION (none, gzip, snappy,
 //                                               lz4, zstd); prints the count written
+//   topic BOOTSTRAP TOPIC PARTITIONS             (re)creates TOPIC with PARTITIONS partitions: deletes
+//                                               it first if it exists, waits until it is gone
 //   codecs LOG_DIR TOPIC                         the compression codecs of the record batches on
 //                                               the broker's disk for TOPIC (all partitions), one
 //                                               per line (control batches left out)
@@ -12,8 +14,12 @@ import java.io.File;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.util.List;
 import java.util.Properties;
+import java.util.Set;
 import java.util.TreeSet;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -23,8 +29,9 @@ public class JavaClient {
         switch (args.length > 0 ? args[0] : "") {
             case "produce" -> produce(args[1], args[2], args[3], Integer.parseInt(args[4]));
             case "codecs" -> codecs(args[1], args[2]);
+            case "topic" -> topic(args[1], args[2], Integer.parseInt(args[3]));
             default -> {
-                System.err.println("usage: JavaClient produce BOOTSTRAP TOPIC COMPRESSION COUNT | codecs LOG_DIR TOPIC");
+                System.err.println("usage: JavaClient produce BOOTSTRAP TOPIC COMPRESSION COUNT | topic BOOTSTRAP TOPIC PARTITIONS | codecs LOG_DIR TOPIC");
                 System.exit(2);
             }
         }
@@ -51,6 +58,32 @@ public class JavaClient {
             producer.flush();
         }
         System.out.println(count);
+    }
+
+    static void topic(String bootstrap, String topic, int partitions) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            if (admin.listTopics().names().get().contains(topic)) {
+                admin.deleteTopics(List.of(topic)).all().get();
+                for (int i = 0; i < 300 && admin.listTopics().names().get().contains(topic); i++) {
+                    Thread.sleep(100);
+                }
+            }
+            for (int attempt = 0; ; attempt++) {
+                try {
+                    admin.createTopics(Set.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+                    break;
+                } catch (java.util.concurrent.ExecutionException e) {
+                    // A topic just deleted may still be marked for deletion for a moment.
+                    if (attempt >= 50) {
+                        throw e;
+                    }
+                    Thread.sleep(200);
+                }
+            }
+        }
+        System.out.println(topic + " " + partitions);
     }
 
     static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};

@@ -18,13 +18,16 @@ use crate::nexmark::{peak_rss_bytes, rss_bytes, rss_samples_mb};
   sluice bench --workload windowed --input events-10000000 --batches 50
   sluice bench --workload nexmark --query q5 --events 30000000
   sluice bench --workload nexmark --export DIR
-  sluice bench --workload latency --mode continuous --source kafka --seconds 10")]
+  sluice bench --workload latency --mode continuous --source kafka --seconds 10
+  sluice bench --workload kafka-fill --input events-2000000 --topic bench-events
+  sluice bench --workload kafka --sink parquet --topic bench-events --max-offsets-per-trigger 200000")]
 pub struct BenchArgs {
     /// windowed|stateless|overhead: the queries of shared/bench/bench_spark.py over --input;
     /// decode: the same files to Arrow, nothing else; nexmark: a Nexmark query over generated
-    /// events; latency: end-to-end latency p50/p99/max (ms)
+    /// events; latency: end-to-end latency p50/p99/max (ms); kafka-fill: --input's lines to
+    /// --topic; kafka: --topic to --sink parquet|kafka (benches/kafka_compare.sh)
     #[arg(long, value_name = "WORKLOAD", value_parser = [
-        "windowed", "stateless", "overhead", "decode", "nexmark", "latency"
+        "windowed", "stateless", "overhead", "decode", "nexmark", "latency", "kafka-fill", "kafka"
     ])]
     pub workload: String,
     /// windowed|stateless|overhead|decode: the input files (from shared/bench/gen_events.py)
@@ -57,8 +60,9 @@ pub struct BenchArgs {
     /// latency: the rate source (in process) or Kafka (a broker at --bootstrap)
     #[arg(long, value_name = "SOURCE", value_parser = ["rate", "kafka"], default_value = "rate")]
     pub source: String,
-    /// latency with --source rate: the memory sink or a foreach writer
-    #[arg(long, value_name = "SINK", value_parser = ["memory", "foreach"], default_value = "memory")]
+    /// latency with --source rate: the memory sink or a foreach writer; kafka: parquet files or
+    /// a Kafka topic (--out-topic, exactly once)
+    #[arg(long, value_name = "SINK", value_parser = ["memory", "foreach", "parquet", "kafka"], default_value = "memory")]
     pub sink: String,
     /// latency: how long to measure
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -66,14 +70,36 @@ pub struct BenchArgs {
     /// latency: rows (records) per second
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub rows_per_second: i64,
-    /// latency with --source kafka: the broker
+    /// latency with --source kafka, kafka-fill, kafka: the broker
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
+    /// kafka-fill: the topic written; kafka: the topic read
+    #[arg(long, value_name = "TOPIC", default_value = "bench-events")]
+    pub topic: String,
+    /// kafka with --sink kafka: the topic written
+    #[arg(long, value_name = "TOPIC", default_value = "bench-out")]
+    pub out_topic: String,
+    /// kafka: records per batch (Spark's maxOffsetsPerTrigger)
+    #[arg(long, value_name = "N")]
+    pub max_offsets_per_trigger: Option<u64>,
 }
 
 pub fn bench(args: BenchArgs) -> Result<(), String> {
     if args.workload == "latency" {
         return crate::latency::run(&args);
+    }
+    if args.workload.starts_with("kafka") {
+        let workdir = args.workdir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()))
+        });
+        let _ = std::fs::remove_dir_all(&workdir);
+        let r = if args.workload == "kafka" {
+            crate::kafka_bench::run(&args, &workdir)
+        } else {
+            crate::kafka_bench::fill(&args, &workdir)
+        };
+        let _ = std::fs::remove_dir_all(&workdir);
+        return r;
     }
     let BenchArgs {
         workload,

@@ -25,6 +25,7 @@
 
 mod bench;
 mod inspect;
+mod kafka_bench;
 mod latency;
 mod logger;
 mod nexmark;

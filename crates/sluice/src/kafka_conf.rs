@@ -118,6 +118,7 @@ pub(crate) fn client_settings(options: &[(String, String)]) -> Result<Vec<(Strin
                 }
             }
             "max.request.size" => out.push(("message.max.bytes".into(), v.to_string())),
+            "fetch.max.wait.ms" => out.push(("fetch.wait.max.ms".into(), v.to_string())),
             "buffer.memory" => {
                 let bytes: u64 = v.parse().map_err(|_| {
                     bad(format!(
@@ -354,6 +355,7 @@ mod tests {
             ("max.request.size", "2097152"),
             ("buffer.memory", "33554432"),
             ("max.block.ms", "1000"),
+            ("fetch.max.wait.ms", "250"),
         ])
         .unwrap();
         let get = |k: &str| s.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
@@ -365,6 +367,7 @@ mod tests {
         assert_eq!(get("message.max.bytes"), Some("2097152"));
         assert_eq!(get("queue.buffering.max.kbytes"), Some("32768"));
         assert_eq!(get("max.block.ms"), None);
+        assert_eq!(get("fetch.wait.max.ms"), Some("250"));
         assert_eq!(
             s.iter().filter(|(k, _)| k == "compression.level").count(),
             1

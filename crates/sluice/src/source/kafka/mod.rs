@@ -341,8 +341,16 @@ impl KafkaSourceProvider {
         })
     }
 
-    fn consumer(&self) -> Result<Logged<BaseConsumer<KafkaLogContext>>> {
+    /// A consumer in the source's group; `fetching` for the one that reads records.
+    fn consumer(&self, fetching: bool) -> Result<Logged<BaseConsumer<KafkaLogContext>>> {
         let mut c = ClientConfig::new();
+        if fetching {
+            // A range is read to its end offset and the partition unassigned; a fetch still
+            // waiting at the broker for more data (librdkafka's 500 ms by default) would hold up
+            // the next range's fetch on the same connection, every batch. The user's
+            // `kafka.fetch.wait.max.ms` (or the Java name `fetch.max.wait.ms`) comes after.
+            c.set("fetch.wait.max.ms", "10");
+        }
         for (k, v) in &self.client {
             c.set(k, v);
         }
@@ -352,8 +360,14 @@ impl KafkaSourceProvider {
             .unwrap_or_else(|| format!("{}-{}", self.group_prefix, uuid::Uuid::new_v4()));
         c.set("group.id", group);
         c.set("enable.auto.commit", "false");
-        c.set("enable.partition.eof", "false");
-        c.set("isolation.level", "read_committed");
+        // The end of a partition is reported, so a range whose last offsets hold no record (a
+        // transaction marker, aborted or compacted records) ends there instead of waiting.
+        c.set("enable.partition.eof", "true");
+        // The Java client's default, so Spark's: records of open and aborted transactions are
+        // read unless `kafka.isolation.level` is `read_committed` (librdkafka's default).
+        if !self.client.iter().any(|(k, _)| k == "isolation.level") {
+            c.set("isolation.level", "read_uncommitted");
+        }
         c.create_with_context(KafkaLogContext::default())
             .map(Logged::new)
             .map_err(|e| {
@@ -463,7 +477,7 @@ impl SourceProvider for KafkaSourceProvider {
                 .map_err(|e| src.err("cannot assign", e))?;
             next.entry(t).or_default().insert(p, s);
         }
-        src.consumer
+        src.fetcher
             .assign(&tpl)
             .map_err(|e| src.err("cannot assign", e))?;
         Ok(Box::new(KafkaContinuousReader { src, next }))
@@ -504,7 +518,8 @@ impl KafkaSourceProvider {
         Ok(KafkaSource {
             initial,
             initial_file,
-            consumer: self.consumer()?,
+            consumer: self.consumer(false)?,
+            fetcher: self.consumer(true)?,
             p: self.clone(),
             available_now: None,
             reached: Default::default(),
@@ -519,7 +534,12 @@ struct KafkaSource {
     initial: Option<PartitionOffsets>,
     initial_file: std::path::PathBuf,
     p: KafkaSourceProvider,
+    /// Metadata, watermarks and offsets by time.
     consumer: Logged<BaseConsumer<KafkaLogContext>>,
+    /// Records (assign and poll), on a connection of its own: a broker answers a connection's
+    /// requests in order, so a fetch waiting for data (`fetch.wait.max.ms`) would hold up the
+    /// offset requests of the next trigger behind it.
+    fetcher: Logged<BaseConsumer<KafkaLogContext>>,
     /// Whether the broker answered once (then an unreachable broker is waited for).
     reached: std::sync::atomic::AtomicBool,
     /// Available-now: the latest offsets when the query started.
@@ -696,9 +716,13 @@ impl ContinuousReader for KafkaContinuousReader {
         let mut rows = KafkaRows::new(self.src.p.include_headers);
         let mut wait = max_wait;
         while rows.len() < MAX_RECORDS_PER_SLICE {
-            let Some(msg) = self.src.consumer.poll(wait) else {
+            let Some(msg) = self.src.fetcher.poll(wait) else {
                 break;
             };
+            if matches!(msg, Err(rdkafka::error::KafkaError::PartitionEOF(_))) {
+                wait = Duration::ZERO;
+                continue;
+            }
             let msg = msg.map_err(|e| {
                 let msg = format!("cannot read from Kafka: {e}");
                 if matches!(

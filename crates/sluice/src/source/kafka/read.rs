@@ -122,7 +122,7 @@ impl KafkaSource {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(t, p, KOffset::Offset(s))
             .map_err(|e| self.err("cannot assign", e))?;
-        self.consumer
+        self.fetcher
             .assign(&tpl)
             .map_err(|e| self.err("cannot assign", e))?;
         let deadline = Instant::now() + self.p.poll_timeout;
@@ -148,11 +148,20 @@ impl KafkaSource {
                     ),
                 ));
             }
-            let Some(msg) = self.consumer.poll(Duration::from_millis(200)) else {
+            let Some(msg) = self.fetcher.poll(Duration::from_millis(200)) else {
                 continue;
             };
             let msg = match msg {
                 Ok(m) => m,
+                // The end of the partition before `e`: the offsets left hold no record for a
+                // consumer (transaction markers, records of aborted transactions under
+                // read_committed, compacted records) if the partition still reaches `e`.
+                Err(rdkafka::error::KafkaError::PartitionEOF(_)) => {
+                    if self.watermarks(t, p)?.1 >= e {
+                        break;
+                    }
+                    continue;
+                }
                 // A broker restarting: the consumer reconnects and fetches again.
                 Err(err) if crate::kafka_log::is_unreachable(&err) => {
                     log::debug!("reading {t}-{p}: {err}; the consumer reconnects");
@@ -169,6 +178,10 @@ impl KafkaSource {
             rows.push(&msg)?;
             next = msg.offset() + 1;
         }
+        // No fetching in the background until the next range.
+        self.fetcher
+            .unassign()
+            .map_err(|e| self.err("cannot unassign", e))?;
         rows.finish()
     }
 }
