@@ -45,6 +45,9 @@ pub mod class {
     pub const EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE: &str = "EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE";
     pub const FAILED_READ_FILE: &str = "FAILED_READ_FILE";
     pub const FILE_NOT_FOUND: &str = "FILE_NOT_FOUND";
+    pub const FILE_SINK_FOREIGN_OUTPUT: &str = "FILE_SINK_FOREIGN_OUTPUT";
+    pub const FILE_SINK_FORMAT_CHANGED: &str = "FILE_SINK_FORMAT_CHANGED";
+    pub const FILE_SINK_MANIFEST_AHEAD: &str = "FILE_SINK_MANIFEST_AHEAD";
     pub const FILE_SINK_RACE: &str = "FILE_SINK_RACE";
     pub const FILE_SINK_WRITE_FAILED: &str = "FILE_SINK_WRITE_FAILED";
     /// A Python `foreachBatch` function (over Spark Connect) raised; the message has its traceback.

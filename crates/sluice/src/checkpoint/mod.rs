@@ -131,6 +131,12 @@ impl CheckpointDir {
         self.root.join("sluice").join("query.json")
     }
 
+    /// `<root>/sluice/file-sink.json`: the output folder a file sink writes and the offset of
+    /// its batch ids in the folder's manifest (Sluice only, see `sink/file/ownership.rs`).
+    pub fn file_sink_file(&self) -> PathBuf {
+        self.root.join("sluice").join("file-sink.json")
+    }
+
     /// `<root>/lateRows`: the late-row sink's own checkpoint (Sluice only: its `metadata` id, and
     /// what the sink keeps there, e.g. a Kafka transaction marker).
     pub fn late_rows_dir(&self) -> CheckpointDir {

@@ -31,6 +31,9 @@ pub struct SinkContext {
     pub query_name: Option<String>,
     /// The query's id (the checkpoint's `metadata`), stable across restarts.
     pub query_id: String,
+    /// The newest batch the checkpoint planned (`offsets/N`) when the query started: the run
+    /// re-runs it if it has no `commits/N`, else plans `N + 1`. None for a new query.
+    pub last_planned: Option<u64>,
 }
 
 /// The definition of a sink, built by `write_stream()`.

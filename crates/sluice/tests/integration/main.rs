@@ -119,3 +119,7 @@ mod engine_sql_surface;
 // restart, a second query refused, transient and permanent store errors. Every name contains
 // `s3`.
 mod object_store;
+
+// Issue 18: nothing lost, nothing silent. The file sink writes every row of a query started on
+// a folder that another query (or a replaced checkpoint) wrote, or refuses with the option.
+mod no_silent_loss;

@@ -178,6 +178,7 @@ impl StreamExecution {
             output_mode: spec.output_mode,
             query_name: spec.name.clone(),
             query_id: metadata.id.clone(),
+            last_planned: checkpoint.offset_log().latest_id()?,
         })?;
 
         let shared = Arc::new(QueryShared::new(
@@ -223,6 +224,8 @@ impl StreamExecution {
             output_mode: OutputMode::Append,
             query_name: None,
             query_id,
+            // The side output writes the main query's batch ids.
+            last_planned: self.offset_log.latest_id()?,
         })
     }
 

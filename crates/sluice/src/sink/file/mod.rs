@@ -211,6 +211,8 @@ pub struct FileSinkProvider {
     compact_interval: u64,
     /// `partitionBy`: rows go to `col=value/` folders by these columns.
     partition_by: Vec<String>,
+    /// `appendToExistingOutput`: write after batches another query left in the folder.
+    append_to_existing: bool,
 }
 
 impl FileSinkProvider {
@@ -243,6 +245,18 @@ impl FileSinkProvider {
             ));
         }
         let partition_by = partition_by_option(options)?;
+        let append_to_existing = match crate::conf::option(options, ownership::APPEND_TO_EXISTING) {
+            None => false,
+            Some(v) => v.trim().parse::<bool>().map_err(|_| {
+                SluiceError::query(
+                    class::INVALID_OPTION,
+                    format!(
+                        "{} must be true or false, got {v:?}",
+                        ownership::APPEND_TO_EXISTING
+                    ),
+                )
+            })?,
+        };
         let local = local_path(path);
         let abs = if crate::storage::is_remote(&local) {
             local
@@ -256,6 +270,7 @@ impl FileSinkProvider {
             options: FileOptions::parse(format, options)?,
             compact_interval: DEFAULT_COMPACT_INTERVAL,
             partition_by,
+            append_to_existing,
         })
     }
 
@@ -312,13 +327,14 @@ impl SinkProvider for FileSinkProvider {
                 ),
             ));
         }
-        Ok(Box::new(self.open_sink()?))
+        Ok(Box::new(self.open_sink(ctx)?))
     }
 }
 
 impl FileSinkProvider {
-    /// Creates the output and manifest directories and the running sink.
-    fn open_sink(&self) -> Result<FileSink> {
+    /// Creates the output and manifest directories and the running sink, after checking that
+    /// the folder's manifest holds only what this query wrote ([`ownership`]).
+    fn open_sink(&self, ctx: &SinkContext) -> Result<FileSink> {
         let log_dir = self.path.join(MANIFEST_DIR);
         crate::storage::create_dir_all(&log_dir).map_err(|e| {
             SluiceError::io(
@@ -327,12 +343,21 @@ impl FileSinkProvider {
                 e,
             )
         })?;
+        let log = manifest_log(&self.path, self.compact_interval);
+        let manifest_offset = ownership::manifest_offset(
+            ctx,
+            &self.path,
+            self.options.format.name(),
+            &log,
+            self.append_to_existing,
+        )?;
         Ok(FileSink {
             path: self.path.clone(),
             options: self.options.clone(),
-            log: manifest_log(&self.path, self.compact_interval),
+            log,
             metrics: BTreeMap::new(),
             partition_by: self.partition_by.clone(),
+            manifest_offset,
         })
     }
 }
@@ -349,21 +374,27 @@ pub struct FileSink {
     log: CompactibleLog<SinkFileStatus>,
     metrics: BTreeMap<String, String>,
     partition_by: Vec<String>,
+    /// The manifest id of this query's batch 0 ([`ownership`]).
+    manifest_offset: u64,
 }
 
 impl Sink for FileSink {
     fn add_batch(&mut self, batch_id: u64, data: &BatchData) -> Result<()> {
+        let id = batch_id + self.manifest_offset;
+        // Checked at start: every manifest entry at or below the newest planned batch is this
+        // query's, so an existing entry is this batch, written before a crash.
         if let Some(latest) = self.log.latest_batch_id()? {
-            if batch_id <= latest {
+            if id <= latest {
                 log::info!(
-                    "Skipping already committed batch {batch_id} (file sink {})",
+                    "Skipping already committed batch {batch_id} (file sink {}, manifest entry \
+                     {id})",
                     self.path.display()
                 );
                 self.set_metrics(0, 0);
                 return Ok(());
             }
         }
-        self.write_batch(batch_id, data)
+        self.write_batch(id, data)
     }
 
     fn metrics(&self) -> BTreeMap<String, String> {
@@ -372,7 +403,7 @@ impl Sink for FileSink {
 }
 
 impl FileSink {
-    /// Writes batch `batch_id`'s data files, then its manifest. If the manifest appears in
+    /// Writes manifest entry `batch_id`'s data files, then its manifest. If the manifest appears in
     /// between (another writer on the same path), fails with `FILE_SINK_RACE` and removes this
     /// attempt's files.
     fn write_batch(&mut self, batch_id: u64, data: &BatchData) -> Result<()> {
@@ -891,6 +922,7 @@ fn entry_path(uri: &str, base: &Path) -> PathBuf {
     }
 }
 
+mod ownership;
 mod partition;
 pub(crate) use partition::PartitionColumns;
 pub use partition::DEFAULT_PARTITION_NAME;

@@ -53,14 +53,19 @@ fn sink(dir: &Path, format: &str, opts: &[(&str, &str)]) -> (FileSinkProvider, B
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let p = FileSinkProvider::try_new(format, dir.to_str().unwrap(), &options).unwrap();
-    let ctx = SinkContext {
+    let s = p.create_sink(&test_ctx(dir)).unwrap();
+    (p, s)
+}
+
+/// A new query's context, its checkpoint in `dir/_ck`.
+fn test_ctx(dir: &Path) -> SinkContext {
+    SinkContext {
         checkpoint_dir: dir.join("_ck"),
         output_mode: OutputMode::Append,
         query_name: None,
         query_id: "test-query".into(),
-    };
-    let s = p.create_sink(&ctx).unwrap();
-    (p, s)
+        last_planned: None,
+    }
 }
 
 fn amounts(batches: &[RecordBatch]) -> Vec<f64> {
@@ -151,10 +156,19 @@ fn two_batches_then_replay_adds_nothing() {
         vec![0.0, 1.5, 3.0, 4.5]
     );
 
-    // A new sink on the same path (a restart) also skips.
-    let (_, mut s2) = sink(&out, "parquet", &[]);
+    // A new sink on the same path (a restart that re-runs batch 1, which the checkpoint
+    // planned) also skips.
+    let restart = SinkContext {
+        last_planned: Some(1),
+        ..test_ctx(&out)
+    };
+    let mut s2 = p.create_sink(&restart).unwrap();
     s2.add_batch(1, &data(3, 1, 2)).unwrap();
     assert_eq!(count_data_files(&out), files_before);
+    // A restart whose checkpoint planned nothing is refused: it did not write these batches.
+    let e = p.create_sink(&test_ctx(&out)).err().unwrap();
+    assert_eq!(e.class(), "FILE_SINK_MANIFEST_AHEAD");
+    assert!(e.message().contains("has planned no batch"), "{e}");
 }
 
 #[test]
@@ -248,6 +262,7 @@ fn append_only_and_option_errors() {
         output_mode: OutputMode::Complete,
         query_name: None,
         query_id: "test-query".into(),
+        last_planned: None,
     };
     assert_eq!(p.create_sink(&ctx).err().unwrap().fault(), Fault::Query);
 
@@ -277,7 +292,7 @@ fn race_on_the_manifest_is_an_error() {
     let tmp = tempfile::tempdir().unwrap();
     let p =
         FileSinkProvider::try_new("json", tmp.path().to_str().unwrap(), &HashMap::new()).unwrap();
-    let mut a = p.open_sink().unwrap();
+    let mut a = p.open_sink(&test_ctx(tmp.path())).unwrap();
     a.add_batch(0, &data(0, 1, 1)).unwrap();
     let before = count_data_files(tmp.path());
     // Another writer committed batch 0 between this sink's check and its manifest write.
