@@ -183,8 +183,8 @@ mod tests {
     fn both_queries_plan_over_a_kafka_shaped_table() {
         let s = session().unwrap();
         s.sql(
-            "SELECT CAST('{\"ts\":\"2026-01-01T00:00:00Z\",\"user\":\"u1\",\"action\":\"buy\",\
-             \"amount\":2.5}' AS BINARY) AS value, 0 AS partition, CAST(7 AS BIGINT) AS offset",
+            "SELECT '{\"ts\":\"2026-01-01T00:00:00Z\",\"user\":\"u1\",\"action\":\"buy\",\
+             \"amount\":2.5}' AS value, 0 AS partition, CAST(7 AS BIGINT) AS offset",
         )
         .unwrap()
         .create_or_replace_temp_view("events")
