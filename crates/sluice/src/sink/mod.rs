@@ -50,6 +50,10 @@ pub trait SinkProvider: Debug + Send + Sync {
     }
     /// Creates the running sink, once per query start (and once per side output).
     fn create_sink(&self, ctx: &SinkContext) -> Result<Box<dyn Sink>>;
+    /// The directory the sink writes files into (file sinks), checked against the sources'.
+    fn output_dir(&self) -> Option<std::path::PathBuf> {
+        None
+    }
     /// Whether the sink can run under `Trigger::Continuous` (memory, console, foreach, kafka).
     fn supports_continuous(&self) -> bool {
         false

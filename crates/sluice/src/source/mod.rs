@@ -78,6 +78,11 @@ pub trait SourceProvider: Debug + Send + Sync {
     fn format_name(&self) -> String {
         self.kind().to_string()
     }
+    /// The directory the source lists for new files (file sources), so a sink or checkpoint
+    /// that would write into it can be refused at start.
+    fn listed_dir(&self) -> Option<PathBuf> {
+        None
+    }
     /// Whether the source can run under `Trigger::Continuous` (Spark: rate and kafka only).
     fn supports_continuous(&self) -> bool {
         false

@@ -119,3 +119,36 @@ fn a_checkpoint_without_a_record_adopts_the_manifest_it_planned_and_a_format_cha
     assert!(e.is(class::FILE_SINK_FORMAT_CHANGED), "{e}");
     assert!(e.message().contains("Keep format(\"parquet\")"), "{e}");
 }
+
+#[test]
+fn a_sink_or_checkpoint_writing_into_the_source_folder_is_refused_at_start() {
+    let d = dirs();
+    seed_files(&d);
+    let run = |out: &std::path::Path, checkpoint: &std::path::Path| {
+        session()
+            .read_stream()
+            .format("json")
+            .schema(crate::support::SCHEMA)?
+            .load(d.input.display().to_string())?
+            .write_stream()
+            .format("json")
+            .option("path", out.display())
+            .option("checkpointLocation", checkpoint.display())
+            .trigger(sluice::Trigger::AvailableNow)
+            .start()?
+            .await_termination()
+    };
+    // Spark reads its own output again, batch after batch.
+    let e = run(&d.input, &d.checkpoint).unwrap_err();
+    assert!(e.is(class::SINK_WRITES_INTO_SOURCE), "{e}");
+    assert!(e.message().contains("stream_in-out"), "{e}");
+    // The same folder written another way (a trailing `/.`) is still the same folder.
+    let e = run(&d.input.join("."), &d.checkpoint).unwrap_err();
+    assert!(e.is(class::SINK_WRITES_INTO_SOURCE), "{e}");
+    let e = run(&d.output, &d.input).unwrap_err();
+    assert!(e.is(class::CHECKPOINT_IN_SOURCE), "{e}");
+    // Nothing was written into the source folder: still its two files.
+    assert_eq!(std::fs::read_dir(&d.input).unwrap().count(), 2);
+    // The fix the message gives works.
+    run(&d.input.with_file_name("stream_in-out"), &d.checkpoint).unwrap();
+}

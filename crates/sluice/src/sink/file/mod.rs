@@ -309,6 +309,9 @@ impl SinkProvider for FileSinkProvider {
     fn description(&self) -> String {
         format!("FileSink[{}]", self.path.display())
     }
+    fn output_dir(&self) -> Option<PathBuf> {
+        Some(self.path.clone())
+    }
 
     /// The file sink is append-only, as in Spark.
     fn supports_output_mode(&self, mode: OutputMode) -> bool {

@@ -219,6 +219,9 @@ impl SourceProvider for FileSourceProvider {
     fn format_name(&self) -> String {
         self.format.clone()
     }
+    fn listed_dir(&self) -> Option<std::path::PathBuf> {
+        Some(self.location.dir.clone())
+    }
 
     fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>> {
         let log = SourceLog::new(&ctx.metadata_dir);
