@@ -217,6 +217,7 @@ impl CheckpointDir {
 /// `.N.torn-<time>` (kept for inspection) with a warning, and batch N is planned or re-run
 /// again. Returns the files moved aside.
 pub fn recover_torn_tail(dir: &CheckpointDir) -> Result<Vec<PathBuf>> {
+    remove_leftover_temp_files(dir)?;
     let mut moved = Vec::new();
     let commits = dir.commit_log();
     let offsets = dir.offset_log();
@@ -233,6 +234,31 @@ pub fn recover_torn_tail(dir: &CheckpointDir) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(moved)
+}
+
+/// The temporary files (`.<name>.<uuid>.tmp`) of log writes a crash interrupted, in `offsets/`,
+/// `commits/` and `sources/<i>/`: never part of the log, removed at start (the query holds the
+/// checkpoint's lock, so no writer of this checkpoint is using them). Returns how many.
+pub fn remove_leftover_temp_files(dir: &CheckpointDir) -> Result<usize> {
+    let mut dirs = vec![dir.offsets_dir(), dir.commits_dir()];
+    if let Ok(sources) = crate::storage::list_dir(&dir.sources_dir()) {
+        dirs.extend(sources.into_iter().filter(|e| e.is_dir).map(|e| e.path));
+    }
+    let mut removed = 0;
+    for d in dirs {
+        let Ok(entries) = crate::storage::list_dir(&d) else {
+            continue;
+        };
+        for e in entries {
+            if !e.is_dir && e.name.starts_with('.') && e.name.ends_with(".tmp") {
+                crate::storage::remove_file(&e.path)
+                    .map_err(|err| SluiceError::io(Fault::Checkpoint, e.path.display(), err))?;
+                ::log::info!("removed {}, left by an interrupted write", e.path.display());
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
 }
 
 fn set_aside(file: &Path) -> Result<PathBuf> {
@@ -252,6 +278,30 @@ fn set_aside(file: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leftover_temp_files_of_interrupted_log_writes_are_removed_at_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = CheckpointDir::new(tmp.path());
+        let files = [
+            d.offsets_dir().join(".3.6f1c.tmp"),
+            d.commits_dir().join(".2.aa.tmp"),
+            d.source_dir(0).join(".7.b.tmp"),
+        ];
+        let kept = [
+            d.offsets_dir().join("3"),
+            d.offsets_dir().join(".2.torn-20260101T000000"),
+            d.source_dir(0).join("notes.tmp"),
+        ];
+        for f in files.iter().chain(&kept) {
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, "x").unwrap();
+        }
+        assert_eq!(remove_leftover_temp_files(&d).unwrap(), 3);
+        assert!(files.iter().all(|f| !f.exists()));
+        assert!(kept.iter().all(|f| f.exists()));
+        assert_eq!(remove_leftover_temp_files(&d).unwrap(), 0);
+    }
 
     #[test]
     fn paths() {
