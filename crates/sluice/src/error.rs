@@ -48,6 +48,7 @@ pub mod class {
     pub const FILE_NOT_FOUND: &str = "FILE_NOT_FOUND";
     pub const FILE_SINK_FOREIGN_OUTPUT: &str = "FILE_SINK_FOREIGN_OUTPUT";
     pub const FILE_SINK_FORMAT_CHANGED: &str = "FILE_SINK_FORMAT_CHANGED";
+    pub const FILE_SINK_MANIFEST_GAP: &str = "FILE_SINK_MANIFEST_GAP";
     pub const FILE_SINK_MANIFEST_AHEAD: &str = "FILE_SINK_MANIFEST_AHEAD";
     pub const FILE_SINK_RACE: &str = "FILE_SINK_RACE";
     pub const FILE_SINK_WRITE_FAILED: &str = "FILE_SINK_WRITE_FAILED";

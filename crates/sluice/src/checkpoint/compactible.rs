@@ -118,6 +118,22 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
         Ok(ids)
     }
 
+    /// The batch ids with no file although a later batch has one, after the newest compact
+    /// file (whose predecessors it holds, and which may be cleaned up). A gap is a file deleted
+    /// or lost: its entries would silently be missing from every read and compaction after.
+    pub fn missing_ids(&self) -> Result<Vec<u64>> {
+        let ids = self.batch_ids()?;
+        let Some(&(latest, _)) = ids.last() else {
+            return Ok(Vec::new());
+        };
+        let from = ids
+            .iter()
+            .rposition(|(_, compact)| *compact)
+            .map_or(0, |i| ids[i].0 + 1);
+        let present: std::collections::HashSet<u64> = ids.iter().map(|(id, _)| *id).collect();
+        Ok((from..latest).filter(|id| !present.contains(id)).collect())
+    }
+
     /// The newest batch id, in either form.
     pub fn latest_batch_id(&self) -> Result<Option<u64>> {
         Ok(self.batch_ids()?.last().map(|x| x.0))

@@ -152,3 +152,36 @@ fn a_sink_or_checkpoint_writing_into_the_source_folder_is_refused_at_start() {
     // The fix the message gives works.
     run(&d.input.with_file_name("stream_in-out"), &d.checkpoint).unwrap();
 }
+
+#[test]
+fn a_missing_source_log_or_manifest_file_is_refused_and_restoring_it_goes_on() {
+    let d = dirs();
+    seed_files(&d);
+    add_file(&d.input, "3.json", BATCH3, 3);
+    run_with(&d, &d.checkpoint, &[]).unwrap();
+    let rows = committed_rows(&d.output, &COLUMNS);
+    assert_eq!(rows.len(), 6);
+    add_file(&d.input, "4.json", BATCH3, 4);
+
+    // sources/0/1 lost: Spark reads 2.json again.
+    let log = d.checkpoint.join("sources/0/1");
+    let saved = std::fs::read(&log).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    let e = run_with(&d, &d.checkpoint, &[]).unwrap_err();
+    assert!(e.is(class::CHECKPOINT_MISSING_SOURCE_LOG), "{e}");
+    assert!(e.message().contains("sources/0/1"), "{e}");
+    std::fs::write(&log, &saved).unwrap();
+
+    // _spark_metadata/1 lost: its files would drop out of every read.
+    let manifest = d.output.join("_spark_metadata/1");
+    let saved = std::fs::read(&manifest).unwrap();
+    std::fs::remove_file(&manifest).unwrap();
+    let e = run_with(&d, &d.checkpoint, &[]).unwrap_err();
+    assert!(e.is(class::FILE_SINK_MANIFEST_GAP), "{e}");
+    assert!(e.message().contains("_spark_metadata/1"), "{e}");
+    // The fix both messages give: restore the file; the query goes on, each row once.
+    std::fs::write(&manifest, &saved).unwrap();
+    run_with(&d, &d.checkpoint, &[]).unwrap();
+    let after = committed_rows(&d.output, &COLUMNS);
+    assert_eq!(after.len(), 7, "{after:?}");
+}

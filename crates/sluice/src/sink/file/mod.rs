@@ -347,6 +347,21 @@ impl FileSinkProvider {
             )
         })?;
         let log = manifest_log(&self.path, self.compact_interval);
+        if let Some(id) = log.missing_ids()?.first().copied() {
+            let file = log.path_of(id);
+            return Err(SluiceError::connector(
+                class::FILE_SINK_MANIFEST_GAP,
+                format!(
+                    "the manifest {} of the output folder {} has no file for batch {id} ({}) but \
+                     has later ones: Spark's readers, and the next compaction for good, would \
+                     leave out the files batch {id} wrote. Restore {} from a backup",
+                    log.dir().display(),
+                    self.path.display(),
+                    file.display(),
+                    file.display()
+                ),
+            ));
+        }
         let manifest_offset = ownership::manifest_offset(
             ctx,
             &self.path,

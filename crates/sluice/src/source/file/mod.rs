@@ -235,6 +235,7 @@ impl SourceProvider for FileSourceProvider {
                 e,
             )
         })?;
+        log.check_complete()?;
         let current = match log.latest_id()? {
             Some(id) => i64::try_from(id).map_err(|_| {
                 SluiceError::checkpoint(

@@ -64,6 +64,27 @@ impl SourceLog {
         }
     }
 
+    /// Refuses a log with a file missing before its newest one ([`CompactibleLog::missing_ids`]):
+    /// the files of that batch would be read again.
+    pub(super) fn check_complete(&self) -> Result<()> {
+        let Some(id) = self.log.missing_ids()?.first().copied() else {
+            return Ok(());
+        };
+        let file = self.log.path_of(id);
+        Err(SluiceError::checkpoint(
+            class::CHECKPOINT_MISSING_SOURCE_LOG,
+            format!(
+                "the file source log {} has no file for batch {id} ({}) but has later ones: the \
+                 files batch {id} read would silently be read again. Restore {} from a backup \
+                 of the checkpoint, or start with a new checkpointLocation (and a new output \
+                 folder: every file is read again)",
+                self.log.dir().display(),
+                file.display(),
+                file.display()
+            ),
+        ))
+    }
+
     /// The files of log offset `id`, in log order.
     pub(super) fn batch(&self, id: u64) -> Result<Vec<FileEntry>> {
         let want = id as i64;
