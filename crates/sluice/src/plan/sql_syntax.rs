@@ -15,6 +15,7 @@
 //!   (`10 DIV 3 + 1` as `10 DIV (3 + 1)`); [`SparkDialect`] gives `DIV` the precedence of `*`.
 //! - `! x` is `NOT x`; `~ x` is `bitwise_not(x)` (datafusion-spark's); `x RLIKE p` /
 //!   `x REGEXP p` is `regexp_like(x, p)` (a match anywhere in `x`, as Java's `find`).
+//! - `CAST(x AS BINARY)`: DataFusion's planner names the type `BYTEA`.
 //!
 //! Every rule was checked on PySpark 3.5.7.
 
@@ -22,9 +23,10 @@ use std::any::TypeId;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, AccessExpr, BinaryOperator, CeilFloorKind, Expr as SqlExpr, Function,
-    FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName,
-    ObjectNamePart, Subscript, UnaryOperator, Value, VisitMut,
+    visit_expressions_mut, AccessExpr, BinaryOperator, CeilFloorKind, DataType as SqlDataType,
+    Expr as SqlExpr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
+    FunctionArguments, Ident, ObjectName, ObjectNamePart, Subscript, UnaryOperator, Value,
+    VisitMut,
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, SparkSqlDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -338,6 +340,15 @@ pub(crate) fn rewrite_syntax<V: VisitMut>(node: &mut V, escaped_literals: bool) 
                 Value::DoubleQuotedString(s) => fix(s, '"'),
                 _ => {}
             },
+            // Spark's `BINARY` type, which DataFusion's planner knows as `BYTEA`.
+            SqlExpr::Cast { data_type, .. }
+                if matches!(
+                    data_type,
+                    SqlDataType::Binary(None) | SqlDataType::Varbinary(None)
+                ) =>
+            {
+                *data_type = SqlDataType::Bytea
+            }
             SqlExpr::UnaryOp {
                 op: op @ UnaryOperator::BangNot,
                 ..

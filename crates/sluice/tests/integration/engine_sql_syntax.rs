@@ -267,3 +267,17 @@ fn a_field_of_a_subscript_or_a_call_result_is_read_by_name() {
         vec!["2|5|1"]
     );
 }
+
+#[test]
+fn cast_as_binary_is_sparks_utf8_bytes() {
+    let s = session_with(&[]);
+    assert_eq!(
+        batch(
+            &s,
+            "SELECT length(CAST('héllo' AS BINARY)), CAST(CAST('abc' AS BINARY) AS STRING), \
+             hex(CAST('AB' AS BINARY))"
+        )
+        .unwrap(),
+        vec!["6|abc|4142"]
+    );
+}
