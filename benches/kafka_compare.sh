@@ -29,8 +29,9 @@ if ! "$venv/bin/python" -c 'import pyspark; assert pyspark.__version__ == "3.5.7
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pyspark==3.5.7" pyarrow
 fi
 scripts/kafka-broker start
-cargo build --release -p sluice-cli
-SLUICE="$CARGO_TARGET_DIR/release/sluice"
+# SLUICE_BIN: a release binary built already (skips the build).
+if [ -z "${SLUICE_BIN:-}" ]; then cargo build --release -p sluice-cli; fi
+SLUICE="${SLUICE_BIN:-$CARGO_TARGET_DIR/release/sluice}"
 
 mkdir -p "$DIR"
 [ -d "$DIR/events-$ROWS" ] || python3 "$SHARED/gen_events.py" --rows "$ROWS" --files "$FILES" --seed "$SEED" --out "$DIR/events-$ROWS" >/dev/null

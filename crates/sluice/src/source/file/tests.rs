@@ -462,6 +462,45 @@ fn malformed_metrics_in_a_batch() {
 }
 
 #[test]
+fn permissive_counts_every_record_with_a_bad_value_as_malformed() {
+    // JSON: three records whose values do not fit their types, one that is not JSON.
+    let e = env();
+    write(
+        &e.input,
+        "a.json",
+        &[
+            r#"{"id": 1, "n": 2.5}"#,
+            r#"{"id": "x", "n": 1.0}"#,
+            r#"{"id": 2, "n": "y"}"#,
+            r#"{"id": true}"#,
+            "oops",
+        ],
+        T0,
+    );
+    let p = provider("json", &e.input, "id INT, n DOUBLE", &[]);
+    let mut s = p.create_source(&ctx(&e.meta)).unwrap();
+    s.latest_offset(None, ReadLimit::AllAvailable).unwrap();
+    let b = s.get_batch(None, &off(0)).unwrap();
+    assert_eq!(b.num_rows(), 5);
+    assert_eq!(b.metrics["numMalformedRecords"], "4");
+
+    // CSV: a type error in each column, a short row and a long row.
+    let e = env();
+    write(
+        &e.input,
+        "a.csv",
+        &["1,2.5", "x,1.0", "2,y", "3", "4,1.0,9"],
+        T0,
+    );
+    let p = provider("csv", &e.input, "id INT, n DOUBLE", &[]);
+    let mut s = p.create_source(&ctx(&e.meta)).unwrap();
+    s.latest_offset(None, ReadLimit::AllAvailable).unwrap();
+    let b = s.get_batch(None, &off(0)).unwrap();
+    assert_eq!(b.num_rows(), 5);
+    assert_eq!(b.metrics["numMalformedRecords"], "4");
+}
+
+#[test]
 fn read_files_for_static_tables() {
     let e = env();
     let a = write(&e.input, "a.json", &[r#"{"k": "x", "v": 1}"#], T0);

@@ -674,7 +674,7 @@ mod tests {
                 ],
             ]
         );
-        assert_eq!(malformed, 0);
+        assert_eq!(malformed, 1);
         let (got, _, _) = parse(
             &o,
             &[
@@ -731,7 +731,7 @@ mod tests {
                 vec![json!(5), n.clone(), n.clone()],
             ]
         );
-        assert_eq!(malformed, 0);
+        assert_eq!(malformed, 3, "a long row, a type error, a short row");
         let o = opts("n INT, s STRING", &[("mode", "DROPMALFORMED")]);
         let (got, malformed, dropped) = parse(&o, &lines).unwrap();
         assert_eq!(

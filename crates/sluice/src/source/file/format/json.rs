@@ -1299,7 +1299,7 @@ mod tests {
                 ],
             ]
         );
-        assert_eq!((malformed, dropped), (2, 0));
+        assert_eq!((malformed, dropped), (4, 0));
     }
 
     #[test]
@@ -1334,8 +1334,8 @@ mod tests {
                 vec![n.clone(), n.clone(), json!(1.5), n.clone()],
             ]
         );
-        // Only `[1, 2, 3]` is malformed; `{}` and wrongly typed fields are not.
-        assert_eq!(malformed, 1);
+        // `[1, 2, 3]` and the two records with wrongly typed values are malformed; `{}` is not.
+        assert_eq!(malformed, 3);
     }
 
     #[test]
@@ -1471,7 +1471,7 @@ mod tests {
             ]
         );
         // `null` and `{"s": tru}` are malformed.
-        assert_eq!(malformed, 2);
+        assert_eq!(malformed, 5);
     }
 
     #[test]
@@ -1495,7 +1495,7 @@ mod tests {
                 vec![n.clone(), json!(4), n.clone()],
             ]
         );
-        assert_eq!((malformed, dropped), (1, 0));
+        assert_eq!((malformed, dropped), (2, 0));
 
         // A renamed corrupt column.
         let o = opts("a INT, bad STRING", &[("columnNameOfCorruptRecord", "bad")]);

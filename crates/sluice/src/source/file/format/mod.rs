@@ -641,8 +641,13 @@ impl<'o> Assembler<'o> {
     ) -> Result<()> {
         let (keep_cells, corrupt) = match bad {
             None => (true, false),
+            // A record with a value that does not parse as its column's type: Spark keeps
+            // the values that parsed and the record in the corrupt column; it is malformed.
             Some(Bad::Partial(reason)) => match self.opts.mode {
-                ParseMode::Permissive => (true, true),
+                ParseMode::Permissive => {
+                    self.malformed += 1;
+                    (true, true)
+                }
                 ParseMode::DropMalformed => {
                     self.malformed += 1;
                     self.dropped += 1;
