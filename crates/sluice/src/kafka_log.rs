@@ -192,7 +192,9 @@ impl ClientContext for KafkaLogContext {
                 | RDKafkaErrorCode::Resolve
                 | RDKafkaErrorCode::AllBrokersDown
                 | RDKafkaErrorCode::Authentication
-                | RDKafkaErrorCode::SSL,
+                | RDKafkaErrorCode::SSL
+                // The end of a partition, which the source asks to be told (not an error).
+                | RDKafkaErrorCode::PartitionEOF,
             ) => log::debug!(target: TARGET, "Kafka client error: {error}: {reason}"),
             Some(RDKafkaErrorCode::Fatal) => {
                 log::error!(target: TARGET, "Kafka client error: {error}: {reason}")
