@@ -311,9 +311,12 @@ def test_seed_004_runs_and_prints_what_the_document_prints(spark, server, in_ser
                            capture_output=True, text=True, check=True).stdout.split()
     documented = between(text, "data/checkpoint\ndata/checkpoint/offsets", "\n\noffsets records").split()
     # Sluice keeps one folder of its own beside Spark's: sluice/query.json, the query's shape,
-    # checked on restart (ARCHITECTURE.md, checkpoint/shape.rs). Everything else is Spark's.
+    # checked on restart (ARCHITECTURE.md, checkpoint/shape.rs), and for a file sink
+    # sluice/file-sink.json, the folder it owns (sink/file/ownership.rs). Everything else is
+    # Spark's.
     if ENGINE == "sluice":
-        assert os.listdir("data/checkpoint/sluice") == ["query.json"]
+        # (this query writes parquet, so both)
+        assert sorted(os.listdir("data/checkpoint/sluice")) == ["file-sink.json", "query.json"]
         found = [f for f in found if f != "data/checkpoint/sluice"]
     assert sorted(found) == sorted(documented)
 
