@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::checkpoint::LogCleanup;
 use crate::error::{class, Result, SluiceError};
 use crate::session::Session;
 
@@ -39,6 +40,17 @@ pub const ANSI_ENABLED: &str = "spark.sql.ansi.enabled";
 /// written (Spark 1.6's behaviour); false (the default) applies Spark's escapes (`'\t'` is a tab,
 /// `plan::sql_syntax`). Read when a query is parsed.
 pub const ESCAPED_STRING_LITERALS: &str = "spark.sql.parser.escapedStringLiterals";
+
+/// `spark.sql.streaming.fileSink.log.deletion`: whether the file sink's manifest
+/// (`_spark_metadata/`) deletes the files a compaction superseded (default true).
+pub const FILE_SINK_LOG_DELETION: &str = "spark.sql.streaming.fileSink.log.deletion";
+/// `spark.sql.streaming.fileSink.log.cleanupDelay`: how old a superseded manifest file must be
+/// before it is deleted (default 10 minutes; Spark's time strings: `600s`, `10m`, ms if bare).
+pub const FILE_SINK_LOG_CLEANUP_DELAY: &str = "spark.sql.streaming.fileSink.log.cleanupDelay";
+/// `spark.sql.streaming.fileSource.log.deletion`: the same for the file source's `sources/<i>/`.
+pub const FILE_SOURCE_LOG_DELETION: &str = "spark.sql.streaming.fileSource.log.deletion";
+/// `spark.sql.streaming.fileSource.log.cleanupDelay`: the same for the file source's log.
+pub const FILE_SOURCE_LOG_CLEANUP_DELAY: &str = "spark.sql.streaming.fileSource.log.cleanupDelay";
 
 /// Spark's default of [`MIN_BATCHES_TO_RETAIN`].
 pub const DEFAULT_MIN_BATCHES_TO_RETAIN: u64 = 100;
@@ -95,6 +107,12 @@ pub struct StreamingConf {
     pub checkpoint_location: Option<String>,
     /// [`ANSI_ENABLED`].
     pub ansi_enabled: bool,
+    /// The file sink manifest's cleanup ([`FILE_SINK_LOG_DELETION`],
+    /// [`FILE_SINK_LOG_CLEANUP_DELAY`], [`MIN_BATCHES_TO_RETAIN`]).
+    pub file_sink_log: LogCleanup,
+    /// The file source log's cleanup ([`FILE_SOURCE_LOG_DELETION`],
+    /// [`FILE_SOURCE_LOG_CLEANUP_DELAY`], [`MIN_BATCHES_TO_RETAIN`]).
+    pub file_source_log: LogCleanup,
 }
 
 impl Default for StreamingConf {
@@ -108,6 +126,8 @@ impl Default for StreamingConf {
             allow_key_rename: false,
             checkpoint_location: None,
             ansi_enabled: false,
+            file_sink_log: LogCleanup::default(),
+            file_source_log: LogCleanup::default(),
         }
     }
 }
@@ -125,11 +145,22 @@ impl StreamingConf {
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Self> {
         let d = Self::default();
+        let min_batches_to_retain = parse_num(&get, MIN_BATCHES_TO_RETAIN)?
+            .unwrap_or(d.min_batches_to_retain)
+            .max(1);
+        let log_cleanup = |deletion: &str, delay: &str| -> Result<LogCleanup> {
+            let dflt = LogCleanup::default();
+            Ok(LogCleanup {
+                enabled: parse_bool(&get, deletion)?.unwrap_or(dflt.enabled),
+                delay_ms: parse_time_ms(&get, delay)?.unwrap_or(dflt.delay_ms),
+                min_batches_to_retain,
+            })
+        };
         Ok(Self {
             shuffle_partitions: shuffle_partitions.max(1),
-            min_batches_to_retain: parse_num(&get, MIN_BATCHES_TO_RETAIN)?
-                .unwrap_or(d.min_batches_to_retain)
-                .max(1),
+            min_batches_to_retain,
+            file_sink_log: log_cleanup(FILE_SINK_LOG_DELETION, FILE_SINK_LOG_CLEANUP_DELAY)?,
+            file_source_log: log_cleanup(FILE_SOURCE_LOG_DELETION, FILE_SOURCE_LOG_CLEANUP_DELAY)?,
             min_deltas_for_snapshot: parse_num(&get, MIN_DELTAS_FOR_SNAPSHOT)?
                 .unwrap_or(d.min_deltas_for_snapshot),
             watermark_policy: get(WATERMARK_POLICY)
@@ -172,6 +203,24 @@ fn parse_num(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<
                     format!("{key} must be a non-negative integer, got {v:?}"),
                 )
             })
+        })
+        .transpose()
+}
+
+fn parse_time_ms(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<u64>> {
+    get(key)
+        .map(|v| {
+            crate::time_text::parse_duration_ms(&v)
+                .and_then(|ms| u64::try_from(ms).ok())
+                .ok_or_else(|| {
+                    SluiceError::query(
+                        class::INVALID_CONF_VALUE,
+                        format!(
+                            "{key} must be a time such as 600s, 10m or 600000 (milliseconds), \
+                             got {v:?}"
+                        ),
+                    )
+                })
         })
         .transpose()
 }

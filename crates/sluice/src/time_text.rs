@@ -269,6 +269,47 @@ pub(crate) fn push_chrono_literal(out: &mut String, c: char) {
     out.push(c);
 }
 
+/// A duration in microseconds as a person writes it: `10 minutes`, `90 seconds`, `1500 ms`.
+pub(crate) fn describe_micros(us: i64) -> String {
+    const UNITS: [(i64, &str); 5] = [
+        (86_400_000_000, "days"),
+        (3_600_000_000, "hours"),
+        (60_000_000, "minutes"),
+        (1_000_000, "seconds"),
+        (1_000, "ms"),
+    ];
+    for (n, unit) in UNITS {
+        if us != 0 && us % n == 0 {
+            return format!("{} {unit}", us / n);
+        }
+    }
+    if us == 0 {
+        "0 seconds".to_string()
+    } else {
+        format!("{us} µs")
+    }
+}
+
+/// A time string as Spark's `JavaUtils.timeStringAsMs` reads it (`500`, `10s`, `10m`, `1h`: a
+/// bare number is milliseconds), in milliseconds; None when it does not parse.
+pub(crate) fn parse_duration_ms(v: &str) -> Option<i64> {
+    let t = v.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: i64 = num.parse().ok()?;
+    let unit = unit.trim();
+    let factor_us: i64 = match unit {
+        "" | "ms" | "msec" | "msecs" | "millis" | "millisecond" | "milliseconds" => 1_000,
+        "us" | "usec" | "usecs" | "micros" | "microsecond" | "microseconds" => 1,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000,
+        "h" | "hour" | "hours" => 3_600_000_000,
+        "d" | "day" | "days" => 86_400_000_000,
+        _ => return None,
+    };
+    Some(n.checked_mul(factor_us)? / 1_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

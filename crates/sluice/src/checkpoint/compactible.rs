@@ -29,14 +29,42 @@ const COMPACT_SUFFIX: &str = ".compact";
 /// `(id + 1) % compact_interval == 0` is written as `<id>.compact` holding **all** entries so far.
 ///
 /// Readers take the newest `.compact` file and the plain files after it, so they are correct
-/// whether or not the plain files before a compaction still exist. Sluice keeps them (Spark
-/// deletes them after `cleanupDelay`). Writes are atomic and never overwrite: [`add`](Self::add)
-/// returns `false` if the batch exists in either form.
+/// whether or not the plain files before a compaction still exist. With a [`LogCleanup`]
+/// ([`with_cleanup`](Self::with_cleanup)), each add deletes the files a retained compaction
+/// supersedes, as Spark does, so the log's size follows its live entries instead of growing
+/// with every compaction ever written. Writes are atomic and never overwrite:
+/// [`add`](Self::add) returns `false` if the batch exists in either form.
 pub struct CompactibleLog<E> {
     dir: PathBuf,
     compact_interval: u64,
     fault: Fault,
+    cleanup: Option<LogCleanup>,
     _entry: PhantomData<fn() -> E>,
+}
+
+/// When a compactible log deletes the files a compaction superseded (Spark's
+/// `spark.sql.streaming.fileSink.log.deletion` / `.cleanupDelay`, the same for `fileSource`, and
+/// `spark.sql.streaming.minBatchesToRetain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogCleanup {
+    /// Whether files are deleted at all (`...log.deletion`, default true).
+    pub enabled: bool,
+    /// Only files older than this are deleted (`...log.cleanupDelay`, default 10 minutes), so a
+    /// reader that listed the log a moment ago still finds what it listed.
+    pub delay_ms: u64,
+    /// The newest batches whose entries stay readable from their own files or the compaction
+    /// before them (`minBatchesToRetain`, default 100).
+    pub min_batches_to_retain: u64,
+}
+
+impl Default for LogCleanup {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            delay_ms: 10 * 60 * 1000,
+            min_batches_to_retain: crate::conf::DEFAULT_MIN_BATCHES_TO_RETAIN,
+        }
+    }
 }
 
 impl<E> Clone for CompactibleLog<E> {
@@ -45,6 +73,7 @@ impl<E> Clone for CompactibleLog<E> {
             dir: self.dir.clone(),
             compact_interval: self.compact_interval,
             fault: self.fault,
+            cleanup: self.cleanup,
             _entry: PhantomData,
         }
     }
@@ -67,8 +96,15 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
             dir: dir.into(),
             compact_interval: compact_interval.max(1),
             fault,
+            cleanup: None,
             _entry: PhantomData,
         }
+    }
+
+    /// The same log, deleting superseded files after each add as `cleanup` says.
+    pub fn with_cleanup(mut self, cleanup: LogCleanup) -> Self {
+        self.cleanup = Some(cleanup);
+        self
     }
 
     /// The log's directory (e.g. `<output>/_spark_metadata`).
@@ -134,6 +170,31 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
         Ok((from..latest).filter(|id| !present.contains(id)).collect())
     }
 
+    /// The first live file (the newest compaction and the files after it: what readers read)
+    /// that does not parse, with its batch id and the error; None when every one parses. A
+    /// query checks this at start, so a damaged file is named before any batch runs, not
+    /// batches later when a compaction reads it.
+    pub fn first_unreadable(&self) -> Result<Option<(u64, PathBuf, String)>> {
+        let ids = self.batch_ids()?;
+        let start = ids.iter().rposition(|(_, compact)| *compact).unwrap_or(0);
+        for &(id, compact) in &ids[start..] {
+            let path = if compact {
+                self.dir.join(format!("{id}{COMPACT_SUFFIX}"))
+            } else {
+                self.dir.join(id.to_string())
+            };
+            match self.read_file(&path) {
+                Ok(_) => {}
+                Err(e) if e.is(crate::error::class::IO_ERROR) => return Err(e),
+                Err(e) => {
+                    let defect = super::log::log_defect(&e).unwrap_or_else(|| e.to_string());
+                    return Ok(Some((id, path, defect)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// The newest batch id, in either form.
     pub fn latest_batch_id(&self) -> Result<Option<u64>> {
         Ok(self.batch_ids()?.last().map(|x| x.0))
@@ -164,7 +225,54 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
             (plain, entries)
         };
         let bytes = serialize_entries(&all)?;
-        write_atomic_new_as(self.fault, &path, &bytes)
+        let added = write_atomic_new_as(self.fault, &path, &bytes)?;
+        if added {
+            self.delete_expired(id)?;
+        }
+        Ok(added)
+    }
+
+    /// Deletes the files before the newest compaction that keeps the last
+    /// `min_batches_to_retain` batches readable, if older than the cleanup delay (Spark's
+    /// `deleteExpiredLog`): with compaction every 10 batches and 100 retained, about 110 small
+    /// files and two compactions stay, however long the query runs.
+    fn delete_expired(&self, current: u64) -> Result<()> {
+        let Some(c) = self.cleanup.filter(|c| c.enabled) else {
+            return Ok(());
+        };
+        let interval = self.compact_interval;
+        let retain = c.min_batches_to_retain.max(1);
+        if current + 1 < retain + interval {
+            return Ok(());
+        }
+        // The first batch to keep readable, and the compaction at or before it, which holds
+        // every entry before it: files before that compaction are superseded.
+        let min_batch = current + 1 - retain;
+        let min_compaction = min_batch - (min_batch % interval) - 1;
+        let expired_before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+            - c.delay_ms as i64;
+        let listed = match storage::list_dir(&self.dir) {
+            Ok(l) => l,
+            Err(e) => return Err(self.io(format!("listing {}", self.dir.display()), e)),
+        };
+        for ent in listed {
+            let name = ent.name.as_str();
+            let Some(id) = parse_batch_id(name)
+                .or_else(|| name.strip_suffix(COMPACT_SUFFIX).and_then(parse_batch_id))
+            else {
+                continue;
+            };
+            if id < min_compaction && ent.modified_ms <= expired_before {
+                match storage::remove_file(&ent.path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(self.io(format!("deleting {}", ent.path.display()), e)),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every entry of every batch, in batch order.
@@ -296,6 +404,59 @@ mod tests {
         assert_eq!(log.all_entries().unwrap(), expected);
         let text = fs::read_to_string(tmp.path().join("log/7")).unwrap();
         assert_eq!(text, "v1\n{\"path\":\"f7_0\",\"batchId\":7}");
+    }
+
+    #[test]
+    fn cleanup_keeps_the_retained_batches_and_one_compaction_before_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cleanup = LogCleanup {
+            enabled: true,
+            delay_ms: 0,
+            min_batches_to_retain: 5,
+        };
+        let log: CompactibleLog<Entry> =
+            CompactibleLog::new(tmp.path().join("log"), 3, Fault::Connector).with_cleanup(cleanup);
+        let mut expected = Vec::new();
+        for b in 0..40u64 {
+            expected.push(e(b, 0));
+            assert!(log.add(b, vec![e(b, 0)]).unwrap());
+            // Every entry stays readable, and so does each retained batch on its own.
+            assert_eq!(log.all_entries().unwrap(), expected);
+            for r in b.saturating_sub(4)..=b {
+                assert!(log.get(r).unwrap().is_some(), "batch {r} after {b}");
+            }
+            assert!(log.missing_ids().unwrap().is_empty());
+        }
+        let mut names: Vec<String> = fs::read_dir(tmp.path().join("log"))
+            .unwrap()
+            .map(|d| d.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort_by_key(|n| n.trim_end_matches(".compact").parse::<u64>().unwrap());
+        // Batch 39 retains 35..=39: the compaction 32 (holding up to 32) and the files after it.
+        assert_eq!(
+            names,
+            [
+                "32.compact",
+                "33",
+                "34",
+                "35.compact",
+                "36",
+                "37",
+                "38.compact",
+                "39"
+            ]
+        );
+        // Without cleanup (or within the delay) nothing is deleted.
+        let keep = tempfile::tempdir().unwrap();
+        let log: CompactibleLog<Entry> = CompactibleLog::new(keep.path(), 3, Fault::Connector)
+            .with_cleanup(LogCleanup {
+                delay_ms: 3_600_000,
+                ..cleanup
+            });
+        for b in 0..20u64 {
+            log.add(b, vec![e(b, 0)]).unwrap();
+        }
+        assert_eq!(fs::read_dir(keep.path()).unwrap().count(), 20);
     }
 
     #[test]

@@ -89,12 +89,13 @@ impl CheckpointLock {
         }
     }
 
-    /// Fails with `CONCURRENT_QUERY` when the lock is no longer this query's: on an object
-    /// store, another query took the lease over after this one's heartbeats stopped. Checked
-    /// before each batch's offsets are logged.
+    /// Fails when the lock is no longer this query's: on an object store, another query took
+    /// the lease over after this one's heartbeats stopped (`CONCURRENT_QUERY`); on a local disk,
+    /// the lock file was deleted or replaced, so a second query could lock the new file
+    /// (`CHECKPOINT_LOCK_LOST`). Checked before each batch's offsets are logged.
     pub fn check(&self) -> Result<()> {
         match &self.held {
-            Held::File { .. } => Ok(()),
+            Held::File { file, path } => check_same_file(file, path),
             Held::Lease(l) => l.check(),
         }
     }
@@ -107,6 +108,36 @@ impl Drop for CheckpointLock {
             let _ = fs4::fs_std::FileExt::unlock(file);
         }
     }
+}
+
+/// Whether `path` is still the file this query locked (same device and inode).
+#[cfg(unix)]
+fn check_same_file(file: &File, path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let held = file.metadata().map_err(|e| {
+        SluiceError::io(Fault::Checkpoint, format!("checking {}", path.display()), e)
+    })?;
+    let same = std::fs::metadata(path)
+        .map(|m| m.dev() == held.dev() && m.ino() == held.ino())
+        .unwrap_or(false);
+    if same {
+        return Ok(());
+    }
+    Err(SluiceError::checkpoint(
+        class::CHECKPOINT_LOCK_LOST,
+        format!(
+            "the lock file {} was deleted or replaced while this query ran on the checkpoint: \
+             another query may lock the new file and write the same batches. This query stops \
+             before its next batch. Make sure no other query uses this checkpoint (stop it), \
+             never delete the lock file of a running query, then restart this one",
+            path.display()
+        ),
+    ))
+}
+
+#[cfg(not(unix))]
+fn check_same_file(_file: &File, _path: &Path) -> Result<()> {
+    Ok(())
 }
 
 fn read_holder(file: &mut File) -> Option<String> {
@@ -157,6 +188,21 @@ mod tests {
         drop(first);
         let again = CheckpointLock::acquire(&dir).unwrap();
         assert!(again.path().ends_with(".lock"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_deleted_lock_file_is_noticed_by_its_holder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = CheckpointDir::new(tmp.path().join("ck"));
+        let first = CheckpointLock::acquire(&dir).unwrap();
+        first.check().unwrap();
+        std::fs::remove_file(first.path()).unwrap();
+        let e = first.check().unwrap_err();
+        assert_eq!(e.class(), "CHECKPOINT_LOCK_LOST");
+        // A second query can now lock a new file: the first must not go on.
+        let _second = CheckpointLock::acquire(&dir).unwrap();
+        assert_eq!(first.check().unwrap_err().class(), "CHECKPOINT_LOCK_LOST");
     }
 
     #[test]

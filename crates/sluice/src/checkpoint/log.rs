@@ -174,8 +174,31 @@ pub(crate) fn parse_batch_id(name: &str) -> Option<u64> {
     name.parse().ok()
 }
 
+/// What is wrong with a log file, kept as the [`corrupt_log`] error's source so that a caller
+/// with a better fix than the generic one can say its own (the file sink's manifest, the file
+/// source's log).
+#[derive(Debug)]
+pub(crate) struct LogDefect(pub String);
+
+impl fmt::Display for LogDefect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LogDefect {}
+
+/// The defect a [`corrupt_log`] error describes, if `e` is one.
+pub fn log_defect(e: &SluiceError) -> Option<String> {
+    use std::error::Error as _;
+    e.source()
+        .and_then(|s| s.downcast_ref::<LogDefect>())
+        .map(|d| d.0.clone())
+}
+
 /// The error for a log file that exists but cannot be read as a log entry.
 pub fn corrupt_log(file: &Path, detail: impl fmt::Display) -> SluiceError {
+    let defect = LogDefect(detail.to_string());
     SluiceError::checkpoint(
         class::CHECKPOINT_CORRUPT_LOG,
         format!(
@@ -186,6 +209,7 @@ pub fn corrupt_log(file: &Path, detail: impl fmt::Display) -> SluiceError {
             file.display()
         ),
     )
+    .with_source(defect)
 }
 
 /// The error for a log written by a newer format version than this build reads.

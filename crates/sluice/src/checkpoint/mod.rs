@@ -35,13 +35,13 @@ use std::path::{Path, PathBuf};
 pub use atomic::{write_atomic_new, write_atomic_new_as};
 pub use commits::{CommitLog, CommitMetadata, COMMIT_LOG_VERSION};
 pub use compactible::{
-    deserialize_entries, serialize_entries, CompactibleLog, COMPACTIBLE_LOG_VERSION,
+    deserialize_entries, serialize_entries, CompactibleLog, LogCleanup, COMPACTIBLE_LOG_VERSION,
     DEFAULT_COMPACT_INTERVAL,
 };
 pub use lock::CheckpointLock;
 pub use log::{
-    corrupt_log, log_lines, log_text, parse_version_line, unsupported_version, LogEntry,
-    MetadataLog,
+    corrupt_log, log_defect, log_lines, log_text, parse_version_line, unsupported_version,
+    LogEntry, MetadataLog,
 };
 pub use metadata::StreamMetadata;
 pub use offsets::{OffsetSeq, OffsetSeqLog, OffsetSeqMetadata, OFFSET_LOG_VERSION};

@@ -49,6 +49,7 @@ fn schema(op: &str, keys: Vec<StateField>, values: Vec<StateField>) -> StateSche
         key_schema: keys,
         value_schema: values,
         left_fields: None,
+        windows: Vec::new(),
     }
 }
 

@@ -34,6 +34,9 @@ pub struct SinkContext {
     /// The newest batch the checkpoint planned (`offsets/N`) when the query started: the run
     /// re-runs it if it has no `commits/N`, else plans `N + 1`. None for a new query.
     pub last_planned: Option<u64>,
+    /// How a compactible sink log (the file sink's manifest) deletes superseded files
+    /// (`spark.sql.streaming.fileSink.log.*`).
+    pub log_cleanup: crate::checkpoint::LogCleanup,
 }
 
 /// The definition of a sink, built by `write_stream()`.
@@ -51,7 +54,7 @@ pub trait SinkProvider: Debug + Send + Sync {
     /// Creates the running sink, once per query start (and once per side output).
     fn create_sink(&self, ctx: &SinkContext) -> Result<Box<dyn Sink>>;
     /// The directory the sink writes files into (file sinks), checked against the sources'.
-    fn output_dir(&self) -> Option<std::path::PathBuf> {
+    fn output_dir(&self) -> Option<PathBuf> {
         None
     }
     /// Whether the sink can run under `Trigger::Continuous` (memory, console, foreach, kafka).

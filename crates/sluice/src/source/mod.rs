@@ -46,6 +46,9 @@ pub struct SourceContext {
     pub index: usize,
     /// `<checkpoint>/sources/<i>`: the source's own metadata directory. Not created yet.
     pub metadata_dir: PathBuf,
+    /// How a compactible source log (the file source's) deletes superseded files
+    /// (`spark.sql.streaming.fileSource.log.*`).
+    pub log_cleanup: crate::checkpoint::LogCleanup,
 }
 
 /// Rows of one batch range plus per-batch metrics for progress (`sources[i].metrics`).

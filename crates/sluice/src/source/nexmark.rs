@@ -1184,6 +1184,7 @@ mod tests {
         p.create_source(&SourceContext {
             index: 0,
             metadata_dir: std::env::temp_dir().join("unused"),
+            log_cleanup: Default::default(),
         })
         .unwrap()
     }

@@ -386,6 +386,7 @@ mod tests {
         let ctx = SourceContext {
             index: 0,
             metadata_dir: std::env::temp_dir(),
+            log_cleanup: Default::default(),
         };
         let e = p.create_source(&ctx).err().unwrap();
         assert!(e.is(class::SOCKET_CONNECTION_FAILED), "{e}");

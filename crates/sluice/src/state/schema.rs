@@ -38,6 +38,12 @@ pub(crate) struct StateSchema {
         skip_serializing_if = "Option::is_none"
     )]
     pub left_fields: Option<usize>,
+    /// Aggregations: the `window` / `session_window` of each windowed grouping key, e.g.
+    /// `window(size 10 minutes, slide 10 minutes, start 0 seconds)`. Spark records nothing of
+    /// them and silently reuses the state of 10-minute windows for 5-minute ones; compared on
+    /// restart when both the file and the query have them (absent in older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<String>,
 }
 
 impl StateSchema {
@@ -54,6 +60,7 @@ impl StateSchema {
             key_schema,
             value_schema,
             left_fields: None,
+            windows: Vec::new(),
         }
     }
 }
@@ -160,6 +167,24 @@ pub(crate) fn check_state_schema(
                     ),
                 ));
             }
+            if !old.windows.is_empty()
+                && !schema.windows.is_empty()
+                && old.windows != schema.windows
+            {
+                return Err(SluiceError::checkpoint(
+                    class::STATE_SCHEMA_INCOMPATIBLE,
+                    format!(
+                        "The windows of operator {} in {} were {} and are now {}: the state holds \
+                         aggregates of the old windows, which the new ones would silently merge \
+                         into (Spark accepts this and gives wrong results). Start with a new \
+                         checkpointLocation, or restore the previous windows.",
+                        old.operator,
+                        dir.display(),
+                        old.windows.join(", "),
+                        schema.windows.join(", ")
+                    ),
+                ));
+            }
             let renamed: Vec<String> = old
                 .key_schema
                 .iter()
@@ -225,6 +250,7 @@ mod tests {
             key_schema: strip(state_fields(&[f("k")])),
             value_schema: strip(state_fields(&[f("k"), f("a"), f("k"), f("b")])),
             left_fields,
+            windows: Vec::new(),
         }
     }
 

@@ -34,6 +34,25 @@ pub(super) enum KeyPart {
     },
 }
 
+impl KeyPart {
+    /// How a windowed key part is recorded in the state schema (`StateSchema::windows`).
+    pub(super) fn window_text(&self) -> Option<String> {
+        let d = crate::time_text::describe_micros;
+        match self {
+            KeyPart::Window {
+                size, slide, start, ..
+            } => Some(format!(
+                "window(size {}, slide {}, start {})",
+                d(*size),
+                d(*slide),
+                d(*start)
+            )),
+            KeyPart::Session { gap, .. } => Some(format!("session_window(gap {})", d(*gap))),
+            KeyPart::Expr(_) => None,
+        }
+    }
+}
+
 /// Where a key's event time is, for late rows and eviction.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum EventTimeKey {

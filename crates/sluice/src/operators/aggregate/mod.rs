@@ -291,12 +291,14 @@ impl StatefulOperator for StreamingAggregate {
     }
 
     fn state_schema(&self) -> StateSchema {
-        StateSchema::new(
+        let mut schema = StateSchema::new(
             self.operator_id,
             "stateStoreSave",
             state_fields(&self.key_fields),
             state_fields(&self.value_fields),
-        )
+        );
+        schema.windows = self.keys.iter().filter_map(KeyPart::window_text).collect();
+        schema
     }
 
     fn process(

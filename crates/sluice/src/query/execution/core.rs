@@ -166,6 +166,7 @@ impl StreamExecution {
             let ctx = SourceContext {
                 index: i,
                 metadata_dir: checkpoint.source_dir(i),
+                log_cleanup: spec.conf.file_source_log,
             };
             let start = resumed
                 .as_ref()
@@ -185,6 +186,7 @@ impl StreamExecution {
             query_name: spec.name.clone(),
             query_id: metadata.id.clone(),
             last_planned: checkpoint.offset_log().latest_id()?,
+            log_cleanup: spec.conf.file_sink_log,
         })?;
 
         let shared = Arc::new(QueryShared::new(
@@ -232,6 +234,7 @@ impl StreamExecution {
             query_id,
             // The side output writes the main query's batch ids.
             last_planned: self.offset_log.latest_id()?,
+            log_cleanup: self.conf.file_sink_log,
         })
     }
 

@@ -346,7 +346,7 @@ impl FileSinkProvider {
                 e,
             )
         })?;
-        let log = manifest_log(&self.path, self.compact_interval);
+        let log = manifest_log(&self.path, self.compact_interval).with_cleanup(ctx.log_cleanup);
         if let Some(id) = log.missing_ids()?.first().copied() {
             let file = log.path_of(id);
             return Err(SluiceError::connector(
@@ -369,6 +369,34 @@ impl FileSinkProvider {
             &log,
             self.append_to_existing,
         )?;
+        // Every live manifest file parses, checked now rather than when a compaction or a
+        // reader next reads it.
+        if let Some((id, file, defect)) = log.first_unreadable()? {
+            let newest = log.latest_batch_id()? == Some(id);
+            let batch = id.saturating_sub(manifest_offset);
+            return Err(SluiceError::connector(
+                class::FILE_SINK_MANIFEST_CORRUPT,
+                format!(
+                    "the manifest file {} of the output folder {} cannot be read ({defect}): \
+                     every reader of the folder, Spark's too, fails on it, and so would the next \
+                     compaction. Restore it from a backup. {}",
+                    file.display(),
+                    self.path.display(),
+                    if newest {
+                        format!(
+                            "If {} has no commits/{batch}, deleting it is safe too: the batch \
+                             runs again and writes its files anew; if it has, deleting it drops \
+                             the batch's files from every read",
+                            ctx.checkpoint_dir.display()
+                        )
+                    } else {
+                        "Deleting it would drop the files of that batch from every read of the \
+                         folder"
+                            .to_string()
+                    }
+                ),
+            ));
+        }
         Ok(FileSink {
             path: self.path.clone(),
             options: self.options.clone(),

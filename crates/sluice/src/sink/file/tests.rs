@@ -65,6 +65,7 @@ fn test_ctx(dir: &Path) -> SinkContext {
         query_name: None,
         query_id: "test-query".into(),
         last_planned: None,
+        log_cleanup: Default::default(),
     }
 }
 
@@ -263,6 +264,7 @@ fn append_only_and_option_errors() {
         query_name: None,
         query_id: "test-query".into(),
         last_planned: None,
+        log_cleanup: Default::default(),
     };
     assert_eq!(p.create_sink(&ctx).err().unwrap().fault(), Fault::Query);
 

@@ -48,6 +48,16 @@ impl Codec {
 
     /// The decompressed bytes of `bytes`, a whole file (`uri` names it in errors).
     pub(crate) fn decode(self, bytes: &[u8], uri: &str) -> Result<Vec<u8>> {
+        match self.decode_partial(bytes, uri) {
+            (out, None) => Ok(out),
+            (_, Some(e)) => Err(e),
+        }
+    }
+
+    /// The decompressed bytes of `bytes`, and the error that stopped decoding, if any: the
+    /// bytes then are what decoded before the damaged part (which `ignoreCorruptFiles` keeps,
+    /// as Spark keeps the records read before a file's corrupt part).
+    pub(crate) fn decode_partial(self, bytes: &[u8], uri: &str) -> (Vec<u8>, Option<SluiceError>) {
         let mut out = Vec::with_capacity(bytes.len().saturating_mul(4));
         let result = match self {
             Codec::Gzip => flate2::read::MultiGzDecoder::new(bytes)
@@ -74,18 +84,19 @@ impl Codec {
             }
             Codec::Lz4 | Codec::Snappy => hadoop_blocks(self, bytes, &mut out),
         };
-        result.map_err(|e| {
+        let err = result.err().map(|e| {
             SluiceError::input(
                 class::FAILED_READ_FILE,
                 format!(
-                    "the file {uri} is not valid {} data, as its extension says it is ({e}): \
-                     replace it with a complete file, rename it if it is not compressed, or \
-                     move it out of the source folder",
+                    "the file {uri} is not valid {} data, as its extension says it is ({e}). \
+                     Replace it with a complete file (or rename it, if it is not compressed), or \
+                     set the option ignoreCorruptFiles=true to keep the records before the \
+                     damaged part and skip the rest, as Spark does",
                     self.name()
                 ),
             )
-        })?;
-        Ok(out)
+        });
+        (out, err)
     }
 }
 

@@ -54,6 +54,8 @@ struct StreamOptions {
     file_name_only: bool,
     max_file_age_ms: i64,
     path_glob_filter: Option<Glob>,
+    /// `failOnFileChange` (Sluice): fail instead of warning when a file already read changes.
+    fail_on_file_change: bool,
 }
 
 impl StreamOptions {
@@ -119,6 +121,7 @@ impl StreamOptions {
             file_name_only,
             max_file_age_ms,
             path_glob_filter,
+            fail_on_file_change: opts.bool("failOnFileChange", false)?,
         })
     }
 
@@ -219,12 +222,12 @@ impl SourceProvider for FileSourceProvider {
     fn format_name(&self) -> String {
         self.format.clone()
     }
-    fn listed_dir(&self) -> Option<std::path::PathBuf> {
+    fn listed_dir(&self) -> Option<PathBuf> {
         Some(self.location.dir.clone())
     }
 
     fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>> {
-        let log = SourceLog::new(&ctx.metadata_dir);
+        let log = SourceLog::new(&ctx.metadata_dir, ctx.log_cleanup);
         crate::storage::create_dir_all(&ctx.metadata_dir).map_err(|e| {
             SluiceError::io(
                 crate::error::Fault::Checkpoint,
@@ -236,6 +239,7 @@ impl SourceProvider for FileSourceProvider {
             )
         })?;
         log.check_complete()?;
+        log.check_readable()?;
         let current = match log.latest_id()? {
             Some(id) => i64::try_from(id).map_err(|_| {
                 SluiceError::checkpoint(
@@ -258,7 +262,7 @@ impl SourceProvider for FileSourceProvider {
         };
         let mut seen = SeenFiles::new(max_age, self.stream.file_name_only);
         for e in log.all_entries()? {
-            seen.add(&e.path, e.timestamp);
+            seen.add(&e.path, e.timestamp, e.size);
         }
         seen.purge();
         Ok(Box::new(FileSource {
@@ -272,6 +276,7 @@ impl SourceProvider for FileSourceProvider {
             available_now: None,
             outstanding: (0, 0),
             cache: BTreeMap::new(),
+            changed: (std::collections::HashSet::new(), 0),
         }))
     }
 }
@@ -280,7 +285,8 @@ impl SourceProvider for FileSourceProvider {
 /// forgetting those older than `maxFileAge` before the newest one; such old files are not new.
 #[derive(Debug)]
 struct SeenFiles {
-    map: HashMap<String, i64>,
+    /// Key -> (modification time, size when listed: None in entries Spark wrote).
+    map: HashMap<String, (i64, Option<u64>)>,
     latest_ts: i64,
     last_purge_ts: i64,
     max_age_ms: i64,
@@ -306,9 +312,9 @@ impl SeenFiles {
         }
     }
 
-    fn add(&mut self, uri: &str, ts: i64) {
+    fn add(&mut self, uri: &str, ts: i64, size: Option<u64>) {
         let k = self.key(uri);
-        self.map.insert(k, ts);
+        self.map.insert(k, (ts, size));
         if ts > self.latest_ts {
             self.latest_ts = ts;
         }
@@ -318,10 +324,21 @@ impl SeenFiles {
         ts >= self.last_purge_ts && !self.map.contains_key(&self.key(uri))
     }
 
+    /// The recorded modification time and size of an admitted file that is listed now with
+    /// another one (written to after it was listed). Not checked with `fileNameOnly`, where
+    /// one name may stand for files of several folders.
+    fn changed(&self, f: &ListedFile) -> Option<(i64, Option<u64>)> {
+        if self.file_name_only {
+            return None;
+        }
+        let &(ts, size) = self.map.get(&f.uri)?;
+        (ts != f.mtime_ms || size.is_some_and(|s| s != f.size)).then_some((ts, size))
+    }
+
     fn purge(&mut self) {
         self.last_purge_ts = self.latest_ts.saturating_sub(self.max_age_ms);
         let limit = self.last_purge_ts;
-        self.map.retain(|_, ts| *ts >= limit);
+        self.map.retain(|_, (ts, _)| *ts >= limit);
     }
 }
 
@@ -341,6 +358,9 @@ struct FileSource {
     /// Files (and bytes) listed but not admitted by the last `latest_offset`: Spark's
     /// `numFilesOutstanding` / `numBytesOutstanding` source metrics.
     outstanding: (usize, u64),
+    /// Admitted files found changed since they were listed (each reported once), and how many
+    /// were found since the last batch (the `numFilesChanged` metric).
+    changed: (std::collections::HashSet<String>, u64),
 }
 
 fn parse_offset(o: &Offset, what: &str) -> Result<i64> {
@@ -363,11 +383,16 @@ fn parse_offset(o: &Offset, what: &str) -> Result<i64> {
 }
 
 impl FileSource {
-    fn list_candidates(&self) -> Result<Vec<ListedFile>> {
+    fn list_candidates(&mut self) -> Result<Vec<ListedFile>> {
         let mut files = match &self.available_now {
             Some(snapshot) => snapshot.clone(),
             None => self.location.list(self.stream.path_glob_filter.as_ref())?,
         };
+        for f in &files {
+            if let Some(was) = self.seen.changed(f) {
+                self.file_changed(f, was)?;
+            }
+        }
         files.retain(|f| self.seen.is_new(&f.uri, f.mtime_ms));
         if self.stream.latest_first {
             files.sort_by(|a, b| b.mtime_ms.cmp(&a.mtime_ms).then_with(|| a.uri.cmp(&b.uri)));
@@ -375,6 +400,36 @@ impl FileSource {
             files.sort_by(|a, b| a.mtime_ms.cmp(&b.mtime_ms).then_with(|| a.uri.cmp(&b.uri)));
         }
         Ok(files)
+    }
+
+    /// A file read (or admitted) before is listed with another size or modification time:
+    /// whatever was written to it after it was listed is never read (Spark says nothing). Warns
+    /// once per file and counts it, or fails with `failOnFileChange=true`.
+    fn file_changed(&mut self, f: &ListedFile, (ts, size): (i64, Option<u64>)) -> Result<()> {
+        if self.changed.0.contains(&f.uri) {
+            return Ok(());
+        }
+        let before = match size {
+            Some(s) => format!("{s} bytes, modified at {ts} ms"),
+            None => format!("modified at {ts} ms"),
+        };
+        let msg = format!(
+            "the file {} of {} changed after the query listed it ({before}; now {} bytes, \
+             modified at {} ms): what was written to it afterwards is not read, since a file \
+             is read once. Write each file elsewhere and move it into the folder when complete; \
+             to read the new content, put it in the folder under a new name",
+            f.uri, self.description, f.size, f.mtime_ms
+        );
+        if self.stream.fail_on_file_change {
+            return Err(SluiceError::input(
+                class::FILE_CHANGED_AFTER_READ,
+                format!("{msg} (failOnFileChange=true; set it to false to warn instead)"),
+            ));
+        }
+        log::warn!("{msg}");
+        self.changed.0.insert(f.uri.clone());
+        self.changed.1 += 1;
+        Ok(())
     }
 
     fn offset(&self) -> Option<Offset> {
@@ -450,13 +505,14 @@ impl Source for FileSource {
                     path: f.uri.clone(),
                     timestamp: f.mtime_ms,
                     batch_id: id,
+                    size: Some(f.size),
                 })
                 .collect();
             let uid = u64::try_from(id)
                 .map_err(|_| SluiceError::internal(format!("negative file source log id {id}")))?;
             self.log.add(uid, entries.clone())?;
             for f in &selected {
-                self.seen.add(&f.uri, f.mtime_ms);
+                self.seen.add(&f.uri, f.mtime_ms, Some(f.size));
             }
             self.seen.purge();
             self.current = id;
@@ -500,6 +556,10 @@ impl Source for FileSource {
         batch
             .metrics
             .insert("numBytesOutstanding".into(), self.outstanding.1.to_string());
+        batch.metrics.insert(
+            "numFilesChanged".into(),
+            std::mem::take(&mut self.changed.1).to_string(),
+        );
         Ok(batch)
     }
 

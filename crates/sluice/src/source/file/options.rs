@@ -26,6 +26,7 @@
 //! | `compression`, `ignoreNullFields`, `quoteAll`, `escapeQuotes` | write options | ignored by a reader, as in Spark |
 
 use crate::error::class;
+pub(crate) use crate::time_text::parse_duration_ms;
 use std::collections::HashMap;
 
 use crate::error::{Result, SluiceError};
@@ -190,24 +191,6 @@ pub(crate) fn check_documented(format: &str, opts: &Options) -> Result<()> {
         }
     }
     Ok(())
-}
-
-pub(crate) fn parse_duration_ms(v: &str) -> Option<i64> {
-    let t = v.trim().to_ascii_lowercase();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: i64 = num.parse().ok()?;
-    let unit = unit.trim();
-    let factor_us: i64 = match unit {
-        "" | "ms" | "msec" | "msecs" | "millis" | "millisecond" | "milliseconds" => 1_000,
-        "us" | "usec" | "usecs" | "micros" | "microsecond" | "microseconds" => 1,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000,
-        "h" | "hour" | "hours" => 3_600_000_000,
-        "d" | "day" | "days" => 86_400_000_000,
-        _ => return None,
-    };
-    Some(n.checked_mul(factor_us)? / 1_000)
 }
 
 #[cfg(test)]

@@ -8,16 +8,20 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{CompactibleLog, DEFAULT_COMPACT_INTERVAL};
+use crate::checkpoint::{CompactibleLog, LogCleanup, DEFAULT_COMPACT_INTERVAL};
 use crate::error::{Fault, Result, SluiceError};
 
-/// One file of the log (Spark's `FileEntry`; keys in Spark's order).
+/// One file of the log (Spark's `FileEntry`; keys in Spark's order). Sluice adds the file's
+/// size when listed (`size`, which Spark's reader ignores), so that a file changed after it was
+/// listed is noticed ([`super::FileSource`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct FileEntry {
     pub path: String,
     pub timestamp: i64,
     #[serde(rename = "batchId")]
     pub batch_id: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -26,9 +30,10 @@ pub(crate) struct SourceLog {
 }
 
 impl SourceLog {
-    pub(super) fn new(dir: impl Into<PathBuf>) -> Self {
+    pub(super) fn new(dir: impl Into<PathBuf>, cleanup: LogCleanup) -> Self {
         Self {
-            log: CompactibleLog::new(dir, DEFAULT_COMPACT_INTERVAL, Fault::Checkpoint),
+            log: CompactibleLog::new(dir, DEFAULT_COMPACT_INTERVAL, Fault::Checkpoint)
+                .with_cleanup(cleanup),
         }
     }
 
@@ -85,6 +90,23 @@ impl SourceLog {
         ))
     }
 
+    /// Refuses a live log file that does not parse, naming it, before any batch runs.
+    pub(super) fn check_readable(&self) -> Result<()> {
+        let Some((id, file, defect)) = self.log.first_unreadable()? else {
+            return Ok(());
+        };
+        Err(SluiceError::checkpoint(
+            class::CHECKPOINT_CORRUPT_LOG,
+            format!(
+                "the file source log file {} cannot be read ({defect}). Restore it from a backup \
+                 of the checkpoint: deleting it would make the files of log offset {id} new \
+                 again, read a second time. If no backup exists, start with a new \
+                 checkpointLocation (and a new output folder: every file is read again)",
+                file.display()
+            ),
+        ))
+    }
+
     /// The files of log offset `id`, in log order.
     pub(super) fn batch(&self, id: u64) -> Result<Vec<FileEntry>> {
         let want = id as i64;
@@ -124,13 +146,14 @@ mod tests {
             path: p.into(),
             timestamp: ts,
             batch_id: b,
+            size: None,
         }
     }
 
     #[test]
     fn bytes_match_spark() {
         let dir = tempfile::tempdir().unwrap();
-        let log = SourceLog::new(dir.path());
+        let log = SourceLog::new(dir.path(), LogCleanup::default());
         log.add(
             0,
             vec![entry(
@@ -159,7 +182,7 @@ mod tests {
     #[test]
     fn compaction_and_lookup() {
         let dir = tempfile::tempdir().unwrap();
-        let log = SourceLog::new(dir.path());
+        let log = SourceLog::new(dir.path(), LogCleanup::default());
         for id in 0..12u64 {
             log.add(
                 id,

@@ -36,6 +36,7 @@ fn ctx(meta: &Path) -> SourceContext {
     SourceContext {
         index: 0,
         metadata_dir: meta.to_path_buf(),
+        log_cleanup: Default::default(),
     }
 }
 

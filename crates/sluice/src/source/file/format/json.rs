@@ -919,150 +919,126 @@ impl<'a> Cursor<'a> {
     }
 
     fn skip_value(&mut self, depth: usize) -> JResult<()> {
-        if depth > MAX_DEPTH {
-            return Err(JErr(format!("nesting deeper than {MAX_DEPTH} levels")));
-        }
-        match self.peek() {
-            Some(b'{') => {
-                self.pos += 1;
-                self.skip_ws()?;
-                if self.eat(b'}') {
-                    return Ok(());
-                }
-                loop {
-                    self.skip_ws()?;
-                    self.key()?;
-                    self.skip_ws()?;
-                    self.expect(b':')?;
-                    self.skip_ws()?;
-                    self.skip_value(depth + 1)?;
-                    self.skip_ws()?;
-                    if self.eat(b',') {
-                        continue;
-                    }
-                    if self.eat(b'}') {
-                        return Ok(());
-                    }
-                    return Err(self.unexpected("`,` or `}`"));
-                }
-            }
-            Some(b'[') => {
-                self.pos += 1;
-                self.skip_ws()?;
-                if self.eat(b']') {
-                    return Ok(());
-                }
-                loop {
-                    self.skip_ws()?;
-                    self.skip_value(depth + 1)?;
-                    self.skip_ws()?;
-                    if self.eat(b',') {
-                        continue;
-                    }
-                    if self.eat(b']') {
-                        return Ok(());
-                    }
-                    return Err(self.unexpected("`,` or `]`"));
-                }
-            }
-            Some(b'"' | b'\'') => self.string().map(|_| ()),
-            Some(b't' | b'f') => self.boolean().map(|_| ()),
-            Some(b'n') => self.literal("null"),
-            None => Err(self.unexpected("a value")),
-            Some(_) => self.number().map(|_| ()),
-        }
+        self.walk_value(None, depth)
     }
 
     /// Copies a value as compact JSON text, normalized as Jackson's `copyCurrentStructure`.
     fn copy_value(&mut self, out: &mut String, depth: usize) -> JResult<()> {
-        if depth > MAX_DEPTH {
-            return Err(JErr(format!("nesting deeper than {MAX_DEPTH} levels")));
+        self.walk_value(Some(out), depth)
+    }
+
+    /// Reads one value at nesting `depth`, copying it to `out` when given. Iterative, with the
+    /// open containers on a heap stack: a value nested as deep as [`MAX_DEPTH`] (Jackson's
+    /// limit, past which the record is malformed) costs no call stack, so no input can
+    /// overflow the thread's stack.
+    fn walk_value(&mut self, mut out: Option<&mut String>, depth: usize) -> JResult<()> {
+        fn push(out: &mut Option<&mut String>, c: char) {
+            if let Some(o) = out.as_deref_mut() {
+                o.push(c);
+            }
         }
-        match self.peek() {
-            Some(b'{') => {
-                self.pos += 1;
-                out.push('{');
-                self.skip_ws()?;
-                if self.eat(b'}') {
-                    out.push('}');
-                    return Ok(());
-                }
-                loop {
+        // The closing byte of each open container, innermost last.
+        let mut open: Vec<u8> = Vec::new();
+        loop {
+            // One value at depth `depth + open.len()`.
+            if depth + open.len() > MAX_DEPTH {
+                return Err(JErr(format!("nesting deeper than {MAX_DEPTH} levels")));
+            }
+            match self.peek() {
+                Some(c @ (b'{' | b'[')) => {
+                    self.pos += 1;
+                    push(&mut out, c as char);
                     self.skip_ws()?;
-                    let k = self.key()?;
-                    write_json_string(out, &k);
-                    self.skip_ws()?;
-                    self.expect(b':')?;
-                    out.push(':');
-                    self.skip_ws()?;
-                    self.copy_value(out, depth + 1)?;
-                    self.skip_ws()?;
-                    if self.eat(b',') {
-                        out.push(',');
+                    let close = if c == b'{' { b'}' } else { b']' };
+                    if self.eat(close) {
+                        push(&mut out, close as char);
+                    } else {
+                        open.push(close);
+                        if close == b'}' {
+                            self.member_name(&mut out)?;
+                        }
                         continue;
                     }
-                    if self.eat(b'}') {
-                        out.push('}');
-                        return Ok(());
-                    }
-                    return Err(self.unexpected("`,` or `}`"));
                 }
-            }
-            Some(b'[') => {
-                self.pos += 1;
-                out.push('[');
-                self.skip_ws()?;
-                if self.eat(b']') {
-                    out.push(']');
-                    return Ok(());
-                }
-                loop {
-                    self.skip_ws()?;
-                    self.copy_value(out, depth + 1)?;
-                    self.skip_ws()?;
-                    if self.eat(b',') {
-                        out.push(',');
-                        continue;
+                Some(b'"' | b'\'') => {
+                    let s = self.string()?;
+                    if let Some(o) = out.as_deref_mut() {
+                        write_json_string(o, &s);
                     }
-                    if self.eat(b']') {
-                        out.push(']');
-                        return Ok(());
-                    }
-                    return Err(self.unexpected("`,` or `]`"));
                 }
-            }
-            Some(b'"' | b'\'') => {
-                let s = self.string()?;
-                write_json_string(out, &s);
-                Ok(())
-            }
-            Some(b't' | b'f') => {
-                let v = self.boolean()?;
-                out.push_str(if v { "true" } else { "false" });
-                Ok(())
-            }
-            Some(b'n') => {
-                self.literal("null")?;
-                out.push_str("null");
-                Ok(())
-            }
-            None => Err(self.unexpected("a value")),
-            Some(_) => {
-                match self.number()? {
-                    Num::Int(t) => out.push_str(&canonical_int(t)),
-                    Num::Float(t) => {
-                        let v = t.parse::<f64>().unwrap_or(f64::NAN);
-                        if v.is_finite() {
-                            out.push_str(&java_double_to_string(v));
-                        } else {
-                            write_json_string(out, &java_double_to_string(v));
+                Some(b't' | b'f') => {
+                    let v = self.boolean()?;
+                    if let Some(o) = out.as_deref_mut() {
+                        o.push_str(if v { "true" } else { "false" });
+                    }
+                }
+                Some(b'n') => {
+                    self.literal("null")?;
+                    if let Some(o) = out.as_deref_mut() {
+                        o.push_str("null");
+                    }
+                }
+                None => return Err(self.unexpected("a value")),
+                Some(_) => {
+                    let n = self.number()?;
+                    if let Some(o) = out.as_deref_mut() {
+                        match n {
+                            Num::Int(t) => o.push_str(&canonical_int(t)),
+                            Num::Float(t) => {
+                                let v = t.parse::<f64>().unwrap_or(f64::NAN);
+                                if v.is_finite() {
+                                    o.push_str(&java_double_to_string(v));
+                                } else {
+                                    write_json_string(o, &java_double_to_string(v));
+                                }
+                            }
+                            Num::Special(v) => write_json_string(o, &java_double_to_string(v)),
                         }
                     }
-                    Num::Special(v) => write_json_string(out, &java_double_to_string(v)),
                 }
-                Ok(())
+            }
+            // A value ended: close the containers it ends, or go on to the next element.
+            loop {
+                let Some(&close) = open.last() else {
+                    return Ok(());
+                };
+                self.skip_ws()?;
+                if self.eat(b',') {
+                    push(&mut out, ',');
+                    if close == b'}' {
+                        self.member_name(&mut out)?;
+                    } else {
+                        self.skip_ws()?;
+                    }
+                    break;
+                }
+                if self.eat(close) {
+                    push(&mut out, close as char);
+                    open.pop();
+                    continue;
+                }
+                return Err(self.unexpected(if close == b'}' {
+                    "`,` or `}`"
+                } else {
+                    "`,` or `]`"
+                }));
             }
         }
+    }
+
+    /// Reads `"name" :` of an object member (copied to `out` when given), up to its value.
+    fn member_name(&mut self, out: &mut Option<&mut String>) -> JResult<()> {
+        self.skip_ws()?;
+        let k = self.key()?;
+        if let Some(o) = out.as_deref_mut() {
+            write_json_string(o, &k);
+        }
+        self.skip_ws()?;
+        self.expect(b':')?;
+        if let Some(o) = out.as_deref_mut() {
+            o.push(':');
+        }
+        self.skip_ws()
     }
 }
 

@@ -922,17 +922,48 @@ pub(crate) fn read_file(
             }
             return Err(file_not_found(uri, context));
         }
+        Err(e) if opts.ignore_corrupt_files => {
+            log::warn!("skipping the unreadable file {uri}: {e} (ignoreCorruptFiles=true)");
+            return Ok(());
+        }
         Err(e) => {
             return Err(SluiceError::io(
                 Fault::Connector,
-                format!("reading {uri}"),
+                format!(
+                    "reading {uri}, part of {context} (make the file readable, or set the \
+                     option ignoreCorruptFiles=true to skip files that cannot be read)"
+                ),
                 e,
             ))
         }
     };
     // gzip, bzip2, zstd, .. by the file's extension, as Hadoop's codec factory picks them.
     let bytes = match super::compression::Codec::of(path) {
-        Some(codec) => codec.decode(&bytes, uri)?,
+        Some(codec) => match codec.decode_partial(&bytes, uri) {
+            (out, None) => out,
+            (mut out, Some(e)) if opts.ignore_corrupt_files => {
+                log::warn!(
+                    "{} (ignoreCorruptFiles=true: keeping the records before the damaged part)",
+                    e.message()
+                );
+                // Spark's readers keep the records read before the exception: whole lines for
+                // line-based formats, nothing for a file parsed as one document.
+                let by_lines = match &opts.kind {
+                    FormatKind::Json(j) => !j.multi_line,
+                    FormatKind::Csv(_) => true,
+                    FormatKind::Text(t) => !t.whole_text,
+                    FormatKind::Parquet => false,
+                };
+                let keep = if by_lines {
+                    out.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+                } else {
+                    0
+                };
+                out.truncate(keep);
+                out
+            }
+            (_, Some(e)) => return Err(e),
+        },
         None => bytes,
     };
     asm.files_read += 1;
