@@ -215,6 +215,7 @@ pub(crate) fn write_pending(
     path: &Path,
     kind: FileKind,
     version: u64,
+    store: (u32, u32),
     fill: impl FnOnce(
         &mut StateFileWriter<BufWriter<crate::storage::PendingFile>>,
     ) -> std::io::Result<()>,
@@ -226,6 +227,7 @@ pub(crate) fn write_pending(
         BufWriter::with_capacity(64 * 1024, file),
         kind,
         version,
+        store,
         true,
     )
     .map_err(|e| write_err(what(), e))?;

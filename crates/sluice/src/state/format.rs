@@ -19,10 +19,14 @@ use crate::error::{Fault, Result, SluiceError};
 pub(crate) const MAGIC: &[u8; 8] = b"SLUICEST";
 /// Last bytes of every state file (after the whole-file checksum).
 pub(crate) const END_MAGIC: &[u8; 4] = b"SLND";
-/// The format version this code writes and reads.
-pub(crate) const FORMAT_VERSION: u8 = 1;
-/// Header: magic (8), format version (1), kind (1), flags (2, zero), state version (8, LE).
-pub(crate) const HEADER_LEN: usize = 20;
+/// The format version this code writes; it reads this one and version 1.
+pub(crate) const FORMAT_VERSION: u8 = 2;
+/// Header of format version 1: magic (8), format version (1), kind (1), flags (2, zero), state
+/// version (8, LE).
+const V1_HEADER_LEN: usize = 20;
+/// Header of format version 2: version 1's, then the store it belongs to: operator id (4, LE)
+/// and partition id (4, LE), so a file copied into another store's folder is refused.
+pub(crate) const HEADER_LEN: usize = 28;
 /// Raw bytes per chunk the writer aims for.
 const CHUNK_TARGET: usize = 64 * 1024;
 /// Largest raw chunk the reader accepts (bounds every allocation made for a chunk).
@@ -123,7 +127,14 @@ pub(crate) struct StateFileWriter<W: Write> {
 impl<W: Write> StateFileWriter<W> {
     /// Writes the header. `compress` asks for lz4 chunks (each chunk is stored raw when lz4
     /// does not make it smaller).
-    pub(crate) fn new(out: W, kind: FileKind, version: u64, compress: bool) -> io::Result<Self> {
+    /// `store` is the (operator id, partition id) of the store the file belongs to.
+    pub(crate) fn new(
+        out: W,
+        kind: FileKind,
+        version: u64,
+        store: (u32, u32),
+        compress: bool,
+    ) -> io::Result<Self> {
         let mut out = CrcWriter {
             inner: out,
             hasher: crc32fast::Hasher::new(),
@@ -134,6 +145,8 @@ impl<W: Write> StateFileWriter<W> {
         header[9] = kind.byte();
         // header[10..12]: flags, zero.
         header[12..20].copy_from_slice(&version.to_le_bytes());
+        header[20..24].copy_from_slice(&store.0.to_le_bytes());
+        header[24..28].copy_from_slice(&store.1.to_le_bytes());
         out.write_all(&header)?;
         Ok(Self {
             out,
@@ -296,13 +309,16 @@ pub(crate) struct StateFileReader<R: Read> {
 }
 
 impl<R: Read> StateFileReader<R> {
-    /// Reads and checks the header: magic, format version, kind and the version the file
-    /// claims to hold (it must be the one its name says).
+    /// Reads and checks the header: magic, format version, kind, the version the file claims to
+    /// hold (it must be the one its name says) and, when `expected_store` is given, the
+    /// (operator id, partition id) of the store it was written for (format 2; a format 1 file
+    /// does not say).
     pub(crate) fn open(
         input: R,
         path: &Path,
         kind: FileKind,
         expected_version: u64,
+        expected_store: Option<(u32, u32)>,
     ) -> Result<Self> {
         let mut reader = Self {
             input: CrcReader {
@@ -321,16 +337,16 @@ impl<R: Read> StateFileReader<R> {
             finished: false,
         };
         let mut header = [0u8; HEADER_LEN];
-        reader.read_raw(&mut header)?;
+        reader.read_raw(&mut header[..V1_HEADER_LEN])?;
         if &header[..8] != MAGIC {
             return Err(reader.corrupt("it does not start with the Sluice state file magic"));
         }
-        if header[8] != FORMAT_VERSION {
+        if header[8] != FORMAT_VERSION && header[8] != 1 {
             return Err(SluiceError::checkpoint(
                 class::STATE_STORE_UNSUPPORTED_FORMAT,
                 format!(
-                    "state file {} has format version {}, but this Sluice reads only version \
-                     {FORMAT_VERSION}; run a Sluice that wrote it, or start the query with a \
+                    "state file {} has format version {}, but this Sluice reads versions 1 \
+                     to {FORMAT_VERSION}; run a Sluice that wrote it, or start the query with a \
                      new checkpoint location",
                     path.display(),
                     header[8]
@@ -353,6 +369,27 @@ impl<R: Read> StateFileReader<R> {
             return Err(reader.corrupt(format!(
                 "its header says it holds version {version}, not {expected_version}"
             )));
+        }
+        if header[8] >= 2 {
+            reader.read_raw(&mut header[V1_HEADER_LEN..HEADER_LEN])?;
+            let word = |i: usize| {
+                u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]])
+            };
+            let (op, part) = (word(20), word(24));
+            if let Some((want_op, want_part)) = expected_store.filter(|s| *s != (op, part)) {
+                return Err(SluiceError::checkpoint(
+                    class::STATE_STORE_CORRUPT,
+                    format!(
+                        "state file {} was written for operator {op}, partition {part}, but lies \
+                         in the folder of operator {want_op}, partition {want_part}: it was copied \
+                         or moved from another store, and reading it would give this partition \
+                         another partition's keys. Put back this store's own file (from a backup \
+                         of state/{want_op}/{want_part}/), or start the query with a new \
+                         checkpoint location",
+                        path.display()
+                    ),
+                ));
+            }
         }
         Ok(reader)
     }
@@ -635,7 +672,7 @@ mod tests {
     use super::*;
 
     fn write(kind: FileKind, version: u64, compress: bool, recs: &[Record]) -> Vec<u8> {
-        let mut w = StateFileWriter::new(Vec::new(), kind, version, compress).unwrap();
+        let mut w = StateFileWriter::new(Vec::new(), kind, version, (0, 0), compress).unwrap();
         for r in recs {
             match &r.value {
                 Some(v) => w.put(&r.key, v).unwrap(),
@@ -646,7 +683,8 @@ mod tests {
     }
 
     fn read(bytes: &[u8], kind: FileKind, version: u64) -> Result<Vec<Record>> {
-        let mut r = StateFileReader::open(bytes, Path::new("/x/3.delta"), kind, version)?;
+        let mut r =
+            StateFileReader::open(bytes, Path::new("/x/3.delta"), kind, version, Some((0, 0)))?;
         let mut out = Vec::new();
         while let Some(rec) = r.next_record()? {
             out.push(rec);
@@ -721,14 +759,14 @@ mod tests {
 
     #[test]
     fn writer_refuses_unsorted_or_duplicate_keys_and_snapshot_removals() {
-        let mut w = StateFileWriter::new(Vec::new(), FileKind::Delta, 1, false).unwrap();
+        let mut w = StateFileWriter::new(Vec::new(), FileKind::Delta, 1, (0, 0), false).unwrap();
         w.put(b"b", b"1").unwrap();
         assert_eq!(
             w.put(b"a", b"1").unwrap_err().kind(),
             ErrorKind::InvalidInput
         );
         assert_eq!(w.remove(b"b").unwrap_err().kind(), ErrorKind::InvalidInput);
-        let mut s = StateFileWriter::new(Vec::new(), FileKind::Snapshot, 1, false).unwrap();
+        let mut s = StateFileWriter::new(Vec::new(), FileKind::Snapshot, 1, (0, 0), false).unwrap();
         assert_eq!(s.remove(b"a").unwrap_err().kind(), ErrorKind::InvalidInput);
     }
 
@@ -802,10 +840,16 @@ mod tests {
             &[put(b"a", b"a4"), del(b"d"), del(b"e")],
         );
         let readers = vec![
-            StateFileReader::open(&snap[..], Path::new("2.snapshot"), FileKind::Snapshot, 2)
-                .unwrap(),
-            StateFileReader::open(&d3[..], Path::new("3.delta"), FileKind::Delta, 3).unwrap(),
-            StateFileReader::open(&d4[..], Path::new("4.delta"), FileKind::Delta, 4).unwrap(),
+            StateFileReader::open(
+                &snap[..],
+                Path::new("2.snapshot"),
+                FileKind::Snapshot,
+                2,
+                None,
+            )
+            .unwrap(),
+            StateFileReader::open(&d3[..], Path::new("3.delta"), FileKind::Delta, 3, None).unwrap(),
+            StateFileReader::open(&d4[..], Path::new("4.delta"), FileKind::Delta, 4, None).unwrap(),
         ];
         let mut m = MergedPairs::new(readers, None);
         let mut out = Vec::new();

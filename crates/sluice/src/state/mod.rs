@@ -31,11 +31,12 @@
 //! without such a snapshot, from `1.delta` on. A missing delta gives
 //! `STATE_STORE_VERSION_MISSING` naming the version and the directory.
 //!
-//! # File format (format version 1; deltas and snapshots alike)
+//! # File format (format version 2; deltas and snapshots alike)
 //!
 //! ```text
-//! header   "SLUICEST" | format version u8 = 1 | kind u8 ('D' delta, 'S' snapshot)
-//!          | flags u16 = 0 | state version u64 LE                        (20 bytes)
+//! header   "SLUICEST" | format version u8 = 2 | kind u8 ('D' delta, 'S' snapshot)
+//!          | flags u16 = 0 | state version u64 LE
+//!          | operator id u32 LE | partition id u32 LE                   (28 bytes)
 //! chunk*   codec u8 (0 raw, 1 lz4 block) | raw len u32 LE (1..=1 MiB)
 //!          | stored len u32 LE | crc32 of the stored bytes u32 LE | stored bytes
 //! 0xFF     end of chunks
@@ -56,7 +57,9 @@
 //! the record count, the whole-file checksum, the end magic and that nothing follows it; any
 //! failure — including a truncated file — is `STATE_STORE_CORRUPT` naming the file and the fix
 //! (restore the file or start with a new checkpoint location). A newer format version gives
-//! `STATE_STORE_UNSUPPORTED_FORMAT`. An empty delta is 51 bytes.
+//! `STATE_STORE_UNSUPPORTED_FORMAT`. A file whose header names another store (copied between
+//! partitions) is `STATE_STORE_CORRUPT` saying so. Format 1 files (20-byte header, no store)
+//! are still read. An empty delta is 59 bytes.
 //!
 //! Every file is written to a temporary name, fsynced, renamed over its final name (replacing a
 //! file from a crashed attempt of the same batch) and the directory fsynced, so a reader never
@@ -261,7 +264,7 @@ pub fn fuzz_read(bytes: &[u8]) {
             .map(u64::from_le_bytes)
             .unwrap_or(1);
         if let Ok(mut r) =
-            format::StateFileReader::open(bytes, std::path::Path::new("fuzz"), kind, version)
+            format::StateFileReader::open(bytes, std::path::Path::new("fuzz"), kind, version, None)
         {
             for _ in 0..1_000_000 {
                 match r.next_record() {

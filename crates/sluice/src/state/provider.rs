@@ -70,6 +70,11 @@ struct Inner {
 }
 
 impl Inner {
+    /// The (operator id, partition id) written into each state file's header.
+    fn store_ident(&self) -> (u32, u32) {
+        (self.id.operator_id, self.id.partition_id)
+    }
+
     fn read_only_error(&self, what: &str) -> SluiceError {
         SluiceError::new(
             crate::error::Fault::Internal,
@@ -134,7 +139,13 @@ impl Inner {
                 Err(e) => return Err(io_err(format!("opening state file {}", path.display()), e)),
             };
             let input = BufReader::with_capacity(64 * 1024, file);
-            readers.push(StateFileReader::open(input, &path, kind, v)?);
+            readers.push(StateFileReader::open(
+                input,
+                &path,
+                kind,
+                v,
+                Some((self.id.operator_id, self.id.partition_id)),
+            )?);
         }
         Ok(readers)
     }
@@ -238,13 +249,15 @@ impl Inner {
         let mut merged = MergedPairs::new(readers, Some(&self.stop));
         let mut merge_err: Option<SluiceError> = None;
         let path = file_path(&self.dir, FileKind::Snapshot, target);
-        let written = write_pending(&path, FileKind::Snapshot, target, |w| loop {
-            match merged.next_pair() {
-                Ok(Some((k, v))) => w.put(&k, &v)?,
-                Ok(None) => return Ok(()),
-                Err(e) => {
-                    merge_err = Some(e);
-                    return Err(io::Error::other("reading the files to merge failed"));
+        let written = write_pending(&path, FileKind::Snapshot, target, self.store_ident(), |w| {
+            loop {
+                match merged.next_pair() {
+                    Ok(Some((k, v))) => w.put(&k, &v)?,
+                    Ok(None) => return Ok(()),
+                    Err(e) => {
+                        merge_err = Some(e);
+                        return Err(io::Error::other("reading the files to merge failed"));
+                    }
                 }
             }
         });
@@ -635,15 +648,21 @@ impl StateStore for MemStore {
         let path = file_path(&self.inner.dir, FileKind::Delta, new_version);
         let mut staged: Vec<_> = self.staged.iter().collect();
         staged.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let pending = write_pending(&path, FileKind::Delta, new_version, |w| {
-            for (k, slot) in staged {
-                match slot {
-                    Some(v) => w.put(k, v)?,
-                    None => w.remove(k)?,
+        let pending = write_pending(
+            &path,
+            FileKind::Delta,
+            new_version,
+            self.inner.store_ident(),
+            |w| {
+                for (k, slot) in staged {
+                    match slot {
+                        Some(v) => w.put(k, v)?,
+                        None => w.remove(k)?,
+                    }
                 }
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+        )
         .map_err(|e| e.context(format!("committing state version {new_version}")))?;
         self.inner
             .publish_delta(new_version, pending)

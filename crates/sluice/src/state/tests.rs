@@ -284,10 +284,10 @@ fn commit_writes_only_the_changed_keys() {
         "a one-key removal must stay small: {tombstone} bytes"
     );
 
-    // Every version exists, even one without changes: the empty delta is 51 bytes.
+    // Every version exists, even one without changes: the empty delta is 59 bytes.
     let s = p.get_store(3).unwrap();
     assert_eq!(s.commit().unwrap(), 4);
-    assert_eq!(fs::metadata(dir.join("4.delta")).unwrap().len(), 51);
+    assert_eq!(fs::metadata(dir.join("4.delta")).unwrap().len(), 59);
 
     // The same one-key change on an empty state gives a delta of the same size.
     let root2 = tempfile::tempdir().unwrap();
@@ -766,4 +766,33 @@ fn a_read_only_provider_loads_but_never_writes() {
     let mut ro = DefaultStateStoreProvider::open_read_only(missing, eager).unwrap();
     assert_eq!(ro.get_store(0).unwrap().iter().count(), 0);
     assert!(!tmp.path().join("none").exists());
+}
+
+/// Issue 18 part 6: a state file copied from another partition's folder was read as this
+/// partition's (its keys silently mixed in). The header names the store; the copy is refused,
+/// naming both stores, and putting back the store's own file reads again.
+#[test]
+fn a_state_file_from_another_partition_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let mut stores = Vec::new();
+    for partition in 0..2u32 {
+        let id = StateStoreId::new(root.path(), 0, partition);
+        let mut p = DefaultStateStoreProvider::new(id.clone(), quiet_conf(10, 100)).unwrap();
+        let s = p.get_store(0).unwrap();
+        s.put(format!("key-of-{partition}").as_bytes(), b"v");
+        s.commit().unwrap();
+        stores.push(id);
+    }
+    let own = stores[0].dir().join("1.delta");
+    let saved = fs::read(&own).unwrap();
+    fs::copy(stores[1].dir().join("1.delta"), &own).unwrap();
+    let mut p = DefaultStateStoreProvider::new(stores[0].clone(), quiet_conf(10, 100)).unwrap();
+    let e = p.get_store(1).err().unwrap();
+    assert_eq!(e.class(), "STATE_STORE_CORRUPT", "{e}");
+    assert!(e.message().contains("operator 0, partition 1"), "{e}");
+    assert!(e.message().contains("partition 0"), "{e}");
+    fs::write(&own, saved).unwrap();
+    let mut p = DefaultStateStoreProvider::new(stores[0].clone(), quiet_conf(10, 100)).unwrap();
+    let s = p.get_store(1).unwrap();
+    assert_eq!(pairs(s), kv(&[("key-of-0", "v")]));
 }
