@@ -80,6 +80,8 @@ pub(crate) struct CsvOptions {
     /// ignoring case (Spark's `CSVHeaderChecker`).
     pub check_header: bool,
     pub line_sep: Option<String>,
+    /// `multiLine`: a quoted value may span lines (records are split outside quotes only).
+    pub multi_line: bool,
     /// `timestampFormat`, `dateFormat`, `timestampNTZFormat`, `enableDateTimeParsingFallback`.
     pub datetime: super::datetime::DatetimeFormats,
 }
@@ -252,12 +254,6 @@ impl ParseOptions {
                 })
             }
             "csv" => {
-                if opts.bool("multiLine", false)? {
-                    return Err(SluiceError::not_supported_yet(
-                        "the CSV option multiLine=true (quoted values spanning lines) is not \
-                         supported yet",
-                    ));
-                }
                 let sep = match opts.get("sep").or_else(|| opts.get("delimiter")) {
                     None => b',',
                     Some(v) => parse_sep(v)?,
@@ -318,6 +314,7 @@ impl ParseOptions {
                     ignore_leading_ws: opts.bool("ignoreLeadingWhiteSpace", false)?,
                     ignore_trailing_ws: opts.bool("ignoreTrailingWhiteSpace", false)?,
                     check_header: !opts.bool("enforceSchema", true)?,
+                    multi_line: opts.bool("multiLine", false)?,
                     line_sep,
                     datetime,
                 })
