@@ -48,6 +48,7 @@ pub mod class {
     pub const FAILED_READ_FILE: &str = "FAILED_READ_FILE";
     pub const FILE_NOT_FOUND: &str = "FILE_NOT_FOUND";
     pub const FILE_CHANGED_AFTER_READ: &str = "FILE_CHANGED_AFTER_READ";
+    pub const FILE_SOURCE_SYMLINK_LOOP: &str = "FILE_SOURCE_SYMLINK_LOOP";
     pub const FILE_SINK_FOREIGN_OUTPUT: &str = "FILE_SINK_FOREIGN_OUTPUT";
     pub const FILE_SINK_FORMAT_CHANGED: &str = "FILE_SINK_FORMAT_CHANGED";
     pub const FILE_SINK_MANIFEST_GAP: &str = "FILE_SINK_MANIFEST_GAP";

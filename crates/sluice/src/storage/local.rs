@@ -25,7 +25,7 @@ fn entry(path: PathBuf, md: &fs::Metadata) -> Entry {
     }
 }
 
-pub(super) fn system_time_ms(t: std::time::SystemTime) -> i64 {
+pub(crate) fn system_time_ms(t: std::time::SystemTime) -> i64 {
     match t.duration_since(std::time::UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
         Err(e) => -(i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX)),

@@ -39,6 +39,7 @@ mod retry;
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub(crate) use local::system_time_ms;
 pub(crate) use registry::option;
 pub use registry::{configure, register_store, RetryPolicy};
 pub use retry::{metrics, StoreCounts, StoreMetrics};

@@ -126,6 +126,9 @@ impl Location {
         let rd = match crate::storage::list_dir(&self.dir) {
             Ok(rd) => rd,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.raw_os_error() == Some(40) => {
+                return Err(listing_error(&self.dir, &self.dir, e))
+            }
             Err(e) => {
                 return Err(SluiceError::io(
                     Fault::Connector,
@@ -137,15 +140,7 @@ impl Location {
         let mut out = Vec::new();
         for ent in rd {
             let name_str = ent.name.as_str();
-            if is_hidden(name_str) || ent.is_dir {
-                continue;
-            }
-            let keep = match &self.filter {
-                NameFilter::All => true,
-                NameFilter::Glob(g) => g.matches(name_str),
-                NameFilter::Exact(n) => n.to_str() == Some(name_str),
-            };
-            if !keep || name_filter.is_some_and(|g| !g.matches(name_str)) {
+            if is_hidden(name_str) || ent.is_dir || !self.keeps(name_str, name_filter) {
                 continue;
             }
             out.push(ListedFile {
@@ -157,6 +152,189 @@ impl Location {
         }
         Ok(out)
     }
+}
+
+/// A file modified less than this long ago has its size and modification time read again at
+/// each listing ([`Location::list_cached`]), so a file still being written is seen to change;
+/// an older one is not stat'ed again unless its name is replaced.
+pub(crate) const RECENT_FILE_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// A local folder's files kept between listings, so that a trigger costs one `stat` of the
+/// folder plus work for the files that are new (or recent), not a `stat` of every file: with
+/// 50,000 files Spark (and Sluice before) spent about half a second listing each trigger.
+#[derive(Debug, Default)]
+pub(crate) struct ListingCache {
+    /// The folder's modification time when its names were last read, and when that was.
+    dir_mtime: Option<std::time::SystemTime>,
+    read_at: Option<std::time::SystemTime>,
+    files: std::collections::HashMap<std::ffi::OsString, CachedFile>,
+}
+
+#[derive(Debug)]
+struct CachedFile {
+    file: ListedFile,
+    /// The inode (0 where unknown): a name replaced by another file (`mv new old`) is stat'ed.
+    ino: u64,
+}
+
+impl Location {
+    /// The visible files, as [`Location::list`], through `cache` on a local folder. The names
+    /// are read again only when the folder's modification time changed since they were last
+    /// read, or was less than a second before that read (a file added in the same clock tick
+    /// would not change it); a name is stat'ed when it is new or now names another inode, or
+    /// when the file was modified less than [`RECENT_FILE_WINDOW`] ago. Object stores list
+    /// fully.
+    pub(crate) fn list_cached(
+        &self,
+        name_filter: Option<&Glob>,
+        cache: &mut ListingCache,
+    ) -> Result<Vec<ListedFile>> {
+        if crate::storage::is_remote(&self.dir) || !cfg!(unix) {
+            return self.list(name_filter);
+        }
+        let io = |what: String, e: std::io::Error| SluiceError::io(Fault::Connector, what, e);
+        let dir_md = match std::fs::metadata(&self.dir) {
+            Ok(m) => m,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                *cache = ListingCache::default();
+                return Ok(Vec::new());
+            }
+            Err(e) => {
+                return Err(io(
+                    format!("listing the source directory {}", self.dir.display()),
+                    e,
+                ))
+            }
+        };
+        let dir_mtime = dir_md.modified().ok();
+        let now = std::time::SystemTime::now();
+        let settled = |m: std::time::SystemTime| {
+            cache
+                .read_at
+                .and_then(|r| r.duration_since(m).ok())
+                .is_some_and(|d| d >= std::time::Duration::from_secs(1))
+        };
+        let unchanged =
+            dir_mtime.is_some() && cache.dir_mtime == dir_mtime && dir_mtime.is_some_and(settled);
+        if !unchanged {
+            let rd = std::fs::read_dir(&self.dir).map_err(|e| {
+                io(
+                    format!("listing the source directory {}", self.dir.display()),
+                    e,
+                )
+            })?;
+            let mut present = std::collections::HashSet::new();
+            for ent in rd {
+                let ent = match ent {
+                    Ok(e) => e,
+                    Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                    Err(e) => {
+                        return Err(io(
+                            format!("listing the source directory {}", self.dir.display()),
+                            e,
+                        ))
+                    }
+                };
+                let name = ent.file_name();
+                let name_str = name.to_string_lossy();
+                if is_hidden(&name_str) || !self.keeps(&name_str, name_filter) {
+                    continue;
+                }
+                let ino = dir_entry_ino(&ent);
+                present.insert(name.clone());
+                if cache.files.get(&name).is_some_and(|c| c.ino == ino) {
+                    continue;
+                }
+                cache.files.remove(&name);
+                if let Some(file) = self.stat(ent.path())? {
+                    cache.files.insert(name, CachedFile { file, ino });
+                }
+            }
+            cache.files.retain(|n, _| present.contains(n));
+            cache.dir_mtime = dir_mtime;
+            cache.read_at = Some(now);
+        }
+        // Files modified recently may still be written to: read their size again.
+        let recent_ms = crate::storage::system_time_ms(now)
+            - i64::try_from(RECENT_FILE_WINDOW.as_millis()).unwrap_or(i64::MAX);
+        let mut gone = Vec::new();
+        for (name, c) in cache.files.iter_mut() {
+            if c.file.mtime_ms >= recent_ms {
+                match self.stat(c.file.path.clone())? {
+                    Some(f) => c.file = f,
+                    None => gone.push(name.clone()),
+                }
+            }
+        }
+        for name in gone {
+            cache.files.remove(&name);
+        }
+        Ok(cache.files.values().map(|c| c.file.clone()).collect())
+    }
+
+    fn keeps(&self, name: &str, name_filter: Option<&Glob>) -> bool {
+        let keep = match &self.filter {
+            NameFilter::All => true,
+            NameFilter::Glob(g) => g.matches(name),
+            NameFilter::Exact(n) => n.to_str() == Some(name),
+        };
+        keep && !name_filter.is_some_and(|g| !g.matches(name))
+    }
+
+    /// A listed file (following symbolic links); None for a folder or a file that vanished.
+    fn stat(&self, path: PathBuf) -> Result<Option<ListedFile>> {
+        match std::fs::metadata(&path) {
+            Ok(md) if md.is_dir() => Ok(None),
+            Ok(md) => Ok(Some(ListedFile {
+                uri: path_to_uri(&path),
+                mtime_ms: md
+                    .modified()
+                    .map(crate::storage::system_time_ms)
+                    .unwrap_or(0),
+                size: md.len(),
+                path,
+            })),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(listing_error(&self.dir, &path, e)),
+        }
+    }
+}
+
+/// The error for an entry of a source folder that cannot be stat'ed, with the fix for a
+/// symbolic link loop (`ELOOP`).
+pub(crate) fn listing_error(dir: &Path, path: &Path, e: std::io::Error) -> SluiceError {
+    if e.raw_os_error() == Some(40) {
+        return SluiceError::input(
+            class::FILE_SOURCE_SYMLINK_LOOP,
+            format!(
+                "{} in the source folder {} is a symbolic link that loops (it points back to \
+                 itself through other links), so it names no file. Remove the link or point it \
+                 at a file (`ls -l {}` shows where it points), or move it out of the folder",
+                path.display(),
+                dir.display(),
+                path.display()
+            ),
+        );
+    }
+    SluiceError::io(
+        Fault::Connector,
+        format!(
+            "listing {} in the source directory {}",
+            path.display(),
+            dir.display()
+        ),
+        e,
+    )
+}
+
+#[cfg(unix)]
+fn dir_entry_ino(ent: &std::fs::DirEntry) -> u64 {
+    std::os::unix::fs::DirEntryExt::ino(ent)
+}
+
+#[cfg(not(unix))]
+fn dir_entry_ino(_ent: &std::fs::DirEntry) -> u64 {
+    0
 }
 
 /// Hadoop's hidden-file rule: `_name` (unless it holds `=`), `.name`, `name._COPYING_`.
@@ -545,6 +723,101 @@ fn glob_match(toks: &[GlobTok], s: &[char]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn set_mtime(path: &Path, ago: std::time::Duration) {
+        let t = std::time::SystemTime::now() - ago;
+        std::fs::File::open(path).unwrap().set_modified(t).unwrap();
+    }
+
+    fn sizes(files: &[ListedFile]) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = files
+            .iter()
+            .map(|f| {
+                (
+                    f.path.file_name().unwrap().to_string_lossy().into_owned(),
+                    f.size,
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Issue 18 part 11: a listing reads again only what may have changed. An old file changed
+    /// in place without touching the folder is not stat'ed (its cached size stays); a recent
+    /// one is; a new, replaced or deleted name is always seen.
+    #[cfg(unix)]
+    #[test]
+    fn the_listing_cache_stats_only_new_recent_or_replaced_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("in");
+        std::fs::create_dir(&dir).unwrap();
+        let hour = std::time::Duration::from_secs(3600);
+        for name in ["old.json", "recent.json"] {
+            std::fs::write(dir.join(name), "1").unwrap();
+        }
+        set_mtime(&dir.join("old.json"), hour);
+        set_mtime(&dir, std::time::Duration::from_secs(5));
+        let loc = Location::parse(&dir.display().to_string()).unwrap();
+        let mut cache = ListingCache::default();
+        let first = loc.list_cached(None, &mut cache).unwrap();
+        assert_eq!(
+            sizes(&first),
+            [("old.json".into(), 1), ("recent.json".into(), 1)]
+        );
+
+        // Both grow in place; the folder does not change.
+        for name in ["old.json", "recent.json"] {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(dir.join(name))
+                .unwrap();
+            std::io::Write::write_all(&mut f, b"23").unwrap();
+        }
+        set_mtime(&dir.join("old.json"), hour);
+        set_mtime(&dir, std::time::Duration::from_secs(5));
+        let second = loc.list_cached(None, &mut cache).unwrap();
+        assert_eq!(
+            sizes(&second),
+            [("old.json".into(), 1), ("recent.json".into(), 3)],
+            "the old file's entry is the cached one; the recent one is read again"
+        );
+        // The uncached listing sees both as they are.
+        assert_eq!(sizes(&loc.list(None).unwrap())[0], ("old.json".into(), 3));
+
+        // A name replaced by another file, a new file and a deleted one change the folder.
+        std::fs::write(dir.join(".staging"), "456789").unwrap();
+        set_mtime(&dir.join(".staging"), hour);
+        std::fs::rename(dir.join(".staging"), dir.join("old.json")).unwrap();
+        std::fs::write(dir.join("new.json"), "x").unwrap();
+        std::fs::remove_file(dir.join("recent.json")).unwrap();
+        let third = loc.list_cached(None, &mut cache).unwrap();
+        assert_eq!(
+            sizes(&third),
+            [("new.json".into(), 1), ("old.json".into(), 6)]
+        );
+    }
+
+    /// Issue 18 part 11: a symbolic link loop in the folder is named, with the fix.
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_loop_names_the_link_and_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("in");
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::symlink(dir.join("b.json"), dir.join("a.json")).unwrap();
+        std::os::unix::fs::symlink(dir.join("a.json"), dir.join("b.json")).unwrap();
+        let loc = Location::parse(&dir.display().to_string()).unwrap();
+        let e = loc
+            .list_cached(None, &mut ListingCache::default())
+            .unwrap_err();
+        assert_eq!(e.class(), "FILE_SOURCE_SYMLINK_LOOP", "{e}");
+        assert!(
+            e.message().contains("a.json") || e.message().contains("b.json"),
+            "{e}"
+        );
+        assert!(e.message().contains("Remove the link"), "{e}");
+    }
 
     #[test]
     fn globs() {

@@ -277,6 +277,7 @@ impl SourceProvider for FileSourceProvider {
             outstanding: (0, 0),
             cache: BTreeMap::new(),
             changed: (std::collections::HashSet::new(), 0),
+            listing: listing::ListingCache::default(),
         }))
     }
 }
@@ -361,6 +362,8 @@ struct FileSource {
     /// Admitted files found changed since they were listed (each reported once), and how many
     /// were found since the last batch (the `numFilesChanged` metric).
     changed: (std::collections::HashSet<String>, u64),
+    /// The folder's files between listings ([`Location::list_cached`]).
+    listing: listing::ListingCache,
 }
 
 fn parse_offset(o: &Offset, what: &str) -> Result<i64> {
@@ -386,7 +389,9 @@ impl FileSource {
     fn list_candidates(&mut self) -> Result<Vec<ListedFile>> {
         let mut files = match &self.available_now {
             Some(snapshot) => snapshot.clone(),
-            None => self.location.list(self.stream.path_glob_filter.as_ref())?,
+            None => self
+                .location
+                .list_cached(self.stream.path_glob_filter.as_ref(), &mut self.listing)?,
         };
         for f in &files {
             if let Some(was) = self.seen.changed(f) {
@@ -522,7 +527,10 @@ impl Source for FileSource {
     }
 
     fn prepare_for_trigger_available_now(&mut self) -> Result<()> {
-        self.available_now = Some(self.location.list(self.stream.path_glob_filter.as_ref())?);
+        self.available_now = Some(
+            self.location
+                .list_cached(self.stream.path_glob_filter.as_ref(), &mut self.listing)?,
+        );
         Ok(())
     }
 

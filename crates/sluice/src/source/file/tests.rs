@@ -167,8 +167,9 @@ fn log_file_bytes_are_sparks() {
         Some(off(0))
     );
     let bytes = std::fs::read(e.meta.join("0")).unwrap();
+    // Spark's keys in Spark's order, then the size Sluice adds (Spark's reader ignores it).
     let want = format!(
-        "v1\n{{\"path\":\"file://{}\",\"timestamp\":1795941769000,\"batchId\":0}}",
+        "v1\n{{\"path\":\"file://{}\",\"timestamp\":1795941769000,\"batchId\":0,\"size\":9}}",
         f.display()
     );
     assert_eq!(String::from_utf8(bytes).unwrap(), want);

@@ -41,7 +41,7 @@ pub(crate) fn unhex(s: &str) -> Vec<u8> {
 /// `groupBy(window(ts, "5 minutes"), user).agg(count(x), sum(x))` (update mode, 10 minutes
 /// watermark) over (12:00, alice, 3), (12:07, bob, null), (12:02, null, 5) on 2026-09-15.
 pub(crate) const AGGREGATE: Golden = Golden {
-    schema: r#"{"operator":"0 (stateStoreSave)","keySchema":[{"name":"window","type":"STRUCT<start: TIMESTAMP, end: TIMESTAMP>","nullable":true,"arrowType":"Struct(\"start\": Timestamp(µs), \"end\": Timestamp(µs))"},{"name":"user","type":"STRING","nullable":true,"arrowType":"Utf8"}],"valueSchema":[{"name":"count(stream_1.x)[count]","type":"BIGINT","nullable":false,"arrowType":"Int64"},{"name":"sum(stream_1.x)[sum]","type":"BIGINT","nullable":true,"arrowType":"Int64"}]}"#,
+    schema: r#"{"operator":"0 (stateStoreSave)","keySchema":[{"name":"window","type":"STRUCT<start: TIMESTAMP, end: TIMESTAMP>","nullable":true,"arrowType":"Struct(\"start\": Timestamp(µs), \"end\": Timestamp(µs))"},{"name":"user","type":"STRING","nullable":true,"arrowType":"Utf8"}],"valueSchema":[{"name":"count(stream_1.x)[count]","type":"BIGINT","nullable":false,"arrowType":"Int64"},{"name":"sum(stream_1.x)[sum]","type":"BIGINT","nullable":true,"arrowType":"Int64"}],"windows":["window(size 5 minutes, slide 5 minutes, start 0 seconds)"]}"#,
     pairs: &[
         (
             0,
