@@ -56,6 +56,10 @@ mod engine_corrupt_state;
 // Invalid UTF-8, empty files, a source directory that disappears while running.
 mod engine_bad_input;
 
+// Soaks (ignored; benches/log_soak.sh, benches/listing_scale.sh): checkpoint and manifest size
+// over many batches, listing cost over many files.
+mod log_growth;
+
 // Chained stateful operators in append mode, and Spark's correctness check.
 mod engine_chained;
 

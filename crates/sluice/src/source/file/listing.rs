@@ -162,11 +162,15 @@ pub(crate) const RECENT_FILE_WINDOW: std::time::Duration = std::time::Duration::
 /// A local folder's files kept between listings, so that a trigger costs one `stat` of the
 /// folder plus work for the files that are new (or recent), not a `stat` of every file: with
 /// 50,000 files Spark (and Sluice before) spent about half a second listing each trigger.
+/// Files the source has admitted are marked settled ([`ListingCache::settle`]) and are not
+/// handed back again unless they change.
 #[derive(Debug, Default)]
 pub(crate) struct ListingCache {
     /// The folder's modification time when its names were last read, and when that was.
     dir_mtime: Option<std::time::SystemTime>,
     read_at: Option<std::time::SystemTime>,
+    /// Counts the reads of the names: a cached file not met in the newest read is gone.
+    generation: u64,
     files: std::collections::HashMap<std::ffi::OsString, CachedFile>,
 }
 
@@ -175,15 +179,28 @@ struct CachedFile {
     file: ListedFile,
     /// The inode (0 where unknown): a name replaced by another file (`mv new old`) is stat'ed.
     ino: u64,
+    generation: u64,
+    /// Admitted by the source: handed back only when stat'ed again.
+    settled: bool,
+}
+
+impl ListingCache {
+    /// Marks a listed file as admitted: later listings hand it back only if it is stat'ed
+    /// again (it is new under that name, or was modified recently).
+    pub(crate) fn settle(&mut self, f: &ListedFile) {
+        if let Some(c) = f.path.file_name().and_then(|n| self.files.get_mut(n)) {
+            c.settled = true;
+        }
+    }
 }
 
 impl Location {
-    /// The visible files, as [`Location::list`], through `cache` on a local folder. The names
-    /// are read again only when the folder's modification time changed since they were last
-    /// read, or was less than a second before that read (a file added in the same clock tick
-    /// would not change it); a name is stat'ed when it is new or now names another inode, or
-    /// when the file was modified less than [`RECENT_FILE_WINDOW`] ago. Object stores list
-    /// fully.
+    /// The visible files, as [`Location::list`], through `cache` on a local folder, leaving
+    /// out the settled files that were not stat'ed again. The names are read again only when
+    /// the folder's modification time changed since they were last read, or was less than a
+    /// second before that read (a file added in the same clock tick would not change it); a
+    /// name is stat'ed when it is new or now names another inode, or when the file was
+    /// modified less than [`RECENT_FILE_WINDOW`] ago. Object stores list fully.
     pub(crate) fn list_cached(
         &self,
         name_filter: Option<&Glob>,
@@ -216,14 +233,17 @@ impl Location {
         };
         let unchanged =
             dir_mtime.is_some() && cache.dir_mtime == dir_mtime && dir_mtime.is_some_and(settled);
+        let mut out = Vec::new();
+        let mut stated: std::collections::HashSet<std::ffi::OsString> = Default::default();
         if !unchanged {
+            cache.generation += 1;
+            let generation = cache.generation;
             let rd = std::fs::read_dir(&self.dir).map_err(|e| {
                 io(
                     format!("listing the source directory {}", self.dir.display()),
                     e,
                 )
             })?;
-            let mut present = std::collections::HashSet::new();
             for ent in rd {
                 let ent = match ent {
                     Ok(e) => e,
@@ -236,21 +256,30 @@ impl Location {
                     }
                 };
                 let name = ent.file_name();
+                let ino = dir_entry_ino(&ent);
+                if let Some(c) = cache.files.get_mut(&name).filter(|c| c.ino == ino) {
+                    c.generation = generation;
+                    continue;
+                }
                 let name_str = name.to_string_lossy();
                 if is_hidden(&name_str) || !self.keeps(&name_str, name_filter) {
                     continue;
                 }
-                let ino = dir_entry_ino(&ent);
-                present.insert(name.clone());
-                if cache.files.get(&name).is_some_and(|c| c.ino == ino) {
-                    continue;
-                }
                 cache.files.remove(&name);
                 if let Some(file) = self.stat(ent.path())? {
-                    cache.files.insert(name, CachedFile { file, ino });
+                    stated.insert(name.clone());
+                    cache.files.insert(
+                        name,
+                        CachedFile {
+                            file,
+                            ino,
+                            generation,
+                            settled: false,
+                        },
+                    );
                 }
             }
-            cache.files.retain(|n, _| present.contains(n));
+            cache.files.retain(|_, c| c.generation == generation);
             cache.dir_mtime = dir_mtime;
             cache.read_at = Some(now);
         }
@@ -259,17 +288,30 @@ impl Location {
             - i64::try_from(RECENT_FILE_WINDOW.as_millis()).unwrap_or(i64::MAX);
         let mut gone = Vec::new();
         for (name, c) in cache.files.iter_mut() {
-            if c.file.mtime_ms >= recent_ms {
+            let fresh = if stated.contains(name) {
+                true
+            } else if c.file.mtime_ms >= recent_ms {
                 match self.stat(c.file.path.clone())? {
-                    Some(f) => c.file = f,
-                    None => gone.push(name.clone()),
+                    Some(f) => {
+                        c.file = f;
+                        true
+                    }
+                    None => {
+                        gone.push(name.clone());
+                        continue;
+                    }
                 }
+            } else {
+                false
+            };
+            if fresh || !c.settled {
+                out.push(c.file.clone());
             }
         }
         for name in gone {
             cache.files.remove(&name);
         }
-        Ok(cache.files.values().map(|c| c.file.clone()).collect())
+        Ok(out)
     }
 
     fn keeps(&self, name: &str, name_filter: Option<&Glob>) -> bool {
@@ -784,6 +826,13 @@ mod tests {
         );
         // The uncached listing sees both as they are.
         assert_eq!(sizes(&loc.list(None).unwrap())[0], ("old.json".into(), 3));
+        // A settled (admitted) file is not handed back unless it is stat'ed again; the recent
+        // one always is.
+        for f in &second {
+            cache.settle(f);
+        }
+        let settled = loc.list_cached(None, &mut cache).unwrap();
+        assert_eq!(sizes(&settled), [("recent.json".into(), 3)]);
 
         // A name replaced by another file, a new file and a deleted one change the folder.
         std::fs::write(dir.join(".staging"), "456789").unwrap();

@@ -288,6 +288,8 @@ impl SourceProvider for FileSourceProvider {
 struct SeenFiles {
     /// Key -> (modification time, size when listed: None in entries Spark wrote).
     map: HashMap<String, (i64, Option<u64>)>,
+    /// The oldest modification time in `map` (None: unknown, or empty).
+    oldest_ts: Option<i64>,
     latest_ts: i64,
     last_purge_ts: i64,
     max_age_ms: i64,
@@ -298,6 +300,7 @@ impl SeenFiles {
     fn new(max_age_ms: i64, file_name_only: bool) -> Self {
         Self {
             map: HashMap::new(),
+            oldest_ts: None,
             latest_ts: 0,
             last_purge_ts: i64::MIN,
             max_age_ms,
@@ -316,6 +319,11 @@ impl SeenFiles {
     fn add(&mut self, uri: &str, ts: i64, size: Option<u64>) {
         let k = self.key(uri);
         self.map.insert(k, (ts, size));
+        if self.map.len() == 1 {
+            self.oldest_ts = Some(ts);
+        } else {
+            self.oldest_ts = self.oldest_ts.map(|t| t.min(ts));
+        }
         if ts > self.latest_ts {
             self.latest_ts = ts;
         }
@@ -339,7 +347,13 @@ impl SeenFiles {
     fn purge(&mut self) {
         self.last_purge_ts = self.latest_ts.saturating_sub(self.max_age_ms);
         let limit = self.last_purge_ts;
+        // Nothing to forget (the usual case, with maxFileAge's 7 days): no pass over the map,
+        // which would make each batch cost grow with every file ever read.
+        if self.oldest_ts.is_some_and(|t| t >= limit) {
+            return;
+        }
         self.map.retain(|_, (ts, _)| *ts >= limit);
+        self.oldest_ts = self.map.values().map(|(ts, _)| *ts).min();
     }
 }
 
@@ -353,7 +367,7 @@ struct FileSource {
     /// The newest log offset written (-1: none).
     current: i64,
     /// Trigger.AvailableNow: the files present when the query started.
-    available_now: Option<Vec<ListedFile>>,
+    available_now: Option<std::collections::HashSet<String>>,
     /// Entries of log offsets written by this run, until committed.
     cache: BTreeMap<i64, Vec<FileEntry>>,
     /// Files (and bytes) listed but not admitted by the last `latest_offset`: Spark's
@@ -387,18 +401,27 @@ fn parse_offset(o: &Offset, what: &str) -> Result<i64> {
 
 impl FileSource {
     fn list_candidates(&mut self) -> Result<Vec<ListedFile>> {
-        let mut files = match &self.available_now {
-            Some(snapshot) => snapshot.clone(),
-            None => self
-                .location
-                .list_cached(self.stream.path_glob_filter.as_ref(), &mut self.listing)?,
-        };
+        let mut files = self
+            .location
+            .list_cached(self.stream.path_glob_filter.as_ref(), &mut self.listing)?;
         for f in &files {
             if let Some(was) = self.seen.changed(f) {
                 self.file_changed(f, was)?;
             }
         }
-        files.retain(|f| self.seen.is_new(&f.uri, f.mtime_ms));
+        // Files admitted before are never new again (a file is read once): the listing cache
+        // stops handing them back.
+        let (seen, listing) = (&self.seen, &mut self.listing);
+        files.retain(|f| {
+            let new = seen.is_new(&f.uri, f.mtime_ms);
+            if !new {
+                listing.settle(f);
+            }
+            new
+        });
+        if let Some(snapshot) = &self.available_now {
+            files.retain(|f| snapshot.contains(&f.uri));
+        }
         if self.stream.latest_first {
             files.sort_by(|a, b| b.mtime_ms.cmp(&a.mtime_ms).then_with(|| a.uri.cmp(&b.uri)));
         } else {
@@ -527,10 +550,12 @@ impl Source for FileSource {
     }
 
     fn prepare_for_trigger_available_now(&mut self) -> Result<()> {
-        self.available_now = Some(
-            self.location
-                .list_cached(self.stream.path_glob_filter.as_ref(), &mut self.listing)?,
-        );
+        // The files present now (Spark's snapshot of Trigger.AvailableNow), by URI: later
+        // listings are cut to them.
+        let listed = self
+            .location
+            .list_cached(self.stream.path_glob_filter.as_ref(), &mut self.listing)?;
+        self.available_now = Some(listed.into_iter().map(|f| f.uri).collect());
         Ok(())
     }
 
