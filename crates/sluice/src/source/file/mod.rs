@@ -10,7 +10,13 @@
 //! Options (keys case-insensitive): `maxFilesPerTrigger`, `maxBytesPerTrigger` (mutually
 //! exclusive), `latestFirst`, `fileNameOnly`, `maxFileAge` (default 7d, relative to the newest
 //! file admitted so far), `pathGlobFilter`, `ignoreMissingFiles`, `ignoreCorruptFiles`,
-//! `cleanSource` (only `off`), plus the format's parsing options (see [`format`]).
+//! `cleanSource` (only `off`), `failOnFileChange` (Sluice: fail, instead of warning, when a
+//! file read before is listed with another size or modification time), plus the format's
+//! parsing options (see [`format`]).
+//!
+//! Listing a local folder goes through a cache ([`listing::ListingCache`]): a trigger reads
+//! the folder's names only when it changed and stats only new, replaced or recently modified
+//! files, so its cost follows the new files rather than every file in the folder.
 
 pub(crate) mod compression;
 pub(crate) mod datetime;

@@ -16,7 +16,7 @@
 //! | `locale` | both | `en-US`/`en` only; another locale is not supported yet |
 //! | `encoding` / `charset` | both | UTF-8 only |
 //! | `lineSep` | both | supported |
-//! | `multiLine` | both | JSON supported; CSV not supported yet |
+//! | `multiLine` | both | supported (CSV: a quoted value may span lines) |
 //! | `primitivesAsString`, `prefersDecimal`, `samplingRatio`, `dropFieldIfAllNull` | JSON | schema inference only: no effect with a schema (as in Spark); Sluice always has one |
 //! | `inferSchema`, `preferDate`, `samplingRatio` | CSV | schema inference only: `inferSchema=true` is not supported yet (give a schema) |
 //! | `allowComments`, `allowUnquotedFieldNames`, `allowSingleQuotes`, `allowNumericLeadingZeros`, `allowBackslashEscapingAnyCharacter`, `allowUnquotedControlChars`, `allowNonNumericNumbers` | JSON | supported |
