@@ -891,3 +891,46 @@ fn a_running_pipeline_serves_its_dashboard() {
 fn get_ok(response: &str) -> bool {
     response.starts_with("HTTP/1.1 200")
 }
+
+/// Issue 18 part 6: a restart with another `spark.sql.shuffle.partitions` keeps the
+/// checkpoint's (state is partitioned by it), and says so instead of ignoring the new value
+/// silently.
+#[test]
+fn a_changed_shuffle_partitions_is_kept_from_the_checkpoint_with_a_warning() {
+    let root = tempfile::tempdir().unwrap();
+    let events = root.path().join("events");
+    let vars = [
+        ("events", events.display().to_string()),
+        (
+            "checkpoint",
+            root.path().join("checkpoint").display().to_string(),
+        ),
+    ];
+    add_file(&events, "1.json", &ts_events(&["12:01", "12:20"]), None);
+    let out = sluice_run(&example("windowed_count.sql"), &vars)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("shuffle.partitions"));
+    let text = std::fs::read_to_string(example("windowed_count.sql"))
+        .unwrap()
+        .replace(
+            "SET 'spark.sql.shuffle.partitions' = '2';",
+            "SET 'spark.sql.shuffle.partitions' = '5';",
+        );
+    let changed = root.path().join("changed.sql");
+    std::fs::write(&changed, text).unwrap();
+    add_file(&events, "2.json", &ts_events(&["12:30"]), None);
+    let out = sluice_run(&changed, &vars).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("spark.sql.shuffle.partitions is 2 in the checkpoint")
+            && err.contains("5 in the session"),
+        "{err}"
+    );
+    assert!(
+        !root.path().join("checkpoint/state/0/4").exists(),
+        "still 2 partitions"
+    );
+}
