@@ -320,7 +320,7 @@ impl Location {
             NameFilter::Glob(g) => g.matches(name),
             NameFilter::Exact(n) => n.to_str() == Some(name),
         };
-        keep && !name_filter.is_some_and(|g| !g.matches(name))
+        keep && name_filter.is_none_or(|g| g.matches(name))
     }
 
     /// A listed file (following symbolic links); None for a folder or a file that vanished.
