@@ -23,10 +23,11 @@ fn files_in(dir: &Path) -> usize {
     std::fs::read_dir(dir).unwrap().count()
 }
 
-/// One-line JSON files `0..n` in `dir`, oldest first.
-fn one_row_files(dir: &Path, n: usize) {
+/// One-line JSON files numbered `range` in `dir`, oldest first (modified a day ago, a
+/// millisecond apart).
+fn one_row_files(dir: &Path, range: std::ops::Range<usize>) {
     let base = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
-    for i in 0..n {
+    for i in range {
         let path = dir.join(format!("{i:07}.json"));
         std::fs::write(&path, format!("{{\"user\": \"u{i}\", \"amount\": 20.0}}\n")).unwrap();
         std::fs::File::options()
@@ -63,18 +64,8 @@ fn log_soak_one_row_batches_keep_checkpoint_and_manifest_proportional() {
     let mut source_per_entry = Vec::new();
     let mut manifest_per_entry = Vec::new();
     let started = Instant::now();
-    let base = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
     for round in 1..=rounds {
-        for i in (round - 1) * per_round..round * per_round {
-            let path = d.input.join(format!("{i:07}.json"));
-            std::fs::write(&path, format!("{{\"user\": \"u{i}\", \"amount\": 20.0}}\n")).unwrap();
-            std::fs::File::options()
-                .write(true)
-                .open(&path)
-                .unwrap()
-                .set_modified(base + std::time::Duration::from_millis(i as u64))
-                .unwrap();
-        }
+        one_row_files(&d.input, (round - 1) * per_round..round * per_round);
         let q = s
             .read_stream()
             .format("json")
@@ -137,7 +128,7 @@ fn listing_scale_trigger_cost_follows_new_files() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(50_000);
     let d = dirs();
-    one_row_files(&d.input, n);
+    one_row_files(&d.input, 0..n);
     let s = session();
     let q = s
         .read_stream()
