@@ -260,3 +260,74 @@ fn the_dashboard_under_load_answers_within_bounds() {
     );
     assert!(exit.success(), "{exit}\n{}", stderr.join("\n"));
 }
+
+/// `--ui 0.0.0.0:PORT` is refused without a token, saying how to give one; with
+/// `SLUICE_UI_TOKEN` (or `--ui-token`) it serves, and every request needs the token.
+#[test]
+fn a_dashboard_beyond_loopback_needs_a_token() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("rate.sql");
+    std::fs::write(
+        &file,
+        "CREATE TABLE ticks (timestamp TIMESTAMP, value BIGINT) \
+         WITH (connector = 'rate-micro-batch', rowsPerBatch = '10');\n\
+         CREATE SINK out WITH (connector = 'noop', 'trigger' = 'processing-time 100 milliseconds', \
+         checkpoint = '${checkpoint}') AS SELECT value FROM ticks;\n",
+    )
+    .unwrap();
+    let run = |token_flag: Option<&str>, token_env: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        c.args(["run", &file.display().to_string(), "--progress", "none"])
+            .args(["--ui", "0.0.0.0:0"])
+            .arg("--set")
+            .arg(format!("checkpoint={}", root.path().join("ckpt").display()))
+            .env_remove("SLUICE_UI_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(t) = token_flag {
+            c.args(["--ui-token", t]);
+        }
+        if let Some(t) = token_env {
+            c.env("SLUICE_UI_TOKEN", t);
+        }
+        c
+    };
+    let refused = run(None, None).output().unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    for part in ["--ui 0.0.0.0:0", "--ui-token TOKEN", "SLUICE_UI_TOKEN", "127.0.0.1:PORT"] {
+        assert!(stderr.contains(part), "{part:?} not in {stderr}");
+    }
+
+    for (flag, env) in [(Some("flag-token"), None), (None, Some("flag-token"))] {
+        let mut child = run(flag, env).spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let line = loop {
+            let line = lines
+                .next()
+                .expect("sluice ended before announcing its dashboard")
+                .unwrap();
+            if line.contains("dashboard at ") {
+                break line;
+            }
+        };
+        // The URL to open here, and the address really bound.
+        assert!(line.contains("listening on 0.0.0.0:"), "{line}");
+        let url = line.split("dashboard at ").nth(1).unwrap();
+        let host = url
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let (status, _, _) = get(&host, "/metrics").unwrap();
+        assert!(status.starts_with("HTTP/1.1 401"), "{status}");
+        let (status, _, _) = get(&host, "/metrics?token=flag-token").unwrap();
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        assert!(child.wait().unwrap().success());
+    }
+}
