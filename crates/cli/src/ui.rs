@@ -587,7 +587,11 @@ fn percent_decode(s: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
             (b'%', Some(hi), Some(lo)) => {
                 out.push((hi << 4) | lo);
                 i += 3;
@@ -641,7 +645,9 @@ fn respond(request: &Request<'_>, server: &Server) -> Reply {
                  Authorization: Bearer TOKEN (the token given to sluice with --ui-token or \
                  SLUICE_UI_TOKEN)\n",
             );
-            reply.extra.push(("WWW-Authenticate", "Bearer realm=\"sluice\""));
+            reply
+                .extra
+                .push(("WWW-Authenticate", "Bearer realm=\"sluice\""));
             return reply;
         }
     }
@@ -1284,7 +1290,10 @@ mod tests {
             let started = Instant::now();
             let r = get_within(&host, "/api/progress", "", Duration::from_secs(2));
             assert!(r.starts_with("HTTP/1.1 200 "), "{}", &r[..r.len().min(200)]);
-            eprintln!("answered in {:?} beside 3 clients that never read", started.elapsed());
+            eprintln!(
+                "answered in {:?} beside 3 clients that never read",
+                started.elapsed()
+            );
         }
         // Past the write timeout the server has given up on them: what it had written is there
         // to read, then the end (far from the 30 responses asked for).
@@ -1300,10 +1309,11 @@ mod tests {
                 got.len()
             );
             assert!(
-                end.is_ok() || !matches!(
-                    end.as_ref().unwrap_err().kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ),
+                end.is_ok()
+                    || !matches!(
+                        end.as_ref().unwrap_err().kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ),
                 "the connection of a client that never reads is still open: {end:?}"
             );
         }
@@ -1375,7 +1385,10 @@ mod tests {
             head.contains(&format!("Content-Length: {}\r\n", PAGE.len())),
             "{head}"
         );
-        assert!(head.ends_with("\r\n\r\n"), "a HEAD answer has no body: {head}");
+        assert!(
+            head.ends_with("\r\n\r\n"),
+            "a HEAD answer has no body: {head}"
+        );
         let post = exchange(
             &host,
             "POST /api/progress HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
@@ -1394,8 +1407,7 @@ mod tests {
         assert_eq!(two.matches("HTTP/1.1 ").count(), 2, "{two}");
         assert!(two.contains("HTTP/1.1 404 "), "{two}");
         assert!(two.contains("{\"seq\":0,\"queries\":[]}"), "{two}");
-        let garbage = exchange(&host, "\x01\x02 nonsense\r\n\r\n", Duration::from_secs(5))
-            .unwrap();
+        let garbage = exchange(&host, "\x01\x02 nonsense\r\n\r\n", Duration::from_secs(5)).unwrap();
         assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");
     }
 
@@ -1403,12 +1415,21 @@ mod tests {
     fn a_non_loopback_bind_needs_a_token_and_every_request_carries_it() {
         for (addr, token) in [("0.0.0.0:0", None), ("0.0.0.0:0", Some("  "))] {
             let err = start(addr, token).err().expect("refused without a token");
-            for part in ["--ui 0.0.0.0:0", "--ui-token", "SLUICE_UI_TOKEN", "127.0.0.1"] {
+            for part in [
+                "--ui 0.0.0.0:0",
+                "--ui-token",
+                "SLUICE_UI_TOKEN",
+                "127.0.0.1",
+            ] {
                 assert!(err.contains(part), "{part:?} not in {err}");
             }
         }
         let dash = start("0.0.0.0:0", Some("s3cret+")).unwrap();
-        assert!(dash.url().starts_with("http://127.0.0.1:"), "{}", dash.url());
+        assert!(
+            dash.url().starts_with("http://127.0.0.1:"),
+            "{}",
+            dash.url()
+        );
         let host = host(dash.url());
         let wait = Duration::from_secs(5);
         for (path, headers, status) in [
@@ -1537,8 +1558,11 @@ mod tests {
         let mut clients: Vec<TcpStream> = (0..3)
             .map(|_| {
                 let mut s = TcpStream::connect(&host).unwrap();
-                write!(s, "GET /api/progress HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                    .unwrap();
+                write!(
+                    s,
+                    "GET /api/progress HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                )
+                .unwrap();
                 s
             })
             .collect();
@@ -1555,7 +1579,10 @@ mod tests {
             "answered while out of descriptors? {early:?}"
         );
         // Backing off, not spinning on the failing accept (100 ticks a second is a full core).
-        assert!(spent < 30, "{spent} ticks of CPU in a second out of descriptors");
+        assert!(
+            spent < 30,
+            "{spent} ticks of CPU in a second out of descriptors"
+        );
         // Descriptors free again: every waiting client is answered.
         writeln!(child.stdin.as_mut().unwrap()).unwrap();
         for s in &mut clients {

@@ -139,7 +139,9 @@ fn the_dashboard_under_load_answers_within_bounds() {
                     continue;
                 };
                 s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
-                if s.write_all(b"GET /api/progress HTTP/1.1\r\nX-Huge: ").is_err() {
+                if s.write_all(b"GET /api/progress HTTP/1.1\r\nX-Huge: ")
+                    .is_err()
+                {
                     continue;
                 }
                 let mut sent = 0u64;
@@ -157,7 +159,8 @@ fn the_dashboard_under_load_answers_within_bounds() {
     for _ in 0..8 {
         let (host, stop) = (host.clone(), stop.clone());
         attackers.push(std::thread::spawn(move || {
-            let head = b"GET /api/progress HTTP/1.1\r\nHost: slow\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa";
+            let head =
+                b"GET /api/progress HTTP/1.1\r\nHost: slow\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa";
             while !stop.load(Ordering::Relaxed) {
                 let Ok(mut s) = TcpStream::connect(&host) else {
                     continue;
@@ -247,7 +250,10 @@ fn the_dashboard_under_load_answers_within_bounds() {
         max_rss / 1024,
         rss_end / 1024,
     );
-    assert_eq!(idle_opened, IDLE, "the idle connections were not all opened");
+    assert_eq!(
+        idle_opened, IDLE,
+        "the idle connections were not all opened"
+    );
     assert!(max < MAX_LATENCY, "a request took {max:?} under load");
     assert!(
         max_rss < MAX_RSS_KIB,
@@ -295,7 +301,12 @@ fn a_dashboard_beyond_loopback_needs_a_token() {
     let refused = run(None, None).output().unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{stderr}");
-    for part in ["--ui 0.0.0.0:0", "--ui-token TOKEN", "SLUICE_UI_TOKEN", "127.0.0.1:PORT"] {
+    for part in [
+        "--ui 0.0.0.0:0",
+        "--ui-token TOKEN",
+        "SLUICE_UI_TOKEN",
+        "127.0.0.1:PORT",
+    ] {
         assert!(stderr.contains(part), "{part:?} not in {stderr}");
     }
 
