@@ -1477,6 +1477,10 @@ mod tests {
         for b in 0..20 {
             dash.on_query_progress(&progress("a", b, 0));
         }
+        // The progress is only for requests with the token: the page can only draw it if its
+        // own requests carry it.
+        let r = get_within(&host_of(&dash), "/api/progress", "", Duration::from_secs(5));
+        assert!(r.starts_with("HTTP/1.1 401 "), "{r}");
         let dom = headless(
             chromium,
             &["--dump-dom", &format!("{}?token=page-token", dash.url())],
