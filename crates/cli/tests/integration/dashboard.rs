@@ -127,11 +127,14 @@ fn the_dashboard_under_load_answers_within_bounds() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let attack_for = Duration::from_secs(8);
+    // Bytes of header written (into socket buffers) and connections, until each was cut off.
     let huge_bytes = Arc::new(AtomicU64::new(0));
+    let huge_conns = Arc::new(AtomicU64::new(0));
     let mut attackers = Vec::new();
     // 8 clients sending 64 MiB headers, again and again.
     for _ in 0..8 {
-        let (host, stop, huge_bytes) = (host.clone(), stop.clone(), huge_bytes.clone());
+        let (host, stop) = (host.clone(), stop.clone());
+        let (huge_bytes, huge_conns) = (huge_bytes.clone(), huge_conns.clone());
         attackers.push(std::thread::spawn(move || {
             let chunk = vec![b'a'; 64 * 1024];
             while !stop.load(Ordering::Relaxed) {
@@ -152,6 +155,7 @@ fn the_dashboard_under_load_answers_within_bounds() {
                     }
                 }
                 huge_bytes.fetch_add(sent, Ordering::Relaxed);
+                huge_conns.fetch_add(1, Ordering::Relaxed);
             }
         }));
     }
@@ -239,14 +243,17 @@ fn the_dashboard_under_load_answers_within_bounds() {
     latencies.sort();
     let p50 = latencies[latencies.len() / 2];
     let max = *latencies.last().unwrap();
-    eprintln!(
-        "dashboard under load ({:?}: {idle_opened} idle connections, 8 huge-header senders \
-         ({} MiB offered), 8 slowloris, 4 clients never reading): {} requests answered, \
-         latency p50 {p50:?} max {max:?}, after the load {after:?}; sluice RSS {} MiB before, \
-         {} MiB max, {} MiB after; threads {threads0} before, {max_threads} max, {threads_end} \
-         after",
-        attack_for,
+    let (huge_n, huge_mib) = (
+        huge_conns.load(Ordering::Relaxed).max(1),
         huge_bytes.load(Ordering::Relaxed) >> 20,
+    );
+    eprintln!(
+        "dashboard under load for {attack_for:?}: {idle_opened} idle connections, 8 huge-header \
+         senders ({huge_n} connections cut off after {} MiB each on average, socket buffers \
+         included), 8 slowloris, 4 clients never reading; {} requests answered, latency p50 \
+         {p50:?} max {max:?}, after the load {after:?}; sluice RSS {} MiB before, {} MiB max, \
+         {} MiB after; threads {threads0} before, {max_threads} max, {threads_end} after",
+        huge_mib / huge_n,
         latencies.len(),
         rss0 / 1024,
         max_rss / 1024,
