@@ -4,9 +4,10 @@
 //! - `sluice demo [--dir DIR]`: the seed documents' file example on embedded defaults: writes a
 //!   few JSON files, streams them one file per trigger through a filter, prints each batch to the
 //!   console, writes them to parquet and reads the result back.
-//! - `sluice run PIPELINE.sql [--set NAME=VALUE]... [--progress human|json|none] [--ui ADDR]`:
-//!   runs a pipeline file (`sql_pipeline.rs`) until its queries finish or Ctrl-C, with a live
-//!   status line per query (`status.rs`) and, with `--ui`, a dashboard (`ui.rs`).
+//! - `sluice run PIPELINE.sql [--set NAME=VALUE]... [--progress human|json|none] [--ui ADDR
+//!   [--ui-token TOKEN]]`: runs a pipeline file (`sql_pipeline.rs`) until its queries finish or
+//!   Ctrl-C, with a live status line per query (`status.rs`) and, with `--ui`, a dashboard
+//!   (`ui.rs`; a non-loopback ADDR needs a token, `--ui-token` or `SLUICE_UI_TOKEN`).
 //! - `sluice run --pipeline file-to-parquet|windowed-count --input DIR --output DIR --checkpoint DIR
 //!   [--available-now]`: a built-in pipeline over JSON files (the chaos test's).
 //! - `sluice bench --workload windowed|stateless|overhead|decode|nexmark|latency ...`: benchmarks
@@ -68,7 +69,7 @@ enum Command {
     /// queries finish or Ctrl-C (after the current batch; twice: at once), or a built-in
     /// pipeline with --pipeline
     #[command(
-        override_usage = "sluice run PIPELINE.sql [--set NAME=VALUE]... [--progress MODE] [--ui ADDR]
+        override_usage = "sluice run PIPELINE.sql [--set NAME=VALUE]... [--progress MODE] [--ui ADDR [--ui-token TOKEN]]
        sluice run --pipeline NAME --input DIR --output DIR --checkpoint DIR [--available-now]",
         after_help = "Exit codes: 0 finished or stopped, 1 a query failed while running, 2 the \
                       pipeline file or the arguments are wrong."
@@ -132,9 +133,15 @@ pub struct RunArgs {
         requires = "file"
     )]
     pub progress: status::ProgressMode,
-    /// Serve a live dashboard at ADDR (host:port, or a port on 127.0.0.1; port 0 picks one)
+    /// Serve a live dashboard at ADDR (host:port, or a port on 127.0.0.1; port 0 picks one and
+    /// the address is printed). An address other than loopback (e.g. 0.0.0.0:4040) needs
+    /// --ui-token
     #[arg(long, value_name = "ADDR", requires = "file")]
     pub ui: Option<String>,
+    /// The token every dashboard request must carry (Authorization: Bearer TOKEN, or open
+    /// http://HOST:PORT/?token=TOKEN); default: $SLUICE_UI_TOKEN
+    #[arg(long, value_name = "TOKEN", requires = "ui")]
+    pub ui_token: Option<String>,
 
     /// A built-in pipeline over JSON files {"id": N, "ts": "...", "user": "..."} written to
     /// parquet (instead of a pipeline file)

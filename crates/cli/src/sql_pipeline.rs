@@ -44,6 +44,7 @@ pub fn run(file: &str, args: crate::RunArgs) -> Result<ExitCode, String> {
         set: vars,
         progress,
         ui: ui_addr,
+        ui_token,
         ..
     } = args;
     let mut pipeline = match Pipeline::from_file(file) {
@@ -73,7 +74,9 @@ pub fn run(file: &str, args: crate::RunArgs) -> Result<ExitCode, String> {
     session.add_listener(board.clone());
     let dashboard = match &ui_addr {
         Some(addr) => {
-            let dash = crate::ui::start(addr)?;
+            // The flag, else the environment (which keeps it out of `ps` listings).
+            let token = ui_token.or_else(|| std::env::var("SLUICE_UI_TOKEN").ok());
+            let dash = crate::ui::start(addr, token.as_deref())?;
             session.add_listener(dash.clone());
             Some(dash)
         }

@@ -63,6 +63,7 @@ fn every_subcommand_has_help_with_its_flags() {
                 "--set <NAME=VALUE>",
                 "--progress <MODE>",
                 "--ui <ADDR>",
+                "--ui-token <TOKEN>",
                 "--pipeline <NAME>",
                 "file-to-parquet",
                 "--input <DIR>",

@@ -10,6 +10,9 @@ mod support;
 // dashboard, and the Kafka pipelines (micro-batch and continuous).
 mod pipelines;
 
+// `sluice run --ui` under load: 5,000 idle connections, huge headers, clients that never read.
+mod dashboard;
+
 // SIGKILLed `sluice run` processes restarted on their checkpoint: every row exactly once.
 mod chaos;
 
