@@ -27,6 +27,7 @@
 //! | [`storage`] | every file call, on a local path or an object store (`s3://`, `gs://`, `abfss://`): Spark's `CheckpointFileManager` over Hadoop's `FileSystem`, with conditional creates, retries and counters |
 //! | [`state`] | the versioned state store contract (`StateStore`, `StateStoreProvider`) and the default provider under `state/<op>/<partition>/` |
 //! | [`testing`] | test hooks (feature `testing`): injected crashes and stops, no-ops without the feature |
+//! | [`redact`] | secrets are never printed: which option and conf keys are secrets (Spark's `spark.redaction.regex`, extended), the secret values the process was given, and `redact_text` on every message, log line and description on its way out |
 //! | [`time_text`] | timestamps as text, in Spark's two forms, and Spark's interval strings |
 //! | `value_text` | (crate-private) Spark's text of Arrow values, nested ones too: JSON as `to_json` and the JSON sink write it, and `show()`'s form |
 //! | `kafka_conf` | (crate-private, feature `kafka`) Spark's `kafka.*` client options (security protocol, SASL mechanism, JAAS text, trust and key stores) as librdkafka's settings |
@@ -67,6 +68,7 @@ pub mod pipeline;
 pub(crate) mod plan;
 pub mod progress;
 pub mod query;
+pub mod redact;
 pub mod schema;
 pub mod session;
 pub mod sink;
