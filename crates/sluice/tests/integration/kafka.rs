@@ -910,7 +910,7 @@ fn captured_logs() -> Arc<Mutex<Vec<String>>> {
     LINES
         .get_or_init(|| {
             let lines = Arc::new(Mutex::new(Vec::new()));
-            log::set_boxed_logger(Box::new(Capture(lines.clone())))
+            log::set_logger(Box::leak(Box::new(Capture(lines.clone()))))
                 .expect("no other logger in the integration tests");
             log::set_max_level(log::LevelFilter::Debug);
             lines
