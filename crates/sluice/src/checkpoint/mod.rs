@@ -241,7 +241,7 @@ pub fn recover_torn_tail(dir: &CheckpointDir) -> Result<Vec<PathBuf>> {
 /// checkpoint's lock, so no writer of this checkpoint is using them). Returns how many.
 pub fn remove_leftover_temp_files(dir: &CheckpointDir) -> Result<usize> {
     let mut dirs = vec![dir.offsets_dir(), dir.commits_dir()];
-    if let Ok(sources) = crate::storage::list_dir(&dir.sources_dir()) {
+    if let Ok(sources) = crate::storage::list_dir(dir.sources_dir()) {
         dirs.extend(sources.into_iter().filter(|e| e.is_dir).map(|e| e.path));
     }
     let mut removed = 0;

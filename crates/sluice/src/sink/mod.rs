@@ -51,7 +51,7 @@ pub trait SinkProvider: Debug + Send + Sync {
     /// Creates the running sink, once per query start (and once per side output).
     fn create_sink(&self, ctx: &SinkContext) -> Result<Box<dyn Sink>>;
     /// The directory the sink writes files into (file sinks), checked against the sources'.
-    fn output_dir(&self) -> Option<std::path::PathBuf> {
+    fn output_dir(&self) -> Option<PathBuf> {
         None
     }
     /// Whether the sink can run under `Trigger::Continuous` (memory, console, foreach, kafka).

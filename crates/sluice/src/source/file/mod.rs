@@ -219,7 +219,7 @@ impl SourceProvider for FileSourceProvider {
     fn format_name(&self) -> String {
         self.format.clone()
     }
-    fn listed_dir(&self) -> Option<std::path::PathBuf> {
+    fn listed_dir(&self) -> Option<PathBuf> {
         Some(self.location.dir.clone())
     }
 
