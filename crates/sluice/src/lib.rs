@@ -39,10 +39,10 @@
 //! on one framework: aggregation, deduplication, stream-stream join, flatMapGroupsWithState),
 //! and `sync` (poison-recovering locks).
 //!
-//! Dependencies run one way: the vocabulary (`types`, `error`, `conf`, `testing`, `time_text`)
-//! depends on nothing else here; sources and sinks are leaves; `state` knows ids and versions,
-//! never queries; `checkpoint` owns every byte under `offsets/` and `commits/`; `plan` turns
-//! plans into per-batch work; `query` is the only code that knows the *order* of things;
+//! Dependencies run one way: the vocabulary (`types`, `error`, `conf`, `testing`, `time_text`,
+//! `redact`) depends on nothing else here; sources and sinks are leaves; `state` knows ids and
+//! versions, never queries; `checkpoint` owns every byte under `offsets/` and `commits/`; `plan`
+//! turns plans into per-batch work; `query` is the only code that knows the *order* of things;
 //! `inspect` sits above `checkpoint` and `state`.
 //!
 //! The life of one micro-batch (see `ARCHITECTURE.md`): construct (latest offsets) -> write

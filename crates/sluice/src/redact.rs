@@ -333,6 +333,27 @@ mod tests {
     }
 
     #[test]
+    fn a_session_honours_a_user_set_redaction_regex() {
+        assert!(!is_secret_key("my.vault.zzlocker"));
+        // The secret conf first: the regex, set after it, still covers it.
+        let s = crate::Session::builder()
+            .config("my.vault.zzlocker", "locker-value-81")
+            .config(REDACTION_REGEX, "(?i)zzlocker")
+            .build()
+            .unwrap();
+        assert!(is_secret_key("my.vault.zzlocker"));
+        s.set_conf("other.zzlocker", "locker-value-82");
+        let e = crate::SluiceError::query("X", "got locker-value-81 and locker-value-82");
+        assert_eq!(e.message(), format!("got {REDACTED} and {REDACTED}"));
+        let bad = crate::Session::builder()
+            .config(REDACTION_REGEX, "(unclosed")
+            .build()
+            .err()
+            .expect("a regex that does not compile is refused");
+        assert_eq!(bad.class(), "INVALID_CONF_VALUE", "{bad}");
+    }
+
+    #[test]
     fn pairs_debug_hides_secret_values() {
         let pairs = vec![
             ("sasl.password".to_string(), "pw-in-debug".to_string()),

@@ -75,6 +75,10 @@ impl SessionBuilder {
                     ),
                 )
             })?;
+            // Confs set before the regex: their keys may be secrets by it.
+            for (k, v) in &self.conf {
+                crate::redact::remember_option(k, v);
+            }
         }
         let mut partitions = self.shuffle_partitions;
         if let Some(v) = self.conf.get(SHUFFLE_PARTITIONS) {
