@@ -148,8 +148,18 @@ pub fn redact_value<'a>(key: &str, value: &'a str) -> Cow<'a, str> {
 /// `text` with every remembered secret, and the value of every `secret-key=value` in it,
 /// replaced by [`REDACTED`].
 pub fn redact_text(text: &str) -> Cow<'_, str> {
-    // A copy: the key checks below take the lock again.
-    let values = KNOWN.read_unpoisoned().values.clone();
+    // Cheap when there is nothing to hide (errors may be built per record): only the secrets
+    // the text holds are copied (the key checks below take the lock again).
+    let values: Vec<String> = KNOWN
+        .read_unpoisoned()
+        .values
+        .iter()
+        .filter(|v| text.contains(v.as_str()))
+        .cloned()
+        .collect();
+    if values.is_empty() && !text.contains('=') {
+        return Cow::Borrowed(text);
+    }
     let known: Vec<&str> = values.iter().map(String::as_str).collect();
     let out = redact_text_with(text, &known);
     if out == text {
@@ -182,7 +192,7 @@ pub fn redact_text_with(text: &str, known_secrets: &[&str]) -> String {
             out = out.replace(s, REDACTED);
         }
     }
-    if ASSIGNMENT.is_match(&out) {
+    if out.contains('=') && ASSIGNMENT.is_match(&out) {
         out = ASSIGNMENT
             .replace_all(&out, |c: &regex::Captures<'_>| {
                 let (key, eq, value) = (&c[1], &c[2], &c[3]);
