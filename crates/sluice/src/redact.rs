@@ -355,11 +355,12 @@ mod tests {
         s.set_conf("other.zzlocker", "locker-value-82");
         let e = crate::SluiceError::query("X", "got locker-value-81 and locker-value-82");
         assert_eq!(e.message(), format!("got {REDACTED} and {REDACTED}"));
-        let bad = crate::Session::builder()
+        let Err(bad) = crate::Session::builder()
             .config(REDACTION_REGEX, "(unclosed")
             .build()
-            .err()
-            .expect("a regex that does not compile is refused");
+        else {
+            panic!("a regex that does not compile is refused");
+        };
         assert_eq!(bad.class(), "INVALID_CONF_VALUE", "{bad}");
     }
 
