@@ -37,7 +37,8 @@ impl Log for Logger {
 
     fn log(&self, record: &Record<'_>) {
         if self.filter.matches(record) {
-            crate::status::print_line(&line(record));
+            // Secrets are never printed (sluice::redact), whatever a library logs.
+            crate::status::print_line(&sluice::redact::redact_text(&line(record)));
         }
     }
 

@@ -102,6 +102,8 @@ impl ConnectError {
         } else {
             format!("[{}] {}", self.error_class, self.message)
         };
+        // Secrets are never printed (sluice::redact): the server's errors built from options.
+        let message = sluice::redact::redacted(message);
         let details = ErrorDetails::with_error_info(self.java_class, "org.apache.spark", metadata);
         Status::with_error_details(self.code, message, details)
     }
@@ -150,5 +152,25 @@ impl From<datafusion::error::DataFusionError> for ConnectError {
 impl From<arrow::error::ArrowError> for ConnectError {
     fn from(e: arrow::error::ArrowError) -> Self {
         ConnectError::new(java::INTERNAL, "INTERNAL_ERROR", e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error the server builds itself (not a `SluiceError`, whose message is redacted
+    /// already) never shows a secret the session was given, nor a `secret-key=value`.
+    #[test]
+    fn the_status_a_client_sees_shows_no_secret() {
+        sluice::redact::remember_option("kafka.sasl.jaas.config", "connect-jaas-secret-61");
+        let e = ConnectError::illegal_argument(
+            "cannot use connect-jaas-secret-61 with sasl.password=connect-pw-62",
+        );
+        let status = e.into_status();
+        let message = status.message();
+        assert!(!message.contains("connect-jaas-secret-61"), "{message}");
+        assert!(!message.contains("connect-pw-62"), "{message}");
+        assert!(message.contains(sluice::redact::REDACTED), "{message}");
     }
 }

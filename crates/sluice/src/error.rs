@@ -232,7 +232,6 @@ pub enum Fault {
 }
 
 /// The engine's error.
-#[derive(Debug)]
 pub struct SluiceError {
     fault: Fault,
     class: &'static str,
@@ -249,7 +248,8 @@ impl SluiceError {
         Self {
             fault,
             class,
-            message: message.into(),
+            // Secrets are never printed (see `redact`).
+            message: crate::redact::redact_text(&message.into()).into_owned(),
             source: None,
         }
     }
@@ -292,7 +292,7 @@ impl SluiceError {
     }
     /// Adds context in front of the message (e.g. "batch 3: ").
     pub fn context(mut self, ctx: impl fmt::Display) -> Self {
-        self.message = format!("{ctx}: {}", self.message);
+        self.message = crate::redact::redact_text(&format!("{ctx}: {}", self.message)).into_owned();
         self
     }
     /// Who is at fault for this error.
@@ -322,6 +322,22 @@ impl Clone for SluiceError {
     /// A copy with the same fault, class and message (the underlying source is not kept).
     fn clone(&self) -> Self {
         SluiceError::new(self.fault, self.class, self.message.clone())
+    }
+}
+
+impl fmt::Debug for SluiceError {
+    /// As derived, with the underlying error's text redacted too (see `redact`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = self
+            .source
+            .as_ref()
+            .map(|e| crate::redact::redacted(format!("{e:?}")));
+        f.debug_struct("SluiceError")
+            .field("fault", &self.fault)
+            .field("class", &self.class)
+            .field("message", &self.message)
+            .field("source", &source)
+            .finish()
     }
 }
 

@@ -8,7 +8,51 @@ use crate::error::{class, Result, SluiceError};
 
 /// The librdkafka settings of Spark's `kafka.*` options (`kafka.` removed from `options`' keys,
 /// lower-cased), `bootstrap.servers` included.
-pub(crate) fn client_settings(options: &[(String, String)]) -> Result<Vec<(String, String)>> {
+/// librdkafka settings (key, value) in order; their `Debug` never shows a secret's value (a
+/// `ClientConfig`'s `Debug` prints everything, so Sluice never prints one).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(crate) struct Settings(pub(crate) Vec<(String, String)>);
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::redact::Pairs(&self.0).fmt(f)
+    }
+}
+
+impl std::ops::Deref for Settings {
+    type Target = Vec<(String, String)>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Settings {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl<'a> IntoIterator for &'a Settings {
+    type Item = &'a (String, String);
+    type IntoIter = std::slice::Iter<'a, (String, String)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+pub(crate) fn client_settings(options: &[(String, String)]) -> Result<Settings> {
+    for (k, v) in options {
+        crate::redact::remember_option(k, v);
+    }
+    let out = translate(options)?;
+    // The password a JAAS text holds, alone (`sasl.password`): librdkafka may print it so.
+    for (k, v) in &out {
+        crate::redact::remember_option(k, v);
+    }
+    Ok(Settings(out))
+}
+
+fn translate(options: &[(String, String)]) -> Result<Vec<(String, String)>> {
     let get = |k: &str| {
         options
             .iter()
@@ -185,6 +229,17 @@ fn jaas(text: &str) -> Result<Vec<(String, String)>> {
                  .client.secret and .token.endpoint.url (librdkafka's names) instead",
             ))
         }
+        // Not a class name: the text starts with its options (or is not JAAS at all), and
+        // may start with the password itself.
+        _ if module.contains(['=', '"', '\'']) || !module.contains('.') => {
+            return Err(bad(
+                "kafka.sasl.jaas.config does not start with a login module class: write \
+                 org.apache.kafka.common.security.scram.ScramLoginModule (or \
+                 ...plain.PlainLoginModule) required username=\"..\" password=\"..\"; (the \
+                 text is not shown: it holds a secret)"
+                    .to_string(),
+            ))
+        }
         _ => {
             return Err(bad(format!(
                 "kafka.sasl.jaas.config names the login module {module:?}: Sluice reads \
@@ -309,7 +364,7 @@ pub(crate) fn refused(text: &str, client: &[(String, String)]) -> SluiceError {
 mod tests {
     use super::*;
 
-    fn settings(pairs: &[(&str, &str)]) -> Result<Vec<(String, String)>> {
+    fn settings(pairs: &[(&str, &str)]) -> Result<Settings> {
         client_settings(
             &pairs
                 .iter()
@@ -405,5 +460,30 @@ mod tests {
         )])
         .unwrap_err();
         assert!(e.message().contains("Krb5LoginModule"), "{e}");
+    }
+
+    #[test]
+    fn a_jaas_text_is_never_shown_even_when_it_starts_with_the_password() {
+        for text in [
+            r#"password="jaas-pw-first-1" username="u";"#,
+            r#"password=jaas-pw-first-1 username=u"#,
+            r#"required password="jaas-pw-first-1";"#,
+        ] {
+            let e = settings(&[("sasl.jaas.config", text)]).unwrap_err();
+            assert!(!e.to_string().contains("jaas-pw-first-1"), "{e}");
+            assert!(e.message().contains("login module class"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_password_of_a_jaas_text_is_remembered_as_a_secret() {
+        settings(&[(
+            "sasl.jaas.config",
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="only-the-pw-2";"#,
+        )])
+        .unwrap();
+        // librdkafka's texts could show `sasl.password` alone.
+        let text = "Client config error: only-the-pw-2 rejected";
+        assert!(!crate::redact::redact_text(text).contains("only-the-pw-2"));
     }
 }

@@ -22,6 +22,9 @@
 //! waits out its whole timeout. The context keeps the first such failure
 //! ([`KafkaLogContext::refused`]) and [`within`] runs a client call in short slices, failing as
 //! soon as one is recorded: a wrong password fails in about a second, naming the broker.
+//!
+//! Every text it logs or keeps goes through [`crate::redact::redact_text`]: a secret setting's
+//! value is never printed, whatever librdkafka writes.
 
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -160,7 +163,9 @@ fn without_thread(msg: &str) -> &str {
 /// One librdkafka log line (`level` is syslog's: 0 emerg .. 7 debug); a refused login is kept in
 /// `refused`.
 fn emit(level: i32, fac: &str, log_message: &str, refused: &Refused) {
-    let msg = without_thread(log_message);
+    // Secrets are never printed (librdkafka's `debug` lines may show settings).
+    let msg = crate::redact::redact_text(without_thread(log_message));
+    let msg = msg.as_ref();
     if fac == "FAIL" && is_refusal(msg) {
         record(refused, msg);
     }
@@ -178,14 +183,18 @@ impl ClientContext for KafkaLogContext {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
+        let reason = crate::redact::redact_text(reason);
+        let reason = reason.as_ref();
+        let code = error.rdkafka_error_code();
+        let error = crate::redact::redact_text(&error.to_string()).into_owned();
         if matches!(
-            error.rdkafka_error_code(),
+            code,
             Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SSL)
         ) && is_refusal(reason)
         {
             record(&self.refused, without_thread(reason));
         }
-        match error.rdkafka_error_code() {
+        match code {
             // Broker failures were logged as a FAIL line already (see the module doc).
             Some(
                 RDKafkaErrorCode::BrokerTransportFailure
@@ -214,11 +223,14 @@ impl ProducerContext for KafkaLogContext {
             if let Ok(mut u) = self.undelivered.lock() {
                 u.0 += 1;
                 if u.1.is_none() {
-                    u.1 = Some(format!(
-                        "{e} (topic {}, partition {})",
-                        msg.topic(),
-                        msg.partition()
-                    ));
+                    u.1 = Some(
+                        crate::redact::redact_text(&format!(
+                            "{e} (topic {}, partition {})",
+                            msg.topic(),
+                            msg.partition()
+                        ))
+                        .into_owned(),
+                    );
                 }
             }
         }

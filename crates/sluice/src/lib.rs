@@ -27,6 +27,7 @@
 //! | [`storage`] | every file call, on a local path or an object store (`s3://`, `gs://`, `abfss://`): Spark's `CheckpointFileManager` over Hadoop's `FileSystem`, with conditional creates, retries and counters |
 //! | [`state`] | the versioned state store contract (`StateStore`, `StateStoreProvider`) and the default provider under `state/<op>/<partition>/` |
 //! | [`testing`] | test hooks (feature `testing`): injected crashes and stops, no-ops without the feature |
+//! | [`redact`] | secrets are never printed: which option and conf keys are secrets (Spark's `spark.redaction.regex`, extended), the secret values the process was given, and `redact_text` on every message, log line and description on its way out |
 //! | [`time_text`] | timestamps as text, in Spark's two forms, and Spark's interval strings |
 //! | `value_text` | (crate-private) Spark's text of Arrow values, nested ones too: JSON as `to_json` and the JSON sink write it, and `show()`'s form |
 //! | `kafka_conf` | (crate-private, feature `kafka`) Spark's `kafka.*` client options (security protocol, SASL mechanism, JAAS text, trust and key stores) as librdkafka's settings |
@@ -38,10 +39,10 @@
 //! on one framework: aggregation, deduplication, stream-stream join, flatMapGroupsWithState),
 //! and `sync` (poison-recovering locks).
 //!
-//! Dependencies run one way: the vocabulary (`types`, `error`, `conf`, `testing`, `time_text`)
-//! depends on nothing else here; sources and sinks are leaves; `state` knows ids and versions,
-//! never queries; `checkpoint` owns every byte under `offsets/` and `commits/`; `plan` turns
-//! plans into per-batch work; `query` is the only code that knows the *order* of things;
+//! Dependencies run one way: the vocabulary (`types`, `error`, `conf`, `testing`, `time_text`,
+//! `redact`) depends on nothing else here; sources and sinks are leaves; `state` knows ids and
+//! versions, never queries; `checkpoint` owns every byte under `offsets/` and `commits/`; `plan`
+//! turns plans into per-batch work; `query` is the only code that knows the *order* of things;
 //! `inspect` sits above `checkpoint` and `state`.
 //!
 //! The life of one micro-batch (see `ARCHITECTURE.md`): construct (latest offsets) -> write
@@ -67,6 +68,7 @@ pub mod pipeline;
 pub(crate) mod plan;
 pub mod progress;
 pub mod query;
+pub mod redact;
 pub mod schema;
 pub mod session;
 pub mod sink;

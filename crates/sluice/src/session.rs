@@ -58,11 +58,28 @@ impl SessionBuilder {
     }
     /// Any Spark-style conf (`spark.sql.streaming.minBatchesToRetain`, ...).
     pub fn config(mut self, key: impl Into<String>, value: impl ToString) -> Self {
-        self.conf.insert(key.into(), value.to_string());
+        let (key, value) = (key.into(), value.to_string());
+        crate::redact::remember_option(&key, &value);
+        self.conf.insert(key, value);
         self
     }
     /// Creates the session: its DataFusion context (Spark dialect and functions) and runtime.
     pub fn build(self) -> Result<Session> {
+        if let Some(v) = self.conf.get(crate::redact::REDACTION_REGEX) {
+            crate::redact::add_redaction_regex(v).map_err(|e| {
+                SluiceError::query(
+                    class::INVALID_CONF_VALUE,
+                    format!(
+                        "{} is not a regular expression: {e}",
+                        crate::redact::REDACTION_REGEX
+                    ),
+                )
+            })?;
+            // Confs set before the regex: their keys may be secrets by it.
+            for (k, v) in &self.conf {
+                crate::redact::remember_option(k, v);
+            }
+        }
         let mut partitions = self.shuffle_partitions;
         if let Some(v) = self.conf.get(SHUFFLE_PARTITIONS) {
             partitions = crate::conf::parse_partitions(v)?;
@@ -243,6 +260,7 @@ impl Session {
     /// Sets a conf value (Spark's `spark.conf.set`); queries started afterwards see it.
     pub fn set_conf(&self, key: impl Into<String>, value: impl ToString) {
         let (key, value) = (key.into(), value.to_string());
+        crate::redact::remember_option(&key, &value);
         if key == crate::conf::ANSI_ENABLED {
             // A bad value is refused when a query starts (`StreamingConf`).
             if let Ok(ansi) = ansi_conf(Some(&value)) {
@@ -406,7 +424,9 @@ impl DataStreamReader {
     }
     /// A source option (`maxFilesPerTrigger`, `mode`, `header`, ...).
     pub fn option(mut self, key: impl Into<String>, value: impl ToString) -> Self {
-        self.options.insert(key.into(), value.to_string());
+        let (key, value) = (key.into(), value.to_string());
+        crate::redact::remember_option(&key, &value);
+        self.options.insert(key, value);
         self
     }
     /// Several source options at once, as with [`DataStreamReader::option`].
@@ -415,7 +435,9 @@ impl DataStreamReader {
         opts: impl IntoIterator<Item = (K, V)>,
     ) -> Self {
         for (k, v) in opts {
-            self.options.insert(k.into(), v.to_string());
+            let (k, v) = (k.into(), v.to_string());
+            crate::redact::remember_option(&k, &v);
+            self.options.insert(k, v);
         }
         self
     }
@@ -476,7 +498,9 @@ impl DataFrameReader {
     }
     /// A read option of the format (`header`, `sep` for CSV; Spark's reader options).
     pub fn option(mut self, key: impl Into<String>, value: impl ToString) -> Self {
-        self.options.insert(key.into(), value.to_string());
+        let (key, value) = (key.into(), value.to_string());
+        crate::redact::remember_option(&key, &value);
+        self.options.insert(key, value);
         self
     }
     /// Reads a source that takes no path: `format("kafka")` with its options (Spark's `load()`;

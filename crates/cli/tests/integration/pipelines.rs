@@ -933,4 +933,95 @@ fn a_changed_shuffle_partitions_is_kept_from_the_checkpoint_with_a_warning() {
         !root.path().join("checkpoint/state/0/4").exists(),
         "still 2 partitions"
     );
+
+/// Issue 18 part 10: `${VAR}`s whose names look secret, from the environment, never show in
+/// `--progress json`, the log lines (`RUST_LOG=debug`), `sluice checkpoint describe` (text and
+/// JSON) or an error, nor in `query.json`.
+#[test]
+fn secret_variables_never_show_in_progress_logs_describe_or_errors() {
+    let root = tempfile::tempdir().unwrap();
+    let token = "cli-dir-token-71";
+    let s3_secret = "cli-s3-secret-72";
+    let kafka_pw = "cli-kafka-pw-73";
+    let events = root.path().join("events");
+    add_file(&events.join(token), "1.json", &ts_events(&["12:01"]), None);
+    let ck = root.path().join("ck");
+    let file = root.path().join("secrets.sql");
+    std::fs::write(
+        &file,
+        "SET 'spark.hadoop.fs.s3a.secret.key' = '${SLUICE_TEST_S3_SECRET}';
+CREATE TABLE events (ts TIMESTAMP, user STRING)
+  WITH (connector = 'filesystem', path = '${events}/${SLUICE_TEST_DIR_TOKEN}', format = 'json');
+CREATE SINK out WITH (connector = 'noop', trigger = 'available-now', checkpoint = '${ck}') AS
+SELECT user FROM events;",
+    )
+    .unwrap();
+    let out = sluice_run(
+        &file,
+        &[
+            ("events", events.display().to_string()),
+            ("ck", ck.display().to_string()),
+        ],
+    )
+    .env("SLUICE_TEST_DIR_TOKEN", token)
+    .env("SLUICE_TEST_S3_SECRET", s3_secret)
+    .env("RUST_LOG", "debug")
+    .args(["--progress", "json"])
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let progress = stdout.lines().find(|l| l.starts_with('{')).unwrap_or("");
+    assert!(
+        progress.contains("FileStreamSource[") && progress.contains("*********(redacted)"),
+        "the source's description, redacted: {stdout}"
+    );
+    let describe = |json: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        c.args(["checkpoint", "describe"]).arg(&ck);
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let shape = std::fs::read_to_string(ck.join("sluice").join("query.json")).unwrap();
+    for (what, text) in [
+        ("stdout", stdout.clone()),
+        ("stderr", stderr.clone()),
+        ("describe", describe(false)),
+        ("describe --json", describe(true)),
+        ("query.json", shape),
+    ] {
+        assert!(!text.contains(token), "{what}: {text}");
+        assert!(!text.contains(s3_secret), "{what}: {text}");
+    }
+
+    // An error: a JAAS text that starts with the password is refused, never shown.
+    std::fs::write(
+        &file,
+        "CREATE TABLE k WITH (connector = 'kafka', 'kafka.bootstrap.servers' = '127.0.0.1:1',
+  subscribe = 't', 'kafka.security.protocol' = 'SASL_SSL', 'kafka.sasl.mechanism' = 'PLAIN',
+  'kafka.sasl.jaas.config' = '${SLUICE_TEST_KAFKA_JAAS}');
+CREATE SINK out WITH (connector = 'noop', trigger = 'available-now') AS SELECT value FROM k;",
+    )
+    .unwrap();
+    let out = sluice_run(&file, &[])
+        .env(
+            "SLUICE_TEST_KAFKA_JAAS",
+            format!(r#"password="{kafka_pw}" username="u";"#),
+        )
+        .env("RUST_LOG", "debug")
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(all.contains("kafka.sasl.jaas.config"), "{all}");
+    assert!(!all.contains(kafka_pw), "{all}");
 }

@@ -209,7 +209,7 @@ impl<'a> Planner<'a> {
 
     /// Runs SQL in the session.
     pub(crate) fn sql(&self, text: &str) -> Result<StreamFrame> {
-        log::debug!("plan SQL: {text}");
+        log::debug!("plan SQL: {}", sluice::redact::redact_text(text));
         Ok(self.session.sluice.sql(text)?)
     }
 

@@ -177,7 +177,8 @@ pub fn describe_checkpoint(dir: &Path) -> Result<CheckpointDescription> {
             SourceDescription {
                 index: i,
                 kind: recorded.map(|(k, _)| k.clone()),
-                description: recorded.map(|(_, d)| d.clone()),
+                // A checkpoint written before secrets were redacted may hold one.
+                description: recorded.map(|(_, d)| crate::redact::redacted(d.clone())),
                 offset: latest
                     .as_ref()
                     .and_then(|(_, o)| o.offsets.get(i).cloned().flatten()),
@@ -207,7 +208,7 @@ pub fn describe_checkpoint(dir: &Path) -> Result<CheckpointDescription> {
         sources,
         sink: shape.map(|s| SinkDescription {
             kind: s.sink_kind,
-            description: s.sink_description,
+            description: crate::redact::redacted(s.sink_description),
         }),
         conf: latest.map(|(_, o)| o.metadata.conf).unwrap_or_default(),
         operators,

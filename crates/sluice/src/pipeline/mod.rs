@@ -53,6 +53,12 @@
 //! an error at the option. Paths are used as they are: a relative path is relative to the
 //! working directory, as in Spark. Queries are not substituted.
 //!
+//! A variable whose name looks secret (`KAFKA_PASSWORD`, `S3_SECRET`, `API_TOKEN`,
+//! `AWS_SECRET_ACCESS_KEY`: [`crate::redact::is_secret_variable`]) is a secret wherever it is
+//! substituted, and so is every option whose key names one (`kafka.sasl.jaas.config`, ...): its
+//! value is never printed, in errors, progress, `query.json`, `sluice checkpoint describe` or
+//! logs (see [`crate::redact`]).
+//!
 //! ## Errors
 //!
 //! Every error in a pipeline file names `file:line:column` and shows the line: syntax errors
@@ -492,7 +498,13 @@ impl Pipeline {
                 .or_else(|| std::env::var(name).ok())
                 .or_else(|| default.map(str::to_string));
             match v {
-                Some(v) => out.push_str(&v),
+                Some(v) => {
+                    // A secret by its name: never printed (see `redact`).
+                    if crate::redact::is_secret_variable(name) {
+                        crate::redact::remember(&v);
+                    }
+                    out.push_str(&v)
+                }
                 None => {
                     return Err(self.error(
                         class::PIPELINE_UNDEFINED_VARIABLE,

@@ -788,3 +788,88 @@ SELECT word, count(*) AS n FROM lines LATERAL VIEW explode(split(value, ' ')) t 
     }
     p.await_termination(&queries, || true).unwrap();
 }
+
+/// Issue 18 part 10: a variable whose name looks secret, substituted anywhere (here into a
+/// source path, a `SET` of the S3 secret key and a Kafka JAAS option), never shows in
+/// `query.json`, progress, `sluice checkpoint describe` or errors.
+#[test]
+fn secret_variables_are_never_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "pipeline-dir-token-53";
+    let s3_secret = "pipeline-s3-secret-54";
+    let input = dir.path().join("in");
+    write_events(&input.join(token));
+    let ck = dir.path().join("ck");
+    let text = "SET 'spark.hadoop.fs.s3a.secret.key' = '${S3_SECRET}';
+CREATE TABLE events (ts TIMESTAMP, user STRING, amount DOUBLE)
+WITH (connector = 'filesystem', path = '${input}/${DIR_TOKEN}', format = 'json');
+CREATE SINK rows_out WITH (connector = 'memory', trigger = 'available-now', checkpoint = '${ck}') AS
+SELECT user FROM events;";
+    let mut p = parse(text);
+    p.set_variable("input", input.display().to_string());
+    p.set_variable("ck", ck.display().to_string());
+    p.set_variable("DIR_TOKEN", token);
+    p.set_variable("S3_SECRET", s3_secret);
+    let s = p.session_builder().unwrap().build().unwrap();
+    let queries = p.start(&s).unwrap_or_else(|e| panic!("{e}"));
+    p.await_termination(&queries, || false)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rows(&s, "SELECT * FROM rows_out"), ["a", "a", "b"]);
+    let progress = queries[0].last_progress().unwrap().json();
+    let shape = std::fs::read_to_string(ck.join("sluice").join("query.json")).unwrap();
+    let described = crate::inspect::describe_checkpoint(&ck).unwrap();
+    let description = format!(
+        "{}\n{}",
+        described.to_text(),
+        serde_json::to_string(&described.to_json()).unwrap()
+    );
+    for (what, out) in [
+        ("progress", &progress),
+        ("query.json", &shape),
+        ("describe", &description),
+    ] {
+        assert!(!out.contains(token), "{what}: {out}");
+        assert!(!out.contains(s3_secret), "{what}: {out}");
+        assert!(out.contains(crate::redact::REDACTED), "{what}: {out}");
+    }
+
+    // An error naming the secret path: a file sink into the source's folder.
+    let mut p = parse(
+        "CREATE TABLE events (ts TIMESTAMP, user STRING, amount DOUBLE)
+WITH (connector = 'filesystem', path = '${input}/${DIR_TOKEN}', format = 'json');
+CREATE SINK loop_out WITH (connector = 'filesystem', format = 'json', path = '${input}/${DIR_TOKEN}', trigger = 'available-now', checkpoint = '${ck}2') AS
+SELECT user FROM events;",
+    );
+    p.set_variable("input", input.display().to_string());
+    p.set_variable("ck", ck.display().to_string());
+    p.set_variable("DIR_TOKEN", token);
+    let e = match p.start(&session()) {
+        Ok(q) => p.await_termination(&q, || false).unwrap_err(),
+        Err(e) => e,
+    };
+    assert!(!format!("{e} {e:?}").contains(token), "{e}");
+    assert!(e.to_string().contains(crate::redact::REDACTED), "{e}");
+}
+
+/// The JAAS text of a Kafka source from a secret variable, malformed so that it is refused:
+/// the error never shows it (it started with the password, and was printed as the module).
+#[cfg(feature = "kafka")]
+#[test]
+fn a_refused_jaas_variable_is_never_printed() {
+    let mut p = parse(
+        "CREATE TABLE k WITH (connector = 'kafka', 'kafka.bootstrap.servers' = '127.0.0.1:1',
+  subscribe = 't', 'kafka.security.protocol' = 'SASL_SSL', 'kafka.sasl.mechanism' = 'PLAIN',
+  'kafka.sasl.jaas.config' = '${KAFKA_JAAS}');
+CREATE SINK out WITH (connector = 'memory', trigger = 'available-now') AS SELECT value FROM k;",
+    );
+    p.set_variable(
+        "KAFKA_JAAS",
+        r#"password="pipeline-kafka-pw-55" username="u";"#,
+    );
+    let e = p.start(&session()).unwrap_err();
+    assert!(
+        !format!("{e} {e:?}").contains("pipeline-kafka-pw-55"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("kafka.sasl.jaas.config"), "{e}");
+}

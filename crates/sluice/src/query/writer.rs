@@ -57,7 +57,9 @@ impl DataStreamWriter {
     /// A sink or query option (`path`, `checkpointLocation`, `numRows`, ...). Keys are
     /// case-insensitive, as in Spark.
     pub fn option(mut self, key: impl Into<String>, value: impl ToString) -> Self {
-        self.options.insert(key.into(), value.to_string());
+        let (key, value) = (key.into(), value.to_string());
+        crate::redact::remember_option(&key, &value);
+        self.options.insert(key, value);
         self
     }
     /// Several options at once, as with [`DataStreamWriter::option`].
@@ -66,7 +68,9 @@ impl DataStreamWriter {
         opts: impl IntoIterator<Item = (K, V)>,
     ) -> Self {
         for (k, v) in opts {
-            self.options.insert(k.into(), v.to_string());
+            let (k, v) = (k.into(), v.to_string());
+            crate::redact::remember_option(&k, &v);
+            self.options.insert(k, v);
         }
         self
     }

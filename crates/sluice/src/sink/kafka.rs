@@ -43,7 +43,7 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// The definition of a Kafka sink.
 #[derive(Debug, Clone)]
 pub struct KafkaSinkProvider {
-    client: Vec<(String, String)>,
+    client: crate::kafka_conf::Settings,
     topic: Option<String>,
     exactly_once: bool,
     /// How long a batch waits for its records' delivery.
@@ -239,7 +239,7 @@ fn failure(
 struct KafkaSink {
     producer: ThreadedProducer<KafkaLogContext>,
     /// The librdkafka settings (for error messages).
-    client: Vec<(String, String)>,
+    client: crate::kafka_conf::Settings,
     delivery_timeout: Duration,
     #[cfg(feature = "testing")]
     pause_in_transaction: Option<Duration>,

@@ -97,8 +97,10 @@ where
             Err(e) if is_transient(&e) && retries < policy.max_retries => {
                 retries += 1;
                 METRICS.retries.fetch_add(1, Ordering::Relaxed);
+                // Secrets are never printed (an error may echo a signed URL or a key).
                 log::warn!(
-                    "object store request failed ({e}); retry {retries} of {} in {} ms",
+                    "object store request failed ({}); retry {retries} of {} in {} ms",
+                    crate::redact::redact_text(&e.to_string()),
                     policy.max_retries,
                     delay.as_millis()
                 );

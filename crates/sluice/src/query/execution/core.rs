@@ -207,7 +207,7 @@ impl StreamExecution {
             hooks: TestHooks::from_session(&spec.session),
             batches_this_run: 0,
             sink,
-            sink_description: spec.sink.description(),
+            sink_description: crate::redact::redacted(spec.sink.description()),
             progress: ProgressReporter::new(
                 shared.clone(),
                 spec.session.listeners(),
@@ -561,10 +561,15 @@ pub(crate) fn check_query_shape(
         &crate::checkpoint::shape::QueryShape {
             sources: relations
                 .iter()
-                .map(|(_, p)| (p.kind().to_string(), p.description()))
+                .map(|(_, p)| {
+                    (
+                        p.kind().to_string(),
+                        crate::redact::redacted(p.description()),
+                    )
+                })
                 .collect(),
             sink_kind: sink.kind().to_string(),
-            sink_description: sink.description(),
+            sink_description: crate::redact::redacted(sink.description()),
         },
     )
 }

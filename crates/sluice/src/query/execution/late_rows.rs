@@ -42,7 +42,7 @@ impl LateRowsSink {
         Ok(Self {
             sink: core.create_side_sink(provider.as_ref(), core.checkpoint.late_rows_dir())?,
             schema,
-            description: provider.description(),
+            description: crate::redact::redacted(provider.description()),
         })
     }
 

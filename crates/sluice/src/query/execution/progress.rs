@@ -111,7 +111,7 @@ pub(crate) fn source_rows<'a>(
     (providers.zip(ranges).zip(read))
         .map(
             |((provider, (start_offset, end_offset)), (rows, metrics))| SourceRows {
-                description: provider.description(),
+                description: crate::redact::redacted(provider.description()),
                 start_offset,
                 end_offset,
                 rows,

@@ -106,7 +106,7 @@ enum Subscription {
 #[derive(Debug, Clone)]
 pub struct KafkaSourceProvider {
     subscription: Subscription,
-    client: Vec<(String, String)>,
+    client: crate::kafka_conf::Settings,
     starting: OffsetSpec,
     /// Batch reads: where they end.
     ending: OffsetSpec,
@@ -967,6 +967,38 @@ impl Source for KafkaSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `ClientConfig`'s (and so the settings') `Debug` printed every value, the JAAS password
+    /// and `kafka.ssl.key.password` among them.
+    #[test]
+    fn the_debug_of_a_kafka_source_and_sink_shows_no_secret() {
+        let options: HashMap<String, String> = [
+            ("subscribe", "t"),
+            ("kafka.bootstrap.servers", "127.0.0.1:9092"),
+            ("kafka.security.protocol", "SASL_SSL"),
+            ("kafka.sasl.mechanism", "PLAIN"),
+            (
+                "kafka.sasl.jaas.config",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="debug-pw-77";"#,
+            ),
+            ("kafka.ssl.key.password", "key-pw-78"),
+            ("topic", "t"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let source = format!("{:?}", KafkaSourceProvider::try_new(&options).unwrap());
+        let sink = format!(
+            "{:?}",
+            crate::sink::kafka::KafkaSinkProvider::try_new(&options).unwrap()
+        );
+        for text in [source, sink] {
+            assert!(!text.contains("debug-pw-77"), "{text}");
+            assert!(!text.contains("key-pw-78"), "{text}");
+            assert!(text.contains(crate::redact::REDACTED), "{text}");
+            assert!(text.contains("127.0.0.1:9092"), "{text}");
+        }
+    }
 
     #[test]
     fn offsets_round_trip_as_sparks_json() {
