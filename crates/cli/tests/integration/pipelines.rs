@@ -933,6 +933,7 @@ fn a_changed_shuffle_partitions_is_kept_from_the_checkpoint_with_a_warning() {
         !root.path().join("checkpoint/state/0/4").exists(),
         "still 2 partitions"
     );
+}
 
 /// Issue 18 part 10: `${VAR}`s whose names look secret, from the environment, never show in
 /// `--progress json`, the log lines (`RUST_LOG=debug`), `sluice checkpoint describe` (text and
