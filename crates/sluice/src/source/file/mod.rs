@@ -14,7 +14,7 @@
 //! file read before is listed with another size or modification time), plus the format's
 //! parsing options (see [`format`]).
 //!
-//! Listing a local folder goes through a cache ([`listing::ListingCache`]): a trigger reads
+//! Listing a local folder goes through a cache (`listing::ListingCache`): a trigger reads
 //! the folder's names only when it changed and stats only new, replaced or recently modified
 //! files, so its cost follows the new files rather than every file in the folder.
 
