@@ -1115,6 +1115,28 @@ fn produce_timed(topic: &str, partitions: i32, n: i64, base: i64) {
         }
     }
     p.flush(Duration::from_secs(30)).unwrap();
+    // The producer's context drops delivery errors: check that every record is in the topic
+    // before the test looks records up by time.
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    for part in 0..partitions {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, high) = c
+                .fetch_watermarks(topic, part, Duration::from_secs(10))
+                .unwrap();
+            if high >= n {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{topic}-{part} holds {high} of the {n} records produced"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 /// The values of a batch read of `topic` with `options`, sorted.

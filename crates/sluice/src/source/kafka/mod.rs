@@ -676,10 +676,30 @@ impl KafkaSource {
             tpl.add_partition_offset(t, *p, KOffset::Offset(*ts))
                 .map_err(|e| self.err("cannot look up offsets by time", e))?;
         }
-        let got = within(self.consumer.context(), TIMEOUT, |t| {
-            self.consumer.offsets_for_times(tpl.clone(), t)
-        })
-        .map_err(|f| self.fail("cannot look up offsets by time", f))?;
+        // A partition whose lookup failed (its leader moving, a request timing out under load)
+        // comes back with an error and no offset: asked again, never taken as "no record that
+        // recent", which would fail the query or, with the `latest` strategy, skip records.
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        let got = loop {
+            let got = within(self.consumer.context(), TIMEOUT, |t| {
+                self.consumer.offsets_for_times(tpl.clone(), t)
+            })
+            .map_err(|f| self.fail("cannot look up offsets by time", f))?;
+            let failed: Vec<String> = wanted
+                .iter()
+                .filter_map(|(t, p, _)| {
+                    let e = got.find_partition(t, *p)?.error().err()?;
+                    Some(format!("{t}-{p}: {e}"))
+                })
+                .collect();
+            if failed.is_empty() {
+                break got;
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(self.err("cannot look up offsets by time", failed.join(", ")));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
         Ok(wanted
             .iter()
             .map(
