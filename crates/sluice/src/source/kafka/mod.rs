@@ -679,7 +679,7 @@ impl KafkaSource {
         // A partition whose lookup failed (its leader moving, a request timing out under load)
         // comes back with an error and no offset: asked again, never taken as "no record that
         // recent", which would fail the query or, with the `latest` strategy, skip records.
-        let deadline = std::time::Instant::now() + TIMEOUT;
+        let deadline = Instant::now() + TIMEOUT;
         let got = loop {
             let got = within(self.consumer.context(), TIMEOUT, |t| {
                 self.consumer.offsets_for_times(tpl.clone(), t)
@@ -695,7 +695,7 @@ impl KafkaSource {
             if failed.is_empty() {
                 break got;
             }
-            if std::time::Instant::now() >= deadline {
+            if Instant::now() >= deadline {
                 return Err(self.err("cannot look up offsets by time", failed.join(", ")));
             }
             std::thread::sleep(Duration::from_millis(200));
