@@ -75,10 +75,10 @@ fn non_reader(host: &str, n: usize) -> Option<TcpStream> {
     Some(s)
 }
 
-#[test]
-fn the_dashboard_under_load_answers_within_bounds() {
-    let root = tempfile::tempdir().unwrap();
-    let file = root.path().join("rate.sql");
+/// A pipeline that runs until stopped: ten rows of `rate-micro-batch` every 100 ms into `noop`,
+/// its checkpoint given as `--set checkpoint=...`.
+fn rate_pipeline(root: &std::path::Path) -> std::path::PathBuf {
+    let file = root.join("rate.sql");
     std::fs::write(
         &file,
         "CREATE TABLE ticks (timestamp TIMESTAMP, value BIGINT) \
@@ -87,6 +87,13 @@ fn the_dashboard_under_load_answers_within_bounds() {
          checkpoint = '${checkpoint}') AS SELECT value FROM ticks;\n",
     )
     .unwrap();
+    file
+}
+
+#[test]
+fn the_dashboard_under_load_answers_within_bounds() {
+    let root = tempfile::tempdir().unwrap();
+    let file = rate_pipeline(root.path());
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", &file.display().to_string(), "--progress", "none"])
         .args(["--ui", "127.0.0.1:0"])
@@ -281,15 +288,7 @@ fn the_dashboard_under_load_answers_within_bounds() {
 #[test]
 fn a_dashboard_beyond_loopback_needs_a_token() {
     let root = tempfile::tempdir().unwrap();
-    let file = root.path().join("rate.sql");
-    std::fs::write(
-        &file,
-        "CREATE TABLE ticks (timestamp TIMESTAMP, value BIGINT) \
-         WITH (connector = 'rate-micro-batch', rowsPerBatch = '10');\n\
-         CREATE SINK out WITH (connector = 'noop', 'trigger' = 'processing-time 100 milliseconds', \
-         checkpoint = '${checkpoint}') AS SELECT value FROM ticks;\n",
-    )
-    .unwrap();
+    let file = rate_pipeline(root.path());
     let run = |token_flag: Option<&str>, token_env: Option<&str>| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
         c.args(["run", &file.display().to_string(), "--progress", "none"])

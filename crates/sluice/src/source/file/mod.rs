@@ -245,7 +245,12 @@ impl SourceProvider for FileSourceProvider {
             )
         })?;
         log.check_complete()?;
-        log.check_readable()?;
+        // Every live log file is read once here; only when one does not parse is it looked for
+        // again, to name it with the fix that keeps rows.
+        let entries = log.all_entries().or_else(|e| {
+            log.check_readable()?;
+            Err(e)
+        })?;
         let current = match log.latest_id()? {
             Some(id) => i64::try_from(id).map_err(|_| {
                 SluiceError::checkpoint(
@@ -267,7 +272,7 @@ impl SourceProvider for FileSourceProvider {
             self.stream.max_file_age_ms
         };
         let mut seen = SeenFiles::new(max_age, self.stream.file_name_only);
-        for e in log.all_entries()? {
+        for e in entries {
             seen.add(&e.path, e.timestamp, e.size);
         }
         seen.purge();
