@@ -67,6 +67,10 @@ pub struct BenchArgs {
     /// latency: how long to measure
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub seconds: u64,
+    /// windowed|stateless|overhead: a session conf for the query (repeatable), e.g.
+    /// `--conf sluice.memory.limit=512m`
+    #[arg(long = "conf", value_name = "KEY=VALUE")]
+    pub conf: Vec<String>,
     /// latency: rows (records) per second
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub rows_per_second: i64,
@@ -111,6 +115,7 @@ pub fn bench(args: BenchArgs) -> Result<(), String> {
         events_per_batch,
         export,
         bids_from,
+        conf,
         ..
     } = args;
     let workdir = workdir.unwrap_or_else(|| {
@@ -216,7 +221,17 @@ pub fn bench(args: BenchArgs) -> Result<(), String> {
     let rss = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let run = || -> sluice::Result<(f64, Vec<sluice::StreamingQueryProgress>)> {
         let rss_in = rss.clone();
-        let session = Session::builder().shuffle_partitions(2).build()?;
+        let mut builder = Session::builder().shuffle_partitions(2);
+        for kv in &conf {
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(sluice::SluiceError::query(
+                    "INVALID_CONF_VALUE",
+                    format!("--conf takes KEY=VALUE, got {kv:?}"),
+                ));
+            };
+            builder = builder.config(k.trim(), v.trim());
+        }
+        let session = builder.build()?;
         let events = session
             .read_stream()
             .format("json")

@@ -215,16 +215,34 @@ struct ConformanceArgs {
     paths: Vec<PathBuf>,
 }
 
-/// mimalloc's `mi_option_purge_delay` (the 16th entry of `mi_option_e` in mimalloc.h, v2 and
-/// v3; the Rust bindings do not name it).
+/// mimalloc's `mi_option_arena_eager_commit` and `mi_option_purge_delay` (the 5th and 16th
+/// entries of `mi_option_e` in mimalloc.h, v2 and v3; the Rust bindings do not name them).
+const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 fn main() -> ExitCode {
-    // Keep freed memory committed instead of returning it to the OS 10 ms later: each batch
-    // reuses the previous batch's buffers rather than faulting fresh zeroed pages in (windowed
-    // benchmark: 0.38 s -> 0.12 s of system time, same peak RSS; BENCHMARKS.md).
-    // SAFETY: sets a process-wide allocator option; no allocation invariants are involved.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    // Memory bounded by sluice.memory.limit, not by the batch: mimalloc commits its arenas as
+    // pages are used rather than whole up front (on Linux's overcommit it commits them eagerly,
+    // and transparent huge pages then make untouched parts resident), and returns freed memory
+    // to the OS 10 ms after it was freed (mimalloc v3's default is 1 s; before, Sluice kept it
+    // for ever, which saved 0.26 s of system time in the windowed benchmark). Either way every
+    // thread's high water stayed resident: one 140 MB batch under a 32 MiB budget peaked at
+    // 157 MiB of anonymous memory, 78 MiB with these settings (debug build, the query of
+    // crates/cli/tests/integration/memory.rs). MIMALLOC_* variables in the environment win.
+    let options = [
+        (
+            "MIMALLOC_ARENA_EAGER_COMMIT",
+            MI_OPTION_ARENA_EAGER_COMMIT,
+            0,
+        ),
+        ("MIMALLOC_PURGE_DELAY", MI_OPTION_PURGE_DELAY, 10),
+    ];
+    for (env, option, value) in options {
+        if std::env::var_os(env).is_none() {
+            // SAFETY: sets a process-wide allocator option; no allocation invariants involved.
+            unsafe { libmimalloc_sys::mi_option_set(option, value) };
+        }
+    }
     // `--help`, `--version` and bad arguments exit here (0, 0, 2).
     let cli = Cli::parse();
     logger::install();

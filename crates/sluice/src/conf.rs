@@ -52,6 +52,14 @@ pub const FILE_SOURCE_LOG_DELETION: &str = "spark.sql.streaming.fileSource.log.d
 /// `spark.sql.streaming.fileSource.log.cleanupDelay`: the same for the file source's log.
 pub const FILE_SOURCE_LOG_CLEANUP_DELAY: &str = "spark.sql.streaming.fileSource.log.cleanupDelay";
 
+/// `sluice.memory.limit`: the memory one query's batches may use (bytes, or Spark's byte strings
+/// `512k`, `256m`, `2g`): a batch's input is read in pieces of this budget, output files are
+/// written as they fill, and DataFusion's operators that buffer (sorts, aggregations, join build
+/// sides) spill to disk past their share. Sluice only; Spark bounds a task by its executor's
+/// memory instead.
+pub const MEMORY_LIMIT: &str = "sluice.memory.limit";
+/// [`MEMORY_LIMIT`]'s default: 256 MiB.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 256 << 20;
 /// Spark's default of [`MIN_BATCHES_TO_RETAIN`].
 pub const DEFAULT_MIN_BATCHES_TO_RETAIN: u64 = 100;
 /// Spark's default of [`MIN_DELTAS_FOR_SNAPSHOT`].
@@ -113,6 +121,83 @@ pub struct StreamingConf {
     /// The file source log's cleanup ([`FILE_SOURCE_LOG_DELETION`],
     /// [`FILE_SOURCE_LOG_CLEANUP_DELAY`], [`MIN_BATCHES_TO_RETAIN`]).
     pub file_source_log: LogCleanup,
+    /// [`MEMORY_LIMIT`].
+    pub memory: MemoryBudget,
+}
+
+/// How a query's memory budget ([`MEMORY_LIMIT`]) is shared: the pieces a file source reads at
+/// once, what a file sink buffers before it writes, and DataFusion's memory pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryBudget {
+    /// The whole budget, in bytes.
+    pub limit: u64,
+}
+
+impl Default for MemoryBudget {
+    fn default() -> Self {
+        Self {
+            limit: DEFAULT_MEMORY_LIMIT,
+        }
+    }
+}
+
+impl MemoryBudget {
+    /// The file text one reading partition holds at once (the rows decoded from it, and their
+    /// way through the plan, take a few times as much): a 32nd of the budget over
+    /// `partitions`, within 64 KiB..64 MiB.
+    pub fn read_chunk_bytes(&self, partitions: usize) -> usize {
+        let per = self.limit / 32 / partitions.max(1) as u64;
+        per.clamp(64 << 10, 64 << 20) as usize
+    }
+
+    /// The rows one writing partition buffers before it writes them out (a parquet row group):
+    /// a sixteenth of the budget over `partitions`, within 1..128 MiB.
+    pub fn write_buffer_bytes(&self, partitions: usize) -> usize {
+        let per = self.limit / 16 / partitions.max(1) as u64;
+        per.clamp(1 << 20, 128 << 20) as usize
+    }
+
+    /// DataFusion's memory pool: half the budget. Operators that buffer spill to disk when
+    /// their share is used up; those that cannot fail with `MEMORY_LIMIT_EXCEEDED`.
+    pub fn pool_bytes(&self) -> usize {
+        (self.limit / 2) as usize
+    }
+
+    /// Reads [`MEMORY_LIMIT`] through `get`.
+    pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<Self> {
+        match get(MEMORY_LIMIT) {
+            None => Ok(Self::default()),
+            Some(v) => match parse_byte_string(&v) {
+                Some(limit) if limit >= 16 << 20 => Ok(Self { limit }),
+                _ => Err(SluiceError::query(
+                    class::INVALID_CONF_VALUE,
+                    format!(
+                        "{MEMORY_LIMIT} must be a size of at least 16m, such as 256m or 2g \
+                         (bytes with an optional k, m, g or t suffix), got {v:?}"
+                    ),
+                )),
+            },
+        }
+    }
+}
+
+/// Spark's byte strings (`JavaUtils.byteStringAsBytes`): a number of bytes with an optional
+/// suffix `b`, `k`/`kb`, `m`/`mb`, `g`/`gb`, `t`/`tb`, `p`/`pb` (powers of 1024).
+pub fn parse_byte_string(v: &str) -> Option<u64> {
+    let v = v.trim().to_ascii_lowercase();
+    let digits = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(digits);
+    let n: u64 = num.parse().ok()?;
+    let shift = match unit.trim() {
+        "" | "b" => 0,
+        "k" | "kb" => 10,
+        "m" | "mb" => 20,
+        "g" | "gb" => 30,
+        "t" | "tb" => 40,
+        "p" | "pb" => 50,
+        _ => return None,
+    };
+    n.checked_mul(1u64 << shift)
 }
 
 impl Default for StreamingConf {
@@ -128,6 +213,7 @@ impl Default for StreamingConf {
             ansi_enabled: false,
             file_sink_log: LogCleanup::default(),
             file_source_log: LogCleanup::default(),
+            memory: MemoryBudget::default(),
         }
     }
 }
@@ -170,6 +256,7 @@ impl StreamingConf {
             allow_key_rename: parse_bool(&get, ALLOW_KEY_RENAME)?.unwrap_or(d.allow_key_rename),
             checkpoint_location: get(CHECKPOINT_LOCATION),
             ansi_enabled: parse_bool(&get, ANSI_ENABLED)?.unwrap_or(d.ansi_enabled),
+            memory: MemoryBudget::from_lookup(&get)?,
         })
     }
 }
@@ -351,6 +438,29 @@ mod tests {
         assert!(!c.allow_key_rename);
         assert_eq!(c.watermark_policy, None);
         assert_eq!(c.shuffle_partitions, 4);
+    }
+
+    #[test]
+    fn memory_limit_reads_spark_byte_strings_and_refuses_nonsense() {
+        assert_eq!(conf(&[]).unwrap().memory.limit, 256 << 20);
+        assert_eq!(conf(&[(MEMORY_LIMIT, "2g")]).unwrap().memory.limit, 2 << 30);
+        assert_eq!(
+            conf(&[(MEMORY_LIMIT, " 512MB ")]).unwrap().memory.limit,
+            512 << 20
+        );
+        assert_eq!(
+            conf(&[(MEMORY_LIMIT, "33554432")]).unwrap().memory.limit,
+            32 << 20
+        );
+        for bad in ["lots", "1x", "", "-5m", "1m"] {
+            let e = conf(&[(MEMORY_LIMIT, bad)]).unwrap_err();
+            assert!(e.is(class::INVALID_CONF_VALUE), "{bad}: {e}");
+            assert!(e.message().contains(MEMORY_LIMIT), "{e}");
+        }
+        let b = MemoryBudget { limit: 256 << 20 };
+        assert_eq!(b.read_chunk_bytes(2), 4 << 20);
+        assert_eq!(b.write_buffer_bytes(2), 8 << 20);
+        assert_eq!(b.pool_bytes(), 128 << 20);
     }
 
     #[test]

@@ -77,6 +77,8 @@ pub mod class {
     pub const INVALID_WATERMARK_DELAY: &str = "INVALID_WATERMARK_DELAY";
     pub const INVALID_WINDOW: &str = "INVALID_WINDOW";
     pub const IO_ERROR: &str = "IO_ERROR";
+    /// An operator that cannot spill needed more than its share of `sluice.memory.limit`.
+    pub const MEMORY_LIMIT_EXCEEDED: &str = "MEMORY_LIMIT_EXCEEDED";
     pub const KAFKA_AUTHENTICATION: &str = "KAFKA_AUTHENTICATION";
     pub const KAFKA_BROKER_UNAVAILABLE: &str = "KAFKA_BROKER_UNAVAILABLE";
     pub const KAFKA_CLIENT: &str = "KAFKA_CLIENT";
@@ -362,6 +364,21 @@ impl From<datafusion::error::DataFusionError> for SluiceError {
             D::SQL(..) => (Fault::Query, class::PARSE_SYNTAX_ERROR),
             D::Plan(..) | D::SchemaError(..) => (Fault::Query, class::ANALYSIS_ERROR),
             D::NotImplemented(..) => (Fault::NotSupportedYet, class::SLUICE_NOT_SUPPORTED_YET),
+            D::ResourcesExhausted(..) => {
+                return SluiceError::new(
+                    Fault::Query,
+                    class::MEMORY_LIMIT_EXCEEDED,
+                    format!(
+                        "{e}. An operator that keeps rows in memory and cannot spill them to \
+                         disk needed more than its share (half) of {}; raise it (for example \
+                         SET {} = '2g'), or make batches smaller (maxFilesPerTrigger, \
+                         maxBytesPerTrigger, maxOffsetsPerTrigger)",
+                        crate::conf::MEMORY_LIMIT,
+                        crate::conf::MEMORY_LIMIT
+                    ),
+                )
+                .with_source(e);
+            }
             D::External(inner) => {
                 if let Some(s) = inner.downcast_ref::<SluiceError>() {
                     return SluiceError::new(s.fault, s.class, s.message.clone());

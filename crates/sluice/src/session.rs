@@ -92,8 +92,17 @@ impl SessionBuilder {
             .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
             // spark.sql.ansi.enabled (plan/ansi.rs).
             .with_enable_ansi_mode(ansi_conf(self.conf.get(crate::conf::ANSI_ENABLED))?);
+        // sluice.memory.limit: DataFusion's operators that buffer (sorts, aggregations, join
+        // build sides) spill to the temporary directory past their share of it.
+        let memory = crate::conf::MemoryBudget::from_lookup(&|k: &str| self.conf.get(k).cloned())?;
+        let runtime_env = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::new(
+                datafusion::execution::memory_pool::FairSpillPool::new(memory.pool_bytes()),
+            ))
+            .build_arc()?;
         let mut builder = SessionStateBuilder::new()
             .with_config(config)
+            .with_runtime_env(runtime_env)
             .with_default_features()
             .with_spark_features()
             // Spark's division runs before type coercion (it changes types), casts after it.
@@ -309,6 +318,10 @@ impl Session {
     /// Runs a future on the session's runtime and waits for it.
     pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
         self.inner.runtime.block_on(fut)
+    }
+    /// The session's runtime, for code that runs futures from ordinary threads.
+    pub(crate) fn runtime_handle(&self) -> &tokio::runtime::Handle {
+        self.inner.runtime.handle()
     }
     /// Adds a listener that receives the events of every query started afterwards.
     pub fn add_listener(&self, listener: Arc<dyn StreamingQueryListener>) {

@@ -19,6 +19,9 @@ mod chaos;
 // `sluice checkpoint describe` and `sluice state read` on a checkpoint made by a test query.
 mod inspect;
 
+// One batch many times sluice.memory.limit, run within it.
+mod memory;
+
 // The command as a command: `--version`, `--help` of every subcommand, bad arguments (exit 2),
 // and the engine's warnings on stderr (`RUST_LOG`).
 mod cli;

@@ -7,19 +7,27 @@
 //! `current_timestamp()` evaluate to the batch timestamp logged in `offsets/N`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use chrono::{DateTime, Utc};
+use datafusion::catalog::streaming::StreamingTable;
 use datafusion::common::tree_node::Transformed;
-use datafusion::datasource::{provider_as_source, MemTable};
-use datafusion::execution::SessionState;
+use datafusion::datasource::{provider_as_source, MemTable, TableProvider};
+use datafusion::error::DataFusionError;
+use datafusion::execution::{SendableRecordBatchStream, SessionState, TaskContext};
 use datafusion::logical_expr::{LogicalPlan, TableScanBuilder};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::physical_plan::{collect_partitioned, displayable, ExecutionPlan};
+use futures::StreamExt;
 
 use super::relation::StreamingRelation;
 use crate::error::{Result, SluiceError};
 use crate::operators::watermark::{EventTimeWatermark, StatsHandle};
+use crate::source::RowIter;
+use crate::sync::MutexExt;
 use crate::types::BatchData;
 
 /// Plans and runs one streaming query's batches.
@@ -32,7 +40,141 @@ pub(crate) struct IncrementalExecution {
 }
 
 /// The rows of each stream for one batch, by `StreamingRelation::id`.
-pub(crate) type BatchInputs = HashMap<u64, Vec<RecordBatch>>;
+pub(crate) type BatchInputs = HashMap<u64, RelationRows>;
+
+/// One stream's rows in a batch: in memory, or read as the plan runs.
+#[derive(Clone, Debug)]
+pub(crate) enum RelationRows {
+    Batches(Vec<RecordBatch>),
+    /// Partitions a source reads while the plan pulls them; each can run once.
+    Lazy(Arc<LazyPartitions>),
+}
+
+impl Default for RelationRows {
+    fn default() -> Self {
+        RelationRows::Batches(Vec::new())
+    }
+}
+
+impl RelationRows {
+    /// A source's lazy read (its partitions), to be scanned once by the batch's plan.
+    pub(crate) fn lazy(partitions: Vec<RowIter>) -> Self {
+        RelationRows::Lazy(Arc::new(LazyPartitions {
+            partitions: Mutex::new(partitions.into_iter().map(Some).collect()),
+        }))
+    }
+}
+
+/// The partitions of a lazy read, taken by the scan that runs them.
+pub(crate) struct LazyPartitions {
+    partitions: Mutex<Vec<Option<RowIter>>>,
+}
+
+impl std::fmt::Debug for LazyPartitions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LazyPartitions")
+    }
+}
+
+/// One partition of a lazy read as DataFusion's [`PartitionStream`]: the source's blocking
+/// reads run on tokio's blocking pool, one piece at a time (so a batch holds a piece per
+/// partition, not the whole input).
+#[derive(Debug)]
+struct LazyPartition {
+    rows: Arc<LazyPartitions>,
+    index: usize,
+    /// The relation's schema (the batches are given its names and nullability).
+    schema: SchemaRef,
+}
+
+impl PartitionStream for LazyPartition {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let schema = self.schema.clone();
+        let taken = self
+            .rows
+            .partitions
+            .lock_unpoisoned()
+            .get_mut(self.index)
+            .and_then(Option::take);
+        let Some(iter) = taken else {
+            let err = SluiceError::internal(format!(
+                "partition {} of a stream's rows was scanned twice in one batch",
+                self.index
+            ));
+            let once =
+                futures::stream::once(async move { Err(DataFusionError::External(Box::new(err))) });
+            return Box::pin(RecordBatchStreamAdapter::new(schema, once));
+        };
+        let conform = schema.clone();
+        let stream = futures::stream::unfold(Some(iter), move |iter| {
+            let schema = conform.clone();
+            async move {
+                let mut iter = iter?;
+                let pulled = tokio::task::spawn_blocking(move || {
+                    let next = iter.next();
+                    (next, iter)
+                })
+                .await;
+                let (next, iter) = match pulled {
+                    Ok(pulled) => pulled,
+                    Err(e) => {
+                        let err = SluiceError::internal(format!("a source read panicked: {e}"));
+                        return Some((Err(DataFusionError::External(Box::new(err))), None));
+                    }
+                };
+                match next? {
+                    Ok(b) => Some((conform_batch(b, &schema), Some(iter))),
+                    Err(e) => Some((Err(DataFusionError::External(Box::new(e))), None)),
+                }
+            }
+        });
+        Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+    }
+}
+
+/// `batch` with the relation's `schema` (same columns; names and nullability from it).
+fn conform_batch(
+    batch: RecordBatch,
+    schema: &SchemaRef,
+) -> std::result::Result<RecordBatch, DataFusionError> {
+    if batch.schema().as_ref() == schema.as_ref() {
+        return Ok(batch);
+    }
+    Ok(RecordBatch::try_new(
+        schema.clone(),
+        batch.columns().to_vec(),
+    )?)
+}
+
+/// A running partition of a batch's plan as a blocking iterator (for sinks, which are called
+/// from ordinary threads).
+struct BlockingStream {
+    handle: tokio::runtime::Handle,
+    stream: Option<SendableRecordBatchStream>,
+}
+
+impl Iterator for BlockingStream {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let stream = self.stream.as_mut()?;
+        match self.handle.block_on(stream.next()) {
+            Some(Ok(b)) => Some(Ok(b)),
+            Some(Err(e)) => {
+                self.stream = None;
+                Some(Err(e.into()))
+            }
+            None => {
+                self.stream = None;
+                None
+            }
+        }
+    }
+}
 
 /// A watermark node's delay (ms) and the handle its exec fills during the batch.
 pub(crate) type WatermarkObservation = (i64, StatsHandle);
@@ -40,7 +182,7 @@ pub(crate) type WatermarkObservation = (i64, StatsHandle);
 /// One batch's physical plan, ready to run.
 pub(crate) struct PlannedBatch {
     pub plan: Arc<dyn ExecutionPlan>,
-    pub task_ctx: Arc<datafusion::execution::TaskContext>,
+    pub task_ctx: Arc<TaskContext>,
     /// One entry per watermark node, in post-order (stable across batches).
     pub watermarks: Vec<WatermarkObservation>,
 }
@@ -85,16 +227,31 @@ impl IncrementalExecution {
                     return Ok(Transformed::no(node));
                 };
                 let schema = rel.relation_schema();
-                let rows = inputs.get(&rel.id()).cloned().unwrap_or_default();
-                let table = MemTable::try_new(schema, split(rows, partitions))?;
-                let new_scan = TableScanBuilder::new(
-                    scan.table_name.clone(),
-                    provider_as_source(Arc::new(table)),
-                )
-                .with_projection(scan.projection.clone())
-                .with_filters(scan.filters.clone())
-                .with_fetch(scan.fetch)
-                .build()?;
+                let table: Arc<dyn TableProvider> = match inputs.get(&rel.id()).cloned() {
+                    Some(RelationRows::Lazy(rows)) => {
+                        let count = rows.partitions.lock_unpoisoned().len();
+                        let parts = (0..count)
+                            .map(|index| {
+                                Arc::new(LazyPartition {
+                                    rows: rows.clone(),
+                                    index,
+                                    schema: schema.clone(),
+                                }) as Arc<dyn PartitionStream>
+                            })
+                            .collect();
+                        Arc::new(StreamingTable::try_new(schema, parts)?)
+                    }
+                    Some(RelationRows::Batches(rows)) => {
+                        Arc::new(MemTable::try_new(schema, split(rows, partitions))?)
+                    }
+                    None => Arc::new(MemTable::try_new(schema, vec![Vec::new()])?),
+                };
+                let new_scan =
+                    TableScanBuilder::new(scan.table_name.clone(), provider_as_source(table))
+                        .with_projection(scan.projection.clone())
+                        .with_filters(scan.filters.clone())
+                        .with_fetch(scan.fetch)
+                        .build()?;
                 Ok(Transformed::yes(LogicalPlan::TableScan(new_scan)))
             })
             .map_err(SluiceError::from)?;
@@ -131,6 +288,29 @@ impl IncrementalExecution {
         let partitions =
             collect_partitioned(planned.plan.clone(), planned.task_ctx.clone()).await?;
         Ok(BatchData { schema, partitions })
+    }
+
+    /// Runs a planned batch as its partitions, each pulled by whoever reads it (see
+    /// [`crate::sink::BatchStreams`]).
+    pub(crate) fn execute_streams(
+        planned: &PlannedBatch,
+        handle: &tokio::runtime::Handle,
+    ) -> Result<Vec<RowIter>> {
+        let _runtime = handle.enter();
+        let count = planned
+            .plan
+            .properties()
+            .output_partitioning()
+            .partition_count();
+        (0..count)
+            .map(|i| {
+                let stream = planned.plan.execute(i, planned.task_ctx.clone())?;
+                Ok(Box::new(BlockingStream {
+                    handle: handle.clone(),
+                    stream: Some(stream),
+                }) as RowIter)
+            })
+            .collect()
     }
 
     /// The logical and physical plans of a batch with no rows (Spark's `explain`).

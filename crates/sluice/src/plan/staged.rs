@@ -17,23 +17,25 @@ use crate::error::{Result, SluiceError};
 use crate::operators::create_operator;
 use crate::operators::stateful::{BatchContext, OperatorRunner, StateInfo};
 use crate::operators::watermark::{watermark_nodes, EventTimeStats};
-use crate::plan::incremental::{BatchInputs, PlannedBatch};
+use crate::plan::incremental::{BatchInputs, PlannedBatch, RelationRows};
 use crate::plan::stateful_nodes::split_stateful;
 use crate::plan::IncrementalExecution;
 use crate::progress::StateOperatorProgress;
 use crate::session::Session;
+use crate::sink::BatchStreams;
 use crate::state::schema::is_state_schema_error;
 use crate::testing::TestHooks;
-use crate::types::BatchData;
 use crate::types::OutputMode;
 use crate::types::{OperatorId, WatermarkMs};
 
-/// What one batch produced.
+/// What one batch produced: the stateful stages ran; the plan above them is planned, and runs
+/// as the sink pulls its rows ([`StagedOutput::streams`]).
 pub(crate) struct StagedOutput {
-    /// The batch's result rows, for the sink.
-    pub data: BatchData,
-    /// Per watermark node (post-order): delay and the batch's event-time statistics.
-    pub watermarks: Vec<(i64, EventTimeStats)>,
+    /// The plan that computes the batch's result rows.
+    last: PlannedBatch,
+    /// Per watermark node of the stateful stages' inputs (post-order): delay and the batch's
+    /// event-time statistics. The last plan's follow once it ran ([`StagedOutput::watermarks`]).
+    stage_watermarks: Vec<(i64, EventTimeStats)>,
     /// Each stateful operator's figures, bottom-up.
     pub state_operators: Vec<StateOperatorProgress>,
     /// Time DataFusion spent planning the batch's plans.
@@ -59,6 +61,22 @@ pub(crate) struct StatefulStage {
     operator: OperatorRunner,
     placeholder: u64,
     placeholder_schema: SchemaRef,
+}
+
+impl StagedOutput {
+    /// The batch's result rows, run as they are pulled.
+    pub(crate) fn streams(&self, session: &Session) -> Result<BatchStreams> {
+        let parts = IncrementalExecution::execute_streams(&self.last, session.runtime_handle())?;
+        Ok(BatchStreams::new(self.last.plan.schema(), parts))
+    }
+
+    /// Per watermark node (post-order): delay and the batch's event-time statistics. Complete
+    /// once the result rows were run to their end.
+    pub(crate) fn watermarks(&self) -> Vec<(i64, EventTimeStats)> {
+        let mut all = self.stage_watermarks.clone();
+        all.extend(observed(&self.last));
+        all
+    }
 }
 
 /// The watermark statistics a planned batch collected.
@@ -214,24 +232,22 @@ impl StagedPlan {
                 planning_ms += t.elapsed().as_millis() as i64;
                 let data = session.block_on(IncrementalExecution::execute(&planned))?;
                 watermarks.extend(observed(&planned));
-                operator_inputs.push(data.batches().cloned().collect::<Vec<_>>());
+                operator_inputs.push(data.partitions.into_iter().flatten().collect::<Vec<_>>());
             }
             let out = stage.operator.process(operator_inputs, ctx)?;
             let (rows, progress) = (out.rows, out.progress);
             let rows =
                 RecordBatch::try_new(stage.placeholder_schema.clone(), rows.columns().to_vec())?;
-            bound.insert(stage.placeholder, vec![rows]);
+            bound.insert(stage.placeholder, RelationRows::Batches(vec![rows]));
             state_operators.push(progress);
             late_rows.extend(stage.operator.take_late_rows());
         }
         let t = std::time::Instant::now();
-        let planned = session.block_on(self.last.physical_plan(&bound, batch_timestamp_ms))?;
+        let last = session.block_on(self.last.physical_plan(&bound, batch_timestamp_ms))?;
         planning_ms += t.elapsed().as_millis() as i64;
-        let data = session.block_on(IncrementalExecution::execute(&planned))?;
-        watermarks.extend(observed(&planned));
         Ok(StagedOutput {
-            data,
-            watermarks,
+            last,
+            stage_watermarks: watermarks,
             state_operators,
             planning_ms,
             late_rows,

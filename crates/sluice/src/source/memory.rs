@@ -125,7 +125,7 @@ impl Source for MemorySource {
         };
         Ok(SourceBatch {
             batches,
-            metrics: Default::default(),
+            ..Default::default()
         })
     }
 }

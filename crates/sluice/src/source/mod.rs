@@ -49,21 +49,63 @@ pub struct SourceContext {
     /// How a compactible source log (the file source's) deletes superseded files
     /// (`spark.sql.streaming.fileSource.log.*`).
     pub log_cleanup: crate::checkpoint::LogCleanup,
+    /// The query's memory budget (`sluice.memory.limit`): how much a source reads at once.
+    pub memory: crate::conf::MemoryBudget,
 }
 
 /// Rows of one batch range plus per-batch metrics for progress (`sources[i].metrics`).
 #[derive(Debug, Default)]
 pub struct SourceBatch {
-    /// The rows of the range.
+    /// The rows of the range, read before the batch runs.
     pub batches: Vec<RecordBatch>,
+    /// Or the rows of the range read while the batch runs, piece by piece (as Spark's
+    /// `getBatch` returns a DataFrame that reads when executed): a batch's input never has to
+    /// fit in memory at once. `batches` is then empty.
+    pub lazy: Option<LazyRows>,
     /// E.g. `numMalformedRecords`, `numFilesRead`. Values are strings, as in Spark's progress.
     pub metrics: BTreeMap<String, String>,
 }
 
 impl SourceBatch {
-    /// The number of rows in `batches`.
+    /// The number of rows in `batches` (a lazy read counts its rows in [`LazyRows::report`]).
     pub fn num_rows(&self) -> usize {
         self.batches.iter().map(|b| b.num_rows()).sum()
+    }
+
+    /// The batch with a lazy read read now: its rows in `batches`, its metrics merged.
+    pub fn materialize(mut self) -> Result<SourceBatch> {
+        if let Some(lazy) = self.lazy.take() {
+            let report = lazy.report;
+            for part in lazy.partitions {
+                for b in part {
+                    self.batches.push(b?);
+                }
+            }
+            self.metrics.extend(report().1);
+        }
+        Ok(self)
+    }
+}
+
+/// One partition of a lazily read range: its record batches, produced as they are pulled.
+/// After an error it ends.
+pub type RowIter = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+
+/// A range's rows, read as the batch runs: partitions the plan reads in parallel (their
+/// concatenation in order is the range's rows), and what the read counted.
+pub struct LazyRows {
+    /// The schema of every batch (the source's schema).
+    pub schema: SchemaRef,
+    /// The partitions, in order.
+    pub partitions: Vec<RowIter>,
+    /// The rows read and the metrics (`numFilesRead`, `numMalformedRecords`, ..) once the
+    /// partitions have run out; merged over the metrics of the [`SourceBatch`].
+    pub report: Box<dyn Fn() -> (usize, BTreeMap<String, String>) + Send + Sync>,
+}
+
+impl Debug for LazyRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LazyRows({} partitions)", self.partitions.len())
     }
 }
 

@@ -944,7 +944,7 @@ impl Source for NexmarkSource {
         let e = parse_events_offset(Some(end))?;
         Ok(SourceBatch {
             batches: self.p.generate(s, e)?,
-            metrics: Default::default(),
+            ..Default::default()
         })
     }
 }
@@ -1185,6 +1185,7 @@ mod tests {
             index: 0,
             metadata_dir: std::env::temp_dir().join("unused"),
             log_cleanup: Default::default(),
+            memory: Default::default(),
         })
         .unwrap()
     }

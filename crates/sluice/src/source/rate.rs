@@ -262,7 +262,7 @@ impl Source for RateSource {
         })?;
         Ok(SourceBatch {
             batches: vec![batch],
-            metrics: Default::default(),
+            ..Default::default()
         })
     }
 }
@@ -375,7 +375,7 @@ impl Source for RatePerMicroBatchSource {
         let batch = rows(s..e, |_| ts * 1000)?;
         Ok(SourceBatch {
             batches: vec![batch],
-            metrics: Default::default(),
+            ..Default::default()
         })
     }
 }

@@ -313,7 +313,7 @@ impl Source for SocketSource {
         let batch = RecordBatch::try_new(schema(self.provider.include_timestamp), columns)?;
         Ok(SourceBatch {
             batches: vec![batch],
-            metrics: Default::default(),
+            ..Default::default()
         })
     }
 
@@ -387,6 +387,7 @@ mod tests {
             index: 0,
             metadata_dir: std::env::temp_dir(),
             log_cleanup: Default::default(),
+            memory: Default::default(),
         };
         let e = p.create_source(&ctx).err().unwrap();
         assert!(e.is(class::SOCKET_CONNECTION_FAILED), "{e}");

@@ -3,12 +3,16 @@
 
 use std::future::Future;
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
+use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+};
 
 use super::{registry, retry, Entry, ObjectLocation, Publish};
 
@@ -144,6 +148,91 @@ impl Location {
                     Err(e) => return Err(to_io(e, &url)),
                 }
             }
+        })
+    }
+
+    /// The object's first bytes, `limit` of them (all of it when it is not longer), its
+    /// size and its ETag: one GET, whose body is read no further (the rest of a longer object
+    /// is read by [`Location::read_range`]).
+    pub(super) fn read_start(&self, limit: usize) -> io::Result<(Bytes, u64, Option<String>)> {
+        let (store, key, url) = (self.store.clone(), self.key.clone(), self.url());
+        let policy = registry::retry_policy();
+        run(async move {
+            let mut cut_off = 0;
+            'get: loop {
+                let got = store.get(&key).await.map_err(|e| to_io(e, &url))?;
+                let (size, etag) = (got.meta.size, got.meta.e_tag.clone());
+                let mut body = got.into_stream();
+                let mut out = Vec::with_capacity(size.min(limit as u64) as usize);
+                while out.len() < limit {
+                    match body.next().await {
+                        None => break,
+                        Some(Ok(b)) => out.extend_from_slice(&b),
+                        Some(Err(e)) if retry::is_transient(&e) && cut_off < policy.max_retries => {
+                            cut_off += 1;
+                            continue 'get;
+                        }
+                        Some(Err(e)) => return Err(to_io(e, &url)),
+                    }
+                }
+                // A body arrives in pieces of the transport's size: keep `limit` bytes.
+                out.truncate(limit);
+                return Ok((Bytes::from(out), size, etag));
+            }
+        })
+    }
+
+    /// The bytes of `range` (inside the object) of the version `etag` names, if any (as
+    /// Hadoop's S3A detects a change: a file replaced while it is read fails the read).
+    pub(super) fn read_range(&self, range: Range<u64>, etag: Option<String>) -> io::Result<Bytes> {
+        let (store, key, url) = (self.store.clone(), self.key.clone(), self.url());
+        let policy = registry::retry_policy();
+        run(async move { get_range(&*store, &key, &url, range, etag, &policy).await })
+    }
+
+    /// The bytes of `ranges` (inside the object) of the version `etag` names, if any: ranges
+    /// less than 1 MiB apart are read by one request, the requests are concurrent.
+    pub(super) fn read_ranges(
+        &self,
+        ranges: Vec<Range<u64>>,
+        etag: Option<String>,
+    ) -> io::Result<Vec<Bytes>> {
+        const GAP: u64 = 1 << 20;
+        let mut merged: Vec<Range<u64>> = ranges.clone();
+        merged.sort_by_key(|r| r.start);
+        merged.dedup_by(|next, prev| {
+            if next.start <= prev.end.saturating_add(GAP) {
+                prev.end = prev.end.max(next.end);
+                true
+            } else {
+                false
+            }
+        });
+        let (store, key, url) = (self.store.clone(), self.key.clone(), self.url());
+        let policy = registry::retry_policy();
+        let requests = merged.clone();
+        let got = run(async move {
+            let gets = requests
+                .into_iter()
+                .map(|r| get_range(&*store, &key, &url, r, etag.clone(), &policy));
+            futures::future::try_join_all(gets).await
+        })?;
+        Ok(ranges
+            .iter()
+            .map(|r| {
+                let i = merged.partition_point(|m| m.end < r.end);
+                let (m, b) = (&merged[i], &got[i]);
+                b.slice((r.start - m.start) as usize..(r.end - m.start) as usize)
+            })
+            .collect())
+    }
+
+    /// The object's size and ETag (a HEAD).
+    pub(super) fn head(&self) -> io::Result<(u64, Option<String>)> {
+        let (store, key, url) = (self.store.clone(), self.key.clone(), self.url());
+        run(async move {
+            let meta = store.head(&key).await.map_err(|e| to_io(e, &url))?;
+            Ok((meta.size, meta.e_tag))
         })
     }
 
@@ -309,6 +398,61 @@ impl Location {
             }
         })
     }
+}
+
+/// One ranged GET, of the version `etag` names if any; a body cut off half way is fetched again.
+async fn get_range(
+    store: &dyn ObjectStore,
+    key: &ObjectPath,
+    url: &str,
+    range: Range<u64>,
+    etag: Option<String>,
+    policy: &registry::RetryPolicy,
+) -> io::Result<Bytes> {
+    let mut cut_off = 0;
+    loop {
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            if_match: etag.clone(),
+            ..GetOptions::default()
+        };
+        let got = match store.get_opts(key, opts).await {
+            Ok(g) => g,
+            Err(object_store::Error::Precondition { .. }) => {
+                return Err(changed(url, etag.as_deref()))
+            }
+            Err(e) => return Err(to_io(e, url)),
+        };
+        match got.bytes().await {
+            Ok(b) if b.len() as u64 == range.end - range.start => return Ok(b),
+            Ok(b) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "{url}: {} bytes at offset {} where {} were asked for (the object is \
+                         shorter than when it was opened)",
+                        b.len(),
+                        range.start,
+                        range.end - range.start
+                    ),
+                ))
+            }
+            Err(e) if retry::is_transient(&e) && cut_off < policy.max_retries => cut_off += 1,
+            Err(e) => return Err(to_io(e, url)),
+        }
+    }
+}
+
+/// An object that changed between two ranged reads of it.
+fn changed(url: &str, etag: Option<&str>) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{url} changed while it was being read (its ETag is no longer {}): files must not \
+             be overwritten once they are in a source directory; write a new file instead",
+            etag.unwrap_or("the same")
+        ),
+    )
 }
 
 fn url_of(root: &str, key: &ObjectPath) -> String {

@@ -167,6 +167,7 @@ impl StreamExecution {
                 index: i,
                 metadata_dir: checkpoint.source_dir(i),
                 log_cleanup: spec.conf.file_source_log,
+                memory: spec.conf.memory,
             };
             let start = resumed
                 .as_ref()
@@ -187,6 +188,7 @@ impl StreamExecution {
             query_id: metadata.id.clone(),
             last_planned: checkpoint.offset_log().latest_id()?,
             log_cleanup: spec.conf.file_sink_log,
+            memory: spec.conf.memory,
         })?;
 
         let shared = Arc::new(QueryShared::new(
@@ -235,6 +237,7 @@ impl StreamExecution {
             // The side output writes the main query's batch ids.
             last_planned: self.offset_log.latest_id()?,
             log_cleanup: self.conf.file_sink_log,
+            memory: self.conf.memory,
         })
     }
 

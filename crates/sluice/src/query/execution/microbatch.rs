@@ -73,6 +73,8 @@ struct Batch {
     read: SourcesRead,
     /// Rows written to the late-row sink (addBatch).
     late_rows_written: Option<usize>,
+    /// The batch's result rows (addBatch).
+    output_rows: usize,
 }
 
 impl MicroBatchExecution {
@@ -217,7 +219,7 @@ impl MicroBatchExecution {
         let inputs = self.get_batch(&mut batch)?;
         let out = self.add_batch(&mut batch, inputs)?;
         self.core.check_crash(CrashPoint::AfterSink, batch.id)?;
-        let start_offsets = self.commit(&mut batch, &out.watermarks)?;
+        let start_offsets = self.commit(&mut batch, &out.watermarks())?;
         self.report(batch, start_offsets, out, trigger_start);
         Ok(())
     }
@@ -265,10 +267,10 @@ impl MicroBatchExecution {
             .map_err(|e| e.context(format!("batch {batch_id}")))?;
         batch.durations.query_planning = Some(out.planning_ms);
         let sink = &self.core.sink_description;
-        self.core
-            .sink
-            .add_batch(batch_id, &out.data)
-            .map_err(|e| e.context(format!("batch {batch_id}: sink {sink}")))?;
+        let (rows, watch) = super::output::watched(out.streams(&self.core.session)?);
+        let written = self.core.sink.add_batch_streams(batch_id, rows);
+        watch.check(written, batch_id, sink)?;
+        batch.output_rows = watch.rows();
         if let Some(late) = &mut self.late_sink {
             let rows = std::mem::take(&mut out.late_rows);
             batch.late_rows_written = Some(late.add_batch(batch_id, rows)?);
@@ -309,11 +311,12 @@ impl MicroBatchExecution {
     ) {
         let batch_watermark_ms = batch.offsets.metadata.batch_watermark_ms;
         let event_time = match self.plan.has_watermark() {
-            true => event_time(&out.watermarks, batch_watermark_ms),
+            true => event_time(&out.watermarks(), batch_watermark_ms),
             false => BTreeMap::new(),
         };
         let providers = self.sources.providers();
-        let sources = source_rows(providers, starts, batch.offsets.offsets, batch.read);
+        let read = batch.read.into_iter().map(|r| r.settle()).collect();
+        let sources = source_rows(providers, starts, batch.offsets.offsets, read);
         let mut metrics = self.core.sink.metrics();
         if let (Some(n), Some(late)) = (batch.late_rows_written, &self.late_sink) {
             late.add_metrics(n, &mut metrics);
@@ -329,7 +332,7 @@ impl MicroBatchExecution {
             state_operators: out.state_operators,
             sink: SinkProgress {
                 description: self.core.sink_description.clone(),
-                num_output_rows: out.data.num_rows() as i64,
+                num_output_rows: batch.output_rows as i64,
                 metrics,
             },
         });

@@ -8,6 +8,7 @@ pub(crate) mod continuous;
 pub(crate) mod core;
 mod late_rows;
 mod microbatch;
+mod output;
 pub(crate) mod progress;
 mod sources;
 mod trigger;

@@ -5,14 +5,39 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::plan::incremental::BatchInputs;
-use crate::source::{Offset, Source, SourceProvider};
+use crate::plan::incremental::{BatchInputs, RelationRows};
+use crate::source::{LazyRows, Offset, RowIter, Source, SourceProvider};
 
 use super::core::SourceSlot;
 use super::trigger::MicroBatchTrigger;
 
 /// Rows and metrics each source read in one batch.
-pub(crate) type SourcesRead = Vec<(usize, BTreeMap<String, String>)>;
+pub(crate) type SourcesRead = Vec<SourceRead>;
+
+/// What a lazy read reports once it ran (see [`LazyRows::report`]).
+type LazyReport = Box<dyn Fn() -> (usize, BTreeMap<String, String>) + Send + Sync>;
+
+/// Rows and metrics one source read in one batch; for a lazy read, known once the batch ran.
+#[derive(Default)]
+pub(crate) struct SourceRead {
+    rows: usize,
+    metrics: BTreeMap<String, String>,
+    lazy: Option<(LazyReport, usize)>,
+}
+
+impl SourceRead {
+    /// The rows (counted once per use of the source in the plan, as Spark counts them) and the
+    /// metrics.
+    pub(crate) fn settle(self) -> (usize, BTreeMap<String, String>) {
+        let (mut rows, mut metrics) = (self.rows, self.metrics);
+        if let Some((report, uses)) = self.lazy {
+            let (read, more) = report();
+            rows += read * uses;
+            metrics.extend(more);
+        }
+        (rows, metrics)
+    }
+}
 
 /// The query's micro-batch sources.
 pub(crate) struct MicroBatchSources {
@@ -89,22 +114,59 @@ impl MicroBatchSources {
         let mut read = Vec::with_capacity(self.slots.len());
         for (slot, (start, end)) in self.slots.iter_mut().zip(starts.iter().zip(ends)) {
             let Some(end) = end.as_ref().filter(|end| Some(*end) != start.as_ref()) else {
-                read.push((0, BTreeMap::new()));
+                read.push(SourceRead::default());
                 continue;
             };
-            let got = slot.source.get_batch(start.as_ref(), end).map_err(|e| {
-                let from = start.as_ref().map(|o| o.to_string());
-                e.context(format!(
-                    "batch {batch_id}: reading {} from {} to {end}",
-                    slot.provider.description(),
-                    from.unwrap_or_else(|| "the start".into()),
-                ))
-            })?;
-            read.push((got.num_rows() * slot.uses, got.metrics));
-            inputs
-                .entry(slot.relation_id)
-                .or_default()
-                .extend(got.batches);
+            let from = start.as_ref().map(|o| o.to_string());
+            let context = format!(
+                "batch {batch_id}: reading {} from {} to {end}",
+                slot.provider.description(),
+                from.unwrap_or_else(|| "the start".into()),
+            );
+            let got = slot
+                .source
+                .get_batch(start.as_ref(), end)
+                .map_err(|e| e.context(&context))?;
+            let rows = got.num_rows() * slot.uses;
+            let (mut batches, metrics) = (got.batches, got.metrics);
+            let Some(LazyRows {
+                partitions, report, ..
+            }) = got.lazy
+            else {
+                read.push(SourceRead {
+                    rows,
+                    metrics,
+                    lazy: None,
+                });
+                inputs.insert(slot.relation_id, RelationRows::Batches(batches));
+                continue;
+            };
+            // Errors of a read that runs with the plan name the source and the range too.
+            let context = context.clone();
+            let partitions: Vec<RowIter> = partitions
+                .into_iter()
+                .map(|p| {
+                    let context = context.clone();
+                    Box::new(p.map(move |r| r.map_err(|e| e.context(&context)))) as RowIter
+                })
+                .collect();
+            read.push(SourceRead {
+                rows,
+                metrics,
+                lazy: Some((report, slot.uses)),
+            });
+            if slot.uses == 1 && batches.is_empty() {
+                inputs.insert(slot.relation_id, RelationRows::lazy(partitions));
+            } else {
+                // A source the plan scans more than once (a self-join, a self-union) is read
+                // before the batch runs.
+                for p in partitions {
+                    for b in p {
+                        batches.push(b?);
+                    }
+                }
+                inputs.insert(slot.relation_id, RelationRows::Batches(batches));
+            }
         }
         Ok((inputs, read))
     }

@@ -17,7 +17,7 @@
 
 use crate::error::class;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,12 +30,9 @@ use arrow::datatypes::{
 };
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::Compression;
-use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
-use super::{BatchData, Sink, SinkContext, SinkProvider};
+use super::{BatchData, BatchStreams, Sink, SinkContext, SinkProvider};
 use crate::checkpoint::{CompactibleLog, DEFAULT_COMPACT_INTERVAL};
 use crate::error::{Fault, Result, SluiceError};
 use crate::types::OutputMode;
@@ -404,6 +401,8 @@ impl FileSinkProvider {
             metrics: BTreeMap::new(),
             partition_by: self.partition_by.clone(),
             manifest_offset,
+            memory: ctx.memory,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
         })
     }
 }
@@ -422,10 +421,18 @@ pub struct FileSink {
     partition_by: Vec<String>,
     /// The manifest id of this query's batch 0 ([`ownership`]).
     manifest_offset: u64,
+    /// The query's memory budget: what the writing tasks may buffer together.
+    memory: crate::conf::MemoryBudget,
+    /// How many tasks write at once (the cores).
+    threads: usize,
 }
 
 impl Sink for FileSink {
     fn add_batch(&mut self, batch_id: u64, data: &BatchData) -> Result<()> {
+        self.add_batch_streams(batch_id, BatchStreams::from_data(data.clone()))
+    }
+
+    fn add_batch_streams(&mut self, batch_id: u64, rows: BatchStreams) -> Result<()> {
         let id = batch_id + self.manifest_offset;
         // Checked at start: every manifest entry at or below the newest planned batch is this
         // query's, so an existing entry is this batch, written before a crash.
@@ -437,10 +444,10 @@ impl Sink for FileSink {
                     self.path.display()
                 );
                 self.set_metrics(0, 0);
-                return Ok(());
+                return rows.discard();
             }
         }
-        self.write_batch(id, data)
+        self.write_batch(id, rows)
     }
 
     fn metrics(&self) -> BTreeMap<String, String> {
@@ -452,8 +459,8 @@ impl FileSink {
     /// Writes manifest entry `batch_id`'s data files, then its manifest. If the manifest appears in
     /// between (another writer on the same path), fails with `FILE_SINK_RACE` and removes this
     /// attempt's files.
-    fn write_batch(&mut self, batch_id: u64, data: &BatchData) -> Result<()> {
-        let partitioning = PartitionColumns::resolve(&data.schema, &self.partition_by)?;
+    fn write_batch(&mut self, batch_id: u64, input: BatchStreams) -> Result<()> {
+        let partitioning = PartitionColumns::resolve(input.schema(), &self.partition_by)?;
         if self.options.format == FileFormat::Csv {
             check_csv_columns(partitioning.data_schema())?;
         }
@@ -461,8 +468,16 @@ impl FileSink {
         let mut entries = Vec::new();
         let mut rows = 0usize;
         let result = (|| -> Result<()> {
-            let files = write_files(&self.path, &self.options, &partitioning, data, &mut written)
-                .map_err(|e| e.context(format!("file sink batch {batch_id}")))?;
+            let buffer = self.memory.write_buffer_bytes(self.threads);
+            let files = writer::write_files(
+                &self.path,
+                &self.options,
+                &partitioning,
+                input,
+                buffer,
+                &mut written,
+            )
+            .map_err(|e| e.context(format!("file sink batch {batch_id}")))?;
             for (file, n) in &files {
                 entries.push(file_status(file)?);
                 rows += n;
@@ -499,149 +514,11 @@ impl FileSink {
     }
 }
 
-/// Writes `data` under `dir` as Spark's tasks do: one file per non-empty partition (task) and
-/// partition folder, `[col=value/..]part-<task>-<job>-c000.<ext>`, the tasks at the same time.
-/// Every file created is pushed to `created` (also on error, for clean-up). Returns the files
-/// written with their row counts, in task order.
-fn write_files(
-    dir: &Path,
-    options: &FileOptions,
-    partitioning: &PartitionColumns,
-    data: &BatchData,
-    created: &mut Vec<PathBuf>,
-) -> Result<Vec<(PathBuf, usize)>> {
-    let job = uuid::Uuid::new_v4();
-    let name = |task: usize| format!("part-{task:05}-{job}-c000.{}", options.extension());
-    // Per task: its files (folder, rows of that folder).
-    let mut tasks: Vec<Vec<(PathBuf, Vec<RecordBatch>, usize)>> = Vec::new();
-    for (task, part) in data.partitions.iter().enumerate() {
-        let files: Vec<(PathBuf, Vec<RecordBatch>, usize)> = partitioning
-            .split(part)?
-            .into_iter()
-            .map(|(folder, batches)| {
-                let n = batches.iter().map(|b| b.num_rows()).sum();
-                let file = if folder.is_empty() {
-                    dir.join(name(task))
-                } else {
-                    dir.join(folder).join(name(task))
-                };
-                (file, batches, n)
-            })
-            .collect();
-        if !files.is_empty() {
-            tasks.push(files);
-        }
-    }
-    created.extend(tasks.iter().flatten().map(|(f, _, _)| f.clone()));
-    let schema = partitioning.data_schema();
-    let run = |files: &Vec<(PathBuf, Vec<RecordBatch>, usize)>| -> Result<()> {
-        for (file, batches, _) in files {
-            if let Some(parent) = file.parent().filter(|p| *p != dir) {
-                crate::storage::create_dir_all(parent).map_err(|e| {
-                    SluiceError::io(
-                        Fault::Connector,
-                        format!("creating {}", parent.display()),
-                        e,
-                    )
-                })?;
-            }
-            write_data_file(file, options, schema, batches)?;
-        }
-        Ok(())
-    };
-    let results: Vec<Result<()>> = std::thread::scope(|scope| {
-        // The first task on this thread, the others on threads of their own.
-        let handles: Vec<_> = tasks
-            .iter()
-            .skip(1)
-            .map(|t| scope.spawn(move || run(t)))
-            .collect();
-        let first = tasks.first().map(run);
-        first
-            .into_iter()
-            .chain(handles.into_iter().map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(SluiceError::internal("a file sink writer thread panicked"))
-                })
-            }))
-            .collect()
-    });
-    results.into_iter().collect::<Result<Vec<()>>>()?;
-    Ok(tasks
-        .into_iter()
-        .flatten()
-        .map(|(file, _, n)| (file, n))
-        .collect())
-}
-
 fn write_err(file: &Path, e: impl std::fmt::Display) -> SluiceError {
     SluiceError::connector(
         class::FILE_SINK_WRITE_FAILED,
         format!("writing {}: {e}", file.display()),
     )
-}
-
-/// Writes one data file (created new, under its final name once complete: fsynced locally,
-/// one put on an object store, before it is listed in the manifest).
-fn write_data_file(
-    file: &Path,
-    options: &FileOptions,
-    schema: &SchemaRef,
-    batches: &[RecordBatch],
-) -> Result<()> {
-    let f = crate::storage::PendingFile::create(file).map_err(|e| {
-        SluiceError::io(Fault::Connector, format!("creating {}", file.display()), e)
-    })?;
-    let batches: Vec<RecordBatch> = batches
-        .iter()
-        .filter(|b| b.num_rows() > 0)
-        .map(|b| conform_schema(b, schema))
-        .collect::<Result<_>>()?;
-    let f = match options.format {
-        FileFormat::Parquet => {
-            let props = WriterProperties::builder()
-                .set_compression(if options.snappy {
-                    Compression::SNAPPY
-                } else {
-                    Compression::UNCOMPRESSED
-                })
-                .build();
-            let mut w = ArrowWriter::try_new(BufWriter::new(f), schema.clone(), Some(props))
-                .map_err(|e| write_err(file, e))?;
-            for b in &batches {
-                w.write(b).map_err(|e| write_err(file, e))?;
-            }
-            let buf = w.into_inner().map_err(|e| write_err(file, e))?;
-            buf.into_inner().map_err(|e| write_err(file, e.error()))?
-        }
-        FileFormat::Json => {
-            let mut w = BufWriter::new(f);
-            let mut line = String::new();
-            for b in &batches {
-                for row in 0..b.num_rows() {
-                    line.clear();
-                    json_line(&mut line, b, row)?;
-                    w.write_all(line.as_bytes())
-                        .map_err(|e| write_err(file, e))?;
-                }
-            }
-            w.into_inner().map_err(|e| write_err(file, e.error()))?
-        }
-        FileFormat::Csv => {
-            let mut w = BufWriter::new(f);
-            write_csv(&mut w, schema, &batches, options).map_err(|e| e.context(file.display()))?;
-            w.into_inner().map_err(|e| write_err(file, e.error()))?
-        }
-    };
-    match f.publish(crate::storage::Publish::CreateNew) {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(write_err(file, "a file of that name is already there")),
-        Err(e) => Err(SluiceError::io(
-            Fault::Connector,
-            format!("writing {}", file.display()),
-            e,
-        )),
-    }
 }
 
 /// The batch with `schema` (same columns; field names/metadata/nullability from `schema`).
@@ -833,10 +710,11 @@ fn write_csv<W: Write>(
     schema: &SchemaRef,
     batches: &[RecordBatch],
     options: &FileOptions,
+    header: bool,
 ) -> Result<()> {
     let sep = options.csv_sep as char;
     let io = |e: std::io::Error| SluiceError::io(Fault::Connector, "writing CSV", e);
-    if options.csv_header {
+    if header {
         let names: Vec<String> = schema
             .fields()
             .iter()
@@ -976,6 +854,7 @@ pub use partition::{partition_by_option, resolve_partition_columns};
 pub(crate) mod read;
 pub use read::{committed_files, read_sink_output, read_sink_output_with_options};
 mod save;
+mod writer;
 pub use save::{save_files, SaveMode};
 
 #[cfg(test)]

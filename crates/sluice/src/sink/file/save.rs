@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::partition::{partition_by_option, PartitionColumns};
-use super::{check_csv_columns, write_files, FileFormat, FileOptions};
+use super::writer::write_files;
+use super::{check_csv_columns, FileFormat, FileOptions};
 use crate::error::{class, Fault, Result, SluiceError};
 use crate::types::BatchData;
 
@@ -72,7 +73,16 @@ pub fn save_files(
         SluiceError::io(Fault::Connector, format!("creating {}", path.display()), e)
     })?;
     let mut created = Vec::new();
-    let written = match write_files(path, &file_options, &partitioning, data, &mut created) {
+    let rows = crate::sink::BatchStreams::from_data(data.clone());
+    let buffer = crate::conf::MemoryBudget::default().write_buffer_bytes(1);
+    let written = match write_files(
+        path,
+        &file_options,
+        &partitioning,
+        rows,
+        buffer,
+        &mut created,
+    ) {
         Ok(files) => files.into_iter().map(|(f, _)| f).collect::<Vec<_>>(),
         Err(e) => {
             for f in created {

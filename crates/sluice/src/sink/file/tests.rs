@@ -66,6 +66,7 @@ fn test_ctx(dir: &Path) -> SinkContext {
         query_id: "test-query".into(),
         last_planned: None,
         log_cleanup: Default::default(),
+        memory: Default::default(),
     }
 }
 
@@ -265,6 +266,7 @@ fn append_only_and_option_errors() {
         query_id: "test-query".into(),
         last_planned: None,
         log_cleanup: Default::default(),
+        memory: Default::default(),
     };
     assert_eq!(p.create_sink(&ctx).err().unwrap().fault(), Fault::Query);
 
@@ -298,7 +300,9 @@ fn race_on_the_manifest_is_an_error() {
     a.add_batch(0, &data(0, 1, 1)).unwrap();
     let before = count_data_files(tmp.path());
     // Another writer committed batch 0 between this sink's check and its manifest write.
-    let e = a.write_batch(0, &data(5, 2, 1)).unwrap_err();
+    let e = a
+        .write_batch(0, BatchStreams::from_data(data(5, 2, 1)))
+        .unwrap_err();
     assert_eq!(e.fault(), Fault::Connector);
     assert_eq!(e.class(), "FILE_SINK_RACE");
     assert!(

@@ -59,45 +59,86 @@ impl Codec {
     /// as Spark keeps the records read before a file's corrupt part).
     pub(crate) fn decode_partial(self, bytes: &[u8], uri: &str) -> (Vec<u8>, Option<SluiceError>) {
         let mut out = Vec::with_capacity(bytes.len().saturating_mul(4));
-        let result = match self {
-            Codec::Gzip => flate2::read::MultiGzDecoder::new(bytes)
-                .read_to_end(&mut out)
-                .map(|_| ()),
-            Codec::Bzip2 => bzip2::read::MultiBzDecoder::new(bytes)
-                .read_to_end(&mut out)
-                .map(|_| ()),
-            Codec::Deflate => flate2::read::ZlibDecoder::new(bytes)
-                .read_to_end(&mut out)
-                .map(|_| ()),
-            Codec::Zstd => zstd::stream::read::Decoder::new(bytes)
-                .and_then(|mut d| d.read_to_end(&mut out))
-                .map(|_| ()),
-            Codec::Lz4 if bytes.starts_with(&LZ4_FRAME_MAGIC) => {
-                lz4_flex::frame::FrameDecoder::new(bytes)
-                    .read_to_end(&mut out)
-                    .map(|_| ())
-            }
-            Codec::Snappy if bytes.starts_with(SNAPPY_FRAME_MAGIC) => {
-                snap::read::FrameDecoder::new(bytes)
-                    .read_to_end(&mut out)
-                    .map(|_| ())
-            }
-            Codec::Lz4 | Codec::Snappy => hadoop_blocks(self, bytes, &mut out),
-        };
-        let err = result.err().map(|e| {
-            SluiceError::input(
-                class::FAILED_READ_FILE,
-                format!(
-                    "the file {uri} is not valid {} data, as its extension says it is ({e}). \
-                     Replace it with a complete file (or rename it, if it is not compressed), or \
-                     set the option ignoreCorruptFiles=true to keep the records before the \
-                     damaged part and skip the rest, as Spark does",
-                    self.name()
-                ),
-            )
-        });
-        (out, err)
+        let result = self.reader(Box::new(bytes)).read_to_end(&mut out);
+        (out, result.err().map(|e| self.damaged(uri, &e)))
     }
+
+    /// The decompressed bytes of `inner` as a stream (a file read a piece at a time). The
+    /// reader fails where decoding fails, after the bytes decoded before the damaged part; an
+    /// error of `inner` itself comes out as is (it may come from the first read of `inner`,
+    /// which the LZ4 and Snappy codecs make here to tell their formats apart).
+    pub(crate) fn reader<'a>(
+        self,
+        mut inner: Box<dyn Read + Send + 'a>,
+    ) -> Box<dyn Read + Send + 'a> {
+        let magic: &[u8] = match self {
+            Codec::Gzip => return Box::new(flate2::read::MultiGzDecoder::new(inner)),
+            Codec::Bzip2 => return Box::new(bzip2::read::MultiBzDecoder::new(inner)),
+            Codec::Deflate => return Box::new(flate2::read::ZlibDecoder::new(inner)),
+            Codec::Zstd => {
+                return match zstd::stream::read::Decoder::new(inner) {
+                    Ok(d) => Box::new(d),
+                    Err(e) => Box::new(Failed(Some(e))),
+                }
+            }
+            Codec::Lz4 => &LZ4_FRAME_MAGIC,
+            Codec::Snappy => SNAPPY_FRAME_MAGIC,
+        };
+        // The first bytes say which of the two formats of the extension the file is in.
+        let mut head = vec![0u8; magic.len()];
+        let n = match read_full(&mut inner, &mut head) {
+            Ok(n) => n,
+            Err(e) => return Box::new(Failed(Some(e))),
+        };
+        head.truncate(n);
+        let framed = head == magic;
+        let whole = std::io::Cursor::new(head).chain(inner);
+        match (self, framed) {
+            (Codec::Lz4, true) => Box::new(lz4_flex::frame::FrameDecoder::new(whole)),
+            (Codec::Snappy, true) => Box::new(snap::read::FrameDecoder::new(whole)),
+            _ => Box::new(HadoopBlocks::new(self, whole)),
+        }
+    }
+
+    /// The error for a file whose decoding failed with `e` (`uri` names it).
+    pub(crate) fn damaged(self, uri: &str, e: &std::io::Error) -> SluiceError {
+        SluiceError::input(
+            class::FAILED_READ_FILE,
+            format!(
+                "the file {uri} is not valid {} data, as its extension says it is ({e}). \
+                 Replace it with a complete file (or rename it, if it is not compressed), or \
+                 set the option ignoreCorruptFiles=true to keep the records before the \
+                 damaged part and skip the rest, as Spark does",
+                self.name()
+            ),
+        )
+    }
+}
+
+/// A reader that fails with one error (a decoder that could not start).
+struct Failed(Option<std::io::Error>);
+
+impl Read for Failed {
+    fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+        match self.0.take() {
+            Some(e) => Err(e),
+            None => Ok(0),
+        }
+    }
+}
+
+/// Reads until `buf` is full or the input ends; the number of bytes read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// The magic number that starts an LZ4 frame (`0x184D2204`, little-endian).
@@ -107,53 +148,130 @@ const SNAPPY_FRAME_MAGIC: &[u8] = b"\xff\x06\x00\x00sNaPpY";
 
 /// Hadoop's `BlockCompressorStream` framing (its `Lz4Codec` and `SnappyCodec`): blocks of a
 /// big-endian uncompressed length, then chunks of a big-endian compressed length and the
-/// compressed bytes, until the block's length is filled.
-fn hadoop_blocks(codec: Codec, mut bytes: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
-    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
-    let u32_be = |b: &mut &[u8]| -> std::io::Result<usize> {
-        if b.len() < 4 {
-            return Err(bad("truncated block header"));
-        }
-        let v = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
-        *b = &b[4..];
-        Ok(v)
-    };
-    while !bytes.is_empty() {
-        let block_len = u32_be(&mut bytes)?;
-        let start = out.len();
-        while out.len() - start < block_len {
-            let chunk_len = u32_be(&mut bytes)?;
-            if chunk_len > bytes.len() {
-                return Err(bad("truncated compressed chunk"));
-            }
-            let (chunk, rest) = bytes.split_at(chunk_len);
-            bytes = rest;
-            let before = out.len();
-            match codec {
-                Codec::Lz4 => {
-                    let left = block_len - (out.len() - start);
-                    out.resize(before + left, 0);
-                    let n = lz4_flex::block::decompress_into(chunk, &mut out[before..])
-                        .map_err(|e| bad(&e.to_string()))?;
-                    out.truncate(before + n);
-                }
-                _ => {
-                    let n = snap::raw::decompress_len(chunk).map_err(|e| bad(&e.to_string()))?;
-                    out.resize(before + n, 0);
-                    snap::raw::Decoder::new()
-                        .decompress(chunk, &mut out[before..])
-                        .map_err(|e| bad(&e.to_string()))?;
-                }
-            }
-            if out.len() == before {
-                return Err(bad("an empty compressed chunk"));
-            }
-        }
-        if out.len() - start != block_len {
-            return Err(bad("a block longer than its header says"));
+/// compressed bytes, until the block's length is filled. Decoded a chunk at a time.
+struct HadoopBlocks<R> {
+    codec: Codec,
+    inner: R,
+    /// The decoded bytes of the last chunk, and how many of them were read.
+    out: Vec<u8>,
+    pos: usize,
+    /// Bytes of the current block still to come (0: a block header is next).
+    block_left: usize,
+    /// The error to give once `out` is read (the bytes before a damaged part come first).
+    pending: Option<std::io::Error>,
+    done: bool,
+}
+
+impl<R: Read> HadoopBlocks<R> {
+    fn new(codec: Codec, inner: R) -> Self {
+        HadoopBlocks {
+            codec,
+            inner,
+            out: Vec::new(),
+            pos: 0,
+            block_left: 0,
+            pending: None,
+            done: false,
         }
     }
-    Ok(())
+
+    /// A big-endian length; `None` at the end of the input before its first byte.
+    fn u32_be(&mut self) -> std::io::Result<Option<usize>> {
+        let mut b = [0u8; 4];
+        match read_full(&mut self.inner, &mut b)? {
+            0 => Ok(None),
+            4 => Ok(Some(u32::from_be_bytes(b) as usize)),
+            _ => Err(bad("truncated block header")),
+        }
+    }
+
+    /// Decodes the next chunk into `out`; false at the end of the input.
+    fn next_chunk(&mut self) -> std::io::Result<bool> {
+        // Blocks of length 0 hold no chunk.
+        while self.block_left == 0 {
+            match self.u32_be()? {
+                None => return Ok(false),
+                Some(n) => self.block_left = n,
+            }
+        }
+        let chunk_len = self
+            .u32_be()?
+            .ok_or_else(|| bad("truncated block header"))?;
+        let mut chunk = Vec::new();
+        (&mut self.inner)
+            .take(chunk_len as u64)
+            .read_to_end(&mut chunk)?;
+        if chunk.len() < chunk_len {
+            return Err(bad("truncated compressed chunk"));
+        }
+        self.out.clear();
+        self.pos = 0;
+        match self.codec {
+            Codec::Lz4 => {
+                // The chunk decodes to at most the rest of its block (and LZ4 expands at most
+                // 255 times, which bounds the buffer when a damaged header says more).
+                let room = self
+                    .block_left
+                    .min(chunk.len().saturating_mul(256).saturating_add(64));
+                self.out.resize(room, 0);
+                let n = lz4_flex::block::decompress_into(&chunk, &mut self.out)
+                    .map_err(|e| bad(&e.to_string()))?;
+                self.out.truncate(n);
+            }
+            _ => {
+                let n = snap::raw::decompress_len(&chunk).map_err(|e| bad(&e.to_string()))?;
+                self.out.resize(n, 0);
+                snap::raw::Decoder::new()
+                    .decompress(&chunk, &mut self.out)
+                    .map_err(|e| bad(&e.to_string()))?;
+            }
+        }
+        if self.out.is_empty() {
+            return Err(bad("an empty compressed chunk"));
+        }
+        if self.out.len() > self.block_left {
+            self.block_left = 0;
+            self.pending = Some(bad("a block longer than its header says"));
+        } else {
+            self.block_left -= self.out.len();
+        }
+        Ok(true)
+    }
+}
+
+fn bad(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string())
+}
+
+impl<R: Read> Read for HadoopBlocks<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if self.pos < self.out.len() {
+                let n = buf.len().min(self.out.len() - self.pos);
+                buf[..n].copy_from_slice(&self.out[self.pos..self.pos + n]);
+                self.pos += n;
+                return Ok(n);
+            }
+            if let Some(e) = self.pending.take() {
+                self.done = true;
+                return Err(e);
+            }
+            if self.done || buf.is_empty() {
+                return Ok(0);
+            }
+            match self.next_chunk() {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.done = true;
+                    return Ok(0);
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Err(e);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

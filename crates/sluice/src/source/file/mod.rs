@@ -35,6 +35,8 @@ mod source_log;
 use crate::error::class;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use serde_json::json;
@@ -44,7 +46,9 @@ use self::listing::{uri_file_name, uri_to_path, Glob, ListedFile, Location};
 use self::options::Options;
 use self::source_log::{FileEntry, SourceLog};
 use crate::error::{Result, SluiceError};
-use crate::source::{Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider};
+use crate::source::{
+    LazyRows, Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider,
+};
 
 pub use self::format::nullable_schema;
 
@@ -147,7 +151,7 @@ pub struct FileSourceProvider {
     location: Location,
     schema: SchemaRef,
     stream: StreamOptions,
-    parse: std::sync::Arc<ParseOptions>,
+    parse: Arc<ParseOptions>,
 }
 
 impl FileSourceProvider {
@@ -203,7 +207,7 @@ impl FileSourceProvider {
             location,
             schema: parse.schema.clone(),
             stream,
-            parse: std::sync::Arc::new(parse),
+            parse: Arc::new(parse),
         })
     }
 
@@ -289,6 +293,7 @@ impl SourceProvider for FileSourceProvider {
             cache: BTreeMap::new(),
             changed: (std::collections::HashSet::new(), 0),
             listing: listing::ListingCache::default(),
+            memory: ctx.memory,
         }))
     }
 }
@@ -372,7 +377,7 @@ struct FileSource {
     description: String,
     location: Location,
     stream: StreamOptions,
-    parse: std::sync::Arc<ParseOptions>,
+    parse: Arc<ParseOptions>,
     log: SourceLog,
     seen: SeenFiles,
     /// The newest log offset written (-1: none).
@@ -389,6 +394,8 @@ struct FileSource {
     changed: (std::collections::HashSet<String>, u64),
     /// The folder's files between listings ([`Location::list_cached`]).
     listing: listing::ListingCache,
+    /// The query's memory budget: how much text a batch's read holds at once.
+    memory: crate::conf::MemoryBudget,
 }
 
 fn parse_offset(o: &Offset, what: &str) -> Result<i64> {
@@ -482,6 +489,58 @@ impl FileSource {
         let id = u64::try_from(id)
             .map_err(|_| SluiceError::internal(format!("negative file source log id {id}")))?;
         self.log.batch(id)
+    }
+}
+
+impl FileSource {
+    /// The rows of `files` (URIs, in order), read as the batch runs: contiguous runs of files,
+    /// one per core, each read a piece of the memory budget at a time (Spark's tasks each read
+    /// their split as they go).
+    fn read_lazily(&self, files: Vec<String>, range: String) -> SourceBatch {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let partitions = threads.min(files.len()).max(1);
+        let chunk = self.memory.read_chunk_bytes(partitions);
+        let counters = Arc::new(format::ReadCounters::default());
+        let per = files.len().div_ceil(partitions).max(1);
+        let runs: Vec<Vec<String>> = files.chunks(per).map(<[String]>::to_vec).collect();
+        let partitions = runs
+            .into_iter()
+            .map(|run| {
+                format::read_files_lazy(
+                    self.parse.clone(),
+                    run,
+                    range.clone(),
+                    uri_to_path,
+                    chunk,
+                    counters.clone(),
+                )
+            })
+            .collect();
+        let report = move || {
+            let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+            let mut metrics = BTreeMap::new();
+            metrics.insert(
+                "numFilesRead".to_string(),
+                get(&counters.files_read).to_string(),
+            );
+            metrics.insert(
+                "numMalformedRecords".to_string(),
+                get(&counters.malformed).to_string(),
+            );
+            metrics.insert(
+                "numDroppedMalformedRecords".to_string(),
+                get(&counters.dropped).to_string(),
+            );
+            (get(&counters.rows) as usize, metrics)
+        };
+        SourceBatch {
+            lazy: Some(LazyRows {
+                schema: self.parse.schema.clone(),
+                partitions,
+                report: Box::new(report),
+            }),
+            ..Default::default()
+        }
     }
 }
 
@@ -591,9 +650,8 @@ impl Source for FileSource {
         for id in start_id + 1..=end_id {
             files.extend(self.entries_of(id)?);
         }
-        let uris: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-        let out = format::read_files_parallel(&self.parse, &uris, &range, uri_to_path)?;
-        let mut batch = source_batch(out);
+        let uris: Vec<String> = files.into_iter().map(|f| f.path).collect();
+        let mut batch = self.read_lazily(uris, range);
         batch
             .metrics
             .insert("numFilesOutstanding".into(), self.outstanding.0.to_string());
@@ -625,6 +683,7 @@ fn source_batch(out: format::AssembledRows) -> SourceBatch {
     SourceBatch {
         batches: out.batches,
         metrics,
+        lazy: None,
     }
 }
 

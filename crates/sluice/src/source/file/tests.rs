@@ -37,7 +37,13 @@ fn ctx(meta: &Path) -> SourceContext {
         index: 0,
         metadata_dir: meta.to_path_buf(),
         log_cleanup: Default::default(),
+        memory: Default::default(),
     }
+}
+
+/// The rows of `(start, end]`, read now (the file source reads them lazily).
+fn read(s: &mut dyn Source, start: Option<&Value>, end: &Value) -> Result<SourceBatch> {
+    s.get_batch(start, end)?.materialize()
 }
 
 fn off(n: i64) -> Value {
@@ -98,7 +104,7 @@ fn max_files_per_trigger_split_across_restart() {
 
     let o0 = s.latest_offset(None, limit).unwrap();
     assert_eq!(o0, Some(off(0)));
-    let b = s.get_batch(None, &off(0)).unwrap();
+    let b = read(s.as_mut(), None, &off(0)).unwrap();
     assert_eq!(ids(&b), vec![json!(1), json!(2), json!(3)]);
     assert_eq!(b.metrics["numFilesRead"], "1");
     assert_eq!(b.metrics["numMalformedRecords"], "0");
@@ -106,13 +112,13 @@ fn max_files_per_trigger_split_across_restart() {
 
     assert_eq!(s.latest_offset(Some(&off(0)), limit).unwrap(), Some(off(1)));
     assert_eq!(
-        ids(&s.get_batch(Some(&off(0)), &off(1)).unwrap()),
+        ids(&read(s.as_mut(), Some(&off(0)), &off(1)).unwrap()),
         vec![json!(4), json!(5)]
     );
     // Same mtime: ties go by path.
     assert_eq!(s.latest_offset(Some(&off(1)), limit).unwrap(), Some(off(2)));
     assert_eq!(
-        ids(&s.get_batch(Some(&off(1)), &off(2)).unwrap()),
+        ids(&read(s.as_mut(), Some(&off(1)), &off(2)).unwrap()),
         vec![json!(6)]
     );
     // No new file: the offset stays.
@@ -130,16 +136,16 @@ fn max_files_per_trigger_split_across_restart() {
     let mut s = p.create_source(&ctx(&e.meta)).unwrap();
     assert_eq!(s.latest_offset(Some(&off(2)), limit).unwrap(), Some(off(3)));
     assert_eq!(
-        ids(&s.get_batch(Some(&off(2)), &off(3)).unwrap()),
+        ids(&read(s.as_mut(), Some(&off(2)), &off(3)).unwrap()),
         vec![json!(10), json!(11)]
     );
     assert_eq!(s.latest_offset(Some(&off(3)), limit).unwrap(), Some(off(4)));
     assert_eq!(
-        ids(&s.get_batch(Some(&off(3)), &off(4)).unwrap()),
+        ids(&read(s.as_mut(), Some(&off(3)), &off(4)).unwrap()),
         vec![json!(12)]
     );
     // An old range reads the same rows after the restart (from the log, not the directory).
-    let b = s.get_batch(None, &off(2)).unwrap();
+    let b = read(s.as_mut(), None, &off(2)).unwrap();
     assert_eq!(ids(&b), (1..=6).map(|i| json!(i)).collect::<Vec<_>>());
     assert_eq!(b.metrics["numFilesRead"], "3");
     // Without a limit, everything available goes in one batch.
@@ -151,7 +157,7 @@ fn max_files_per_trigger_split_across_restart() {
         Some(off(5))
     );
     assert_eq!(
-        ids(&s.get_batch(Some(&off(4)), &off(5)).unwrap()),
+        ids(&read(s.as_mut(), Some(&off(4)), &off(5)).unwrap()),
         vec![json!(13), json!(14)]
     );
 }
@@ -198,7 +204,10 @@ fn crash_after_log_write_replays_the_logged_files() {
         s.latest_offset(None, ReadLimit::AllAvailable).unwrap(),
         Some(off(0))
     );
-    assert_eq!(ids(&s.get_batch(None, &off(0)).unwrap()), vec![json!(1)]);
+    assert_eq!(
+        ids(&read(s.as_mut(), None, &off(0)).unwrap()),
+        vec![json!(1)]
+    );
     // A start offset beyond the log means the log was lost.
     let err = s
         .latest_offset(Some(&off(5)), ReadLimit::AllAvailable)
@@ -232,14 +241,20 @@ fn max_bytes_per_trigger_takes_at_least_one_file() {
     assert_eq!(limit, ReadLimit::MaxBytes(20));
     s.latest_offset(None, limit).unwrap();
     assert_eq!(
-        s.get_batch(None, &off(0)).unwrap().metrics["numFilesRead"],
+        read(s.as_mut(), None, &off(0)).unwrap().metrics["numFilesRead"],
         "2"
     );
     // c alone exceeds the limit but is still taken.
     s.latest_offset(Some(&off(0)), limit).unwrap();
-    assert_eq!(s.get_batch(Some(&off(0)), &off(1)).unwrap().num_rows(), 3);
+    assert_eq!(
+        read(s.as_mut(), Some(&off(0)), &off(1)).unwrap().num_rows(),
+        3
+    );
     s.latest_offset(Some(&off(1)), limit).unwrap();
-    assert_eq!(s.get_batch(Some(&off(1)), &off(2)).unwrap().num_rows(), 1);
+    assert_eq!(
+        read(s.as_mut(), Some(&off(1)), &off(2)).unwrap().num_rows(),
+        1
+    );
 
     let m: HashMap<String, String> = [("maxFilesPerTrigger", "1"), ("maxBytesPerTrigger", "1")]
         .iter()
@@ -266,7 +281,7 @@ fn available_now_snapshot() {
     // c.json arrived after the snapshot: not read by this run.
     assert_eq!(s.latest_offset(Some(&off(1)), limit).unwrap(), Some(off(1)));
     assert_eq!(
-        ids(&s.get_batch(None, &off(1)).unwrap()),
+        ids(&read(s.as_mut(), None, &off(1)).unwrap()),
         vec![json!(1), json!(2)]
     );
 }
@@ -279,7 +294,7 @@ fn deleted_file_fails_with_file_not_found() {
     let mut s = p.create_source(&ctx(&e.meta)).unwrap();
     s.latest_offset(None, ReadLimit::AllAvailable).unwrap();
     std::fs::remove_file(&f).unwrap();
-    let err = s.get_batch(None, &off(0)).unwrap_err();
+    let err = read(s.as_mut(), None, &off(0)).unwrap_err();
     assert_eq!((err.class(), err.fault()), ("FILE_NOT_FOUND", Fault::Input));
     let msg = err.message();
     assert!(msg.contains("gone.json"), "{msg}");
@@ -293,7 +308,7 @@ fn deleted_file_fails_with_file_not_found() {
         &[("ignoreMissingFiles", "true")],
     );
     let mut s = p.create_source(&ctx(&e.meta)).unwrap();
-    assert_eq!(s.get_batch(None, &off(0)).unwrap().num_rows(), 0);
+    assert_eq!(read(s.as_mut(), None, &off(0)).unwrap().num_rows(), 0);
 }
 
 #[test]
@@ -306,11 +321,14 @@ fn max_file_age_and_latest_first() {
     let mut s = p.create_source(&ctx(&e.meta)).unwrap();
     // The first batch considers every file, oldest first.
     s.latest_offset(None, ReadLimit::MaxFiles(1)).unwrap();
-    assert_eq!(ids(&s.get_batch(None, &off(0)).unwrap()), vec![json!(1)]);
+    assert_eq!(
+        ids(&read(s.as_mut(), None, &off(0)).unwrap()),
+        vec![json!(1)]
+    );
     s.latest_offset(Some(&off(0)), ReadLimit::MaxFiles(1))
         .unwrap();
     assert_eq!(
-        ids(&s.get_batch(Some(&off(0)), &off(1)).unwrap()),
+        ids(&read(s.as_mut(), Some(&off(0)), &off(1)).unwrap()),
         vec![json!(2)]
     );
     // A file older than 7 days before the newest admitted file is ignored from now on.
@@ -322,7 +340,7 @@ fn max_file_age_and_latest_first() {
         Some(off(2))
     );
     assert_eq!(
-        ids(&s.get_batch(Some(&off(1)), &off(2)).unwrap()),
+        ids(&read(s.as_mut(), Some(&off(1)), &off(2)).unwrap()),
         vec![json!(4)]
     );
 
@@ -338,7 +356,10 @@ fn max_file_age_and_latest_first() {
     );
     let mut s = p.create_source(&ctx(&e.meta)).unwrap();
     s.latest_offset(None, ReadLimit::MaxFiles(1)).unwrap();
-    assert_eq!(ids(&s.get_batch(None, &off(0)).unwrap()), vec![json!(2)]);
+    assert_eq!(
+        ids(&read(s.as_mut(), None, &off(0)).unwrap()),
+        vec![json!(2)]
+    );
 }
 
 #[test]
@@ -415,7 +436,7 @@ fn glob_path_text_and_csv_header_per_file() {
     assert!(p.description().ends_with("/input/*.txt]"));
     let mut s = p.create_source(&ctx(&e.meta)).unwrap();
     s.latest_offset(None, ReadLimit::AllAvailable).unwrap();
-    let b = s.get_batch(None, &off(0)).unwrap();
+    let b = read(s.as_mut(), None, &off(0)).unwrap();
     assert_eq!(
         rows(&b.batches),
         vec![
@@ -437,7 +458,7 @@ fn glob_path_text_and_csv_header_per_file() {
     );
     let mut s = p.create_source(&ctx(&e.meta)).unwrap();
     s.latest_offset(None, ReadLimit::AllAvailable).unwrap();
-    let b = s.get_batch(None, &off(0)).unwrap();
+    let b = read(s.as_mut(), None, &off(0)).unwrap();
     assert_eq!(
         rows(&b.batches),
         vec![vec![json!(1), json!("a")], vec![json!(2), json!("b")]]
@@ -456,7 +477,7 @@ fn malformed_metrics_in_a_batch() {
     let p = provider("json", &e.input, "id INT", &[("mode", "DROPMALFORMED")]);
     let mut s = p.create_source(&ctx(&e.meta)).unwrap();
     s.latest_offset(None, ReadLimit::AllAvailable).unwrap();
-    let b = s.get_batch(None, &off(0)).unwrap();
+    let b = read(s.as_mut(), None, &off(0)).unwrap();
     assert_eq!(ids(&b), vec![json!(1)]);
     assert_eq!(b.metrics["numMalformedRecords"], "2");
     assert_eq!(b.metrics["numDroppedMalformedRecords"], "2");
@@ -482,7 +503,7 @@ fn permissive_counts_every_record_with_a_bad_value_as_malformed() {
     let p = provider("json", &e.input, "id INT, n DOUBLE", &[]);
     let mut s = p.create_source(&ctx(&e.meta)).unwrap();
     s.latest_offset(None, ReadLimit::AllAvailable).unwrap();
-    let b = s.get_batch(None, &off(0)).unwrap();
+    let b = read(s.as_mut(), None, &off(0)).unwrap();
     assert_eq!(b.num_rows(), 5);
     assert_eq!(b.metrics["numMalformedRecords"], "4");
 
@@ -497,7 +518,7 @@ fn permissive_counts_every_record_with_a_bad_value_as_malformed() {
     let p = provider("csv", &e.input, "id INT, n DOUBLE", &[]);
     let mut s = p.create_source(&ctx(&e.meta)).unwrap();
     s.latest_offset(None, ReadLimit::AllAvailable).unwrap();
-    let b = s.get_batch(None, &off(0)).unwrap();
+    let b = read(s.as_mut(), None, &off(0)).unwrap();
     assert_eq!(b.num_rows(), 5);
     assert_eq!(b.metrics["numMalformedRecords"], "4");
 }

@@ -980,7 +980,11 @@ impl Source for KafkaSource {
         if lost > 0 {
             metrics.insert("numRecordsLost".into(), lost.to_string());
         }
-        Ok(SourceBatch { batches, metrics })
+        Ok(SourceBatch {
+            batches,
+            metrics,
+            ..Default::default()
+        })
     }
 }
 

@@ -18,14 +18,28 @@ use std::borrow::Cow;
 use arrow::datatypes::DataType;
 
 use super::{
-    convert_temporal_or_decimal, excerpt, for_each_line, parse_java_double, parse_java_float,
-    Assembler, Bad, Cell, CsvOptions, RecordRef,
+    convert_temporal_or_decimal, excerpt, for_each_line_from, parse_java_double, parse_java_float,
+    Assembler, Bad, Cell, CsvOptions, PieceState, RecordRef,
 };
 use crate::error::{class, Result, SluiceError};
 use crate::schema::spark_type_name;
 
 /// Reads the CSV text of one file into `asm`.
 pub(crate) fn read(text: &str, uri: &str, c: &CsvOptions, asm: &mut Assembler<'_>) -> Result<()> {
+    read_piece(text, uri, c, asm, &mut PieceState::file_start(c.header))
+}
+
+/// Reads a piece of the CSV text of one file into `asm`: whole lines (or the whole file with
+/// `multiLine`), the first of them line `at.lines_before + 1` of the file. `at` carries the
+/// file's state to the next piece: the lines read, and whether the header is still to come
+/// (the first line that is neither blank nor a comment, in whichever piece it is).
+pub(crate) fn read_piece(
+    text: &str,
+    uri: &str,
+    c: &CsvOptions,
+    asm: &mut Assembler<'_>,
+    at: &mut PieceState,
+) -> Result<()> {
     let opts = asm.opts;
     let fields: Vec<(&str, &DataType)> = opts
         .data_fields
@@ -37,10 +51,10 @@ pub(crate) fn read(text: &str, uri: &str, c: &CsvOptions, asm: &mut Assembler<'_
         .collect();
     let n = fields.len();
     let tok = Tokenizer::new(c);
-    let mut header_pending = c.header;
+    let mut header_pending = at.header_pending;
     let mut tokens: Vec<Option<Cow<'_, str>>> = Vec::with_capacity(n);
     let mut cells: Vec<Cell<'_>> = Vec::with_capacity(n);
-    for_each_record(text, c, |line_no, line| {
+    let lines = for_each_record(text, c, at.lines_before, |line_no, line| {
         if line.trim_matches(|ch: char| ch <= ' ').is_empty() {
             return Ok(());
         }
@@ -91,19 +105,24 @@ pub(crate) fn read(text: &str, uri: &str, c: &CsvOptions, asm: &mut Assembler<'_
             text: line,
         };
         asm.record(&cells, partial.map(Bad::Partial), rr)
-    })
+    })?;
+    at.lines_before = lines;
+    at.header_pending = header_pending;
+    Ok(())
 }
 
 /// Calls `f` with each record of `text` and the number of the line it starts on: each line, or
 /// with `multiLine`, the text up to a line break outside quotes (a quoted value may hold line
-/// breaks, as univocity reads it for Spark).
+/// breaks, as univocity reads it for Spark). The first line of `text` is line `before + 1`;
+/// returns the number of the last line.
 fn for_each_record<'t>(
     text: &'t str,
     c: &CsvOptions,
+    before: usize,
     mut f: impl FnMut(usize, &'t str) -> Result<()>,
-) -> Result<()> {
+) -> Result<usize> {
     if !c.multi_line || c.quote == 0 {
-        return for_each_line(text, c.line_sep.as_deref(), f);
+        return for_each_line_from(text, c.line_sep.as_deref(), before, f);
     }
     let b = text.as_bytes();
     let sep = c.line_sep.as_deref().map(str::as_bytes);
@@ -120,7 +139,8 @@ fn for_each_record<'t>(
         }
     };
     let (q, e, d) = (c.quote, c.escape, c.sep);
-    let (mut start, mut i, mut line, mut record_line) = (0usize, 0usize, 1usize, 1usize);
+    let (mut start, mut i) = (0usize, 0usize);
+    let (mut line, mut record_line) = (before + 1, before + 1);
     let mut quoted = false;
     // At the start of a field (only whitespace seen in it, when leading whitespace is ignored).
     let mut field_start = true;
@@ -165,8 +185,9 @@ fn for_each_record<'t>(
     }
     if start < b.len() {
         f(record_line, &text[start..])?;
+        return Ok(line);
     }
-    Ok(())
+    Ok(line - 1)
 }
 
 /// `enforceSchema=false`: the header names the schema's columns, by position, ignoring case.

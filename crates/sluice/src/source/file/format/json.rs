@@ -20,8 +20,8 @@ use arrow::datatypes::DataType;
 
 use super::nested::{is_nested, Nested};
 use super::{
-    convert_temporal_or_decimal, for_each_line, java_double_to_string, parse_decimal, Assembler,
-    Bad, Cell, JsonOptions, RecordRef,
+    convert_temporal_or_decimal, for_each_line_from, java_double_to_string, parse_decimal,
+    Assembler, Bad, Cell, JsonOptions, PieceState, RecordRef,
 };
 use crate::error::Result;
 use crate::schema::spark_type_name;
@@ -31,6 +31,19 @@ const MAX_DEPTH: usize = 1000;
 
 /// Reads the JSON text of one file into `asm`.
 pub(crate) fn read(text: &str, uri: &str, j: &JsonOptions, asm: &mut Assembler<'_>) -> Result<()> {
+    read_piece(text, uri, j, asm, &mut PieceState::file_start(false))
+}
+
+/// Reads a piece of the JSON text of one file into `asm`: whole lines (or the whole file with
+/// `multiLine`), the first of them line `at.lines_before + 1` of the file; `at` then counts
+/// the piece's lines too.
+pub(crate) fn read_piece(
+    text: &str,
+    uri: &str,
+    j: &JsonOptions,
+    asm: &mut Assembler<'_>,
+    at: &mut PieceState,
+) -> Result<()> {
     let opts = asm.opts;
     let mut fields: HashMap<&str, usize> = HashMap::new();
     let mut names: Vec<&str> = Vec::with_capacity(opts.data_fields.len());
@@ -48,11 +61,13 @@ pub(crate) fn read(text: &str, uri: &str, j: &JsonOptions, asm: &mut Assembler<'
         types,
     };
     if j.multi_line {
-        reader.record(text, 1, uri, asm)
+        reader.record(text, at.lines_before + 1, uri, asm)
     } else {
-        for_each_line(text, j.line_sep.as_deref(), |n, line| {
-            reader.record(line, n, uri, asm)
-        })
+        at.lines_before =
+            for_each_line_from(text, j.line_sep.as_deref(), at.lines_before, |n, line| {
+                reader.record(line, n, uri, asm)
+            })?;
+        Ok(())
     }
 }
 

@@ -10,11 +10,14 @@ use std::sync::Arc;
 
 use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
 use arrow::compute::{can_cast_types, cast_with_options, CastOptions};
-use arrow::datatypes::{DataType, Schema, TimeUnit, TimestampMicrosecondType};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use arrow::datatypes::{DataType, Schema, SchemaRef, TimeUnit, TimestampMicrosecondType};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::ProjectionMask;
 
-use super::{file_not_found, Assembler, BATCH_ROWS};
+use super::{file_not_found, ParseOptions, BATCH_ROWS};
 use crate::error::{Fault, Result, SluiceError};
 use crate::schema::spark_type_name;
 
@@ -31,45 +34,84 @@ fn find_column(schema: &Schema, name: &str) -> Option<usize> {
         })
 }
 
-pub(crate) fn read(path: &Path, uri: &str, context: &str, asm: &mut Assembler<'_>) -> Result<()> {
-    let opts = asm.opts;
-    let file = match crate::storage::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
+/// A Parquet file being read: its batches (of the schema's columns) come as the reader decodes
+/// them.
+pub(crate) struct ParquetFile {
+    source: Source,
+    target: SchemaRef,
+    uri: String,
+    ignore_corrupt_files: bool,
+}
+
+enum Source {
+    /// A local file: one reader over its row groups (pages are read as they are decoded).
+    File(ParquetRecordBatchReader),
+    /// An object: a reader per row group, whose column chunks are fetched first (the
+    /// columns read, in one go), so one row group's columns are in memory at a time.
+    Object {
+        file: crate::storage::RangedFile,
+        metadata: ArrowReaderMetadata,
+        mask: ProjectionMask,
+        next_row_group: usize,
+        reader: Option<ParquetRecordBatchReader>,
+    },
+}
+
+/// Bytes read from the end of an object first: its footer, in one request.
+const FOOTER_GUESS: u64 = 64 << 10;
+
+/// Opens a Parquet file and checks its columns' types; `None` for a file skipped as the
+/// options say (missing, or unreadable with `ignoreCorruptFiles`).
+pub(crate) fn open(
+    opts: &ParseOptions,
+    path: &Path,
+    uri: &str,
+    context: &str,
+) -> Result<Option<ParquetFile>> {
+    let open_failed = |e: std::io::Error| {
+        if e.kind() == ErrorKind::NotFound {
             if opts.ignore_missing_files {
                 log::warn!("skipping the missing file {uri} (ignoreMissingFiles=true)");
-                return Ok(());
+                return Ok(None);
             }
             return Err(file_not_found(uri, context));
         }
-        Err(e) => {
-            return Err(SluiceError::io(
-                Fault::Connector,
-                format!("opening {uri}"),
-                e,
-            ))
+        Err(SluiceError::io(
+            Fault::Connector,
+            format!("opening {uri}"),
+            e,
+        ))
+    };
+    let (local, object) = match crate::storage::open_by_ranges(path) {
+        Ok(Some(object)) => {
+            let size = parquet::file::reader::Length::len(&object);
+            let tail = size.saturating_sub(FOOTER_GUESS)..size;
+            if let Err(e) = object.fetch(std::slice::from_ref(&tail)) {
+                return open_failed(e);
+            }
+            (None, Some(object))
         }
+        Ok(None) => match crate::storage::open(path) {
+            Ok(f) => (Some(f), None),
+            Err(e) => return open_failed(e),
+        },
+        Err(e) => return open_failed(e),
     };
-    let corrupt = |what: &str, e: &dyn std::fmt::Display| {
-        SluiceError::input(
-            class::CANNOT_READ_PARQUET_FILE,
-            format!(
-                "cannot read the Parquet file {uri} ({what}: {e}). It may be corrupt or not a \
-                 Parquet file; set the option ignoreCorruptFiles=true to skip such files"
-            ),
-        )
+    let metadata = match (&local, &object) {
+        (Some(f), _) => ArrowReaderMetadata::load(f, ArrowReaderOptions::default()),
+        (_, Some(o)) => ArrowReaderMetadata::load(o, ArrowReaderOptions::default()),
+        (None, None) => return Ok(None),
     };
-    let builder = match ParquetRecordBatchReaderBuilder::try_new(file) {
-        Ok(b) => b,
+    let metadata = match metadata {
+        Ok(m) => m,
         Err(e) if opts.ignore_corrupt_files => {
             log::warn!("skipping the unreadable Parquet file {uri}: {e} (ignoreCorruptFiles=true)");
-            return Ok(());
+            return Ok(None);
         }
-        Err(e) => return Err(corrupt("footer", &e)),
+        Err(e) => return Err(corrupt(uri, "footer", &e)),
     };
-    asm.files_read += 1;
     let target = opts.schema.clone();
-    let file_schema = builder.schema().clone();
+    let file_schema = metadata.schema().clone();
     let mut roots: Vec<usize> = target
         .fields()
         .iter()
@@ -95,26 +137,108 @@ pub(crate) fn read(path: &Path, uri: &str, context: &str, asm: &mut Assembler<'_
             }
         }
     }
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-    let reader = builder
-        .with_projection(mask)
-        .with_batch_size(BATCH_ROWS)
-        .build()
-        .map_err(|e| corrupt("reader", &e))?;
-    for batch in reader {
-        let batch = match batch {
-            Ok(b) => b,
-            Err(e) if opts.ignore_corrupt_files => {
+    let mask = ProjectionMask::roots(metadata.parquet_schema(), roots);
+    let source = match (local, object) {
+        (Some(f), _) => Source::File(
+            ParquetRecordBatchReaderBuilder::new_with_metadata(f, metadata)
+                .with_projection(mask)
+                .with_batch_size(BATCH_ROWS)
+                .build()
+                .map_err(|e| corrupt(uri, "reader", &e))?,
+        ),
+        (_, Some(file)) => Source::Object {
+            file,
+            metadata,
+            mask,
+            next_row_group: 0,
+            reader: None,
+        },
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(ParquetFile {
+        source,
+        target,
+        uri: uri.to_string(),
+        ignore_corrupt_files: opts.ignore_corrupt_files,
+    }))
+}
+
+fn corrupt(uri: &str, what: &str, e: &dyn std::fmt::Display) -> SluiceError {
+    SluiceError::input(
+        class::CANNOT_READ_PARQUET_FILE,
+        format!(
+            "cannot read the Parquet file {uri} ({what}: {e}). It may be corrupt or not a \
+             Parquet file; set the option ignoreCorruptFiles=true to skip such files"
+        ),
+    )
+}
+
+impl ParquetFile {
+    /// The next batch, in the schema's columns; `None` at the end of the file (or at an
+    /// unreadable part of it, with `ignoreCorruptFiles`).
+    pub(crate) fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        let uri = &self.uri;
+        let next = match &mut self.source {
+            Source::File(reader) => reader.next(),
+            Source::Object {
+                file,
+                metadata,
+                mask,
+                next_row_group,
+                reader,
+            } => loop {
+                if let Some(r) = reader {
+                    match r.next() {
+                        None => *reader = None,
+                        some => break some,
+                    }
+                }
+                let meta = metadata.metadata();
+                if *next_row_group >= meta.num_row_groups() {
+                    break None;
+                }
+                let i = *next_row_group;
+                *next_row_group += 1;
+                let ranges: Vec<std::ops::Range<u64>> = meta
+                    .row_group(i)
+                    .columns()
+                    .iter()
+                    .enumerate()
+                    .filter(|(c, _)| mask.leaf_included(*c))
+                    .map(|(_, col)| {
+                        let (start, len) = col.byte_range();
+                        start..start.saturating_add(len)
+                    })
+                    .collect();
+                file.fetch(&ranges)
+                    .map_err(|e| SluiceError::io(Fault::Connector, format!("reading {uri}"), e))?;
+                *reader = Some(
+                    ParquetRecordBatchReaderBuilder::new_with_metadata(
+                        file.clone(),
+                        metadata.clone(),
+                    )
+                    .with_projection(mask.clone())
+                    .with_row_groups(vec![i])
+                    .with_batch_size(BATCH_ROWS)
+                    .build()
+                    .map_err(|e| corrupt(uri, "reader", &e))?,
+                );
+            },
+        };
+        let batch = match next {
+            None => return Ok(None),
+            Some(Ok(b)) => b,
+            Some(Err(e)) if self.ignore_corrupt_files => {
                 log::warn!(
                     "stopping at an unreadable part of {uri}: {e} (ignoreCorruptFiles=true)"
                 );
-                break;
+                return Ok(None);
             }
-            Err(e) => return Err(corrupt("data", &e)),
+            Some(Err(e)) => return Err(corrupt(uri, "data", &e)),
         };
         let bs = batch.schema();
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
-        for f in target.fields() {
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.target.fields().len());
+        for f in self.target.fields() {
             let col = match find_column(&bs, f.name()) {
                 Some(i) => adapt(batch.column(i), f.data_type())?,
                 None => new_null_array(f.data_type(), batch.num_rows()),
@@ -122,10 +246,12 @@ pub(crate) fn read(path: &Path, uri: &str, context: &str, asm: &mut Assembler<'_
             columns.push(col);
         }
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        let out = RecordBatch::try_new_with_options(target.clone(), columns, &options)?;
-        asm.push_batch(out)?;
+        Ok(Some(RecordBatch::try_new_with_options(
+            self.target.clone(),
+            columns,
+            &options,
+        )?))
     }
-    Ok(())
 }
 
 fn castable(from: &DataType, to: &DataType) -> bool {
@@ -169,7 +295,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::super::test_util::rows;
-    use super::super::{read_file, ParseOptions};
+    use super::super::{read_file, Assembler, ParseOptions};
     use super::*;
     use crate::source::file::options::Options;
 
