@@ -360,25 +360,24 @@ impl std::error::Error for SluiceError {
 impl From<datafusion::error::DataFusionError> for SluiceError {
     fn from(e: datafusion::error::DataFusionError) -> Self {
         use datafusion::error::DataFusionError as D;
+        if let D::ResourcesExhausted(..) = e.find_root() {
+            return SluiceError::new(
+                Fault::Query,
+                class::MEMORY_LIMIT_EXCEEDED,
+                format!(
+                    "{e}. An operator that keeps rows in memory needed more than its share (half) \
+                     of {}; raise it (for example SET {} = '2g'), or make batches smaller \
+                     (maxFilesPerTrigger, maxBytesPerTrigger, maxOffsetsPerTrigger)",
+                    crate::conf::MEMORY_LIMIT,
+                    crate::conf::MEMORY_LIMIT
+                ),
+            )
+            .with_source(e);
+        }
         let (fault, class) = match &e {
             D::SQL(..) => (Fault::Query, class::PARSE_SYNTAX_ERROR),
             D::Plan(..) | D::SchemaError(..) => (Fault::Query, class::ANALYSIS_ERROR),
             D::NotImplemented(..) => (Fault::NotSupportedYet, class::SLUICE_NOT_SUPPORTED_YET),
-            D::ResourcesExhausted(..) => {
-                return SluiceError::new(
-                    Fault::Query,
-                    class::MEMORY_LIMIT_EXCEEDED,
-                    format!(
-                        "{e}. An operator that keeps rows in memory and cannot spill them to \
-                         disk needed more than its share (half) of {}; raise it (for example \
-                         SET {} = '2g'), or make batches smaller (maxFilesPerTrigger, \
-                         maxBytesPerTrigger, maxOffsetsPerTrigger)",
-                        crate::conf::MEMORY_LIMIT,
-                        crate::conf::MEMORY_LIMIT
-                    ),
-                )
-                .with_source(e);
-            }
             D::External(inner) => {
                 if let Some(s) = inner.downcast_ref::<SluiceError>() {
                     return SluiceError::new(s.fault, s.class, s.message.clone());

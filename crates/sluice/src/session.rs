@@ -100,6 +100,12 @@ impl SessionBuilder {
                 datafusion::execution::memory_pool::FairSpillPool::new(memory.pool_bytes()),
             ))
             .build_arc()?;
+        // An external sort reserves this much up front for merging its spilled runs; within
+        // the pool (DataFusion's 10 MB default would not fit a small budget).
+        let config = config.set_usize(
+            "datafusion.execution.sort_spill_reservation_bytes",
+            (memory.pool_bytes() / 8).min(10 << 20),
+        );
         let mut builder = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime_env)

@@ -217,14 +217,15 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
         if storage::is_file(&plain) || storage::is_file(&compact) {
             return Ok(false);
         }
-        let (path, all) = if self.is_compaction_batch(id) {
-            let mut all = self.entries_up_to(id.checked_sub(1))?;
-            all.extend(entries);
-            (compact, all)
+        let (path, bytes) = if self.is_compaction_batch(id) {
+            let mut text = self.entry_lines_up_to(id.checked_sub(1))?;
+            text.extend_from_slice(
+                &serialize_entries(&entries)?[COMPACTIBLE_LOG_VERSION_LINE.len()..],
+            );
+            (compact, text)
         } else {
-            (plain, entries)
+            (plain, serialize_entries(&entries)?)
         };
-        let bytes = serialize_entries(&all)?;
         let added = write_atomic_new_as(self.fault, &path, &bytes)?;
         if added {
             self.delete_expired(id)?;
@@ -307,6 +308,44 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
         Ok(out)
     }
 
+    /// The file text of a compaction of every entry of batches `<= max`: the version line,
+    /// then the newest compaction's entries carried over as written (not parsed: it was written
+    /// atomically by this log, and every live file is checked when the log is opened), then
+    /// the entries of the plain files after it (parsed, so a damaged one is refused). A
+    /// compaction costs a copy of the bytes, not a parse and a print of every entry.
+    fn entry_lines_up_to(&self, max: Option<u64>) -> Result<Vec<u8>> {
+        let mut out = COMPACTIBLE_LOG_VERSION_LINE.as_bytes().to_vec();
+        let Some(max) = max else {
+            return Ok(out);
+        };
+        let ids: Vec<(u64, bool)> = self
+            .batch_ids()?
+            .into_iter()
+            .filter(|(id, _)| *id <= max)
+            .collect();
+        let start = ids.iter().rposition(|(_, compact)| *compact).unwrap_or(0);
+        for (id, compact) in ids.iter().skip(start) {
+            if *compact {
+                let path = self.dir.join(format!("{id}{COMPACT_SUFFIX}"));
+                match storage::read(&path) {
+                    Ok(bytes) => {
+                        out.extend_from_slice(compacted_lines(&bytes, &path)?);
+                        continue;
+                    }
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(self.io(format!("reading {}", path.display()), e)),
+                }
+            }
+            match self.get(*id)? {
+                Some(entries) => out.extend_from_slice(
+                    &serialize_entries(&entries)?[COMPACTIBLE_LOG_VERSION_LINE.len()..],
+                ),
+                None => log::warn!("{}: batch {id} vanished while reading", self.dir.display()),
+            }
+        }
+        Ok(out)
+    }
+
     fn read_file(&self, path: &Path) -> Result<Option<Vec<E>>> {
         let bytes = match storage::read(path) {
             Ok(b) => b,
@@ -319,6 +358,26 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
     fn io(&self, what: String, e: std::io::Error) -> SluiceError {
         SluiceError::io(self.fault, what, e)
     }
+}
+
+/// The version line every compactible log file starts with.
+const COMPACTIBLE_LOG_VERSION_LINE: &str = "v1";
+
+/// The entry lines of a compaction file, each with the `\n` before it, as written (the
+/// version line checked; the text must end with a whole entry).
+fn compacted_lines<'a>(bytes: &'a [u8], file: &Path) -> Result<&'a [u8]> {
+    let text = log_text(bytes, file)?;
+    let (version, _) = text.split_once('\n').unwrap_or((text, ""));
+    parse_version_line(Some(version), COMPACTIBLE_LOG_VERSION, file)?;
+    let lines = &bytes[version.len()..];
+    let lines = match lines.iter().rposition(|b| !b.is_ascii_whitespace()) {
+        Some(last) => &lines[..=last],
+        None => return Ok(&[]),
+    };
+    if lines.last() != Some(&b'}') {
+        return Err(corrupt_log(file, "its last entry is cut short"));
+    }
+    Ok(lines)
 }
 
 /// `v1` then `\n<json>` per entry.
@@ -474,5 +533,34 @@ mod tests {
             log.get(1).unwrap_err().class(),
             "CHECKPOINT_UNSUPPORTED_VERSION"
         );
+    }
+
+    #[test]
+    fn a_compaction_carries_the_previous_one_as_written_and_refuses_a_cut_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log: CompactibleLog<Entry> =
+            CompactibleLog::new(tmp.path().join("log"), 2, Fault::Checkpoint);
+        // A compaction written by Spark (CRLF, a trailing newline) is carried into the next.
+        fs::create_dir_all(tmp.path().join("log")).unwrap();
+        fs::write(
+            tmp.path().join("log/1.compact"),
+            "v1\r\n{\"path\":\"f0_0\",\"batchId\":0}\r\n{\"path\":\"f1_0\",\"batchId\":1}\n",
+        )
+        .unwrap();
+        assert!(log.add(2, vec![e(2, 0)]).unwrap());
+        assert!(log.add(3, vec![e(3, 0), e(3, 1)]).unwrap());
+        let all = vec![e(0, 0), e(1, 0), e(2, 0), e(3, 0), e(3, 1)];
+        assert_eq!(log.get(3).unwrap().unwrap(), all);
+        assert_eq!(log.all_entries().unwrap(), all);
+        // A compaction whose last entry was cut short is named, not carried on.
+        fs::write(
+            tmp.path().join("log/5.compact"),
+            "v1\n{\"path\":\"f0_0\",\"batchId\":0}\n{\"path\":\"f1_0\",",
+        )
+        .unwrap();
+        assert!(log.add(6, vec![e(6, 0)]).unwrap());
+        let err = log.add(7, vec![e(7, 0)]).unwrap_err();
+        assert_eq!(err.class(), "CHECKPOINT_CORRUPT_LOG");
+        assert!(err.message().contains("5.compact"), "{err}");
     }
 }

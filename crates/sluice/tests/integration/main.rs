@@ -22,6 +22,9 @@ mod engine_errors;
 // Memory, foreach, foreach_batch, SQL over stream views.
 mod engine_sinks;
 
+// sluice.memory.limit on DataFusion's operators: a sort spills, a join build side stops.
+mod engine_memory;
+
 // Rate-micro-batch, memory stream, malformed input.
 mod engine_sources;
 
