@@ -287,25 +287,33 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
     /// All entries of batches `<= max` (none if `max` is None): the newest compact file at or
     /// below `max`, then the plain files after it.
     fn entries_up_to(&self, max: Option<u64>) -> Result<Vec<E>> {
-        let Some(max) = max else {
-            return Ok(Vec::new());
-        };
-        let ids: Vec<(u64, bool)> = self
-            .batch_ids()?
-            .into_iter()
-            .filter(|(id, _)| *id <= max)
-            .collect();
-        let start = ids.iter().rposition(|(_, compact)| *compact).unwrap_or(0);
         let mut out = Vec::new();
-        for (id, _) in ids.iter().skip(start) {
+        for (id, _) in self.ids_from_newest_compaction(max)? {
             // A file listed a moment ago may vanish only if another process cleans up
             // superseded files; a batch that never had a file added nothing visible.
-            match self.get(*id)? {
+            match self.get(id)? {
                 Some(entries) => out.extend(entries),
                 None => log::warn!("{}: batch {id} vanished while reading", self.dir.display()),
             }
         }
         Ok(out)
+    }
+
+    /// The batches a reader of every entry up to `max` reads (none if `max` is None): the
+    /// newest compaction at or below `max`, then the plain files after it; whether each is a
+    /// compaction.
+    fn ids_from_newest_compaction(&self, max: Option<u64>) -> Result<Vec<(u64, bool)>> {
+        let Some(max) = max else {
+            return Ok(Vec::new());
+        };
+        let mut ids: Vec<(u64, bool)> = self
+            .batch_ids()?
+            .into_iter()
+            .filter(|(id, _)| *id <= max)
+            .collect();
+        let start = ids.iter().rposition(|(_, compact)| *compact).unwrap_or(0);
+        ids.drain(..start);
+        Ok(ids)
     }
 
     /// The file text of a compaction of every entry of batches `<= max`: the version line,
@@ -315,17 +323,8 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
     /// compaction costs a copy of the bytes, not a parse and a print of every entry.
     fn entry_lines_up_to(&self, max: Option<u64>) -> Result<Vec<u8>> {
         let mut out = COMPACTIBLE_LOG_VERSION_LINE.as_bytes().to_vec();
-        let Some(max) = max else {
-            return Ok(out);
-        };
-        let ids: Vec<(u64, bool)> = self
-            .batch_ids()?
-            .into_iter()
-            .filter(|(id, _)| *id <= max)
-            .collect();
-        let start = ids.iter().rposition(|(_, compact)| *compact).unwrap_or(0);
-        for (id, compact) in ids.iter().skip(start) {
-            if *compact {
+        for (id, compact) in self.ids_from_newest_compaction(max)? {
+            if compact {
                 let path = self.dir.join(format!("{id}{COMPACT_SUFFIX}"));
                 match storage::read(&path) {
                     Ok(bytes) => {
@@ -336,7 +335,7 @@ impl<E: Serialize + DeserializeOwned> CompactibleLog<E> {
                     Err(e) => return Err(self.io(format!("reading {}", path.display()), e)),
                 }
             }
-            match self.get(*id)? {
+            match self.get(id)? {
                 Some(entries) => out.extend_from_slice(
                     &serialize_entries(&entries)?[COMPACTIBLE_LOG_VERSION_LINE.len()..],
                 ),

@@ -114,20 +114,16 @@ fn reference_read(opts: &ParseOptions, files: &[String]) -> Outcome {
         }
         asm.finish()
     };
-    match run() {
-        Ok(r) => Ok((
-            one_batch(opts, &r.batches),
-            r.malformed,
-            r.dropped,
-            r.files_read,
-        )),
-        Err(e) => Err(e.to_string()),
-    }
+    outcome(opts, run())
 }
 
 fn whole_read(opts: &ParseOptions, files: &[String]) -> Outcome {
     let refs: Vec<&str> = files.iter().map(String::as_str).collect();
-    match read_files_parallel(opts, &refs, "a test", to_path) {
+    outcome(opts, read_files_parallel(opts, &refs, "a test", to_path))
+}
+
+fn outcome(opts: &ParseOptions, read: Result<AssembledRows>) -> Outcome {
+    match read {
         Ok(r) => Ok((
             one_batch(opts, &r.batches),
             r.malformed,
