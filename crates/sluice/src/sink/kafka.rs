@@ -161,8 +161,12 @@ impl SinkProvider for KafkaSinkProvider {
             })?;
         let mut marker = None;
         if self.exactly_once {
+            // A retriable refusal (the broker still aborting a killed attempt's transaction:
+            // CONCURRENT_TRANSACTIONS) is asked again until the whole timeout is spent, not
+            // only the one-second slice `within` calls with.
+            let deadline = std::time::Instant::now() + TIMEOUT;
             within(producer.context(), TIMEOUT, |t| {
-                retrying(t, || producer.init_transactions(t))
+                retrying(deadline, || producer.init_transactions(t))
             })
             .map_err(|f| {
                 failure(&self.client, f, |e| {
@@ -203,13 +207,12 @@ impl SinkProvider for KafkaSinkProvider {
 }
 
 /// Runs a transaction call again while it fails with an error Kafka calls retriable (the
-/// broker still aborting a fenced producer's transaction: `CONCURRENT_TRANSACTIONS`), for up
-/// to `total`.
+/// broker still aborting a fenced producer's transaction: `CONCURRENT_TRANSACTIONS`), until
+/// `deadline`.
 fn retrying(
-    total: Duration,
+    deadline: std::time::Instant,
     mut call: impl FnMut() -> rdkafka::error::KafkaResult<()>,
 ) -> rdkafka::error::KafkaResult<()> {
-    let deadline = std::time::Instant::now() + total;
     loop {
         match call() {
             Err(rdkafka::error::KafkaError::Transaction(e))
