@@ -402,7 +402,6 @@ impl FileSinkProvider {
             partition_by: self.partition_by.clone(),
             manifest_offset,
             memory: ctx.memory,
-            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
         })
     }
 }
@@ -423,8 +422,6 @@ pub struct FileSink {
     manifest_offset: u64,
     /// The query's memory budget: what the writing tasks may buffer together.
     memory: crate::conf::MemoryBudget,
-    /// How many tasks write at once (the cores).
-    threads: usize,
 }
 
 impl Sink for FileSink {
@@ -468,13 +465,12 @@ impl FileSink {
         let mut entries = Vec::new();
         let mut rows = 0usize;
         let result = (|| -> Result<()> {
-            let buffer = self.memory.write_buffer_bytes(self.threads);
             let files = writer::write_files(
                 &self.path,
                 &self.options,
                 &partitioning,
                 input,
-                buffer,
+                self.memory,
                 &mut written,
             )
             .map_err(|e| e.context(format!("file sink batch {batch_id}")))?;

@@ -74,13 +74,12 @@ pub fn save_files(
     })?;
     let mut created = Vec::new();
     let rows = crate::sink::BatchStreams::from_data(data.clone());
-    let buffer = crate::conf::MemoryBudget::default().write_buffer_bytes(1);
     let written = match write_files(
         path,
         &file_options,
         &partitioning,
         rows,
-        buffer,
+        crate::conf::MemoryBudget::default(),
         &mut created,
     ) {
         Ok(files) => files.into_iter().map(|(f, _)| f).collect::<Vec<_>>(),

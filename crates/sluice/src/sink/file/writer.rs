@@ -22,7 +22,7 @@ use crate::storage::PendingFile;
 use crate::sync::MutexExt;
 
 /// Writes `rows` under `dir`: per task, `[col=value/..]part-<task>-<job>-c000.<ext>`, the tasks
-/// at the same time, each buffering at most about `buffer_bytes` before it writes. Every file
+/// at the same time, each buffering at most about its share of `memory` before it writes. Every file
 /// name created is pushed to `created` (also on error, for clean-up). Returns the files
 /// written with their row counts, in task order.
 pub(super) fn write_files(
@@ -30,13 +30,15 @@ pub(super) fn write_files(
     options: &FileOptions,
     partitioning: &PartitionColumns,
     rows: BatchStreams,
-    buffer_bytes: usize,
+    memory: crate::conf::MemoryBudget,
     created: &mut Vec<PathBuf>,
 ) -> Result<Vec<(PathBuf, usize)>> {
     let job = uuid::Uuid::new_v4();
     let schema = partitioning.data_schema();
     let made = Mutex::new(Vec::new());
-    let per_task = for_each_partition(rows.into_partitions(), |task, rows| {
+    let tasks = rows.into_partitions();
+    let buffer_bytes = memory.write_buffer_bytes(tasks.len());
+    let per_task = for_each_partition(tasks, |task, rows| {
         let name = format!("part-{task:05}-{job}-c000.{}", options.extension());
         let mut files: Vec<DataFileWriter> = Vec::new();
         let mut by_folder: HashMap<String, usize> = HashMap::new();
