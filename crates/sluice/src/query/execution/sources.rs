@@ -142,7 +142,6 @@ impl MicroBatchSources {
                 continue;
             };
             // Errors of a read that runs with the plan name the source and the range too.
-            let context = context.clone();
             let partitions: Vec<RowIter> = partitions
                 .into_iter()
                 .map(|p| {
