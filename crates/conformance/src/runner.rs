@@ -51,17 +51,21 @@ pub enum Variant {
     CrashInStateCommit,
     /// (e) one file per trigger (`maxFilesPerTrigger=1` on every file source).
     OneFilePerTrigger,
+    /// (f) every stateful operator takes its input one row at a time, as a batch larger than
+    /// the memory budget's chunk is taken chunk by chunk.
+    OneRowChunks,
 }
 
 impl Variant {
     /// The crash matrix, plain run first.
-    pub const MATRIX: [Variant; 6] = [
+    pub const MATRIX: [Variant; 7] = [
         Variant::Plain,
         Variant::RestartEveryBatch,
         Variant::CrashAfterOffsets,
         Variant::CrashAfterSink,
         Variant::CrashInStateCommit,
         Variant::OneFilePerTrigger,
+        Variant::OneRowChunks,
     ];
     pub fn name(&self) -> &'static str {
         match self {
@@ -71,6 +75,7 @@ impl Variant {
             Variant::CrashAfterSink => "crash-after-sink",
             Variant::CrashInStateCommit => "crash-in-state-commit",
             Variant::OneFilePerTrigger => "one-file-per-trigger",
+            Variant::OneRowChunks => "one-row-chunks",
         }
     }
     fn crash_point(&self) -> Option<&'static str> {
@@ -319,6 +324,13 @@ fn execute_variant(
     match variant {
         Variant::Plain => execute(s, run, mode, ws, &conf_none, false),
         Variant::OneFilePerTrigger => execute(s, run, mode, ws, &conf_none, true),
+        Variant::OneRowChunks => {
+            let conf = [(
+                sluice::testing::STATEFUL_INPUT_CHUNK_ROWS.to_string(),
+                "1".to_string(),
+            )];
+            execute(s, run, mode, ws, &conf, false)
+        }
         _ => {
             let mut seen: std::collections::BTreeMap<u64, SeenBatch> = Default::default();
             let mut progress: std::collections::BTreeMap<i64, StreamingQueryProgress> =

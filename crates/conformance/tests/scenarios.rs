@@ -186,12 +186,12 @@ fn every_stateless_scenario_passes() {
 }
 
 /// The crash matrix (restart after every batch, crash after offsets, after the sink, in the
-/// middle of a state commit, one file per trigger) over every public scenario: every variant
-/// gives the plain run's output.
+/// middle of a state commit, one file per trigger, stateful input one row at a time) over every
+/// public scenario: every variant gives the plain run's output.
 #[test]
 fn crash_matrix_over_every_public_scenario() {
     let outcomes = sluice_conformance::run_paths_matrix(&[scenarios_dir()], false).unwrap();
-    assert!(outcomes.len() >= 6 * 29, "{} outcomes", outcomes.len());
+    assert!(outcomes.len() >= 7 * 29, "{} outcomes", outcomes.len());
     let failed = check_matrix(&outcomes);
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
@@ -200,7 +200,7 @@ fn crash_matrix_over_every_public_scenario() {
 #[test]
 fn crash_matrix_over_every_own_scenario() {
     let outcomes = sluice_conformance::run_paths_matrix(&[own_scenarios_dir()], false).unwrap();
-    assert!(outcomes.len() >= 6 * 45, "{} outcomes", outcomes.len());
+    assert!(outcomes.len() >= 7 * 45, "{} outcomes", outcomes.len());
     let failed = check_matrix(&outcomes);
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

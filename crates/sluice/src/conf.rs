@@ -157,6 +157,13 @@ impl MemoryBudget {
         per.clamp(1 << 20, 128 << 20) as usize
     }
 
+    /// The input rows a stateful operator takes at once (Arrow memory; the operator's work on
+    /// them takes a few times as much, its state is apart): a sixteenth of the budget, within
+    /// 1..256 MiB. A batch with more input is handed to the operator chunk by chunk.
+    pub fn stateful_chunk_bytes(&self) -> usize {
+        (self.limit / 16).clamp(1 << 20, 256 << 20) as usize
+    }
+
     /// DataFusion's memory pool: half the budget. Operators that buffer spill to disk when
     /// their share is used up; those that cannot fail with `MEMORY_LIMIT_EXCEEDED`.
     pub fn pool_bytes(&self) -> usize {
@@ -461,6 +468,11 @@ mod tests {
         assert_eq!(b.read_chunk_bytes(2), 4 << 20);
         assert_eq!(b.write_buffer_bytes(2), 8 << 20);
         assert_eq!(b.pool_bytes(), 128 << 20);
+        assert_eq!(b.stateful_chunk_bytes(), 16 << 20);
+        assert_eq!(
+            MemoryBudget { limit: 16 << 20 }.stateful_chunk_bytes(),
+            1 << 20
+        );
     }
 
     #[test]

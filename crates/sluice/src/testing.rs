@@ -9,7 +9,10 @@
 //! - [`MAX_BATCHES_PER_RUN`] = `K` stops the query cleanly after K batches of one run (the
 //!   conformance crash matrix restarts after every batch with it);
 //! - [`STOP_WITHOUT_COMMIT`] = `true` makes a continuous query stop without committing its last
-//!   epoch.
+//!   epoch;
+//! - [`STATEFUL_INPUT_CHUNK_ROWS`] = `K` hands every stateful operator its input in chunks of at
+//!   most K rows (the conformance matrix runs each scenario with 1-row chunks, so the chunked path
+//!   a large batch takes is checked against Spark's outputs).
 
 use crate::session::Session;
 
@@ -19,6 +22,9 @@ pub const CRASH_POINT: &str = "sluice.testing.crashPoint";
 pub const MAX_BATCHES_PER_RUN: &str = "sluice.testing.maxBatchesPerRun";
 /// Conf key: a continuous query stops without committing its last epoch.
 pub const STOP_WITHOUT_COMMIT: &str = "sluice.testing.continuous.stopWithoutCommit";
+
+/// Conf key: stateful operators take their input in chunks of at most this many rows.
+pub const STATEFUL_INPUT_CHUNK_ROWS: &str = "sluice.testing.statefulInputChunkRows";
 
 /// Where in a batch an injected crash happens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +57,8 @@ pub struct TestHooks {
     max_batches_per_run: Option<u64>,
     #[cfg(feature = "testing")]
     stop_without_commit: bool,
+    #[cfg(feature = "testing")]
+    stateful_input_chunk_rows: Option<usize>,
 }
 
 impl TestHooks {
@@ -77,6 +85,10 @@ impl TestHooks {
                 stop_without_commit: session
                     .conf(STOP_WITHOUT_COMMIT)
                     .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+                stateful_input_chunk_rows: session
+                    .conf(STATEFUL_INPUT_CHUNK_ROWS)
+                    .and_then(|v| v.trim().parse().ok())
+                    .filter(|n| *n > 0),
             }
         }
         #[cfg(not(feature = "testing"))]
@@ -109,6 +121,15 @@ impl TestHooks {
         return self.stop_without_commit;
         #[cfg(not(feature = "testing"))]
         false
+    }
+
+    /// The most rows a chunk of a stateful operator's input may have (none: chunks are cut by
+    /// the memory budget only).
+    pub fn stateful_input_chunk_rows(&self) -> Option<usize> {
+        #[cfg(feature = "testing")]
+        return self.stateful_input_chunk_rows;
+        #[cfg(not(feature = "testing"))]
+        None
     }
 }
 

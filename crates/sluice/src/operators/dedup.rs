@@ -31,7 +31,8 @@ use datafusion::prelude::Expr;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::{event_time_column, is_event_time, to_micros};
 use super::stateful::{
-    nullable, BatchContext, OperatorOutput, PartitionedStores, StateInfo, StatefulOperator,
+    nullable, BatchContext, OperatorOutput, PartitionedStores, StageInput, StateInfo,
+    StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
 use crate::progress::StateOperatorProgress;
@@ -166,6 +167,14 @@ enum Expiry {
     /// Within watermark: the value holds first event time + delay (µs); input column index of
     /// the event time and the delay in µs.
     WithinWatermark { column: usize, delay_us: i64 },
+}
+
+/// What the chunks of one deduplication batch counted.
+#[derive(Debug, Default)]
+struct ChunkCounts {
+    late: i64,
+    duplicates: i64,
+    updated: i64,
 }
 
 /// The deduplication operator.
@@ -309,14 +318,52 @@ impl StreamingDeduplicate {
         Ok(())
     }
 
+    /// Runs one batch over `input`, chunk by chunk: each chunk's new keys are staged before the
+    /// next chunk is read, so a key seen in an earlier chunk is a duplicate in a later one.
     fn run(
         &mut self,
         stores: &mut PartitionedStores<'_>,
-        batch: &RecordBatch,
+        input: StageInput,
         late_us: i64,
         evict_us: i64,
     ) -> Result<OperatorOutput> {
         self.begin_expiry_index(stores)?;
+        let mut counts = ChunkCounts::default();
+        let mut outputs = Vec::new();
+        input.for_each_chunk(|chunk, _| {
+            let batch = concat_batches(&self.input_schema, &chunk)?;
+            drop(chunk);
+            outputs.push(self.run_chunk(stores, &batch, late_us, &mut counts)?);
+            Ok(())
+        })?;
+        let removed = self.evict(stores, evict_us);
+        self.by_expiry.finish(stores.version() + 1);
+        let mut custom = std::collections::BTreeMap::new();
+        custom.insert("numDroppedDuplicateRows".to_string(), counts.duplicates);
+        let progress = StateOperatorProgress {
+            num_rows_updated: counts.updated,
+            num_rows_removed: removed as i64,
+            num_rows_dropped_by_watermark: counts.late,
+            custom_metrics: custom,
+            ..Default::default()
+        };
+        let schema = nullable(&self.input_schema);
+        let out = concat_batches(&self.input_schema, &outputs)?;
+        Ok(OperatorOutput {
+            rows: RecordBatch::try_new(schema, out.columns().to_vec())?,
+            progress,
+        })
+    }
+
+    /// One chunk of a batch: drops late rows and duplicates (of the state, and of earlier rows),
+    /// stages the new keys; returns the rows kept.
+    fn run_chunk(
+        &mut self,
+        stores: &mut PartitionedStores<'_>,
+        batch: &RecordBatch,
+        late_us: i64,
+        counts: &mut ChunkCounts,
+    ) -> Result<RecordBatch> {
         let n = batch.num_rows();
         let keys: Vec<ArrayRef> = self
             .key_columns
@@ -333,12 +380,11 @@ impl StreamingDeduplicate {
         };
         let mut kept: Vec<u32> = Vec::new();
         let mut seen: HashSet<&[u8]> = HashSet::new();
-        let (mut late, mut duplicates, mut updated) = (0i64, 0i64, 0i64);
         let mut late_idx: Vec<u32> = Vec::new();
         for i in 0..n {
             if let Some(ts) = &event_time {
                 if ts.is_valid(i) && ts.value(i) <= late_us {
-                    late += 1;
+                    counts.late += 1;
                     late_idx.push(i as u32);
                     continue;
                 }
@@ -349,7 +395,7 @@ impl StreamingDeduplicate {
             };
             let p = stores.partition_of(key);
             if seen.contains(key) || stores[p].get(key).is_some() {
-                duplicates += 1;
+                counts.duplicates += 1;
                 continue;
             }
             seen.insert(key);
@@ -373,29 +419,13 @@ impl StreamingDeduplicate {
             if let (Some(t), Some(index)) = (expires, self.by_expiry.partition_mut(p)) {
                 index.insert(t, key.to_vec());
             }
-            updated += 1;
+            counts.updated += 1;
             kept.push(i as u32);
         }
         if let (Some(rows), false) = (&mut self.late_rows, late_idx.is_empty()) {
             rows.push(take_record_batch(batch, &UInt32Array::from(late_idx))?);
         }
-        let out = take_record_batch(batch, &UInt32Array::from(kept))?;
-        let removed = self.evict(stores, evict_us);
-        self.by_expiry.finish(stores.version() + 1);
-        let mut custom = std::collections::BTreeMap::new();
-        custom.insert("numDroppedDuplicateRows".to_string(), duplicates);
-        let progress = StateOperatorProgress {
-            num_rows_updated: updated,
-            num_rows_removed: removed as i64,
-            num_rows_dropped_by_watermark: late,
-            custom_metrics: custom,
-            ..Default::default()
-        };
-        let schema = nullable(&self.input_schema);
-        Ok(OperatorOutput {
-            rows: RecordBatch::try_new(schema, out.columns().to_vec())?,
-            progress,
-        })
+        Ok(take_record_batch(batch, &UInt32Array::from(kept))?)
     }
 
     /// Removes keys whose event time (or expiry) is at or before `evict_us`, through the expiry
@@ -438,12 +468,13 @@ impl StatefulOperator for StreamingDeduplicate {
 
     fn process(
         &mut self,
-        mut inputs: Vec<Vec<RecordBatch>>,
+        mut inputs: Vec<StageInput>,
         stores: &mut PartitionedStores<'_>,
         ctx: &BatchContext,
     ) -> Result<OperatorOutput> {
-        let input = inputs.pop().unwrap_or_default();
-        let batch = concat_batches(&self.input_schema, &input)?;
+        let input = inputs
+            .pop()
+            .ok_or_else(|| SluiceError::internal("a deduplication without its input"))?;
         let late_us = if self.watches_watermark() {
             ctx.late_watermark.as_micros().0
         } else {
@@ -453,7 +484,7 @@ impl StatefulOperator for StreamingDeduplicate {
         if let Some(kept) = &mut self.late_rows {
             kept.clear();
         }
-        self.run(stores, &batch, late_us, evict_us)
+        self.run(stores, input, late_us, evict_us)
     }
 
     fn keep_late_rows(&mut self) -> Result<SchemaRef> {

@@ -20,7 +20,7 @@ use datafusion::execution::{SendableRecordBatchStream, SessionState, TaskContext
 use datafusion::logical_expr::{LogicalPlan, TableScanBuilder};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
-use datafusion::physical_plan::{collect_partitioned, displayable, ExecutionPlan};
+use datafusion::physical_plan::{displayable, ExecutionPlan};
 use futures::StreamExt;
 
 use super::relation::StreamingRelation;
@@ -28,7 +28,6 @@ use crate::error::{Result, SluiceError};
 use crate::operators::watermark::{EventTimeWatermark, StatsHandle};
 use crate::source::RowIter;
 use crate::sync::MutexExt;
-use crate::types::BatchData;
 
 /// Plans and runs one streaming query's batches.
 #[derive(Debug)]
@@ -176,6 +175,57 @@ impl Iterator for BlockingStream {
     }
 }
 
+/// The partitions of a running plan read in order ([`IncrementalExecution::execute_ordered`]).
+/// Dropping it stops the partitions still running.
+struct OrderedPartitions {
+    handle: tokio::runtime::Handle,
+    partitions: std::collections::VecDeque<(
+        tokio::sync::mpsc::Receiver<std::result::Result<RecordBatch, DataFusionError>>,
+        tokio::task::JoinHandle<()>,
+    )>,
+}
+
+impl Iterator for OrderedPartitions {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let (rx, _) = self.partitions.front_mut()?;
+            match self.handle.block_on(rx.recv()) {
+                Some(Ok(b)) => return Some(Ok(b)),
+                Some(Err(e)) => {
+                    self.stop();
+                    return Some(Err(e.into()));
+                }
+                None => {
+                    // The partition ended, or its task died (a panic): never a silent end.
+                    let (_, task) = self.partitions.pop_front()?;
+                    if let Err(e) = self.handle.block_on(task) {
+                        self.stop();
+                        return Some(Err(SluiceError::internal(format!(
+                            "a partition of the batch's plan failed: {e}"
+                        ))));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl OrderedPartitions {
+    fn stop(&mut self) {
+        for (_, task) in self.partitions.drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for OrderedPartitions {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// A watermark node's delay (ms) and the handle its exec fills during the batch.
 pub(crate) type WatermarkObservation = (i64, StatsHandle);
 
@@ -282,14 +332,6 @@ impl IncrementalExecution {
         })
     }
 
-    /// Runs a planned batch and materialises its result partitions.
-    pub(crate) async fn execute(planned: &PlannedBatch) -> Result<BatchData> {
-        let schema = planned.plan.schema();
-        let partitions =
-            collect_partitioned(planned.plan.clone(), planned.task_ctx.clone()).await?;
-        Ok(BatchData { schema, partitions })
-    }
-
     /// Runs a planned batch as its partitions, each pulled by whoever reads it (see
     /// [`crate::sink::BatchStreams`]).
     pub(crate) fn execute_streams(
@@ -311,6 +353,40 @@ impl IncrementalExecution {
                 }) as RowIter)
             })
             .collect()
+    }
+
+    /// Runs a planned batch as one blocking iterator over its partitions in order (partition 0's
+    /// rows, then 1's, ..: the order `execute` gives), while every partition runs on the runtime
+    /// at once, at most two batches ahead of its reader. For a stateful operator, which takes
+    /// its input chunk by chunk as the plan produces it.
+    pub(crate) fn execute_ordered(
+        planned: &PlannedBatch,
+        handle: &tokio::runtime::Handle,
+    ) -> Result<RowIter> {
+        let _runtime = handle.enter();
+        let count = planned
+            .plan
+            .properties()
+            .output_partitioning()
+            .partition_count();
+        let mut partitions = std::collections::VecDeque::with_capacity(count);
+        for i in 0..count {
+            let mut stream = planned.plan.execute(i, planned.task_ctx.clone())?;
+            let (tx, rx) = tokio::sync::mpsc::channel(2);
+            let task = handle.spawn(async move {
+                while let Some(item) = stream.next().await {
+                    let failed = item.is_err();
+                    if tx.send(item).await.is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            partitions.push_back((rx, task));
+        }
+        Ok(Box::new(OrderedPartitions {
+            handle: handle.clone(),
+            partitions,
+        }))
     }
 
     /// The logical and physical plans of a batch with no rows (Spark's `explain`).

@@ -15,7 +15,7 @@ use crate::checkpoint::CheckpointDir;
 use crate::conf::StreamingConf;
 use crate::error::{Result, SluiceError};
 use crate::operators::create_operator;
-use crate::operators::stateful::{BatchContext, OperatorRunner, StateInfo};
+use crate::operators::stateful::{BatchContext, Chunking, OperatorRunner, StageInput, StateInfo};
 use crate::operators::watermark::{watermark_nodes, EventTimeStats};
 use crate::plan::incremental::{BatchInputs, PlannedBatch, RelationRows};
 use crate::plan::stateful_nodes::split_stateful;
@@ -52,6 +52,8 @@ pub(crate) struct StagedPlan {
     /// The checkpoint's state does not fit this query. As in Spark, the query fails in its first
     /// batch, after `offsets/N` was written, so a later restart replays that batch as planned.
     incompatible: Option<SluiceError>,
+    /// How the stateful operators' inputs are cut into chunks (from the memory budget).
+    chunking: Chunking,
 }
 
 /// One stateful operator: DataFusion computes its inputs (one plan per child, reading sources
@@ -146,6 +148,10 @@ impl StagedPlan {
             stages,
             last: IncrementalExecution::new(state, rest, partitions),
             incompatible,
+            chunking: Chunking {
+                bytes: query_conf.memory.stateful_chunk_bytes(),
+                rows: hooks.stateful_input_chunk_rows(),
+            },
         })
     }
 
@@ -225,16 +231,23 @@ impl StagedPlan {
         let mut state_operators = Vec::new();
         let mut late_rows = Vec::new();
         for stage in &mut self.stages {
+            // Each input's plan runs as the operator pulls its rows, chunk by chunk.
             let mut operator_inputs = Vec::with_capacity(stage.inputs.len());
+            let mut planned_inputs = Vec::with_capacity(stage.inputs.len());
             for exec in &stage.inputs {
                 let t = std::time::Instant::now();
                 let planned = session.block_on(exec.physical_plan(&bound, batch_timestamp_ms))?;
                 planning_ms += t.elapsed().as_millis() as i64;
-                let data = session.block_on(IncrementalExecution::execute(&planned))?;
-                watermarks.extend(observed(&planned));
-                operator_inputs.push(data.partitions.into_iter().flatten().collect::<Vec<_>>());
+                let rows =
+                    IncrementalExecution::execute_ordered(&planned, session.runtime_handle())?;
+                operator_inputs.push(StageInput::new(rows, self.chunking));
+                planned_inputs.push(planned);
             }
             let out = stage.operator.process(operator_inputs, ctx)?;
+            // The operator ran every input to its end: their event-time statistics are complete.
+            for planned in &planned_inputs {
+                watermarks.extend(observed(planned));
+            }
             let (rows, progress) = (out.rows, out.progress);
             let rows =
                 RecordBatch::try_new(stage.placeholder_schema.clone(), rows.columns().to_vec())?;

@@ -41,10 +41,11 @@ use datafusion::physical_expr::{GroupsAccumulatorAdapter, PhysicalExpr};
 use datafusion::physical_planner::create_aggregate_expr_and_maybe_filter;
 
 use self::keys::{key_event_times, plan_keys, EventTimeKey, KeyPart};
+use self::partition::{PartitionOutput, TouchedKeys};
 use self::session::SessionIndex;
 use super::stateful::context::StateLocation;
 use super::stateful::{
-    BatchContext, OperatorOutput, PartitionedStores, StateInfo, StatefulOperator,
+    BatchContext, OperatorOutput, PartitionedStores, StageInput, StateInfo, StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
 use crate::state::indexed::KeysByTime;
@@ -240,34 +241,53 @@ impl StreamingAggregate {
         Ok(())
     }
 
-    /// Runs one batch over `input` with the stores open.
+    /// Runs one batch over `input` with the stores open, chunk by chunk. A batch whose input
+    /// fits one chunk runs in one pass: update, emit, evict. A larger one updates the state
+    /// chunk by chunk, remembering the keys it touched, then emits and evicts once, from the
+    /// state (`finish_partitions`): the same rows as one pass, a chunk of input at a time.
     fn run(
         &mut self,
         stores: &mut [&mut dyn crate::state::StateStore],
-        input: &[RecordBatch],
+        input: StageInput,
         ctx: &BatchContext,
     ) -> Result<OperatorOutput> {
-        let batch = concat_batches(&self.input_schema, input)?;
         let late_us = ctx.late_watermark.as_micros().0;
         let evict_us = ctx.eviction_watermark.as_micros().0;
         if self.sessions.is_some() {
+            // Sessions merge across the batch's rows in memory: not cut into chunks yet.
+            let batch = concat_batches(&self.input_schema, &input.collect_all()?)?;
             let version = ctx.batch_id.state_version();
             return self.process_sessions(stores, version, &batch, late_us, evict_us);
         }
-        // Row instances (which input row feeds which key), their keys, then the partitions.
-        let mut instances = self.assign_instances(&batch, late_us)?;
-        self.keep_late(&batch, std::mem::take(&mut instances.late_rows))?;
-        let key_arrays = self.instance_keys(&batch, &mut instances)?;
-        let rows = arrow::compute::take_record_batch(&self.slim(&batch)?, &instances.take_idx)?;
-        let results = self.run_partitions(stores, &rows, &key_arrays, evict_us)?;
-        let (mut updated, mut removed, mut updates_ms, mut removals_ms) = (0, 0, 0, 0);
+        let mut totals = PartitionOutput::default();
+        let mut dropped = 0u64;
         let mut outputs = Vec::new();
-        for r in results {
-            updated += r.updated;
-            removed += r.removed;
-            updates_ms += r.updates_ms;
-            removals_ms += r.removals_ms;
-            outputs.extend(r.rows);
+        // The keys each partition's chunks touched, once the batch has more than one chunk.
+        let mut touched: Option<Vec<TouchedKeys>> = None;
+        input.for_each_chunk(|chunk, last| {
+            let batch = concat_batches(&self.input_schema, &chunk)?;
+            drop(chunk);
+            if !last && touched.is_none() {
+                touched = Some(vec![TouchedKeys::default(); self.partitions]);
+            }
+            // Row instances (which input row feeds which key), their keys, then the partitions.
+            let mut instances = self.assign_instances(&batch, late_us)?;
+            self.keep_late(&batch, std::mem::take(&mut instances.late_rows))?;
+            dropped += instances.dropped;
+            let key_arrays = self.instance_keys(&batch, &mut instances)?;
+            let rows = arrow::compute::take_record_batch(&self.slim(&batch)?, &instances.take_idx)?;
+            drop(batch);
+            let results =
+                self.run_partitions(stores, &rows, &key_arrays, evict_us, touched.as_deref_mut())?;
+            for r in results {
+                totals.add(r, &mut outputs);
+            }
+            Ok(())
+        })?;
+        if let Some(touched) = touched {
+            for r in self.finish_partitions(stores, touched, evict_us)? {
+                totals.add(r, &mut outputs);
+            }
         }
         let rows = match self.mode {
             OutputMode::Complete => self.all_rows(stores)?,
@@ -275,8 +295,8 @@ impl StreamingAggregate {
         };
         Ok(self.report(
             rows,
-            (updated, removed, instances.dropped),
-            (updates_ms, removals_ms),
+            (totals.updated, totals.removed, dropped),
+            (totals.updates_ms, totals.removals_ms),
         ))
     }
 }
@@ -303,16 +323,18 @@ impl StatefulOperator for StreamingAggregate {
 
     fn process(
         &mut self,
-        mut inputs: Vec<Vec<RecordBatch>>,
+        mut inputs: Vec<StageInput>,
         stores: &mut PartitionedStores<'_>,
         ctx: &BatchContext,
     ) -> Result<OperatorOutput> {
-        let input = inputs.pop().unwrap_or_default();
+        let input = inputs
+            .pop()
+            .ok_or_else(|| SluiceError::internal("an aggregation without its input"))?;
         if let Some(kept) = &mut self.late_rows {
             kept.clear();
         }
         self.begin_time_index(stores)?;
-        let out = self.run(stores.all_mut(), &input, ctx)?;
+        let out = self.run(stores.all_mut(), input, ctx)?;
         self.time_index.finish(ctx.batch_id.state_version() + 1);
         Ok(out)
     }

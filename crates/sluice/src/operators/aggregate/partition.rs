@@ -3,7 +3,7 @@
 //! keys and update them with the rows, write them back, then emit and evict by output mode
 //! through the partition's event-time index.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use arrow::array::UInt32Array;
@@ -41,6 +41,21 @@ pub(super) struct PartitionOutput {
     pub removals_ms: i64,
 }
 
+impl PartitionOutput {
+    /// Adds `other`'s counts and times to these, and its rows to `rows`.
+    pub(super) fn add(&mut self, other: PartitionOutput, rows: &mut Vec<RecordBatch>) {
+        self.updated += other.updated;
+        self.removed += other.removed;
+        self.updates_ms += other.updates_ms;
+        self.removals_ms += other.removals_ms;
+        rows.extend(other.rows);
+    }
+}
+
+/// The encoded keys a partition's chunks of one batch updated (a batch larger than a chunk:
+/// they are emitted, and counted as updated, once, after the last chunk).
+pub(super) type TouchedKeys = HashSet<Vec<u8>, foldhash::fast::RandomState>;
+
 /// The keys of one partition's instances: (each instance's group, each group's first instance,
 /// each group's encoded key).
 type Groups<'k> = (Vec<usize>, Vec<u32>, Vec<&'k [u8]>);
@@ -48,12 +63,15 @@ type Groups<'k> = (Vec<usize>, Vec<u32>, Vec<&'k [u8]>);
 impl StreamingAggregate {
     /// Sends each instance to its key's partition (Spark's shuffle) and runs the partitions at
     /// the same time; returns their outputs in partition order.
+    /// With `touched` (one set per partition), the batch has more chunks: the partitions only
+    /// update their state and remember the keys, [`Self::finish_partitions`] emits and evicts.
     pub(super) fn run_partitions(
         &mut self,
         stores: &mut [&mut dyn StateStore],
         instances: &RecordBatch,
         key_arrays: &[ArrayRef],
         evict_us: i64,
+        touched: Option<&mut [TouchedKeys]>,
     ) -> Result<Vec<PartitionOutput>> {
         let rows_in = instances.num_rows();
         let key_rows: Option<Rows> = self.layout.key().encode(key_arrays)?;
@@ -80,14 +98,21 @@ impl StreamingAggregate {
             times: times.as_ref(),
             evict_us,
         };
+        let touched: Vec<Option<&mut TouchedKeys>> = match touched {
+            Some(sets) => sets.iter_mut().map(Some).collect(),
+            None => std::iter::repeat_with(|| None).take(stores.len()).collect(),
+        };
         let this = &*self;
         let results = on_partition_threads(
             stores
                 .iter_mut()
                 .zip(index.partitions_mut().iter_mut())
-                .zip(part_rows.iter()),
+                .zip(part_rows.iter())
+                .zip(touched),
             "an aggregation partition thread panicked",
-            |p, ((store, ix), rows)| this.process_partition(p, &mut **store, ix, &shared, rows),
+            |p, (((store, ix), rows), touched)| {
+                this.process_partition(p, &mut **store, ix, &shared, rows, touched)
+            },
         );
         self.time_index = index;
         results.into_iter().collect()
@@ -124,6 +149,7 @@ impl StreamingAggregate {
 
     /// One partition's share of a batch: reads the stored states of its touched keys, merges
     /// and updates them with its rows, writes them back, then emits and evicts by output mode.
+    /// With `touched` (a chunk of a larger batch), only updates, and adds the keys to it.
     fn process_partition(
         &self,
         p: usize,
@@ -131,6 +157,7 @@ impl StreamingAggregate {
         index: &mut TimeIndex<Vec<u8>>,
         batch: &BatchInstances<'_>,
         rows: &[u32],
+        touched: Option<&mut TouchedKeys>,
     ) -> Result<PartitionOutput> {
         let t_updates = Instant::now();
         let (group_indices, first_row, group_keys) = self.group(p, batch, rows);
@@ -142,16 +169,25 @@ impl StreamingAggregate {
         let (finals, direct) = if n_groups > 0 {
             self.update_groups(
                 p,
-                store,
-                index,
+                (store, index),
                 batch,
                 rows,
                 (&group_indices, &first_row, &group_keys),
+                touched.is_none(),
             )?
         } else {
             (Vec::new(), Vec::new())
         };
         out.updates_ms = t_updates.elapsed().as_millis() as i64;
+        if let Some(touched) = touched {
+            for k in group_keys {
+                if !touched.contains(k) {
+                    touched.insert(k.to_vec());
+                }
+            }
+            out.updated = 0;
+            return Ok(out);
+        }
 
         // Output and eviction, by output mode.
         let t_removals = Instant::now();
@@ -209,16 +245,17 @@ impl StreamingAggregate {
 
     /// Merges the stored states of a partition's touched keys with its rows and writes the new
     /// states; indexes the new keys by event time. Returns the final values of every group and
-    /// the groups emitted directly (new keys already behind the eviction watermark). `store` is
-    /// partition `p`'s.
+    /// the groups emitted directly (new keys already behind the eviction watermark; only with
+    /// `direct_allowed`: a chunk of a larger batch stores them, a later chunk may add to them).
+    /// `store` and `index` are partition `p`'s.
     fn update_groups(
         &self,
         p: usize,
-        store: &mut dyn StateStore,
-        index: &mut TimeIndex<Vec<u8>>,
+        (store, index): (&mut dyn StateStore, &mut TimeIndex<Vec<u8>>),
         batch: &BatchInstances<'_>,
         rows: &[u32],
         (group_indices, first_row, group_keys): (&[usize], &[u32], &[&[u8]]),
+        direct_allowed: bool,
     ) -> Result<(Vec<ArrayRef>, Vec<u32>)> {
         let n_groups = group_keys.len();
         // Stored states of the touched keys.
@@ -249,7 +286,7 @@ impl StreamingAggregate {
             is_old[*g] = true;
         }
         let mut direct: Vec<u32> = Vec::new();
-        if let Some(times) = batch.times {
+        if let (Some(times), true) = (batch.times, direct_allowed) {
             for g in 0..n_groups {
                 let r = first_row[g] as usize;
                 if !is_old[g] && times.is_valid(r) && times.value(r) <= batch.evict_us {
@@ -396,6 +433,81 @@ impl StreamingAggregate {
         let args = self.update_args(a, &rows.slice(0, 0))?;
         acc.update_batch(&args, &[], Some(&BooleanArray::from(Vec::<bool>::new())), 1)?;
         Ok(acc.state(EmitTo::All)?)
+    }
+
+    /// After the last chunk of a batch larger than one: each partition emits and evicts as one
+    /// pass over the whole batch would have (update mode: the final values of the keys its
+    /// chunks touched, then eviction; append mode: the evicted keys), from the state.
+    pub(super) fn finish_partitions(
+        &mut self,
+        stores: &mut [&mut dyn StateStore],
+        touched: Vec<TouchedKeys>,
+        evict_us: i64,
+    ) -> Result<Vec<PartitionOutput>> {
+        let mut index = std::mem::take(&mut self.time_index);
+        let this = &*self;
+        let results = on_partition_threads(
+            stores
+                .iter_mut()
+                .zip(index.partitions_mut().iter_mut())
+                .zip(touched),
+            "an aggregation partition thread panicked",
+            |p, ((store, ix), touched)| {
+                let t = Instant::now();
+                let mut out = PartitionOutput {
+                    updated: touched.len() as u64,
+                    ..Default::default()
+                };
+                match this.mode {
+                    OutputMode::Update => {
+                        out.rows = this.emit_keys(p, &**store, touched)?;
+                        if this.event_time_key.is_some() {
+                            out.removed = this
+                                .evict_partition(p, &mut **store, ix, evict_us, false)?
+                                .1;
+                        }
+                    }
+                    OutputMode::Append => {
+                        (out.rows, out.removed) =
+                            this.evict_partition(p, &mut **store, ix, evict_us, true)?;
+                    }
+                    OutputMode::Complete => {}
+                }
+                out.removals_ms = t.elapsed().as_millis() as i64;
+                Ok(out)
+            },
+        );
+        self.time_index = index;
+        results.into_iter().collect()
+    }
+
+    /// The final values of `keys` as they are in partition `p`'s store, as rows (none without
+    /// keys).
+    fn emit_keys(
+        &self,
+        p: usize,
+        store: &dyn StateStore,
+        keys: TouchedKeys,
+    ) -> Result<Option<RecordBatch>> {
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let keys: Vec<Vec<u8>> = keys.into_iter().collect();
+        let values = keys
+            .iter()
+            .map(|k| {
+                store.get(k).ok_or_else(|| {
+                    SluiceError::internal("a key this batch updated is missing from its store")
+                })
+            })
+            .collect::<Result<Vec<&[u8]>>>()?;
+        let key_arrays = match self.layout.key().rows() {
+            Some(_) => self.decode_keys(Some(p), &keys)?,
+            None => vec![],
+        };
+        let states = self.decode_states(Some(p), &values)?;
+        let finals = self.evaluate_states(&states, values.len())?;
+        Ok(Some(self.output_batch(key_arrays, finals)?))
     }
 
     /// Evicts one partition's keys with event time at or before `evict_us` through its

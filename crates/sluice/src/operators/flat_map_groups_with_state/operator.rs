@@ -18,7 +18,7 @@ use super::{ErasedState, FlatMapGroupsWithState, GroupFunction, GroupStateTimeou
 use crate::error::{class, Result, SluiceError};
 use crate::operators::stateful::context::StateLocation;
 use crate::operators::stateful::{
-    nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, StateInfo,
+    nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, StageInput, StateInfo,
     StatefulOperator,
 };
 use crate::progress::StateOperatorProgress;
@@ -275,13 +275,18 @@ impl StatefulOperator for StreamingFlatMapGroupsWithState {
         )
     }
 
+    /// The batch's rows are grouped by key in memory before the user's function runs (Spark
+    /// sorts them by key, spilling): this operator's input is not cut into chunks yet.
     fn process(
         &mut self,
-        mut inputs: Vec<Vec<RecordBatch>>,
+        mut inputs: Vec<StageInput>,
         stores: &mut PartitionedStores<'_>,
         ctx: &BatchContext,
     ) -> Result<OperatorOutput> {
-        let input = inputs.pop().unwrap_or_default();
+        let input = match inputs.pop() {
+            Some(input) => input.collect_all()?,
+            None => Vec::new(),
+        };
         let batch = concat_batches(&self.input_schema, &input)?;
         self.run(
             stores.all_mut(),

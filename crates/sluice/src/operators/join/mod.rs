@@ -44,7 +44,7 @@ use self::index::JoinIndex;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::{event_time_column, window_end_micros};
 use super::stateful::{
-    nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, StateInfo,
+    nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, StageInput, StateInfo,
     StatefulOperator,
 };
 use crate::error::{Result, SluiceError};
@@ -531,14 +531,17 @@ impl StatefulOperator for StreamingJoin {
         schema
     }
 
+    /// Every input row joins the in-memory index (the state) before it is matched, so the
+    /// inputs are taken whole: chunks would not lower the peak.
     fn process(
         &mut self,
-        mut inputs: Vec<Vec<RecordBatch>>,
+        mut inputs: Vec<StageInput>,
         stores: &mut PartitionedStores<'_>,
         ctx: &BatchContext,
     ) -> Result<OperatorOutput> {
-        let right = inputs.pop().unwrap_or_default();
-        let left = inputs.pop().unwrap_or_default();
+        let mut whole = || inputs.pop().map_or(Ok(Vec::new()), StageInput::collect_all);
+        let right = whole()?;
+        let left = whole()?;
         let left = concat_batches(&self.left_schema, &left)?;
         let right = concat_batches(&self.right_schema, &right)?;
         self.run(

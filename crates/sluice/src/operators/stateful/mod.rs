@@ -11,11 +11,13 @@
 //!
 //! - [`context`]: [`StateInfo`] (where the state lives, Spark's `StatefulOperatorStateInfo`) and
 //!   [`BatchContext`] (which batch runs, with its two watermarks by name);
+//! - [`input`]: [`StageInput`], an input's rows pulled chunk by chunk as its plan runs;
 //! - [`stores`]: [`PartitionedStores`], key partitioning and the partition fan-out on threads;
 //! - [`event_time`]: which column is event time, and event times as microseconds.
 
 pub(crate) mod context;
 pub(crate) mod event_time;
+pub(crate) mod input;
 pub(crate) mod stores;
 
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use crate::state::DefaultStateStoreProvider;
 use crate::types::WatermarkMs;
 
 pub(crate) use context::{BatchContext, StateInfo};
+pub(crate) use input::{Chunking, StageInput};
 pub(crate) use stores::{partition_of, PartitionedStores};
 
 /// What one batch of an operator produced: its output rows and its progress.
@@ -64,6 +67,10 @@ pub(crate) struct OperatorOutput {
 ///   handed to it at version N again. Whatever the operator keeps in memory about its state
 ///   (an index, a sequence number) MUST be rebuilt from the stores when their version is not
 ///   the one it describes (see `crate::state::indexed::Versioned`).
+/// - An input arrives as its plan runs ([`StageInput`]). An operator whose work is per row
+///   SHOULD take it chunk by chunk ([`StageInput::for_each_chunk`]), staging each chunk's
+///   changes before the next, so a batch larger than memory passes through a chunk at a time;
+///   its output MUST be the same as for the whole input at once.
 /// - [`state_schema`](Self::state_schema) MUST describe the stored key and value layout and
 ///   MUST NOT change between runs of the same query: it is compared with the recorded schema on
 ///   restart, and a different schema refuses the old state.
@@ -87,11 +94,17 @@ pub(crate) struct OperatorOutput {
 ///     }
 ///     fn process(
 ///         &mut self,
-///         inputs: Vec<Vec<RecordBatch>>,
+///         inputs: Vec<StageInput>,
 ///         stores: &mut PartitionedStores<'_>,
 ///         _ctx: &BatchContext,
 ///     ) -> Result<OperatorOutput> {
-///         let n: u64 = inputs.iter().flatten().map(|b| b.num_rows() as u64).sum();
+///         let mut n = 0u64;
+///         for input in inputs {
+///             input.for_each_chunk(|chunk, _| {
+///                 n += chunk.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+///                 Ok(())
+///             })?;
+///         }
 ///         let p = stores.partition_of(&[]);
 ///         let old = stores[p].get(&[]).map_or(Ok(0), decode_count)?;
 ///         stores[p].put(&[], &(old + n).to_le_bytes());
@@ -112,11 +125,12 @@ pub(crate) trait StatefulOperator: Send {
     fn state_schema(&self) -> StateSchema;
 
     /// Runs one batch: `inputs` holds the rows of each input (one entry per child of the
-    /// operator), `stores` every partition's store at the batch's version, `ctx` the batch.
+    /// operator, read as its plan runs), `stores` every partition's store at the batch's
+    /// version, `ctx` the batch.
     /// Returns the output rows and the operator's part of the progress.
     fn process(
         &mut self,
-        inputs: Vec<Vec<RecordBatch>>,
+        inputs: Vec<StageInput>,
         stores: &mut PartitionedStores<'_>,
         ctx: &BatchContext,
     ) -> Result<OperatorOutput>;
@@ -190,7 +204,7 @@ impl OperatorRunner {
     /// version `batch_id + 1` of every store and completes the progress.
     pub(crate) fn process(
         &mut self,
-        inputs: Vec<Vec<RecordBatch>>,
+        inputs: Vec<StageInput>,
         ctx: &BatchContext,
     ) -> Result<OperatorOutput> {
         let result = {
