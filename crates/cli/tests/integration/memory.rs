@@ -1,23 +1,28 @@
 //! A batch many times `sluice.memory.limit` runs within it (issue 18 part 8): one batch of
-//! ~140 MB of JSON to parquet through `sluice run`, its peak RSS read from `/proc` while it
-//! runs. Before the batch streamed from the files through the plan into the sink, the process
-//! held the whole input (412 MiB peak for this input, debug build).
+//! ~170 MB of JSON to parquet through `sluice run`, its peak RSS read from `/proc` while it
+//! runs, for a stateless query and a windowed aggregation. Before the batch streamed from the
+//! files through the plan into the sink, the process held the whole input (412 MiB peak for the
+//! stateless query, debug build); before a stateful operator took its input chunk by chunk, the
+//! aggregation held it all too.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// 24 files of 40,000 lines (~140 MB): `id`, a user of 1,000 and a 100-character payload.
+/// 24 files of 40,000 lines (~170 MB): `id`, a user of 1,000, a 100-character payload and an
+/// event time `ts` (file `f` in minute `f` of 2026-01-01).
 fn write_input(dir: &Path) -> u64 {
     std::fs::create_dir_all(dir).unwrap();
     let pad = "x".repeat(100);
     let mut n = 0u64;
     for f in 0..24 {
-        let mut body = String::with_capacity(40_000 * 160);
-        for _ in 0..40_000 {
+        let mut body = String::with_capacity(40_000 * 190);
+        for i in 0..40_000 {
             body.push_str(&format!(
-                "{{\"id\": {n}, \"user\": \"user-{}\", \"payload\": \"{pad}-{n}\"}}\n",
-                n % 1000
+                "{{\"id\": {n}, \"user\": \"user-{}\", \"payload\": \"{pad}-{n}\", \
+                 \"ts\": \"2026-01-01 00:{f:02}:{:02}\"}}\n",
+                n % 1000,
+                i % 60
             ));
             n += 1;
         }
@@ -34,27 +39,9 @@ fn proc_status_bytes(pid: u32, key: &str) -> Option<u64> {
     Some(kb * 1024)
 }
 
-#[test]
-fn a_batch_many_times_the_memory_limit_is_written_within_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (input, output) = (tmp.path().join("in"), tmp.path().join("out"));
-    let rows = write_input(&input);
-    let pipeline = tmp.path().join("p.sql");
-    std::fs::write(
-        &pipeline,
-        format!(
-            "SET sluice.memory.limit = '32m';\n\
-             CREATE TABLE events (id BIGINT, user STRING, payload STRING) WITH (\n\
-               connector = 'filesystem', path = '{}', format = 'json');\n\
-             CREATE SINK out FROM events WITH (\n\
-               connector = 'filesystem', format = 'parquet', path = '{}',\n\
-               checkpoint = '{}', 'trigger' = 'once');\n",
-            input.display(),
-            output.display(),
-            tmp.path().join("ck").display()
-        ),
-    )
-    .unwrap();
+/// Runs `pipeline` with `sluice run` to its end; returns its peak RSS and peak anonymous memory
+/// (bytes), read from `/proc` while it runs.
+fn run_measured(pipeline: &Path) -> (u64, u64) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", pipeline.to_str().unwrap(), "--progress", "none"])
         .stdout(Stdio::null())
@@ -78,27 +65,112 @@ fn a_batch_many_times_the_memory_limit_is_written_within_it() {
     };
     let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
     assert!(status.success(), "{stderr}");
-    // Every row is in the output, in one batch.
-    let written = sluice::sink::file::read_sink_output(&output, "parquet", None).unwrap();
-    let n: usize = written.iter().map(|b| b.num_rows()).sum();
-    assert_eq!(n as u64, rows);
-    let input_bytes: u64 = std::fs::read_dir(&input)
+    (peak, anon_peak)
+}
+
+fn mib(b: u64) -> u64 {
+    b >> 20
+}
+
+/// The batch's data stays within a small multiple of the 32 MiB budget, far below the input
+/// (the reading of the whole input alone took more than the input's size before).
+fn assert_within_budget(what: &str, input: &Path, (peak, anon_peak): (u64, u64)) {
+    let input_bytes: u64 = std::fs::read_dir(input)
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())
         .sum();
-    let mib = |b: u64| b >> 20;
     eprintln!(
-        "input {} MiB: peak RSS {} MiB, peak anonymous {} MiB",
+        "{what}: input {} MiB: peak RSS {} MiB, peak anonymous {} MiB",
         mib(input_bytes),
         mib(peak),
         mib(anon_peak)
     );
-    // The batch's data stays within a small multiple of the 32 MiB budget, far below the input
-    // (the reading of the whole input alone took more than the input's size before).
     assert!(
         anon_peak < 112 << 20,
-        "the batch held {} MiB of anonymous memory under a 32 MiB budget for {} MiB of input",
+        "{what}: the batch held {} MiB of anonymous memory under a 32 MiB budget for {} MiB of \
+         input",
         mib(anon_peak),
         mib(input_bytes)
     );
+}
+
+#[test]
+fn a_batch_many_times_the_memory_limit_is_written_within_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, output) = (tmp.path().join("in"), tmp.path().join("out"));
+    let rows = write_input(&input);
+    let pipeline = tmp.path().join("p.sql");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "SET sluice.memory.limit = '32m';\n\
+             CREATE TABLE events (id BIGINT, user STRING, payload STRING) WITH (\n\
+               connector = 'filesystem', path = '{}', format = 'json');\n\
+             CREATE SINK out FROM events WITH (\n\
+               connector = 'filesystem', format = 'parquet', path = '{}',\n\
+               checkpoint = '{}', 'trigger' = 'once');\n",
+            input.display(),
+            output.display(),
+            tmp.path().join("ck").display()
+        ),
+    )
+    .unwrap();
+    let measured = run_measured(&pipeline);
+    // Every row is in the output, in one batch.
+    let written = sluice::sink::file::read_sink_output(&output, "parquet", None).unwrap();
+    let n: usize = written.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(n as u64, rows);
+    assert_within_budget("file to parquet", &input, measured);
+}
+
+/// A windowed aggregation over one batch many times the budget: its operator takes the input a
+/// chunk (a sixteenth of the budget) at a time, and every row is counted once.
+#[test]
+fn a_windowed_aggregation_over_a_batch_many_times_the_memory_limit_runs_within_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, output) = (tmp.path().join("in"), tmp.path().join("out"));
+    let rows = write_input(&input);
+    // A late file far ahead moves the watermark past every window of the batch, so the
+    // available-now run's no-data batch emits them all.
+    std::fs::write(
+        input.join("zz-late.json"),
+        "{\"id\": -1, \"user\": \"later\", \"payload\": \"\", \"ts\": \"2026-01-02 00:00:00\"}\n",
+    )
+    .unwrap();
+    let pipeline = tmp.path().join("p.sql");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "SET sluice.memory.limit = '32m';\n\
+             CREATE TABLE events (id BIGINT, user STRING, payload STRING, ts TIMESTAMP,\n\
+               WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE) WITH (\n\
+               connector = 'filesystem', path = '{}', format = 'json');\n\
+             CREATE SINK out WITH (\n\
+               connector = 'filesystem', format = 'parquet', path = '{}',\n\
+               checkpoint = '{}', 'outputMode' = 'append', 'trigger' = 'available-now') AS\n\
+             SELECT window.start AS `start`, user, count(*) AS events, max(length(payload)) AS widest\n\
+             FROM events GROUP BY window(ts, '1 minute'), user;\n",
+            input.display(),
+            output.display(),
+            tmp.path().join("ck").display()
+        ),
+    )
+    .unwrap();
+    let measured = run_measured(&pipeline);
+    let written = sluice::sink::file::read_sink_output(&output, "parquet", None).unwrap();
+    let (mut groups, mut counted) = (0usize, 0i64);
+    for b in &written {
+        groups += b.num_rows();
+        let events = b
+            .column_by_name("events")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
+        counted += events.values().iter().sum::<i64>();
+    }
+    // 24 minutes x 1,000 users, each row counted once (the late file's window stays open).
+    assert_eq!(groups, 24 * 1000);
+    assert_eq!(counted as u64, rows);
+    assert_within_budget("windowed aggregation", &input, measured);
 }

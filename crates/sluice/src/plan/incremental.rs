@@ -175,44 +175,70 @@ impl Iterator for BlockingStream {
     }
 }
 
-/// The partitions of a running plan read in order ([`IncrementalExecution::execute_ordered`]).
-/// Dropping it stops the partitions still running.
-struct OrderedPartitions {
+/// A row batch a partition produced, with the room it takes in its partition's share.
+type Produced = (
+    std::result::Result<RecordBatch, DataFusionError>,
+    tokio::sync::OwnedSemaphorePermit,
+);
+
+/// The partitions of a running plan, read a share at a time each
+/// ([`IncrementalExecution::execute_interleaved`]). Dropping it stops the partitions still
+/// running.
+struct InterleavedPartitions {
     handle: tokio::runtime::Handle,
-    partitions: std::collections::VecDeque<(
-        tokio::sync::mpsc::Receiver<std::result::Result<RecordBatch, DataFusionError>>,
+    partitions: Vec<(
+        tokio::sync::mpsc::UnboundedReceiver<Produced>,
         tokio::task::JoinHandle<()>,
     )>,
+    /// The partition being read, and the bytes taken from it since it became current.
+    current: usize,
+    taken: usize,
+    share: usize,
 }
 
-impl Iterator for OrderedPartitions {
+impl Iterator for InterleavedPartitions {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let (rx, _) = self.partitions.front_mut()?;
+            if self.partitions.is_empty() {
+                return None;
+            }
+            let (rx, _) = &mut self.partitions[self.current];
             match self.handle.block_on(rx.recv()) {
-                Some(Ok(b)) => return Some(Ok(b)),
-                Some(Err(e)) => {
+                Some((Ok(b), room)) => {
+                    drop(room);
+                    self.taken += b.get_array_memory_size();
+                    if self.taken >= self.share {
+                        self.current = (self.current + 1) % self.partitions.len();
+                        self.taken = 0;
+                    }
+                    return Some(Ok(b));
+                }
+                Some((Err(e), _)) => {
                     self.stop();
                     return Some(Err(e.into()));
                 }
                 None => {
                     // The partition ended, or its task died (a panic): never a silent end.
-                    let (_, task) = self.partitions.pop_front()?;
+                    let (_, task) = self.partitions.remove(self.current);
                     if let Err(e) = self.handle.block_on(task) {
                         self.stop();
                         return Some(Err(SluiceError::internal(format!(
                             "a partition of the batch's plan failed: {e}"
                         ))));
                     }
+                    if self.current >= self.partitions.len() {
+                        self.current = 0;
+                    }
+                    self.taken = 0;
                 }
             }
         }
     }
 }
 
-impl OrderedPartitions {
+impl InterleavedPartitions {
     fn stop(&mut self) {
         for (_, task) in self.partitions.drain(..) {
             task.abort();
@@ -220,7 +246,7 @@ impl OrderedPartitions {
     }
 }
 
-impl Drop for OrderedPartitions {
+impl Drop for InterleavedPartitions {
     fn drop(&mut self) {
         self.stop();
     }
@@ -355,13 +381,16 @@ impl IncrementalExecution {
             .collect()
     }
 
-    /// Runs a planned batch as one blocking iterator over its partitions in order (partition 0's
-    /// rows, then 1's, ..: the order `execute` gives), while every partition runs on the runtime
-    /// at once, at most two batches ahead of its reader. For a stateful operator, which takes
-    /// its input chunk by chunk as the plan produces it.
-    pub(crate) fn execute_ordered(
+    /// Runs a planned batch as one blocking iterator over its partitions, for a stateful
+    /// operator that takes its input chunk by chunk as the plan produces it. Every partition
+    /// runs on the runtime at once, its share of `ahead` bytes of rows ahead of its reader; the
+    /// reader takes a share from partition 0, then from partition 1, .., and round again. The
+    /// order depends on the rows only, not on timing: a batch smaller than a share per partition
+    /// comes in partition order, as `collect_partitioned` gives it.
+    pub(crate) fn execute_interleaved(
         planned: &PlannedBatch,
         handle: &tokio::runtime::Handle,
+        ahead: usize,
     ) -> Result<RowIter> {
         let _runtime = handle.enter();
         let count = planned
@@ -369,23 +398,36 @@ impl IncrementalExecution {
             .properties()
             .output_partitioning()
             .partition_count();
-        let mut partitions = std::collections::VecDeque::with_capacity(count);
+        let share = ahead / count.max(1);
+        let share_kib = (share >> 10).clamp(1, u32::MAX as usize) as u32;
+        let mut partitions = Vec::with_capacity(count);
         for i in 0..count {
             let mut stream = planned.plan.execute(i, planned.task_ctx.clone())?;
-            let (tx, rx) = tokio::sync::mpsc::channel(2);
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let room = Arc::new(tokio::sync::Semaphore::new(share_kib as usize));
             let task = handle.spawn(async move {
                 while let Some(item) = stream.next().await {
+                    let kib = match &item {
+                        Ok(b) => ((b.get_array_memory_size() >> 10) as u32).clamp(1, share_kib),
+                        Err(_) => 1,
+                    };
+                    let Ok(permit) = room.clone().acquire_many_owned(kib).await else {
+                        break;
+                    };
                     let failed = item.is_err();
-                    if tx.send(item).await.is_err() || failed {
+                    if tx.send((item, permit)).is_err() || failed {
                         break;
                     }
                 }
             });
-            partitions.push_back((rx, task));
+            partitions.push((rx, task));
         }
-        Ok(Box::new(OrderedPartitions {
+        Ok(Box::new(InterleavedPartitions {
             handle: handle.clone(),
             partitions,
+            current: 0,
+            taken: 0,
+            share,
         }))
     }
 

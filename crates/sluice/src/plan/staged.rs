@@ -238,8 +238,11 @@ impl StagedPlan {
                 let t = std::time::Instant::now();
                 let planned = session.block_on(exec.physical_plan(&bound, batch_timestamp_ms))?;
                 planning_ms += t.elapsed().as_millis() as i64;
-                let rows =
-                    IncrementalExecution::execute_ordered(&planned, session.runtime_handle())?;
+                let rows = IncrementalExecution::execute_interleaved(
+                    &planned,
+                    session.runtime_handle(),
+                    self.chunking.bytes,
+                )?;
                 operator_inputs.push(StageInput::new(rows, self.chunking));
                 planned_inputs.push(planned);
             }
