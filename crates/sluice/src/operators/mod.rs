@@ -46,13 +46,34 @@ pub(crate) enum StatefulNode {
 
 impl StatefulNode {
     /// The node's inputs, one plan per child of the operator (a join's left, then right).
-    pub(crate) fn input_plans(&self) -> Vec<LogicalPlan> {
-        match self {
+    /// `flatMapGroupsWithState` takes its input sorted by key (as Spark's
+    /// `FlatMapGroupsWithStateExec` requires), so it holds one key's rows at a time; the sort
+    /// spills past the memory budget.
+    pub(crate) fn input_plans(&self) -> Result<Vec<LogicalPlan>> {
+        Ok(match self {
             StatefulNode::Aggregate(agg) => vec![agg.input.as_ref().clone()],
             StatefulNode::Join(j) => vec![j.left.as_ref().clone(), j.right.as_ref().clone()],
-            StatefulNode::FlatMapGroupsWithState(f) => vec![f.input.clone()],
+            StatefulNode::FlatMapGroupsWithState(f) if f.keys.is_empty() => vec![f.input.clone()],
+            StatefulNode::FlatMapGroupsWithState(f) => {
+                let schema = f.input.schema();
+                let by_key = f
+                    .keys
+                    .iter()
+                    .map(|k| {
+                        let (qualifier, field) = schema.qualified_field_with_unqualified_name(k)?;
+                        let column =
+                            datafusion::common::Column::new(qualifier.cloned(), field.name());
+                        Ok(datafusion::logical_expr::Expr::Column(column).sort(true, true))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                vec![
+                    datafusion::logical_expr::LogicalPlanBuilder::from(f.input.clone())
+                        .sort(by_key)?
+                        .build()?,
+                ]
+            }
             StatefulNode::Deduplicate(d) => vec![d.input.clone()],
-        }
+        })
     }
 }
 

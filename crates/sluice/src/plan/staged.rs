@@ -134,7 +134,7 @@ impl StagedPlan {
             };
             stages.push(StatefulStage {
                 inputs: node
-                    .input_plans()
+                    .input_plans()?
                     .into_iter()
                     .map(|p| IncrementalExecution::new(state.clone(), p, partitions))
                     .collect(),

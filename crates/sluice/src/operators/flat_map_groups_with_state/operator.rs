@@ -83,43 +83,19 @@ impl StreamingFlatMapGroupsWithState {
     }
 
     /// Runs one batch at the eviction watermark `watermark_ms` and processing time
-    /// `batch_timestamp_ms`.
+    /// `batch_timestamp_ms`. The input comes sorted by key (`StatefulNode::input_plans` sorts
+    /// it, a sort that spills past the memory budget, as Spark sorts it): it is taken chunk by
+    /// chunk, a key's rows held only until its last row came.
     fn run(
         &mut self,
         stores: &mut [&mut dyn StateStore],
-        batch: RecordBatch,
+        input: StageInput,
         watermark_ms: i64,
         batch_timestamp_ms: i64,
     ) -> Result<OperatorOutput> {
-        let n = batch.num_rows();
-        let keys: Vec<ArrayRef> = self
-            .key_columns
-            .iter()
-            .map(|c| batch.column(*c).clone())
-            .collect();
-        // None without grouping columns: every key is the empty key.
-        let rows = self.layout.key().encode(&keys)?;
-        let mut groups: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
-        let mut pos: HashMap<&[u8], usize> = HashMap::new();
-        for i in 0..n {
-            let k: &[u8] = match &rows {
-                Some(rows) => rows.row(i).data(),
-                None => &[],
-            };
-            let g = *pos.entry(k).or_insert_with(|| {
-                groups.push((k.to_vec(), Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push(i as u32);
-        }
         let wm = (self.timeout == GroupStateTimeout::EventTimeTimeout).then_some(watermark_ms);
         let mut outputs: Vec<RecordBatch> = Vec::new();
         let (mut updated, mut removed) = (0i64, 0i64);
-        let key_values = |idx: u32| -> Result<Vec<ScalarValue>> {
-            keys.iter()
-                .map(|a| Ok(ScalarValue::try_from_array(a, idx as usize)?))
-                .collect()
-        };
         let mut call = |key: &[u8],
                         key_vals: Vec<ScalarValue>,
                         rows: RecordBatch,
@@ -181,13 +157,55 @@ impl StreamingFlatMapGroupsWithState {
             Ok(())
         };
         let mut with_data: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-        for (k, idx) in &groups {
-            let p = partition_of(k, self.partitions);
-            let stored = stores[p].get(k).map(|v| v.to_vec());
-            let rows_of_key = take_record_batch(&batch, &UInt32Array::from(idx.clone()))?;
-            call(k, key_values(idx[0])?, rows_of_key, stored, false, stores)?;
-            with_data.insert(k.clone());
-        }
+        // The rows of the last key of a chunk, which may go on in the next chunk.
+        let mut carry: Option<RecordBatch> = None;
+        input.for_each_chunk(|chunk, last| {
+            let batch = concat_batches(&self.input_schema, carry.iter().chain(&chunk))?;
+            drop(chunk);
+            let keys: Vec<ArrayRef> = self
+                .key_columns
+                .iter()
+                .map(|c| batch.column(*c).clone())
+                .collect();
+            // None without grouping columns: every key is the empty key.
+            let rows = self.layout.key().encode(&keys)?;
+            let key_at = |i: usize| -> &[u8] {
+                match &rows {
+                    Some(rows) => rows.row(i).data(),
+                    None => &[],
+                }
+            };
+            let n = batch.num_rows();
+            let mut end = n;
+            if !last {
+                while end > 0 && key_at(end - 1) == key_at(n - 1) {
+                    end -= 1;
+                }
+            }
+            let mut groups: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
+            let mut pos: HashMap<&[u8], usize> = HashMap::new();
+            for i in 0..end {
+                let k = key_at(i);
+                let g = *pos.entry(k).or_insert_with(|| {
+                    groups.push((k.to_vec(), Vec::new()));
+                    groups.len() - 1
+                });
+                groups[g].1.push(i as u32);
+            }
+            for (k, idx) in &groups {
+                let p = partition_of(k, self.partitions);
+                let stored = stores[p].get(k).map(|v| v.to_vec());
+                let rows_of_key = take_record_batch(&batch, &UInt32Array::from(idx.clone()))?;
+                let key_values = keys
+                    .iter()
+                    .map(|a| ScalarValue::try_from_array(a, idx[0] as usize))
+                    .collect::<DfResult<Vec<_>>>()?;
+                call(k, key_values, rows_of_key, stored, false, stores)?;
+                with_data.insert(k.clone());
+            }
+            carry = (end < n).then(|| batch.slice(end, n - end));
+            Ok(())
+        })?;
         // Timeouts of keys without data in this batch.
         let deadline = match self.timeout {
             GroupStateTimeout::NoTimeout => None,
@@ -275,22 +293,18 @@ impl StatefulOperator for StreamingFlatMapGroupsWithState {
         )
     }
 
-    /// The batch's rows are grouped by key in memory before the user's function runs (Spark
-    /// sorts them by key, spilling): this operator's input is not cut into chunks yet.
     fn process(
         &mut self,
         mut inputs: Vec<StageInput>,
         stores: &mut PartitionedStores<'_>,
         ctx: &BatchContext,
     ) -> Result<OperatorOutput> {
-        let input = match inputs.pop() {
-            Some(input) => input.collect_all()?,
-            None => Vec::new(),
-        };
-        let batch = concat_batches(&self.input_schema, &input)?;
+        let input = inputs
+            .pop()
+            .ok_or_else(|| SluiceError::internal("a flatMapGroupsWithState without its input"))?;
         self.run(
             stores.all_mut(),
-            batch,
+            input,
             ctx.eviction_watermark.0,
             ctx.batch_timestamp_ms,
         )
