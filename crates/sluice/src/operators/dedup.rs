@@ -31,7 +31,7 @@ use datafusion::prelude::Expr;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::{event_time_column, is_event_time, to_micros};
 use super::stateful::{
-    nullable, BatchContext, OperatorOutput, PartitionedStores, StageInput, StateInfo,
+    BatchContext, OperatorOutput, OutputRows, PartitionedStores, StageInput, StateInfo,
     StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
@@ -329,12 +329,12 @@ impl StreamingDeduplicate {
     ) -> Result<OperatorOutput> {
         self.begin_expiry_index(stores)?;
         let mut counts = ChunkCounts::default();
-        let mut outputs = Vec::new();
+        // The kept rows: as many as the input, at most; spilled past a chunk's share.
+        let mut outputs = OutputRows::spilling(self.input_schema.clone(), input.chunk_bytes());
         input.for_each_chunk(|chunk, _| {
             let batch = concat_batches(&self.input_schema, &chunk)?;
             drop(chunk);
-            outputs.push(self.run_chunk(stores, &batch, late_us, &mut counts)?);
-            Ok(())
+            outputs.push(self.run_chunk(stores, &batch, late_us, &mut counts)?)
         })?;
         let removed = self.evict(stores, evict_us);
         self.by_expiry.finish(stores.version() + 1);
@@ -347,10 +347,8 @@ impl StreamingDeduplicate {
             custom_metrics: custom,
             ..Default::default()
         };
-        let schema = nullable(&self.input_schema);
-        let out = concat_batches(&self.input_schema, &outputs)?;
         Ok(OperatorOutput {
-            rows: RecordBatch::try_new(schema, out.columns().to_vec())?,
+            rows: outputs,
             progress,
         })
     }

@@ -64,6 +64,21 @@ impl RelationRows {
     }
 }
 
+#[cfg(test)]
+impl RelationRows {
+    /// Every row, partition by partition (lazy partitions taken as a scan takes them).
+    pub(crate) fn into_iter_for_tests(self) -> RowIter {
+        match self {
+            RelationRows::Batches(b) => Box::new(b.into_iter().map(Ok)),
+            RelationRows::Lazy(p) => {
+                let parts: Vec<RowIter> =
+                    p.partitions.lock_unpoisoned().drain(..).flatten().collect();
+                Box::new(parts.into_iter().flatten())
+            }
+        }
+    }
+}
+
 /// The partitions of a lazy read, taken by the scan that runs them.
 pub(crate) struct LazyPartitions {
     partitions: Mutex<Vec<Option<RowIter>>>,

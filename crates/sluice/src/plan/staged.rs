@@ -17,7 +17,7 @@ use crate::error::{Result, SluiceError};
 use crate::operators::create_operator;
 use crate::operators::stateful::{BatchContext, Chunking, OperatorRunner, StageInput, StateInfo};
 use crate::operators::watermark::{watermark_nodes, EventTimeStats};
-use crate::plan::incremental::{BatchInputs, PlannedBatch, RelationRows};
+use crate::plan::incremental::{BatchInputs, PlannedBatch};
 use crate::plan::stateful_nodes::split_stateful;
 use crate::plan::IncrementalExecution;
 use crate::progress::StateOperatorProgress;
@@ -63,6 +63,8 @@ pub(crate) struct StatefulStage {
     operator: OperatorRunner,
     placeholder: u64,
     placeholder_schema: SchemaRef,
+    /// How many times the plans above scan the placeholder (a spilled output is read once).
+    placeholder_uses: usize,
 }
 
 impl StagedOutput {
@@ -139,6 +141,7 @@ impl StagedPlan {
                     .map(|p| IncrementalExecution::new(state.clone(), p, partitions))
                     .collect(),
                 operator,
+                placeholder_uses: crate::plan::relation_uses(&above, placeholder),
                 placeholder,
                 placeholder_schema,
             });
@@ -252,9 +255,10 @@ impl StagedPlan {
                 watermarks.extend(observed(planned));
             }
             let (rows, progress) = (out.rows, out.progress);
-            let rows =
-                RecordBatch::try_new(stage.placeholder_schema.clone(), rows.columns().to_vec())?;
-            bound.insert(stage.placeholder, RelationRows::Batches(vec![rows]));
+            bound.insert(
+                stage.placeholder,
+                rows.into_relation(&stage.placeholder_schema, stage.placeholder_uses)?,
+            );
             state_operators.push(progress);
             late_rows.extend(stage.operator.take_late_rows());
         }

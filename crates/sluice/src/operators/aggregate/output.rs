@@ -25,7 +25,7 @@ impl StreamingAggregate {
     ) -> OperatorOutput {
         let (updated, removed, dropped) = counts;
         OperatorOutput {
-            rows,
+            rows: rows.into(),
             progress: StateOperatorProgress {
                 num_rows_updated: updated as i64,
                 num_rows_removed: removed as i64,

@@ -264,7 +264,7 @@ impl StreamingFlatMapGroupsWithState {
             concat_batches(&self.output_schema, &outputs)?
         };
         Ok(OperatorOutput {
-            rows: out,
+            rows: out.into(),
             progress: StateOperatorProgress {
                 num_rows_updated: updated,
                 num_rows_removed: removed,

@@ -239,7 +239,7 @@ impl StreamingJoin {
         };
         self.index.finish(version + 1);
         Ok(OperatorOutput {
-            rows,
+            rows: rows.into(),
             progress: StateOperatorProgress {
                 num_rows_updated: added.slots.len() as i64,
                 num_rows_removed: evicted.removed,

@@ -58,6 +58,11 @@ impl StageInput {
         Self::new(Box::new(batches.into_iter().map(Ok)), chunking)
     }
 
+    /// The bytes of rows a chunk holds (a share of the memory budget).
+    pub(crate) fn chunk_bytes(&self) -> usize {
+        self.chunking.bytes
+    }
+
     /// Every row that is left.
     pub(crate) fn collect_all(mut self) -> Result<Vec<RecordBatch>> {
         let mut all: Vec<RecordBatch> = self.rest.take().into_iter().collect();

@@ -12,12 +12,14 @@
 //! - [`context`]: [`StateInfo`] (where the state lives, Spark's `StatefulOperatorStateInfo`) and
 //!   [`BatchContext`] (which batch runs, with its two watermarks by name);
 //! - [`input`]: [`StageInput`], an input's rows pulled chunk by chunk as its plan runs;
+//! - [`output`]: [`OutputRows`], the output rows, spilled to a file past a share of the budget;
 //! - [`stores`]: [`PartitionedStores`], key partitioning and the partition fan-out on threads;
 //! - [`event_time`]: which column is event time, and event times as microseconds.
 
 pub(crate) mod context;
 pub(crate) mod event_time;
 pub(crate) mod input;
+pub(crate) mod output;
 pub(crate) mod stores;
 
 use std::sync::Arc;
@@ -34,6 +36,7 @@ use crate::types::WatermarkMs;
 
 pub(crate) use context::{BatchContext, StateInfo};
 pub(crate) use input::{Chunking, StageInput};
+pub(crate) use output::OutputRows;
 pub(crate) use stores::{partition_of, PartitionedStores};
 
 /// What one batch of an operator produced: its output rows and its progress.
@@ -44,7 +47,7 @@ pub(crate) use stores::{partition_of, PartitionedStores};
 #[derive(Debug)]
 pub(crate) struct OperatorOutput {
     /// The batch's output rows, in the operator's output schema.
-    pub rows: RecordBatch,
+    pub rows: OutputRows,
     /// The batch's progress.
     pub progress: StateOperatorProgress,
 }
@@ -109,7 +112,7 @@ pub(crate) struct OperatorOutput {
 ///         let old = stores[p].get(&[]).map_or(Ok(0), decode_count)?;
 ///         stores[p].put(&[], &(old + n).to_le_bytes());
 ///         Ok(OperatorOutput {
-///             rows: count_batch(&self.schema, old + n)?,
+///             rows: count_batch(&self.schema, old + n)?.into(),
 ///             progress: StateOperatorProgress { num_rows_updated: 1, ..Default::default() },
 ///         })
 ///     }
