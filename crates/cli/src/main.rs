@@ -193,11 +193,18 @@ pub enum BuiltIn {
 
 /// `--set NAME=VALUE` (the name trimmed, the value as given).
 fn parse_variable(s: &str) -> Result<(String, String), String> {
+    parse_key_value(s, "--set name=value, e.g. --set input=/data/in")
+}
+
+/// `--conf KEY=VALUE` (the key trimmed, the value as given).
+fn parse_conf(s: &str) -> Result<(String, String), String> {
+    parse_key_value(s, "--conf key=value, e.g. --conf sluice.memory.limit=64m")
+}
+
+fn parse_key_value(s: &str, how: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err(format!(
-            "{s:?}: write --set name=value, e.g. --set input=/data/in"
-        )),
+        _ => Err(format!("{s:?}: write {how}")),
     }
 }
 
@@ -210,6 +217,10 @@ struct ConformanceArgs {
     /// Write a JSON report (summary and every scenario's outcome) to REPORT
     #[arg(long, value_name = "REPORT")]
     json: Option<PathBuf>,
+    /// A session conf set in every scenario (repeatable), e.g. `--conf
+    /// sluice.memory.limit=16m`; a scenario that sets the key itself keeps its own value
+    #[arg(long = "conf", value_name = "KEY=VALUE", value_parser = parse_conf)]
+    conf: Vec<(String, String)>,
     /// Scenario files or directories of them
     #[arg(value_name = "PATH", required = true)]
     paths: Vec<PathBuf>,
@@ -403,13 +414,15 @@ fn conformance(args: ConformanceArgs) -> Result<ExitCode, String> {
     let ConformanceArgs {
         matrix,
         json: json_out,
+        conf,
         paths,
     } = args;
-    let outcomes = if matrix {
-        sluice_conformance::run_paths_matrix(&paths, true)?
+    let variants: &[sluice_conformance::Variant] = if matrix {
+        &sluice_conformance::Variant::MATRIX
     } else {
-        sluice_conformance::run_paths(&paths, true)?
+        &[sluice_conformance::Variant::Plain]
     };
+    let outcomes = sluice_conformance::run_paths_with(&paths, variants, &conf, true)?;
     let summary = sluice_conformance::summary_line(&outcomes);
     if let Some(out) = json_out {
         let report = serde_json::json!({ "summary": summary, "scenarios": outcomes });

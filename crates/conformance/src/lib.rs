@@ -9,36 +9,35 @@ pub mod values;
 use std::path::PathBuf;
 
 pub use runner::{
-    collect_scenarios, error_kind, run_scenario_file, run_scenario_file_with, ScenarioOutcome,
-    Variant,
+    collect_scenarios, error_kind, run_scenario_file, run_scenario_file_with,
+    run_scenario_file_with_conf, ScenarioOutcome, Variant,
 };
 
 /// Runs every scenario under `paths`, printing `PASS name` / `FAIL name: difference` as it
 /// goes (when `print`), and returns the outcomes.
 pub fn run_paths(paths: &[PathBuf], print: bool) -> Result<Vec<ScenarioOutcome>, String> {
-    let files = collect_scenarios(paths)?;
-    let mut out = Vec::with_capacity(files.len());
-    for f in files {
-        let o = run_scenario_file(&f);
-        if print {
-            match &o.message {
-                None => println!("PASS {}", o.name),
-                Some(m) => println!("FAIL {}: {m}", o.name),
-            }
-        }
-        out.push(o);
-    }
-    Ok(out)
+    run_paths_with(paths, &[Variant::Plain], &[], print)
 }
 
 /// Runs every scenario under `paths` in every variant of the crash matrix
 /// (`Variant::MATRIX`), printing as `run_paths` does.
 pub fn run_paths_matrix(paths: &[PathBuf], print: bool) -> Result<Vec<ScenarioOutcome>, String> {
+    run_paths_with(paths, &Variant::MATRIX, &[], print)
+}
+
+/// Runs every scenario under `paths` in each of `variants`, with the session confs `conf` set
+/// first (a scenario's own confs win), printing as `run_paths` does.
+pub fn run_paths_with(
+    paths: &[PathBuf],
+    variants: &[Variant],
+    conf: &[(String, String)],
+    print: bool,
+) -> Result<Vec<ScenarioOutcome>, String> {
     let files = collect_scenarios(paths)?;
     let mut out = Vec::new();
     for f in files {
-        for v in Variant::MATRIX {
-            let o = run_scenario_file_with(&f, v);
+        for v in variants {
+            let o = run_scenario_file_with_conf(&f, *v, conf);
             if print {
                 match &o.message {
                     None => println!("PASS {}", o.name),

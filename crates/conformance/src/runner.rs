@@ -95,19 +95,34 @@ pub fn run_scenario_file(path: &Path) -> ScenarioOutcome {
 
 /// Runs the scenario in `path` in one variant; the outcome's name carries the variant.
 pub fn run_scenario_file_with(path: &Path, variant: Variant) -> ScenarioOutcome {
-    let mut o = run_scenario_file_plain(path, variant);
+    run_scenario_file_with_conf(path, variant, &[])
+}
+
+/// [`run_scenario_file_with`], with the session confs `extra` set first: a corpus run with a
+/// setting applied (`sluice conformance --conf KEY=VALUE`). A key the scenario sets itself
+/// keeps the scenario's value (what Spark was recorded with).
+pub fn run_scenario_file_with_conf(
+    path: &Path,
+    variant: Variant,
+    extra: &[(String, String)],
+) -> ScenarioOutcome {
+    let mut o = run_scenario_file_plain(path, variant, extra);
     if variant != Variant::Plain {
         o.name = format!("{} [{}]", o.name, variant.name());
     }
     o
 }
 
-fn run_scenario_file_plain(path: &Path, variant: Variant) -> ScenarioOutcome {
+fn run_scenario_file_plain(
+    path: &Path,
+    variant: Variant,
+    extra: &[(String, String)],
+) -> ScenarioOutcome {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => return fail(path, "?", format!("cannot read {}: {e}", path.display())),
     };
-    let scenario: Scenario = match serde_json::from_str(&text) {
+    let mut scenario: Scenario = match serde_json::from_str(&text) {
         Ok(s) => s,
         Err(e) => {
             return fail(
@@ -117,6 +132,9 @@ fn run_scenario_file_plain(path: &Path, variant: Variant) -> ScenarioOutcome {
             )
         }
     };
+    for (k, v) in extra {
+        scenario.conf.entry(k.clone()).or_insert_with(|| v.clone());
+    }
     let name = scenario.name.clone();
     match run_scenario_with(&scenario, variant) {
         Ok(()) => ScenarioOutcome {

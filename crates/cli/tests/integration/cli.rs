@@ -330,3 +330,26 @@ fn pinned_partitions_and_torn_log_files_are_warned_about() {
     );
     assert!(!torn.exists());
 }
+
+/// `sluice conformance --conf KEY=VALUE` sets the conf in every scenario's session: a valid
+/// one keeps the scenario passing, an invalid budget fails it by the key's name, and an
+/// argument without `=` is refused.
+#[test]
+fn conformance_runs_a_corpus_with_a_conf_applied() {
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/conformance/scenarios/dedup/dedup_without_watermark.json");
+    let scenario = scenario.to_str().unwrap();
+    let o = sluice(&["conformance", "--conf", "sluice.memory.limit=64m", scenario]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(text(&o.stdout).contains("1 passed, 0 failed"), "{o:?}");
+    let o = sluice(&["conformance", "--conf", "sluice.memory.limit=1k", scenario]);
+    assert!(!o.status.success(), "{o:?}");
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("FAIL") && out.contains("sluice.memory.limit"),
+        "{out}"
+    );
+    let o = sluice(&["conformance", "--conf", "no-equals-sign", scenario]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(text(&o.stderr).contains("--conf key=value"), "{o:?}");
+}
