@@ -204,3 +204,28 @@ fn crash_matrix_over_every_own_scenario() {
     let failed = check_matrix(&outcomes);
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+/// Both corpora in the crash matrix with the on-disk state store provider selected (Spark's
+/// RocksDB provider class, `sluice conformance --matrix --conf
+/// spark.sql.streaming.stateStore.providerClass=...RocksDBStateStoreProvider`): the same outputs.
+#[test]
+fn crash_matrix_with_the_on_disk_state_store_provider() {
+    let conf = [(
+        "spark.sql.streaming.stateStore.providerClass".to_string(),
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider".to_string(),
+    )];
+    let outcomes = sluice_conformance::run_paths_with(
+        &[scenarios_dir(), own_scenarios_dir()],
+        &sluice_conformance::Variant::MATRIX,
+        &conf,
+        false,
+    )
+    .unwrap();
+    assert!(
+        outcomes.len() >= 7 * (29 + 45),
+        "{} outcomes",
+        outcomes.len()
+    );
+    let failed = check_matrix(&outcomes);
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::checkpoint::LogCleanup;
 use crate::error::{class, Result, SluiceError};
 use crate::session::Session;
+use crate::state::StateStoreKind;
 
 /// `spark.sql.shuffle.partitions`: the number of state partitions, pinned at a query's first run.
 pub const SHUFFLE_PARTITIONS: &str = "spark.sql.shuffle.partitions";
@@ -28,6 +29,15 @@ pub const CHECK_CORRECTNESS: &str = "spark.sql.streaming.statefulOperator.checkC
 /// `spark.sql.streaming.checkpointLocation`: the root under which named queries keep their
 /// checkpoint when the writer gives none.
 pub const CHECKPOINT_LOCATION: &str = "spark.sql.streaming.checkpointLocation";
+/// `spark.sql.streaming.stateStore.providerClass`: where state stores hold their committed
+/// version; pinned at a query's first run, as Spark pins it.
+pub const STATE_STORE_PROVIDER_CLASS: &str = "spark.sql.streaming.stateStore.providerClass";
+/// Spark's default provider class: state in memory ([`StateStoreKind::InMemory`]).
+pub const HDFS_PROVIDER_CLASS: &str =
+    "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider";
+/// Spark's RocksDB provider class: state in a local on-disk cache ([`StateStoreKind::OnDisk`]).
+pub const ROCKSDB_PROVIDER_CLASS: &str =
+    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider";
 /// `sluice.streaming.stateSchema.allowKeyRename`: accept a restart whose state key fields were
 /// renamed (same types), which Spark refuses.
 pub const ALLOW_KEY_RENAME: &str = "sluice.streaming.stateSchema.allowKeyRename";
@@ -111,6 +121,9 @@ pub struct StreamingConf {
     pub check_correctness: bool,
     /// [`ALLOW_KEY_RENAME`].
     pub allow_key_rename: bool,
+    /// [`STATE_STORE_PROVIDER_CLASS`] as the session sets it (`None` when unset); pinned at the
+    /// first run.
+    pub state_store: Option<StateStoreKind>,
     /// [`CHECKPOINT_LOCATION`].
     pub checkpoint_location: Option<String>,
     /// [`ANSI_ENABLED`].
@@ -216,6 +229,7 @@ impl Default for StreamingConf {
             watermark_policy: None,
             check_correctness: true,
             allow_key_rename: false,
+            state_store: None,
             checkpoint_location: None,
             ansi_enabled: false,
             file_sink_log: LogCleanup::default(),
@@ -261,10 +275,38 @@ impl StreamingConf {
                 .transpose()?,
             check_correctness: parse_bool(&get, CHECK_CORRECTNESS)?.unwrap_or(d.check_correctness),
             allow_key_rename: parse_bool(&get, ALLOW_KEY_RENAME)?.unwrap_or(d.allow_key_rename),
+            state_store: get(STATE_STORE_PROVIDER_CLASS)
+                .map(|v| provider_class(&v, STATE_STORE_PROVIDER_CLASS))
+                .transpose()?,
             checkpoint_location: get(CHECKPOINT_LOCATION),
             ansi_enabled: parse_bool(&get, ANSI_ENABLED)?.unwrap_or(d.ansi_enabled),
             memory: MemoryBudget::from_lookup(&get)?,
         })
+    }
+}
+
+/// The store kind a [`STATE_STORE_PROVIDER_CLASS`] value selects (`whence` names where it was
+/// read, for the error).
+fn provider_class(v: &str, whence: &str) -> Result<StateStoreKind> {
+    match v.trim() {
+        HDFS_PROVIDER_CLASS => Ok(StateStoreKind::InMemory),
+        ROCKSDB_PROVIDER_CLASS => Ok(StateStoreKind::OnDisk),
+        other => Err(SluiceError::query(
+            class::INVALID_CONF_VALUE,
+            format!(
+                "{whence} is {other:?}, a state store provider Sluice does not have; it takes \
+                 Spark's {HDFS_PROVIDER_CLASS} (state in memory, the default) or \
+                 {ROCKSDB_PROVIDER_CLASS} (state on local disk, memory bounded)"
+            ),
+        )),
+    }
+}
+
+/// The provider class of `kind`, as Spark names it.
+pub fn provider_class_name(kind: StateStoreKind) -> &'static str {
+    match kind {
+        StateStoreKind::InMemory => HDFS_PROVIDER_CLASS,
+        StateStoreKind::OnDisk => ROCKSDB_PROVIDER_CLASS,
     }
 }
 
@@ -344,6 +386,8 @@ pub struct PinnedConf {
     pub shuffle_partitions: usize,
     /// The watermark policy.
     pub watermark_policy: WatermarkPolicy,
+    /// Where the state stores hold their committed version.
+    pub state_store: StateStoreKind,
 }
 
 impl PinnedConf {
@@ -364,6 +408,12 @@ impl PinnedConf {
         entries.insert(
             WATERMARK_POLICY.to_string(),
             session_policy.as_str().to_string(),
+        );
+        // Always pinned, as Spark writes it; a checkpoint without it (an older Sluice one)
+        // takes the session's.
+        entries.insert(
+            STATE_STORE_PROVIDER_CLASS.to_string(),
+            provider_class_name(conf.state_store.unwrap_or_default()).to_string(),
         );
         if let Some(logged) = logged {
             // A checkpoint written before the policy was pinned ran with Spark's default.
@@ -395,7 +445,27 @@ impl PinnedConf {
                 .map(String::as_str)
                 .unwrap_or("min"),
         )?;
+        let state_store = match entries.get(STATE_STORE_PROVIDER_CLASS) {
+            Some(v) => provider_class(
+                v,
+                &format!(
+                    "{STATE_STORE_PROVIDER_CLASS} in the latest offsets file of {}",
+                    checkpoint.display()
+                ),
+            )?,
+            None => conf.state_store.unwrap_or_default(),
+        };
         if logged.is_some() {
+            if let Some(k) = conf.state_store.filter(|k| *k != state_store) {
+                log::warn!(
+                    "{STATE_STORE_PROVIDER_CLASS} is {} in the checkpoint {} and {} in the \
+                     session; the checkpoint's value is kept, as Spark keeps it (start a new \
+                     checkpoint location to change it)",
+                    provider_class_name(state_store),
+                    checkpoint.display(),
+                    provider_class_name(k)
+                );
+            }
             if shuffle_partitions != conf.shuffle_partitions {
                 log::warn!(
                     "{SHUFFLE_PARTITIONS} is {shuffle_partitions} in the checkpoint {} and {} in \
@@ -418,6 +488,7 @@ impl PinnedConf {
             entries,
             shuffle_partitions,
             watermark_policy,
+            state_store,
         })
     }
 }
@@ -473,6 +544,48 @@ mod tests {
             MemoryBudget { limit: 16 << 20 }.stateful_chunk_bytes(),
             1 << 20
         );
+    }
+
+    /// Spark's provider classes select the store kind; it is pinned at the first run (Spark
+    /// writes it into every `offsets/N`), the checkpoint's wins on a restart, and an older
+    /// checkpoint without it takes the session's.
+    #[test]
+    fn the_state_store_provider_class_is_pinned_like_sparks() {
+        let rocks = conf(&[(STATE_STORE_PROVIDER_CLASS, ROCKSDB_PROVIDER_CLASS)]).unwrap();
+        assert_eq!(rocks.state_store, Some(StateStoreKind::OnDisk));
+        let first = PinnedConf::resolve(&rocks, None, Path::new("ck")).unwrap();
+        assert_eq!(first.state_store, StateStoreKind::OnDisk);
+        assert_eq!(
+            first.entries[STATE_STORE_PROVIDER_CLASS],
+            ROCKSDB_PROVIDER_CLASS
+        );
+        // Unset: Spark's default class, written all the same.
+        let plain = conf(&[]).unwrap();
+        assert_eq!(plain.state_store, None);
+        let first = PinnedConf::resolve(&plain, None, Path::new("ck")).unwrap();
+        assert_eq!(first.state_store, StateStoreKind::InMemory);
+        assert_eq!(
+            first.entries[STATE_STORE_PROVIDER_CLASS],
+            HDFS_PROVIDER_CLASS
+        );
+        // A restart keeps the checkpoint's class whatever the session says.
+        let again = PinnedConf::resolve(&plain, Some(&first.entries), Path::new("ck")).unwrap();
+        assert_eq!(again.state_store, StateStoreKind::InMemory);
+        let again = PinnedConf::resolve(&rocks, Some(&first.entries), Path::new("ck")).unwrap();
+        assert_eq!(again.state_store, StateStoreKind::InMemory);
+        // A checkpoint written before the class was pinned takes the session's.
+        let mut old = first.entries.clone();
+        old.remove(STATE_STORE_PROVIDER_CLASS);
+        let again = PinnedConf::resolve(&rocks, Some(&old), Path::new("ck")).unwrap();
+        assert_eq!(again.state_store, StateStoreKind::OnDisk);
+        // Another class is refused by name, from the session or from a checkpoint.
+        let e = conf(&[(STATE_STORE_PROVIDER_CLASS, "com.example.MyProvider")]).unwrap_err();
+        assert!(e.is(class::INVALID_CONF_VALUE), "{e}");
+        assert!(e.message().contains(ROCKSDB_PROVIDER_CLASS), "{e}");
+        let mut odd = first.entries.clone();
+        odd.insert(STATE_STORE_PROVIDER_CLASS.into(), "x.Y".into());
+        let e = PinnedConf::resolve(&plain, Some(&odd), Path::new("ck")).unwrap_err();
+        assert!(e.message().contains("offsets file of ck"), "{e}");
     }
 
     #[test]

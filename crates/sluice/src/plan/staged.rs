@@ -94,7 +94,8 @@ fn observed(planned: &PlannedBatch) -> Vec<(i64, EventTimeStats)> {
 
 impl StagedPlan {
     /// Cuts `plan` at its stateful operators, bottom-up (operator `i` keeps its state in
-    /// `state/<i>` of `checkpoint_root`, in `partitions` partitions), and builds each operator with
+    /// `state/<i>` of `checkpoint_root`, in `partitions` partitions held as `state_store`
+    /// says), and builds each operator with
     /// the state store conf of `query_conf` and the query's test `hooks`. A checkpoint whose state does not fit is not an error
     /// here: the first batch fails with it (see `incompatible`).
     pub(crate) fn try_new(
@@ -102,7 +103,7 @@ impl StagedPlan {
         plan: LogicalPlan,
         mode: OutputMode,
         checkpoint_root: &Path,
-        partitions: usize,
+        (partitions, state_store): (usize, crate::state::StateStoreKind),
         query_conf: &StreamingConf,
         hooks: TestHooks,
     ) -> Result<Self> {
@@ -111,6 +112,7 @@ impl StagedPlan {
         let store_conf = crate::state::StateStoreConf {
             min_versions_to_retain: query_conf.min_batches_to_retain,
             min_deltas_for_snapshot: query_conf.min_deltas_for_snapshot,
+            kind: state_store,
             ..Default::default()
         };
         let mut stages = Vec::new();

@@ -124,6 +124,7 @@
 //! commits and maintenance refused), pairs decoded into Arrow through the layouts, from the
 //! operator's recorded schema. Nothing here depends on it.
 
+mod disk;
 pub(crate) mod files;
 mod format;
 pub(crate) mod indexed;
@@ -131,8 +132,17 @@ pub(crate) mod layout;
 mod provider;
 pub(crate) mod schema;
 
+/// The store contract's tests, once per kind of committed version.
 #[cfg(test)]
-mod tests;
+mod tests {
+    const KIND: StateStoreKind = StateStoreKind::InMemory;
+    include!("tests.rs");
+}
+#[cfg(test)]
+mod tests_on_disk {
+    const KIND: StateStoreKind = StateStoreKind::OnDisk;
+    include!("tests.rs");
+}
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -175,6 +185,18 @@ impl StateStoreId {
     }
 }
 
+/// Where a store holds its committed version (`spark.sql.streaming.stateStore.providerClass`).
+/// The checkpoint files are the same either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StateStoreKind {
+    /// In memory (Spark's `HDFSBackedStateStoreProvider`, Sluice's default).
+    #[default]
+    InMemory,
+    /// In a local on-disk cache, memory bounded by its cache and write buffers (Spark's
+    /// `RocksDBStateStoreProvider`).
+    OnDisk,
+}
+
 /// Store settings (Spark's defaults).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateStoreConf {
@@ -186,6 +208,8 @@ pub struct StateStoreConf {
     /// the provider is created). Explicit [`StateStoreProvider::do_maintenance`] calls are not
     /// limited by it.
     pub maintenance_interval: Duration,
+    /// Where the committed version is held (the query's pinned provider class).
+    pub kind: StateStoreKind,
 }
 
 impl Default for StateStoreConf {
@@ -194,6 +218,7 @@ impl Default for StateStoreConf {
             min_deltas_for_snapshot: crate::conf::DEFAULT_MIN_DELTAS_FOR_SNAPSHOT,
             min_versions_to_retain: crate::conf::DEFAULT_MIN_BATCHES_TO_RETAIN,
             maintenance_interval: DEFAULT_MAINTENANCE_INTERVAL,
+            kind: StateStoreKind::InMemory,
         }
     }
 }

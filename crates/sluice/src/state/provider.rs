@@ -13,7 +13,9 @@ use super::files::{
     delete_files, file_path, io_err, remove_stale_temp_files, write_pending, FileIndex, LoadPlan,
 };
 use super::format::{FileKind, MergedPairs, StateFileReader};
-use super::{StateStore, StateStoreConf, StateStoreId, StateStoreMetrics, StateStoreProvider};
+use super::{
+    StateStore, StateStoreConf, StateStoreId, StateStoreKind, StateStoreMetrics, StateStoreProvider,
+};
 use crate::error::{Result, SluiceError};
 
 /// Estimated bytes per entry beyond its key and value: hash-table slots, two boxed-slice
@@ -26,7 +28,7 @@ pub(super) const ENTRY_OVERHEAD: u64 = 64;
 type Hasher = foldhash::fast::RandomState;
 type Map = HashMap<Box<[u8]>, Box<[u8]>, Hasher>;
 /// Staged changes: `Some(value)` = put, `None` = removal of a committed key.
-type Staged = HashMap<Box<[u8]>, Option<Box<[u8]>>, Hasher>;
+pub(super) type Staged = HashMap<Box<[u8]>, Option<Box<[u8]>>, Hasher>;
 type Reader = StateFileReader<BufReader<crate::storage::ReadFile>>;
 
 fn entry_size(key_len: usize, value_len: usize) -> u64 {
@@ -54,7 +56,7 @@ struct Sched {
 }
 
 /// What the provider, its store and its maintenance thread share.
-struct Inner {
+pub(super) struct Inner {
     id: StateStoreId,
     dir: PathBuf,
     conf: StateStoreConf,
@@ -150,9 +152,13 @@ impl Inner {
         Ok(readers)
     }
 
-    /// Rebuilds `version` (>= 1) from disk. Holds the directory lock, so maintenance cannot
-    /// delete a file being read.
-    fn load(&self, version: u64) -> Result<(Map, u64)> {
+    /// Rebuilds `version` (>= 1) from disk, handing each live pair to `each` in key order.
+    /// Holds the directory lock, so maintenance cannot delete a file being read.
+    pub(super) fn load_pairs(
+        &self,
+        version: u64,
+        mut each: impl FnMut(Vec<u8>, Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
         let mut files = lock(&self.files);
         files.index = FileIndex::list(&self.dir)?;
         let plan = files
@@ -161,14 +167,10 @@ impl Inner {
             .map_err(|missing| self.version_missing(version, missing, &files.index))?;
         let readers = self.open_readers(version, &plan, &files.index)?;
         let mut merged = MergedPairs::new(readers, None);
-        let mut entries = Vec::new();
-        let mut bytes = 0u64;
         while let Some((k, v)) = merged.next_pair()? {
-            bytes += entry_size(k.len(), v.len());
-            entries.push((k.into_boxed_slice(), v.into_boxed_slice()));
+            each(k, v)?;
         }
-        // Sorted input: the map is bulk-built in linear time.
-        Ok((entries.into_iter().collect(), bytes))
+        Ok(())
     }
 
     /// Puts a written delta in place. A rewrite of an existing version (a replay) first
@@ -368,11 +370,118 @@ impl Inner {
     }
 }
 
+/// Where a store keeps its committed version: in memory ([`InMemory`], Spark's
+/// `HDFSBackedStateStoreProvider`) or in a local on-disk cache (`super::disk`, Spark's
+/// `RocksDBStateStoreProvider`). Either way the checkpoint's files are the truth: a commit
+/// writes its delta before it reaches the committed version, and a version other than the one
+/// held is rebuilt from the files.
+pub(super) trait Committed: Send {
+    /// The value of `key`.
+    fn get(&self, key: &[u8]) -> Option<&[u8]>;
+    /// Whether `key` has a value.
+    fn contains_key(&self, key: &[u8]) -> bool;
+    /// The number of keys.
+    fn len(&self) -> u64;
+    /// Bytes held in memory (estimate).
+    fn memory_bytes(&self) -> u64;
+    /// Makes `staged` (`Some` = put, `None` = removal) part of the committed version, which
+    /// gains `key_delta` keys. Leaves `staged` empty.
+    fn apply(&mut self, staged: &mut Staged, key_delta: i64) -> Result<()>;
+    /// Every pair, in any order.
+    fn pairs(&self) -> Vec<(&[u8], &[u8])>;
+    /// Becomes the empty version 0.
+    fn clear(&mut self) -> Result<()>;
+    /// Becomes `version` (>= 1) of the files `inner` manages.
+    fn reload(&mut self, inner: &Inner, version: u64) -> Result<()>;
+    /// A version opens: what the last one read may be let go.
+    fn open_version(&mut self) {}
+    /// An error the store met where its contract has no room for one (a failed read of an
+    /// on-disk cache): the commit fails with it, so the batch runs again.
+    fn take_error(&mut self) -> Option<SluiceError> {
+        None
+    }
+}
+
+/// The committed version in memory: one hash map.
+#[derive(Default)]
+pub(super) struct InMemory {
+    map: Map,
+    bytes: u64,
+}
+
+impl Committed for InMemory {
+    fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.map.get(key).map(|v| &**v)
+    }
+
+    fn contains_key(&self, key: &[u8]) -> bool {
+        self.map.contains_key(key)
+    }
+
+    fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn apply(&mut self, staged: &mut Staged, _key_delta: i64) -> Result<()> {
+        // Drained, not replaced: the staged map keeps its capacity for the next version.
+        for (k, slot) in staged.drain() {
+            match slot {
+                Some(v) => {
+                    let (klen, vlen) = (k.len(), v.len());
+                    match self.map.insert(k, v) {
+                        Some(old) => {
+                            self.bytes = self.bytes.saturating_sub(old.len() as u64) + vlen as u64;
+                        }
+                        None => self.bytes += entry_size(klen, vlen),
+                    }
+                }
+                None => {
+                    if let Some(old) = self.map.remove(&k) {
+                        self.bytes = self.bytes.saturating_sub(entry_size(k.len(), old.len()));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn pairs(&self) -> Vec<(&[u8], &[u8])> {
+        self.map.iter().map(|(k, v)| (&**k, &**v)).collect()
+    }
+
+    fn clear(&mut self) -> Result<()> {
+        *self = Self::default();
+        Ok(())
+    }
+
+    fn reload(&mut self, inner: &Inner, version: u64) -> Result<()> {
+        let mut entries = Vec::new();
+        let mut bytes = 0u64;
+        inner.load_pairs(version, |k, v| {
+            bytes += entry_size(k.len(), v.len());
+            entries.push((k.into_boxed_slice(), v.into_boxed_slice()));
+            Ok(())
+        })?;
+        // Sorted input: the map is bulk-built in linear time.
+        self.map = entries.into_iter().collect();
+        self.bytes = bytes;
+        Ok(())
+    }
+}
+
 /// Spark's `HDFSBackedStateStoreProvider`, with Sluice's file format: the state of one
 /// [`StateStoreId`] in memory, deltas on every commit, snapshots and purges by maintenance.
 /// See the [module doc](crate::state) for the layout, format and cost model.
 ///
 /// One provider per store id and process; the checkpoint lock keeps other processes out.
+///
+/// With [`StateStoreKind::OnDisk`] (Spark's `RocksDBStateStoreProvider`) the committed version
+/// is held in a local on-disk cache instead of memory (`super::disk`); the checkpoint files are
+/// the same.
 pub struct DefaultStateStoreProvider {
     inner: Arc<Inner>,
     store: MemStore,
@@ -380,7 +489,7 @@ pub struct DefaultStateStoreProvider {
 
 impl std::fmt::Debug for DefaultStateStoreProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DefaultStateStoreProvider")
+        f.debug_struct("StateStoreProvider")
             .field("id", &self.inner.id)
             .field("version", &self.store.version)
             .finish_non_exhaustive()
@@ -390,10 +499,12 @@ impl std::fmt::Debug for DefaultStateStoreProvider {
 impl DefaultStateStoreProvider {
     /// A provider for `id`, holding the empty version 0 in memory. Lists the store directory
     /// (it need not exist yet) and removes temporary files a crash left there.
+    /// The committed version is held as `conf.kind` says.
     pub fn new(id: StateStoreId, conf: StateStoreConf) -> Result<Self> {
         let dir = id.dir();
         remove_stale_temp_files(&dir)?;
-        Self::with_mode(id, dir, conf, false)
+        let kind = conf.kind;
+        Self::with_mode(id, dir, conf, false, kind)
     }
 
     /// A provider that only reads (`sluice state read`, inspection of a checkpoint a query may
@@ -403,7 +514,7 @@ impl DefaultStateStoreProvider {
     /// checkpoint is created, changed or deleted. Staged puts and removes stay in memory.
     pub fn open_read_only(id: StateStoreId, conf: StateStoreConf) -> Result<Self> {
         let dir = id.dir();
-        Self::with_mode(id, dir, conf, true)
+        Self::with_mode(id, dir, conf, true, StateStoreKind::InMemory)
     }
 
     fn with_mode(
@@ -411,6 +522,7 @@ impl DefaultStateStoreProvider {
         dir: PathBuf,
         conf: StateStoreConf,
         read_only: bool,
+        kind: StateStoreKind,
     ) -> Result<Self> {
         let index = FileIndex::list(&dir)?;
         let inner = Arc::new(Inner {
@@ -426,7 +538,11 @@ impl DefaultStateStoreProvider {
             stop: AtomicBool::new(false),
             read_only,
         });
-        let store = MemStore::new(Arc::clone(&inner));
+        let committed: Box<dyn Committed> = match kind {
+            StateStoreKind::InMemory => Box::<InMemory>::default(),
+            StateStoreKind::OnDisk => Box::new(super::disk::LocalCache::create()?),
+        };
+        let store = MemStore::new(Arc::clone(&inner), committed);
         Ok(Self { inner, store })
     }
 
@@ -472,15 +588,16 @@ impl DefaultStateStoreProvider {
 
 impl StateStoreProvider for DefaultStateStoreProvider {
     fn get_store(&mut self, version: u64) -> Result<&mut dyn StateStore> {
-        if version != self.store.version {
-            let (map, bytes) = if version == 0 {
-                (Map::default(), 0)
+        if version != self.store.version || self.store.broken {
+            // Marked as at no version while it changes: a failed reload is not reused.
+            self.store.broken = true;
+            if version == 0 {
+                self.store.committed.clear()?;
             } else {
-                self.inner.load(version)?
-            };
-            self.store.committed = map;
-            self.store.committed_bytes = bytes;
+                self.store.committed.reload(&self.inner, version)?;
+            }
             self.store.version = version;
+            self.store.broken = false;
         }
         self.store.open_version();
         Ok(&mut self.store)
@@ -502,12 +619,13 @@ impl Drop for DefaultStateStoreProvider {
     }
 }
 
-/// The in-memory store: the committed map of `version` plus the staged changes.
+/// The store: the committed version `version` plus the staged changes.
 struct MemStore {
     inner: Arc<Inner>,
     version: u64,
-    committed: Map,
-    committed_bytes: u64,
+    committed: Box<dyn Committed>,
+    /// The committed version failed to apply or load: it is rebuilt before it is used again.
+    broken: bool,
     staged: Staged,
     staged_bytes: u64,
     /// Live keys gained (or lost, negative) by the staged changes.
@@ -518,12 +636,12 @@ struct MemStore {
 }
 
 impl MemStore {
-    fn new(inner: Arc<Inner>) -> Self {
+    fn new(inner: Arc<Inner>, committed: Box<dyn Committed>) -> Self {
         Self {
             inner,
             version: 0,
-            committed: Map::default(),
-            committed_bytes: 0,
+            committed,
+            broken: false,
             staged: Staged::default(),
             staged_bytes: 0,
             staged_key_delta: 0,
@@ -536,6 +654,7 @@ impl MemStore {
     /// Starts a new version: nothing staged, counters at zero.
     fn open_version(&mut self) {
         self.abort();
+        self.committed.open_version();
         self.commit_time_ms = 0;
     }
 
@@ -568,11 +687,11 @@ impl StateStore for MemStore {
 
     fn get(&self, key: &[u8]) -> Option<&[u8]> {
         if self.staged.is_empty() {
-            return self.committed.get(key).map(|v| &**v);
+            return self.committed.get(key);
         }
         match self.staged.get(key) {
             Some(slot) => slot.as_deref(),
-            None => self.committed.get(key).map(|v| &**v),
+            None => self.committed.get(key),
         }
     }
 
@@ -616,14 +735,10 @@ impl StateStore for MemStore {
     }
 
     fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
-        let mut pairs: Vec<(&[u8], &[u8])> =
-            Vec::with_capacity(self.committed.len() + self.staged.len());
-        pairs.extend(
-            self.committed
-                .iter()
-                .filter(|(k, _)| !self.staged.contains_key(*k))
-                .map(|(k, v)| (&**k, &**v)),
-        );
+        let mut pairs: Vec<(&[u8], &[u8])> = self.committed.pairs();
+        if !self.staged.is_empty() {
+            pairs.retain(|(k, _)| !self.staged.contains_key(*k));
+        }
         pairs.extend(
             self.staged
                 .iter()
@@ -668,27 +783,17 @@ impl StateStore for MemStore {
             .publish_delta(new_version, pending)
             .map_err(|e| e.context(format!("committing state version {new_version}")))?;
 
-        // Drained, not replaced: the map keeps its capacity for the next version.
-        for (k, slot) in self.staged.drain() {
-            match slot {
-                Some(v) => {
-                    let (klen, vlen) = (k.len(), v.len());
-                    match self.committed.insert(k, v) {
-                        Some(old) => {
-                            self.committed_bytes =
-                                self.committed_bytes.saturating_sub(old.len() as u64) + vlen as u64;
-                        }
-                        None => self.committed_bytes += entry_size(klen, vlen),
-                    }
-                }
-                None => {
-                    if let Some(old) = self.committed.remove(&k) {
-                        self.committed_bytes = self
-                            .committed_bytes
-                            .saturating_sub(entry_size(k.len(), old.len()));
-                    }
-                }
-            }
+        if let Some(e) = self.committed.take_error() {
+            // The delta is written (the truth); the held version is not: rebuild it.
+            self.broken = true;
+            return Err(e.context(format!("committing state version {new_version}")));
+        }
+        if let Err(e) = self
+            .committed
+            .apply(&mut self.staged, self.staged_key_delta)
+        {
+            self.broken = true;
+            return Err(e.context(format!("committing state version {new_version}")));
         }
         self.staged_bytes = 0;
         self.staged_key_delta = 0;
@@ -709,7 +814,7 @@ impl StateStore for MemStore {
     fn metrics(&self) -> StateStoreMetrics {
         StateStoreMetrics {
             num_keys: self.num_keys(),
-            memory_used_bytes: self.committed_bytes + self.staged_bytes,
+            memory_used_bytes: self.committed.memory_bytes() + self.staged_bytes,
             num_updated: self.num_updated,
             num_removed: self.num_removed,
             commit_time_ms: self.commit_time_ms,

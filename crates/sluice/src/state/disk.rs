@@ -1,0 +1,268 @@
+//! The on-disk committed version ([`LocalCache`]): Spark's `RocksDBStateStoreProvider` on
+//! fjall, a pure-Rust LSM (chosen over redb, a B-tree, for 1.5x the random updates and 2-4x
+//! fewer bytes on disk: `benches/state_store_candidates.sh`, BENCHMARKS.md).
+//!
+//! As in Spark's RocksDB provider with changelog checkpointing, the local store is a cache
+//! and the checkpoint is the truth: every commit writes its delta file first (the changelog,
+//! the same file the in-memory provider writes), then applies the changes to the cache in one
+//! write batch; maintenance writes snapshots from the files, not from the cache. A version the
+//! cache does not hold (a restart, a replay, another machine) is rebuilt from the newest
+//! snapshot and the deltas after it, ingested in key order. So the checkpoint of either
+//! provider loads into the other.
+//!
+//! One fjall database per process, in `$TMPDIR/sluice-state-<pid>` (removed at start when its
+//! process is gone), with one keyspace: each store's pairs are under a prefix of its own, a
+//! new one whenever it loads another version (fjall's keyspaces are costly to create and drop,
+//! more so the more there were). A store's old prefixes are deleted as it moves on and when it
+//! is dropped. The journal is not synced (the cache need not survive a crash). Memory is
+//! bounded by fjall's block cache and write buffers, not by the state.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use super::provider::{Committed, Inner, Staged};
+use crate::error::{class, Result, SluiceError};
+
+/// The block cache of the process's database (fjall's default is 32 MiB).
+const CACHE_BYTES: u64 = 64 << 20;
+/// Pairs per write batch while a version is rebuilt.
+const INGEST_BATCH: usize = 10_000;
+
+fn cache_error(what: &str, e: impl std::fmt::Display) -> SluiceError {
+    SluiceError::new(
+        crate::error::Fault::Connector,
+        class::IO_ERROR,
+        format!(
+            "the on-disk state store's local cache in {} failed to {what}: {e}. The checkpoint \
+             is intact; the batch runs again from it. If this repeats, free space there or point \
+             TMPDIR at a local disk with room",
+            database_dir().display()
+        ),
+    )
+}
+
+fn database_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("sluice-state-{}", std::process::id()))
+}
+
+/// The process's database and its one keyspace, opened on first use.
+fn database() -> Result<(fjall::Database, fjall::Keyspace)> {
+    static DB: OnceLock<Mutex<Option<(fjall::Database, fjall::Keyspace)>>> = OnceLock::new();
+    let slot = DB.get_or_init(|| Mutex::new(None));
+    let mut db = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(db) = db.as_ref() {
+        return Ok(db.clone());
+    }
+    remove_dead_processes_caches();
+    let dir = database_dir();
+    let _ = std::fs::remove_dir_all(&dir);
+    let opened = fjall::Database::builder(&dir)
+        .cache_size(CACHE_BYTES)
+        .manual_journal_persist(true)
+        .open()
+        .map_err(|e| cache_error("open", e))?;
+    let keyspace = opened
+        .keyspace("state", fjall::KeyspaceCreateOptions::default)
+        .map_err(|e| cache_error("open", e))?;
+    *db = Some((opened.clone(), keyspace.clone()));
+    Ok((opened, keyspace))
+}
+
+/// A prefix no store of this process used before.
+fn new_prefix() -> [u8; 8] {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        .to_be_bytes()
+}
+
+/// Removes `sluice-state-<pid>` directories of processes that are gone (Linux: no
+/// `/proc/<pid>`).
+fn remove_dead_processes_caches() {
+    if !std::path::Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("sluice-state-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// One store's committed version, under a prefix of the process's keyspace.
+pub(super) struct LocalCache {
+    db: fjall::Database,
+    keyspace: fjall::Keyspace,
+    /// The prefix of the held version's pairs.
+    prefix: [u8; 8],
+    len: u64,
+    /// Copies of the values read in the open version (the contract lends `&[u8]`; the cache
+    /// hands out owned values). Dropped when the next version opens.
+    reads: typed_arena::Arena<u8>,
+    /// The first read error of the open version (see [`Committed::take_error`]).
+    error: Mutex<Option<SluiceError>>,
+}
+
+impl LocalCache {
+    /// An empty cache (version 0).
+    pub(super) fn create() -> Result<Self> {
+        let (db, keyspace) = database()?;
+        Ok(Self {
+            db,
+            keyspace,
+            prefix: new_prefix(),
+            len: 0,
+            reads: typed_arena::Arena::new(),
+            error: Mutex::new(None),
+        })
+    }
+
+    fn key(&self, key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(8 + key.len());
+        k.extend_from_slice(&self.prefix);
+        k.extend_from_slice(key);
+        k
+    }
+
+    fn failed(&self, what: &str, e: impl std::fmt::Display) {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(cache_error(what, e));
+        }
+    }
+
+    /// Moves to a new, empty prefix and deletes the pairs under the old one.
+    fn fresh_prefix(&mut self) -> Result<()> {
+        let old = std::mem::replace(&mut self.prefix, new_prefix());
+        self.len = 0;
+        self.delete_prefix(old)
+    }
+
+    fn delete_prefix(&self, prefix: [u8; 8]) -> Result<()> {
+        let mut batch = self.db.batch();
+        let mut n = 0usize;
+        for guard in self.keyspace.prefix(prefix) {
+            let key = guard.key().map_err(|e| cache_error("read", e))?;
+            batch.remove(&self.keyspace, key);
+            n += 1;
+            if n.is_multiple_of(INGEST_BATCH) {
+                std::mem::replace(&mut batch, self.db.batch())
+                    .commit()
+                    .map_err(|e| cache_error("write", e))?;
+            }
+        }
+        batch.commit().map_err(|e| cache_error("write", e))
+    }
+}
+
+impl Drop for LocalCache {
+    fn drop(&mut self) {
+        if let Err(e) = self.delete_prefix(self.prefix) {
+            log::warn!("the on-disk state store's local cache kept a store's pairs: {e}");
+        }
+    }
+}
+
+impl Committed for LocalCache {
+    fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        match self.keyspace.get(self.key(key)) {
+            Ok(Some(v)) => Some(self.reads.alloc_extend(v.iter().copied())),
+            Ok(None) => None,
+            Err(e) => {
+                self.failed("read", e);
+                None
+            }
+        }
+    }
+
+    fn contains_key(&self, key: &[u8]) -> bool {
+        match self.keyspace.contains_key(self.key(key)) {
+            Ok(found) => found,
+            Err(e) => {
+                self.failed("read", e);
+                false
+            }
+        }
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        // Bounded by the database's cache and write buffers, shared by every store.
+        0
+    }
+
+    fn apply(&mut self, staged: &mut Staged, key_delta: i64) -> Result<()> {
+        let mut batch = self.db.batch();
+        for (k, slot) in staged.drain() {
+            match slot {
+                Some(v) => batch.insert(&self.keyspace, self.key(&k), v.into_vec()),
+                None => batch.remove(&self.keyspace, self.key(&k)),
+            }
+        }
+        batch.commit().map_err(|e| cache_error("write", e))?;
+        self.len = (self.len as i64 + key_delta).max(0) as u64;
+        Ok(())
+    }
+
+    fn pairs(&self) -> Vec<(&[u8], &[u8])> {
+        let mut out = Vec::new();
+        for guard in self.keyspace.prefix(self.prefix) {
+            match guard.into_inner() {
+                Ok((k, v)) => out.push((
+                    &*self.reads.alloc_extend(k.iter().skip(8).copied()),
+                    &*self.reads.alloc_extend(v.iter().copied()),
+                )),
+                Err(e) => {
+                    self.failed("read", e);
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    fn clear(&mut self) -> Result<()> {
+        self.fresh_prefix()
+    }
+
+    fn reload(&mut self, inner: &Inner, version: u64) -> Result<()> {
+        self.fresh_prefix()?;
+        let mut len = 0u64;
+        let mut batch = self.db.batch();
+        inner.load_pairs(version, |k, v| {
+            len += 1;
+            batch.insert(&self.keyspace, self.key(&k), v);
+            if len.is_multiple_of(INGEST_BATCH as u64) {
+                std::mem::replace(&mut batch, self.db.batch())
+                    .commit()
+                    .map_err(|e| cache_error("write", e))?;
+            }
+            Ok(())
+        })?;
+        batch.commit().map_err(|e| cache_error("write", e))?;
+        self.len = len;
+        Ok(())
+    }
+
+    fn open_version(&mut self) {
+        self.reads = typed_arena::Arena::new();
+        *self.error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    fn take_error(&mut self) -> Option<SluiceError> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
