@@ -180,6 +180,16 @@ pub struct RunArgs {
     /// Stop once caught up with the input (default: run until killed)
     #[arg(long, requires = "pipeline", help_heading = "Built-in pipelines")]
     pub available_now: bool,
+    /// A session conf of the built-in pipeline (repeatable), e.g. `--conf
+    /// spark.sql.streaming.stateStore.providerClass=...`; a pipeline file sets confs with SET
+    #[arg(
+        long = "conf",
+        value_name = "KEY=VALUE",
+        value_parser = parse_conf,
+        requires = "pipeline",
+        help_heading = "Built-in pipelines"
+    )]
+    pub conf: Vec<(String, String)>,
 }
 
 /// `--pipeline`.
@@ -449,8 +459,13 @@ fn run_pipeline(args: RunArgs) -> Result<ExitCode, String> {
         return Err("run needs --pipeline, --input, --output and --checkpoint".into());
     };
     let available_now = args.available_now;
+    let confs = args.conf;
     let run = || -> sluice::Result<()> {
-        let session = Session::builder().shuffle_partitions(2).build()?;
+        let mut builder = Session::builder().shuffle_partitions(2);
+        for (k, v) in &confs {
+            builder = builder.config(k, v);
+        }
+        let session = builder.build()?;
         let events = session
             .read_stream()
             .format("json")

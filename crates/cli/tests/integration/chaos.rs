@@ -34,9 +34,22 @@ fn json_rows(rows: &[(i64, i64, String)]) -> String {
         .collect()
 }
 
+/// The built-in pipeline `pipeline` over `root`; a name ending in `+on-disk` runs it with the
+/// on-disk state store provider (Spark's RocksDB provider class).
 fn sluice(pipeline: &str, root: &Path, available_now: bool) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    let (pipeline, on_disk) = match pipeline.strip_suffix("+on-disk") {
+        Some(p) => (p, true),
+        None => (pipeline, false),
+    };
     c.args(["run", "--pipeline", pipeline]);
+    if on_disk {
+        c.args([
+            "--conf",
+            "spark.sql.streaming.stateStore.providerClass=\
+             org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        ]);
+    }
     c.arg("--input").arg(root.join("in"));
     c.arg("--output").arg(root.join("out"));
     c.arg("--checkpoint").arg(root.join("ckpt"));
@@ -73,7 +86,7 @@ fn chaos(pipeline: &str, root: &Path, seed: u64, kills: usize) -> Vec<(i64, i64,
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
     }
-    if pipeline == "windowed-count" {
+    if pipeline.starts_with("windowed-count") {
         // A far-future event moves the watermark past every window (it is not checked itself).
         add_file(
             &root.join("in"),
@@ -148,10 +161,21 @@ fn chaos_file_to_parquet_keeps_every_row_exactly_once_across_sigkills() {
 
 #[test]
 fn chaos_windowed_count_equals_a_batch_computation_across_sigkills() {
+    windowed_count_chaos("windowed-count", kills());
+}
+
+/// The same on the on-disk state store provider: its local cache dies with each process, and
+/// every restart rebuilds it from the checkpoint.
+#[test]
+fn chaos_windowed_count_on_the_on_disk_state_store_across_sigkills() {
+    windowed_count_chaos("windowed-count+on-disk", kills().div_ceil(2));
+}
+
+fn windowed_count_chaos(pipeline: &str, kills: usize) {
     let seed = seed();
     println!("chaos seed {seed} (replay with SLUICE_CHAOS_SEED={seed})");
     let dir = tempfile::tempdir().unwrap();
-    let rows = chaos("windowed-count", dir.path(), seed, kills());
+    let rows = chaos(pipeline, dir.path(), seed, kills);
     let mut expected: BTreeMap<(i64, String), i64> = BTreeMap::new();
     for (_, ts, user) in &rows {
         *expected

@@ -61,6 +61,8 @@ struct WindowedCount {
     out: Arc<Mutex<Vec<(u64, RecordBatch)>>>,
     files: usize,
     query_id: Option<String>,
+    /// Runs with the on-disk state store provider (Spark's RocksDB provider class).
+    on_disk: bool,
 }
 
 impl WindowedCount {
@@ -70,6 +72,7 @@ impl WindowedCount {
             out: Arc::default(),
             files: 0,
             query_id: None,
+            on_disk: false,
         }
     }
 
@@ -102,7 +105,14 @@ impl WindowedCount {
             self.files as u64,
         );
         self.files += 1;
-        let q = self.start(&session()).unwrap();
+        let s = session();
+        if self.on_disk {
+            s.set_conf(
+                "spark.sql.streaming.stateStore.providerClass",
+                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+            );
+        }
+        let q = self.start(&s).unwrap();
         q.await_termination().unwrap();
         self.query_id = Some(q.id().to_string());
     }
@@ -234,6 +244,28 @@ fn state_read_reproduces_the_windowed_counts_after_every_batch_of_every_run() {
     assert!(
         sizes.windows(2).any(|p| p[1] < p[0]),
         "state shrinks when the watermark evicts: {sizes:?}"
+    );
+}
+
+/// `sluice state read` reads a checkpoint the on-disk provider wrote: both providers write the
+/// same files (the on-disk one keeps only a cache beside them), and the class is pinned.
+#[test]
+fn state_read_reads_a_checkpoint_of_the_on_disk_provider() {
+    let mut w = WindowedCount::new();
+    w.on_disk = true;
+    for rows in FILES {
+        w.run(rows);
+    }
+    let last = w.last_committed();
+    let state = read_state(&w.d.checkpoint, 0, Some(last)).unwrap();
+    assert_eq!(counts(&state.rows, ""), w.expected_after(last));
+    let offsets = std::fs::read_to_string(w.d.checkpoint.join(format!("offsets/{last}"))).unwrap();
+    assert!(
+        offsets.contains(
+            "\"spark.sql.streaming.stateStore.providerClass\":\"org.apache.spark.sql.execution.\
+             streaming.state.RocksDBStateStoreProvider\""
+        ),
+        "{offsets}"
     );
 }
 
