@@ -38,6 +38,16 @@ pub const HDFS_PROVIDER_CLASS: &str =
 /// Spark's RocksDB provider class: state in a local on-disk cache ([`StateStoreKind::OnDisk`]).
 pub const ROCKSDB_PROVIDER_CLASS: &str =
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider";
+/// `spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage`: the on-disk provider's cache
+/// and write buffers together stay within [`ROCKSDB_MAX_MEMORY_MB`].
+pub const ROCKSDB_BOUNDED_MEMORY: &str =
+    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage";
+/// `spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB` (Spark's default 500).
+pub const ROCKSDB_MAX_MEMORY_MB: &str = "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB";
+/// `spark.sql.streaming.stateStore.rocksdb.writeBufferCacheRatio`: the write buffers' share of
+/// the bounded memory (Spark's default 0.5).
+pub const ROCKSDB_WRITE_BUFFER_RATIO: &str =
+    "spark.sql.streaming.stateStore.rocksdb.writeBufferCacheRatio";
 /// `sluice.streaming.stateSchema.allowKeyRename`: accept a restart whose state key fields were
 /// renamed (same types), which Spark refuses.
 pub const ALLOW_KEY_RENAME: &str = "sluice.streaming.stateSchema.allowKeyRename";
@@ -124,6 +134,8 @@ pub struct StreamingConf {
     /// [`STATE_STORE_PROVIDER_CLASS`] as the session sets it (`None` when unset); pinned at the
     /// first run.
     pub state_store: Option<StateStoreKind>,
+    /// The on-disk provider's memory ([`ROCKSDB_BOUNDED_MEMORY`] and its companions).
+    pub local_cache: crate::state::LocalCacheMemory,
     /// [`CHECKPOINT_LOCATION`].
     pub checkpoint_location: Option<String>,
     /// [`ANSI_ENABLED`].
@@ -230,6 +242,7 @@ impl Default for StreamingConf {
             check_correctness: true,
             allow_key_rename: false,
             state_store: None,
+            local_cache: crate::state::LocalCacheMemory::default(),
             checkpoint_location: None,
             ansi_enabled: false,
             file_sink_log: LogCleanup::default(),
@@ -278,6 +291,7 @@ impl StreamingConf {
             state_store: get(STATE_STORE_PROVIDER_CLASS)
                 .map(|v| provider_class(&v, STATE_STORE_PROVIDER_CLASS))
                 .transpose()?,
+            local_cache: local_cache_memory(&get)?,
             checkpoint_location: get(CHECKPOINT_LOCATION),
             ansi_enabled: parse_bool(&get, ANSI_ENABLED)?.unwrap_or(d.ansi_enabled),
             memory: MemoryBudget::from_lookup(&get)?,
@@ -300,6 +314,38 @@ fn provider_class(v: &str, whence: &str) -> Result<StateStoreKind> {
             ),
         )),
     }
+}
+
+/// The on-disk provider's memory: without [`ROCKSDB_BOUNDED_MEMORY`], Sluice's defaults; with
+/// it, [`ROCKSDB_MAX_MEMORY_MB`] split between write buffers ([`ROCKSDB_WRITE_BUFFER_RATIO`])
+/// and the block cache, as Spark splits it.
+fn local_cache_memory(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<crate::state::LocalCacheMemory> {
+    if !parse_bool(get, ROCKSDB_BOUNDED_MEMORY)?.unwrap_or(false) {
+        return Ok(crate::state::LocalCacheMemory::default());
+    }
+    let total = parse_num(get, ROCKSDB_MAX_MEMORY_MB)?.unwrap_or(500).max(2) << 20;
+    let ratio = match get(ROCKSDB_WRITE_BUFFER_RATIO) {
+        None => 0.5,
+        Some(v) => match v.trim().parse::<f64>() {
+            Ok(r) if (0.0..1.0).contains(&r) => r,
+            _ => {
+                return Err(SluiceError::query(
+                    class::INVALID_CONF_VALUE,
+                    format!(
+                        "{ROCKSDB_WRITE_BUFFER_RATIO} must be a fraction from 0 up to (not \
+                         including) 1, got {v:?}"
+                    ),
+                ))
+            }
+        },
+    };
+    let write_buffer = ((total as f64 * ratio) as u64).max(1 << 20);
+    Ok(crate::state::LocalCacheMemory {
+        cache_bytes: total.saturating_sub(write_buffer).max(1 << 20),
+        write_buffer_bytes: write_buffer,
+    })
 }
 
 /// The provider class of `kind`, as Spark names it.
@@ -586,6 +632,39 @@ mod tests {
         odd.insert(STATE_STORE_PROVIDER_CLASS.into(), "x.Y".into());
         let e = PinnedConf::resolve(&plain, Some(&odd), Path::new("ck")).unwrap_err();
         assert!(e.message().contains("offsets file of ck"), "{e}");
+    }
+
+    /// Spark's bounded-memory settings of its RocksDB provider size the on-disk provider's
+    /// cache and write buffers.
+    #[test]
+    fn rocksdb_bounded_memory_splits_the_limit_as_spark_does() {
+        use crate::state::LocalCacheMemory;
+        assert_eq!(conf(&[]).unwrap().local_cache, LocalCacheMemory::default());
+        let bounded = conf(&[(ROCKSDB_BOUNDED_MEMORY, "true")]).unwrap();
+        assert_eq!(
+            bounded.local_cache,
+            LocalCacheMemory {
+                cache_bytes: 250 << 20,
+                write_buffer_bytes: 250 << 20
+            }
+        );
+        let c = conf(&[
+            (ROCKSDB_BOUNDED_MEMORY, "true"),
+            (ROCKSDB_MAX_MEMORY_MB, "100"),
+            (ROCKSDB_WRITE_BUFFER_RATIO, "0.25"),
+        ])
+        .unwrap();
+        assert_eq!(c.local_cache.write_buffer_bytes, 25 << 20);
+        assert_eq!(c.local_cache.cache_bytes, 75 << 20);
+        // Without boundedMemoryUsage, maxMemoryUsageMB changes nothing (as in Spark).
+        let c = conf(&[(ROCKSDB_MAX_MEMORY_MB, "100")]).unwrap();
+        assert_eq!(c.local_cache, LocalCacheMemory::default());
+        let e = conf(&[
+            (ROCKSDB_BOUNDED_MEMORY, "true"),
+            (ROCKSDB_WRITE_BUFFER_RATIO, "1.5"),
+        ])
+        .unwrap_err();
+        assert!(e.message().contains(ROCKSDB_WRITE_BUFFER_RATIO), "{e}");
     }
 
     #[test]

@@ -113,6 +113,7 @@ impl StagedPlan {
             min_versions_to_retain: query_conf.min_batches_to_retain,
             min_deltas_for_snapshot: query_conf.min_deltas_for_snapshot,
             kind: state_store,
+            local_cache: query_conf.local_cache,
             ..Default::default()
         };
         let mut stages = Vec::new();

@@ -15,16 +15,16 @@
 //! new one whenever it loads another version (fjall's keyspaces are costly to create and drop,
 //! more so the more there were). A store's old prefixes are deleted as it moves on and when it
 //! is dropped. The journal is not synced (the cache need not survive a crash). Memory is
-//! bounded by fjall's block cache and write buffers, not by the state.
+//! bounded by fjall's block cache and write buffers (Spark's `boundedMemoryUsage` settings,
+//! `LocalCacheMemory`; the first store of the process sizes them), not by the state.
 
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use super::provider::{Committed, Inner, Staged};
+use super::LocalCacheMemory;
 use crate::error::{class, Result, SluiceError};
 
-/// The block cache of the process's database (fjall's default is 32 MiB).
-const CACHE_BYTES: u64 = 64 << 20;
 /// Pairs per write batch while a version is rebuilt.
 const INGEST_BATCH: usize = 10_000;
 
@@ -45,8 +45,8 @@ fn database_dir() -> PathBuf {
     std::env::temp_dir().join(format!("sluice-state-{}", std::process::id()))
 }
 
-/// The process's database and its one keyspace, opened on first use.
-fn database() -> Result<(fjall::Database, fjall::Keyspace)> {
+/// The process's database and its one keyspace, opened on first use with `memory`.
+fn database(memory: LocalCacheMemory) -> Result<(fjall::Database, fjall::Keyspace)> {
     static DB: OnceLock<Mutex<Option<(fjall::Database, fjall::Keyspace)>>> = OnceLock::new();
     let slot = DB.get_or_init(|| Mutex::new(None));
     let mut db = slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -57,12 +57,15 @@ fn database() -> Result<(fjall::Database, fjall::Keyspace)> {
     let dir = database_dir();
     let _ = std::fs::remove_dir_all(&dir);
     let opened = fjall::Database::builder(&dir)
-        .cache_size(CACHE_BYTES)
+        .cache_size(memory.cache_bytes)
         .manual_journal_persist(true)
         .open()
         .map_err(|e| cache_error("open", e))?;
     let keyspace = opened
-        .keyspace("state", fjall::KeyspaceCreateOptions::default)
+        .keyspace("state", || {
+            fjall::KeyspaceCreateOptions::default()
+                .max_memtable_size(memory.write_buffer_bytes.max(1 << 20))
+        })
         .map_err(|e| cache_error("open", e))?;
     *db = Some((opened.clone(), keyspace.clone()));
     Ok((opened, keyspace))
@@ -114,9 +117,10 @@ pub(super) struct LocalCache {
 }
 
 impl LocalCache {
-    /// An empty cache (version 0).
-    pub(super) fn create() -> Result<Self> {
-        let (db, keyspace) = database()?;
+    /// An empty cache (version 0); the process's database is opened with `memory` if it is
+    /// not open yet.
+    pub(super) fn create(memory: LocalCacheMemory) -> Result<Self> {
+        let (db, keyspace) = database(memory)?;
         Ok(Self {
             db,
             keyspace,

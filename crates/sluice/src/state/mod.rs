@@ -197,6 +197,25 @@ pub enum StateStoreKind {
     OnDisk,
 }
 
+/// The memory of the on-disk provider's local cache: fjall's block cache and its write buffer
+/// (memtable) per store. The process's cache is sized by the first store that opens it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalCacheMemory {
+    /// The block cache, shared by every store of the process.
+    pub cache_bytes: u64,
+    /// The write buffer of each store's pairs before they go to disk.
+    pub write_buffer_bytes: u64,
+}
+
+impl Default for LocalCacheMemory {
+    fn default() -> Self {
+        Self {
+            cache_bytes: 64 << 20,
+            write_buffer_bytes: 64 << 20,
+        }
+    }
+}
+
 /// Store settings (Spark's defaults).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateStoreConf {
@@ -210,6 +229,8 @@ pub struct StateStoreConf {
     pub maintenance_interval: Duration,
     /// Where the committed version is held (the query's pinned provider class).
     pub kind: StateStoreKind,
+    /// The local cache's memory, for [`StateStoreKind::OnDisk`].
+    pub local_cache: LocalCacheMemory,
 }
 
 impl Default for StateStoreConf {
@@ -219,6 +240,7 @@ impl Default for StateStoreConf {
             min_versions_to_retain: crate::conf::DEFAULT_MIN_BATCHES_TO_RETAIN,
             maintenance_interval: DEFAULT_MAINTENANCE_INTERVAL,
             kind: StateStoreKind::InMemory,
+            local_cache: LocalCacheMemory::default(),
         }
     }
 }

@@ -540,7 +540,9 @@ impl DefaultStateStoreProvider {
         });
         let committed: Box<dyn Committed> = match kind {
             StateStoreKind::InMemory => Box::<InMemory>::default(),
-            StateStoreKind::OnDisk => Box::new(super::disk::LocalCache::create()?),
+            StateStoreKind::OnDisk => {
+                Box::new(super::disk::LocalCache::create(inner.conf.local_cache)?)
+            }
         };
         let store = MemStore::new(Arc::clone(&inner), committed);
         Ok(Self { inner, store })

@@ -13,6 +13,7 @@ use super::*;
 fn quiet_conf(min_deltas: u64, retain: u64) -> StateStoreConf {
     StateStoreConf {
         kind: KIND,
+        local_cache: LocalCacheMemory::default(),
         min_deltas_for_snapshot: min_deltas,
         min_versions_to_retain: retain,
         maintenance_interval: Duration::from_secs(3600),
@@ -594,6 +595,7 @@ fn background_maintenance_snapshots_after_commits() {
     let dir = StateStoreId::new(root.path(), 0, 0).dir();
     let conf = StateStoreConf {
         kind: KIND,
+        local_cache: LocalCacheMemory::default(),
         min_deltas_for_snapshot: 3,
         min_versions_to_retain: 2,
         maintenance_interval: Duration::ZERO,
@@ -740,6 +742,7 @@ fn a_read_only_provider_loads_but_never_writes() {
     let id = StateStoreId::new(tmp.path(), 0, 0);
     let eager = StateStoreConf {
         kind: KIND,
+        local_cache: LocalCacheMemory::default(),
         min_deltas_for_snapshot: 1,
         min_versions_to_retain: 1,
         ..Default::default()
