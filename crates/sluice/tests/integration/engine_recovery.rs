@@ -142,3 +142,49 @@ fn foreach_batch_sees_a_replayed_batch_with_the_same_id_and_rows() {
     }
     assert_eq!(*seen.lock().unwrap(), vec![(0, 3), (0, 3)]);
 }
+
+/// A run that logged its next batch's files (`sources/0/N`) and died before `offsets/N`: the
+/// restart runs that entry as batch N, still one file under `maxFilesPerTrigger=1` (Spark lists
+/// again and adds the next file to the same batch). Every row once, one file per batch.
+#[test]
+fn a_source_log_entry_ahead_of_the_offsets_is_the_next_batch_as_cut() {
+    let d = dirs();
+    let run = |d: &crate::support::Dirs| {
+        let seen: Arc<Mutex<Vec<(u64, usize)>>> = Arc::default();
+        let sink = seen.clone();
+        let q = session()
+            .read_stream()
+            .format("json")
+            .schema(SCHEMA)
+            .unwrap()
+            .option("maxFilesPerTrigger", 1)
+            .load(d.input.display().to_string())
+            .unwrap()
+            .write_stream()
+            .option("checkpointLocation", d.checkpoint.display())
+            .trigger(Trigger::AvailableNow)
+            .foreach_batch(move |data, id| {
+                sink.lock().unwrap().push((id, data.num_rows()));
+                Ok(())
+            })
+            .start()
+            .unwrap();
+        q.await_termination().unwrap();
+        let seen = seen.lock().unwrap().clone();
+        seen
+    };
+    add_file(&d.input, "1.json", BATCH1, 1);
+    add_file(&d.input, "2.json", BATCH2, 2);
+    assert_eq!(run(&d), vec![(0, 3), (1, 2)]);
+    // As if the run had died between `sources/0/1` and `offsets/1`.
+    for log in ["offsets/1", "commits/1"] {
+        std::fs::remove_file(d.checkpoint.join(log)).unwrap();
+    }
+    assert!(d.checkpoint.join("sources/0/1").exists());
+    add_file(&d.input, "3.json", BATCH1, 3);
+    assert_eq!(
+        run(&d),
+        vec![(1, 2), (2, 3)],
+        "batch 1 is the logged file alone, then the new file"
+    );
+}
