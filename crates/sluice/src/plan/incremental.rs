@@ -278,6 +278,16 @@ pub(crate) struct PlannedBatch {
     pub watermarks: Vec<WatermarkObservation>,
 }
 
+impl PlannedBatch {
+    /// The number of partitions the plan produces.
+    fn partition_count(&self) -> usize {
+        self.plan
+            .properties()
+            .output_partitioning()
+            .partition_count()
+    }
+}
+
 impl IncrementalExecution {
     /// `plan` must already be analysed (see `Session::analyze`).
     pub(crate) fn new(state: SessionState, plan: LogicalPlan, partitions: usize) -> Self {
@@ -380,11 +390,7 @@ impl IncrementalExecution {
         handle: &tokio::runtime::Handle,
     ) -> Result<Vec<RowIter>> {
         let _runtime = handle.enter();
-        let count = planned
-            .plan
-            .properties()
-            .output_partitioning()
-            .partition_count();
+        let count = planned.partition_count();
         (0..count)
             .map(|i| {
                 let stream = planned.plan.execute(i, planned.task_ctx.clone())?;
@@ -408,11 +414,7 @@ impl IncrementalExecution {
         ahead: usize,
     ) -> Result<RowIter> {
         let _runtime = handle.enter();
-        let count = planned
-            .plan
-            .properties()
-            .output_partitioning()
-            .partition_count();
+        let count = planned.partition_count();
         let share = ahead / count.max(1);
         let share_kib = (share >> 10).clamp(1, u32::MAX as usize) as u32;
         let mut partitions = Vec::with_capacity(count);

@@ -12,7 +12,7 @@ use arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 
 use crate::checkpoint::CheckpointDir;
-use crate::conf::StreamingConf;
+use crate::conf::{PinnedConf, StreamingConf};
 use crate::error::{Result, SluiceError};
 use crate::operators::create_operator;
 use crate::operators::stateful::{BatchContext, Chunking, OperatorRunner, StageInput, StateInfo};
@@ -94,8 +94,8 @@ fn observed(planned: &PlannedBatch) -> Vec<(i64, EventTimeStats)> {
 
 impl StagedPlan {
     /// Cuts `plan` at its stateful operators, bottom-up (operator `i` keeps its state in
-    /// `state/<i>` of `checkpoint_root`, in `partitions` partitions held as `state_store`
-    /// says), and builds each operator with
+    /// `state/<i>` of `checkpoint_root`, in the `pinned` number of partitions, held as the
+    /// pinned provider class says), and builds each operator with
     /// the state store conf of `query_conf` and the query's test `hooks`. A checkpoint whose state does not fit is not an error
     /// here: the first batch fails with it (see `incompatible`).
     pub(crate) fn try_new(
@@ -103,16 +103,17 @@ impl StagedPlan {
         plan: LogicalPlan,
         mode: OutputMode,
         checkpoint_root: &Path,
-        (partitions, state_store): (usize, crate::state::StateStoreKind),
+        pinned: &PinnedConf,
         query_conf: &StreamingConf,
         hooks: TestHooks,
     ) -> Result<Self> {
         let state = session.df_state();
+        let partitions = pinned.shuffle_partitions;
         let allow_rename = query_conf.allow_key_rename;
         let store_conf = crate::state::StateStoreConf {
             min_versions_to_retain: query_conf.min_batches_to_retain,
             min_deltas_for_snapshot: query_conf.min_deltas_for_snapshot,
-            kind: state_store,
+            kind: pinned.state_store,
             local_cache: query_conf.local_cache,
             ..Default::default()
         };

@@ -5,11 +5,10 @@
 //! A key's state is stored as `crate::state::layout::group_state` lays it out: the grouping
 //! columns as the key, the timeout and the JSON of the user's state as the value.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
-use arrow::compute::{concat_batches, take_record_batch};
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::ScalarValue;
 use datafusion::error::Result as DfResult;
@@ -182,26 +181,30 @@ impl StreamingFlatMapGroupsWithState {
                     end -= 1;
                 }
             }
-            let mut groups: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
-            let mut pos: HashMap<&[u8], usize> = HashMap::new();
-            for i in 0..end {
-                let k = key_at(i);
-                let g = *pos.entry(k).or_insert_with(|| {
-                    groups.push((k.to_vec(), Vec::new()));
-                    groups.len() - 1
-                });
-                groups[g].1.push(i as u32);
-            }
-            for (k, idx) in &groups {
+            // Sorted by key: each key's rows are one run, handed over as a slice.
+            let mut start = 0;
+            while start < end {
+                let k = key_at(start);
+                let mut stop = start + 1;
+                while stop < end && key_at(stop) == k {
+                    stop += 1;
+                }
                 let p = partition_of(k, self.partitions);
                 let stored = stores[p].get(k).map(|v| v.to_vec());
-                let rows_of_key = take_record_batch(&batch, &UInt32Array::from(idx.clone()))?;
                 let key_values = keys
                     .iter()
-                    .map(|a| ScalarValue::try_from_array(a, idx[0] as usize))
+                    .map(|a| ScalarValue::try_from_array(a, start))
                     .collect::<DfResult<Vec<_>>>()?;
-                call(k, key_values, rows_of_key, stored, false, stores)?;
-                with_data.insert(k.clone());
+                call(
+                    k,
+                    key_values,
+                    batch.slice(start, stop - start),
+                    stored,
+                    false,
+                    stores,
+                )?;
+                with_data.insert(k.to_vec());
+                start = stop;
             }
             carry = (end < n).then(|| batch.slice(end, n - end));
             Ok(())

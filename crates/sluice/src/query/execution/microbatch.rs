@@ -96,7 +96,7 @@ impl MicroBatchExecution {
             spec.plan,
             spec.output_mode,
             core.checkpoint.root(),
-            (core.pinned.shuffle_partitions, core.pinned.state_store),
+            &core.pinned,
             &core.conf,
             core.hooks,
         )?;
