@@ -21,11 +21,13 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
-use super::provider::{Committed, Inner, Staged};
-use super::LocalCacheMemory;
+use std::collections::HashMap;
+
+use super::provider::{times_of, Committed, IndexChanges, Inner, Staged, INDEX_CHUNK};
+use super::{LocalCacheMemory, PairTimes};
 use crate::error::{class, Result, SluiceError};
 
-/// Pairs per write batch while a version is rebuilt.
+/// Deletions per write batch while a prefix is dropped.
 const INGEST_BATCH: usize = 10_000;
 
 fn cache_error(what: &str, e: impl std::fmt::Display) -> SluiceError {
@@ -102,13 +104,29 @@ fn remove_dead_processes_caches() {
     }
 }
 
-/// One store's committed version, under a prefix of the process's keyspace.
+/// A time as the index orders it: big-endian, sign bit flipped.
+fn time_bytes(t: i64) -> [u8; 8] {
+    ((t as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+fn time_of_bytes(b: &[u8]) -> Option<i64> {
+    Some((u64::from_be_bytes(b.get(..8)?.try_into().ok()?) ^ (1 << 63)) as i64)
+}
+
+/// One store's committed version, under a prefix of the process's keyspace; its time index
+/// under a second prefix (`time | key`, no value), so a scan by time reads only the range it
+/// asks for.
 pub(super) struct LocalCache {
     db: fjall::Database,
     keyspace: fjall::Keyspace,
     /// The prefix of the held version's pairs.
     prefix: [u8; 8],
+    /// The prefix of the held version's time index.
+    index_prefix: [u8; 8],
     len: u64,
+    /// Whether each key the open version looked up has a committed value: an update reads a
+    /// key (`get`) and then stages it (`contains_key`), one read of the cache, not two.
+    looked_up: Mutex<HashMap<Box<[u8]>, bool, foldhash::fast::RandomState>>,
     /// Copies of the values read in the open version (the contract lends `&[u8]`; the cache
     /// hands out owned values). Dropped when the next version opens.
     reads: typed_arena::Arena<u8>,
@@ -125,7 +143,9 @@ impl LocalCache {
             db,
             keyspace,
             prefix: new_prefix(),
+            index_prefix: new_prefix(),
             len: 0,
+            looked_up: Mutex::new(HashMap::default()),
             reads: typed_arena::Arena::new(),
             error: Mutex::new(None),
         })
@@ -138,6 +158,21 @@ impl LocalCache {
         k
     }
 
+    fn index_key(&self, time: i64, key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(16 + key.len());
+        k.extend_from_slice(&self.index_prefix);
+        k.extend_from_slice(&time_bytes(time));
+        k.extend_from_slice(key);
+        k
+    }
+
+    fn remember(&self, key: &[u8], found: bool) {
+        self.looked_up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.into(), found);
+    }
+
     fn failed(&self, what: &str, e: impl std::fmt::Display) {
         let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
@@ -145,11 +180,17 @@ impl LocalCache {
         }
     }
 
-    /// Moves to a new, empty prefix and deletes the pairs under the old one.
+    /// Moves to new, empty prefixes and deletes the pairs and index under the old ones.
     fn fresh_prefix(&mut self) -> Result<()> {
         let old = std::mem::replace(&mut self.prefix, new_prefix());
+        let old_index = std::mem::replace(&mut self.index_prefix, new_prefix());
         self.len = 0;
-        self.delete_prefix(old)
+        self.looked_up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.delete_prefix(old)?;
+        self.delete_prefix(old_index)
     }
 
     fn delete_prefix(&self, prefix: [u8; 8]) -> Result<()> {
@@ -171,7 +212,10 @@ impl LocalCache {
 
 impl Drop for LocalCache {
     fn drop(&mut self) {
-        if let Err(e) = self.delete_prefix(self.prefix) {
+        if let Err(e) = self
+            .delete_prefix(self.prefix)
+            .and_then(|()| self.delete_prefix(self.index_prefix))
+        {
             log::warn!("the on-disk state store's local cache kept a store's pairs: {e}");
         }
     }
@@ -180,8 +224,14 @@ impl Drop for LocalCache {
 impl Committed for LocalCache {
     fn get(&self, key: &[u8]) -> Option<&[u8]> {
         match self.keyspace.get(self.key(key)) {
-            Ok(Some(v)) => Some(self.reads.alloc_extend(v.iter().copied())),
-            Ok(None) => None,
+            Ok(Some(v)) => {
+                self.remember(key, true);
+                Some(self.reads.alloc_extend(v.iter().copied()))
+            }
+            Ok(None) => {
+                self.remember(key, false);
+                None
+            }
             Err(e) => {
                 self.failed("read", e);
                 None
@@ -190,8 +240,20 @@ impl Committed for LocalCache {
     }
 
     fn contains_key(&self, key: &[u8]) -> bool {
+        let known = self
+            .looked_up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .copied();
+        if let Some(found) = known {
+            return found;
+        }
         match self.keyspace.contains_key(self.key(key)) {
-            Ok(found) => found,
+            Ok(found) => {
+                self.remember(key, found);
+                found
+            }
             Err(e) => {
                 self.failed("read", e);
                 false
@@ -208,7 +270,7 @@ impl Committed for LocalCache {
         0
     }
 
-    fn apply(&mut self, staged: &mut Staged, key_delta: i64) -> Result<()> {
+    fn apply(&mut self, staged: &mut Staged, key_delta: i64, index: IndexChanges) -> Result<()> {
         let mut batch = self.db.batch();
         for (k, slot) in staged.drain() {
             match slot {
@@ -216,8 +278,27 @@ impl Committed for LocalCache {
                 None => batch.remove(&self.keyspace, self.key(&k)),
             }
         }
+        for (t, k) in index.remove {
+            batch.remove(&self.keyspace, self.index_key(t, &k));
+        }
+        for (t, k) in index.insert {
+            batch.insert(&self.keyspace, self.index_key(t, &k), []);
+        }
         batch.commit().map_err(|e| cache_error("write", e))?;
         self.len = (self.len as i64 + key_delta).max(0) as u64;
+        Ok(())
+    }
+
+    fn index_scan(&self, each: &mut dyn FnMut(i64, &[u8]) -> Result<bool>) -> Result<()> {
+        for guard in self.keyspace.prefix(self.index_prefix) {
+            let entry = guard.key().map_err(|e| cache_error("read", e))?;
+            let rest = &entry[8..];
+            let time = time_of_bytes(rest)
+                .ok_or_else(|| cache_error("read", "an index entry without its time"))?;
+            if !each(time, &rest[8..])? {
+                break;
+            }
+        }
         Ok(())
     }
 
@@ -242,27 +323,45 @@ impl Committed for LocalCache {
         self.fresh_prefix()
     }
 
-    fn reload(&mut self, inner: &Inner, version: u64) -> Result<()> {
+    fn reload(&mut self, inner: &Inner, version: u64, times: Option<&PairTimes>) -> Result<()> {
         self.fresh_prefix()?;
         let mut len = 0u64;
-        let mut batch = self.db.batch();
+        let mut pending: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(INDEX_CHUNK);
+        let ingest = |pending: &mut Vec<(Vec<u8>, Vec<u8>)>| -> Result<()> {
+            let mut batch = self.db.batch();
+            if let Some(times) = times {
+                let (keys, values): (Vec<&[u8]>, Vec<&[u8]>) =
+                    pending.iter().map(|(k, v)| (&k[..], &v[..])).unzip();
+                for (k, t) in keys.iter().zip(times_of(times, &keys, &values)?) {
+                    if let Some(t) = t {
+                        batch.insert(&self.keyspace, self.index_key(t, k), []);
+                    }
+                }
+            }
+            for (k, v) in pending.drain(..) {
+                batch.insert(&self.keyspace, self.key(&k), v);
+            }
+            batch.commit().map_err(|e| cache_error("write", e))
+        };
         inner.load_pairs(version, |k, v| {
             len += 1;
-            batch.insert(&self.keyspace, self.key(&k), v);
-            if len.is_multiple_of(INGEST_BATCH as u64) {
-                std::mem::replace(&mut batch, self.db.batch())
-                    .commit()
-                    .map_err(|e| cache_error("write", e))?;
+            pending.push((k, v));
+            if pending.len() == INDEX_CHUNK {
+                ingest(&mut pending)?;
             }
             Ok(())
         })?;
-        batch.commit().map_err(|e| cache_error("write", e))?;
+        ingest(&mut pending)?;
         self.len = len;
         Ok(())
     }
 
     fn open_version(&mut self) {
         self.reads = typed_arena::Arena::new();
+        self.looked_up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         *self.error.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 

@@ -145,6 +145,7 @@ mod tests_on_disk {
 }
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::checkpoint::CheckpointDir;
@@ -152,6 +153,40 @@ use crate::error::Result;
 use crate::types::OperatorId;
 
 pub use provider::DefaultStateStoreProvider;
+
+/// How a store orders its pairs by time, for its time index
+/// ([`DefaultStateStoreProvider::with_time_index`], [`StateStore::scan_by_time`]): an
+/// operator's event time (a window's end, a deduplication's expiry, a group's timeout), read
+/// back from the pair's bytes.
+#[derive(Clone)]
+pub struct PairTimes {
+    /// `times(keys, values)`: one time (µs, or ms for timeouts: the operator's unit) per pair;
+    /// `None` for a pair that is not indexed (it never expires). An error names what failed to
+    /// decode (the state is corrupt).
+    pub times: Arc<dyn Fn(&[&[u8]], &[&[u8]]) -> Result<Vec<Option<i64>>> + Send + Sync>,
+    /// The time is read from the key alone, so a key keeps its time as long as it lives: an
+    /// update of a live key leaves the index alone.
+    pub from_key: bool,
+}
+
+impl std::fmt::Debug for PairTimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PairTimes")
+            .field("from_key", &self.from_key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A live pair found by its time ([`StateStore::scan_by_time`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedPair {
+    /// The pair's time, as [`PairTimes`] reads it.
+    pub time: i64,
+    /// The key.
+    pub key: Vec<u8>,
+    /// The value.
+    pub value: Vec<u8>,
+}
 
 /// Spark's `spark.sql.streaming.stateStore.maintenanceInterval`.
 pub const DEFAULT_MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
@@ -277,6 +312,14 @@ pub trait StateStore: Send {
     fn remove(&mut self, key: &[u8]);
     /// Every live pair, staged changes included, in key order.
     fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_>;
+    /// The live pairs whose time (the provider's [`PairTimes`]) is before `time`, or at it
+    /// when `inclusive`, staged changes included, in time order and then key order. A range
+    /// scan of the store's time index: only those pairs are read, plus this version's staged
+    /// puts, never the whole state. Fails on a store without a time index.
+    fn scan_by_time(&self, time: i64, inclusive: bool) -> Result<Vec<TimedPair>>;
+    /// The earliest time of a live pair, staged changes included (`None` when no pair has a
+    /// time). Fails on a store without a time index.
+    fn first_time(&self) -> Result<Option<i64>>;
     /// The number of live keys, staged changes included.
     fn num_keys(&self) -> u64;
     /// Writes `<version + 1>.delta` (only the changed keys; MUST be atomic and MUST replace a

@@ -14,7 +14,8 @@ use super::files::{
 };
 use super::format::{FileKind, MergedPairs, StateFileReader};
 use super::{
-    StateStore, StateStoreConf, StateStoreId, StateStoreKind, StateStoreMetrics, StateStoreProvider,
+    PairTimes, StateStore, StateStoreConf, StateStoreId, StateStoreKind, StateStoreMetrics,
+    StateStoreProvider, TimedPair,
 };
 use crate::error::{Result, SluiceError};
 
@@ -385,14 +386,17 @@ pub(super) trait Committed: Send {
     /// Bytes held in memory (estimate).
     fn memory_bytes(&self) -> u64;
     /// Makes `staged` (`Some` = put, `None` = removal) part of the committed version, which
-    /// gains `key_delta` keys. Leaves `staged` empty.
-    fn apply(&mut self, staged: &mut Staged, key_delta: i64) -> Result<()>;
+    /// gains `key_delta` keys, and `index` part of its time index. Leaves `staged` empty.
+    fn apply(&mut self, staged: &mut Staged, key_delta: i64, index: IndexChanges) -> Result<()>;
     /// Every pair, in any order.
     fn pairs(&self) -> Vec<(&[u8], &[u8])>;
+    /// The time index's entries in (time, key) order, until `each` returns false. An entry may
+    /// be stale (its key gone, or at another time now): the caller checks.
+    fn index_scan(&self, each: &mut dyn FnMut(i64, &[u8]) -> Result<bool>) -> Result<()>;
     /// Becomes the empty version 0.
     fn clear(&mut self) -> Result<()>;
-    /// Becomes `version` (>= 1) of the files `inner` manages.
-    fn reload(&mut self, inner: &Inner, version: u64) -> Result<()>;
+    /// Becomes `version` (>= 1) of the files `inner` manages, its pairs indexed by `times`.
+    fn reload(&mut self, inner: &Inner, version: u64, times: Option<&PairTimes>) -> Result<()>;
     /// A version opens: what the last one read may be let go.
     fn open_version(&mut self) {}
     /// An error the store met where its contract has no room for one (a failed read of an
@@ -402,12 +406,69 @@ pub(super) trait Committed: Send {
     }
 }
 
-/// The committed version in memory: one hash map.
+/// Changes to a committed version's time index: the removals first, then the inserts.
+#[derive(Debug, Default)]
+pub(super) struct IndexChanges {
+    /// Entries no longer true (their key gone, or at another time).
+    pub remove: Vec<(i64, Box<[u8]>)>,
+    /// New entries.
+    pub insert: Vec<(i64, Box<[u8]>)>,
+}
+
+/// The times of `pairs` by `times`, checked to be one per pair.
+pub(super) fn times_of(
+    times: &PairTimes,
+    keys: &[&[u8]],
+    values: &[&[u8]],
+) -> Result<Vec<Option<i64>>> {
+    let out = (times.times)(keys, values)?;
+    if out.len() != keys.len() {
+        return Err(SluiceError::internal(format!(
+            "a state time index gave {} times for {} pairs",
+            out.len(),
+            keys.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// Pairs per call of a [`PairTimes`] while a version is indexed.
+pub(super) const INDEX_CHUNK: usize = 4096;
+
+/// The committed version in memory: one hash map, and its time index as a B-tree of times,
+/// each with the set of its keys.
 #[derive(Default)]
 pub(super) struct InMemory {
     map: Map,
     bytes: u64,
+    index: std::collections::BTreeMap<i64, std::collections::HashSet<Box<[u8]>, Hasher>>,
+    index_bytes: u64,
 }
+
+impl InMemory {
+    fn index_insert(&mut self, time: i64, key: Box<[u8]>) {
+        let len = key.len() as u64;
+        if self.index.entry(time).or_default().insert(key) {
+            self.index_bytes += len + INDEX_ENTRY_OVERHEAD;
+        }
+    }
+
+    fn index_remove(&mut self, time: i64, key: &[u8]) {
+        if let std::collections::btree_map::Entry::Occupied(mut o) = self.index.entry(time) {
+            if o.get_mut().remove(key) {
+                self.index_bytes = self
+                    .index_bytes
+                    .saturating_sub(key.len() as u64 + INDEX_ENTRY_OVERHEAD);
+            }
+            if o.get().is_empty() {
+                o.remove();
+            }
+        }
+    }
+}
+
+/// Estimated bytes per time-index entry beyond its key.
+const INDEX_ENTRY_OVERHEAD: u64 = 32;
 
 impl Committed for InMemory {
     fn get(&self, key: &[u8]) -> Option<&[u8]> {
@@ -423,10 +484,10 @@ impl Committed for InMemory {
     }
 
     fn memory_bytes(&self) -> u64 {
-        self.bytes
+        self.bytes + self.index_bytes
     }
 
-    fn apply(&mut self, staged: &mut Staged, _key_delta: i64) -> Result<()> {
+    fn apply(&mut self, staged: &mut Staged, _key_delta: i64, index: IndexChanges) -> Result<()> {
         // Drained, not replaced: the staged map keeps its capacity for the next version.
         for (k, slot) in staged.drain() {
             match slot {
@@ -446,6 +507,12 @@ impl Committed for InMemory {
                 }
             }
         }
+        for (t, k) in index.remove {
+            self.index_remove(t, &k);
+        }
+        for (t, k) in index.insert {
+            self.index_insert(t, k);
+        }
         Ok(())
     }
 
@@ -453,12 +520,25 @@ impl Committed for InMemory {
         self.map.iter().map(|(k, v)| (&**k, &**v)).collect()
     }
 
+    fn index_scan(&self, each: &mut dyn FnMut(i64, &[u8]) -> Result<bool>) -> Result<()> {
+        for (t, keys) in &self.index {
+            let mut keys: Vec<&[u8]> = keys.iter().map(|k| &**k).collect();
+            keys.sort_unstable();
+            for k in keys {
+                if !each(*t, k)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn clear(&mut self) -> Result<()> {
         *self = Self::default();
         Ok(())
     }
 
-    fn reload(&mut self, inner: &Inner, version: u64) -> Result<()> {
+    fn reload(&mut self, inner: &Inner, version: u64, times: Option<&PairTimes>) -> Result<()> {
         let mut entries = Vec::new();
         let mut bytes = 0u64;
         inner.load_pairs(version, |k, v| {
@@ -466,6 +546,18 @@ impl Committed for InMemory {
             entries.push((k.into_boxed_slice(), v.into_boxed_slice()));
             Ok(())
         })?;
+        *self = Self::default();
+        if let Some(times) = times {
+            for chunk in entries.chunks(INDEX_CHUNK) {
+                let (keys, values): (Vec<&[u8]>, Vec<&[u8]>) =
+                    chunk.iter().map(|(k, v)| (&**k, &**v)).unzip();
+                for (k, t) in keys.iter().zip(times_of(times, &keys, &values)?) {
+                    if let Some(t) = t {
+                        self.index_insert(t, (*k).into());
+                    }
+                }
+            }
+        }
         // Sorted input: the map is bulk-built in linear time.
         self.map = entries.into_iter().collect();
         self.bytes = bytes;
@@ -582,6 +674,18 @@ impl DefaultStateStoreProvider {
         self.inner.maybe_start_background(false);
     }
 
+    /// Keeps the store's pairs ordered by `times` too, for [`StateStore::scan_by_time`] and
+    /// [`StateStore::first_time`]. The index is kept where the committed version is (in memory,
+    /// or in the on-disk cache) and rebuilt with it from the checkpoint's files; it is never
+    /// written to them. Set before the store is used: a version already held is reloaded.
+    pub fn with_time_index(mut self, times: PairTimes) -> Self {
+        self.store.times = Some(times);
+        if self.store.version != 0 {
+            self.store.broken = true;
+        }
+        self
+    }
+
     /// Waits until a background maintenance run (if one is running) has finished.
     pub fn wait_for_background_maintenance(&self) {
         self.inner.join_background();
@@ -596,7 +700,9 @@ impl StateStoreProvider for DefaultStateStoreProvider {
             if version == 0 {
                 self.store.committed.clear()?;
             } else {
-                self.store.committed.reload(&self.inner, version)?;
+                self.store
+                    .committed
+                    .reload(&self.inner, version, self.store.times.as_ref())?;
             }
             self.store.version = version;
             self.store.broken = false;
@@ -632,6 +738,11 @@ struct MemStore {
     staged_bytes: u64,
     /// Live keys gained (or lost, negative) by the staged changes.
     staged_key_delta: i64,
+    /// The time index's times, when the store has one.
+    times: Option<PairTimes>,
+    /// Index entries the open version's scans met that the commit must remove: stale ones, and
+    /// those of staged keys (see [`MemStore::index_changes`]).
+    visited: Mutex<Vec<(i64, Box<[u8]>)>>,
     num_updated: u64,
     num_removed: u64,
     commit_time_ms: u64,
@@ -647,6 +758,8 @@ impl MemStore {
             staged: Staged::default(),
             staged_bytes: 0,
             staged_key_delta: 0,
+            times: None,
+            visited: Mutex::new(Vec::new()),
             num_updated: 0,
             num_removed: 0,
             commit_time_ms: 0,
@@ -658,6 +771,92 @@ impl MemStore {
         self.abort();
         self.committed.open_version();
         self.commit_time_ms = 0;
+    }
+
+    fn time_index(&self) -> Result<&PairTimes> {
+        self.times.as_ref().ok_or_else(|| {
+            SluiceError::internal(format!(
+                "a scan by time of state {}, which keeps no time index",
+                self.inner.describe()
+            ))
+        })
+    }
+
+    /// This version's staged puts that have a time, with it.
+    fn staged_times(&self, times: &PairTimes) -> Result<Vec<(i64, &[u8], &[u8])>> {
+        let (keys, values): (Vec<&[u8]>, Vec<&[u8]>) = self
+            .staged
+            .iter()
+            .filter_map(|(k, slot)| slot.as_ref().map(|v| (&**k, &**v)))
+            .unzip();
+        let mut out = Vec::new();
+        for (i, chunk) in keys.chunks(INDEX_CHUNK).enumerate() {
+            let at = i * INDEX_CHUNK;
+            let vals = &values[at..at + chunk.len()];
+            for ((k, v), t) in chunk.iter().zip(vals).zip(times_of(times, chunk, vals)?) {
+                if let Some(t) = t {
+                    out.push((t, *k, *v));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The committed index's entries in order while `due(time)`, checked against the committed
+    /// version: `found(time, key, value)` gets each live one whose key has no staged change
+    /// (the staged change decides for those) and returns false to stop. Entries that are
+    /// stale, or whose key is staged, are remembered for the commit.
+    fn scan_committed(
+        &self,
+        times: &PairTimes,
+        due: &dyn Fn(i64) -> bool,
+        found: &mut dyn FnMut(i64, &[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let mut visited = lock(&self.visited);
+        self.committed.index_scan(&mut |t, k| {
+            if !due(t) {
+                return Ok(false);
+            }
+            if self.staged.contains_key(k) {
+                visited.push((t, k.into()));
+                return Ok(true);
+            }
+            let live = match self.committed.get(k) {
+                Some(v) if times.from_key => Some(v),
+                Some(v) => (times_of(times, &[k], &[v])?[0] == Some(t)).then_some(v),
+                None => None,
+            };
+            Ok(match live {
+                Some(v) => found(t, k, v),
+                None => {
+                    visited.push((t, k.into()));
+                    true
+                }
+            })
+        })
+    }
+
+    /// The time index's changes of a commit: entries the version's scans found wrong go (the
+    /// entry of a staged put whose time comes from its key stays: it is still true), then every
+    /// staged put with a time goes in (only a new key when its time comes from its key: a live
+    /// key's entry is there already).
+    fn index_changes(&self) -> Result<IndexChanges> {
+        let Some(times) = &self.times else {
+            return Ok(IndexChanges::default());
+        };
+        let mut changes = IndexChanges::default();
+        for (t, k) in std::mem::take(&mut *lock(&self.visited)) {
+            let keeps = times.from_key && matches!(self.staged.get(&k), Some(Some(_)));
+            if !keeps {
+                changes.remove.push((t, k));
+            }
+        }
+        for (t, k, _) in self.staged_times(times)? {
+            if !(times.from_key && self.committed.contains_key(k)) {
+                changes.insert.push((t, k.into()));
+            }
+        }
+        Ok(changes)
     }
 
     fn slot_size(key: &[u8], slot: &Option<Box<[u8]>>) -> u64 {
@@ -750,6 +949,44 @@ impl StateStore for MemStore {
         Box::new(pairs.into_iter())
     }
 
+    fn scan_by_time(&self, time: i64, inclusive: bool) -> Result<Vec<TimedPair>> {
+        let times = self.time_index()?;
+        let due = |t: i64| if inclusive { t <= time } else { t < time };
+        let mut out = Vec::new();
+        self.scan_committed(times, &due, &mut |t, k, v| {
+            out.push(TimedPair {
+                time: t,
+                key: k.to_vec(),
+                value: v.to_vec(),
+            });
+            true
+        })?;
+        for (t, k, v) in self.staged_times(times)? {
+            if due(t) {
+                out.push(TimedPair {
+                    time: t,
+                    key: k.to_vec(),
+                    value: v.to_vec(),
+                });
+            }
+        }
+        out.sort_unstable_by(|a, b| (a.time, &a.key).cmp(&(b.time, &b.key)));
+        Ok(out)
+    }
+
+    fn first_time(&self) -> Result<Option<i64>> {
+        let times = self.time_index()?;
+        let mut first: Option<i64> = None;
+        self.scan_committed(times, &|_| true, &mut |t, _, _| {
+            first = Some(t);
+            false
+        })?;
+        for (t, _, _) in self.staged_times(times)? {
+            first = Some(first.map_or(t, |f| f.min(t)));
+        }
+        Ok(first)
+    }
+
     fn num_keys(&self) -> u64 {
         (self.committed.len() as i64 + self.staged_key_delta).max(0) as u64
     }
@@ -762,6 +999,9 @@ impl StateStore for MemStore {
         let new_version = self.version.checked_add(1).ok_or_else(|| {
             SluiceError::internal(format!("state version overflow at {}", self.version))
         })?;
+        let index = self
+            .index_changes()
+            .map_err(|e| e.context(format!("committing state version {new_version}")))?;
         let path = file_path(&self.inner.dir, FileKind::Delta, new_version);
         let mut staged: Vec<_> = self.staged.iter().collect();
         staged.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -792,7 +1032,7 @@ impl StateStore for MemStore {
         }
         if let Err(e) = self
             .committed
-            .apply(&mut self.staged, self.staged_key_delta)
+            .apply(&mut self.staged, self.staged_key_delta, index)
         {
             self.broken = true;
             return Err(e.context(format!("committing state version {new_version}")));
@@ -806,6 +1046,7 @@ impl StateStore for MemStore {
     }
 
     fn abort(&mut self) {
+        lock(&self.visited).clear();
         self.staged.clear();
         self.staged_bytes = 0;
         self.staged_key_delta = 0;

@@ -807,3 +807,213 @@ fn a_state_file_from_another_partition_is_refused() {
     let s = p.get_store(1).unwrap();
     assert_eq!(pairs(s), kv(&[("key-of-0", "v")]));
 }
+
+/// Times for the time-index tests: from the value (its first 8 bytes, little-endian; a value
+/// starting with `n` has none), or from the key (`k<time>-<n>`).
+fn test_times(from_key: bool) -> PairTimes {
+    PairTimes {
+        times: std::sync::Arc::new(move |keys: &[&[u8]], values: &[&[u8]]| {
+            Ok(keys
+                .iter()
+                .zip(values)
+                .map(|(k, v)| test_time(from_key, k, v))
+                .collect())
+        }),
+        from_key,
+    }
+}
+
+fn test_time(from_key: bool, k: &[u8], v: &[u8]) -> Option<i64> {
+    if from_key {
+        let text = std::str::from_utf8(k).ok()?;
+        text.strip_prefix('k')?.split('-').next()?.parse().ok()
+    } else if v.first() == Some(&b'n') {
+        None
+    } else {
+        Some(i64::from_le_bytes(v.get(..8)?.try_into().ok()?))
+    }
+}
+
+/// What `scan_by_time` must give for `model`.
+fn model_scan(
+    from_key: bool,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    time: i64,
+    inclusive: bool,
+) -> Vec<TimedPair> {
+    let mut out: Vec<TimedPair> = model
+        .iter()
+        .filter_map(|(k, v)| {
+            let t = test_time(from_key, k, v)?;
+            (if inclusive { t <= time } else { t < time }).then(|| TimedPair {
+                time: t,
+                key: k.clone(),
+                value: v.clone(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| (a.time, &a.key).cmp(&(b.time, &b.key)));
+    out
+}
+
+#[test]
+fn a_store_without_a_time_index_refuses_a_scan_by_time() {
+    let root = tempfile::tempdir().unwrap();
+    let mut p = provider(root.path(), quiet_conf(10, 10));
+    let s = p.get_store(0).unwrap();
+    let e = s.scan_by_time(0, true).unwrap_err();
+    assert!(e.to_string().contains("keeps no time index"), "{e}");
+    assert!(s.first_time().is_err());
+}
+
+#[test]
+fn a_scan_by_time_reads_the_range_in_time_then_key_order_staged_changes_included() {
+    let root = tempfile::tempdir().unwrap();
+    let mut p = provider(root.path(), quiet_conf(10, 10)).with_time_index(test_times(false));
+    let at = |t: i64, tag: &str| [&t.to_le_bytes()[..], tag.as_bytes()].concat();
+    let s = p.get_store(0).unwrap();
+    s.put(b"b", &at(20, ""));
+    s.put(b"a", &at(20, ""));
+    s.put(b"c", &at(10, ""));
+    s.put(b"never", b"n");
+    let keys = |pairs: Vec<TimedPair>| -> Vec<(i64, String)> {
+        pairs
+            .into_iter()
+            .map(|p| (p.time, String::from_utf8(p.key).unwrap()))
+            .collect()
+    };
+    assert_eq!(
+        keys(s.scan_by_time(20, true).unwrap()),
+        [(10, "c".into()), (20, "a".into()), (20, "b".into())]
+    );
+    assert_eq!(keys(s.scan_by_time(20, false).unwrap()), [(10, "c".into())]);
+    s.commit().unwrap();
+    let s = p.get_store(1).unwrap();
+    assert_eq!(s.first_time().unwrap(), Some(10));
+    // A key moved to a later time leaves a stale entry behind; the scan skips it.
+    s.put(b"c", &at(30, "moved"));
+    s.remove(b"a");
+    assert_eq!(keys(s.scan_by_time(25, true).unwrap()), [(20, "b".into())]);
+    assert_eq!(s.first_time().unwrap(), Some(20));
+    s.commit().unwrap();
+    let s = p.get_store(2).unwrap();
+    assert_eq!(keys(s.scan_by_time(25, true).unwrap()), [(20, "b".into())]);
+    let all = s.scan_by_time(i64::MAX, true).unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[1].value, at(30, "moved"));
+    // Aborted changes leave the index as it was.
+    s.put(b"d", &at(1, ""));
+    s.remove(b"b");
+    s.abort();
+    assert_eq!(s.first_time().unwrap(), Some(20));
+    // A restart rebuilds the index from the checkpoint's files.
+    drop(p);
+    let mut p = provider(root.path(), quiet_conf(10, 10)).with_time_index(test_times(false));
+    let s = p.get_store(2).unwrap();
+    assert_eq!(
+        keys(s.scan_by_time(i64::MAX, true).unwrap()),
+        [(20, "b".into()), (30, "c".into())]
+    );
+    // And so does an older version (a replay).
+    let s = p.get_store(1).unwrap();
+    assert_eq!(
+        keys(s.scan_by_time(i64::MAX, true).unwrap()),
+        [(10, "c".into()), (20, "a".into()), (20, "b".into())]
+    );
+}
+
+/// Random batches, replays and restarts, with scans by time checked against a model, for
+/// times read from values and from keys.
+#[test]
+fn random_scans_by_time_match_a_model() {
+    for from_key in [false, true] {
+        for seed in 1..=6u64 {
+            let root = tempfile::tempdir().unwrap();
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let conf = quiet_conf(1 + rng.below(4), 4);
+            let open = |conf: &StateStoreConf| {
+                provider(root.path(), conf.clone()).with_time_index(test_times(from_key))
+            };
+            let mut p = open(&conf);
+            let mut versions: Vec<BTreeMap<Vec<u8>, Vec<u8>>> = vec![BTreeMap::new()];
+            for step in 0..50 {
+                let latest = versions.len() as u64 - 1;
+                let base = if latest > 0 && rng.below(6) == 0 {
+                    latest - 1
+                } else {
+                    latest
+                };
+                let s = p.get_store(base).unwrap();
+                let mut model = versions[base as usize].clone();
+                for _ in 0..rng.below(12) {
+                    let t = rng.below(30) as i64;
+                    let key = if from_key {
+                        format!("k{t}-{}", rng.below(4)).into_bytes()
+                    } else {
+                        format!("key{}", rng.below(25)).into_bytes()
+                    };
+                    match rng.below(5) {
+                        0 => {
+                            s.remove(&key);
+                            model.remove(&key);
+                        }
+                        1 if !from_key => {
+                            s.put(&key, b"none");
+                            model.insert(key, b"none".to_vec());
+                        }
+                        _ => {
+                            let value = [&t.to_le_bytes()[..], &step.to_string().into_bytes()]
+                                .concat();
+                            s.put(&key, &value);
+                            model.insert(key, value);
+                        }
+                    }
+                    if rng.below(3) == 0 {
+                        let (bound, inclusive) = (rng.below(32) as i64, rng.below(2) == 0);
+                        assert_eq!(
+                            s.scan_by_time(bound, inclusive).unwrap(),
+                            model_scan(from_key, &model, bound, inclusive),
+                            "from_key {from_key} seed {seed} step {step}: scan to {bound}"
+                        );
+                    }
+                }
+                assert_eq!(
+                    s.first_time().unwrap(),
+                    model_scan(from_key, &model, i64::MAX, true)
+                        .first()
+                        .map(|p| p.time),
+                    "from_key {from_key} seed {seed} step {step}: first time"
+                );
+                // Evict what is due, as an operator would.
+                if rng.below(2) == 0 {
+                    let bound = rng.below(30) as i64;
+                    for pair in s.scan_by_time(bound, true).unwrap() {
+                        s.remove(&pair.key);
+                        model.remove(&pair.key);
+                    }
+                }
+                if rng.below(6) == 0 {
+                    s.abort();
+                    continue;
+                }
+                let v = s.commit().unwrap();
+                versions.truncate(v as usize);
+                versions.push(model);
+                if rng.below(3) == 0 {
+                    p.do_maintenance().unwrap();
+                }
+                if rng.below(7) == 0 {
+                    drop(p);
+                    p = open(&conf);
+                }
+            }
+            let latest = versions.len() as u64 - 1;
+            let s = p.get_store(latest).unwrap();
+            assert_eq!(
+                s.scan_by_time(i64::MAX, true).unwrap(),
+                model_scan(from_key, &versions[latest as usize], i64::MAX, true),
+                "from_key {from_key} seed {seed}: final"
+            );
+        }
+    }
+}

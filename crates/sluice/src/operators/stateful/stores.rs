@@ -184,7 +184,7 @@ fn commit_all(stores: &mut [&mut dyn StateStore]) -> Result<(u64, u64)> {
 #[cfg(feature = "testing")]
 mod crash {
     use crate::error::Result;
-    use crate::state::{StateStore, StateStoreMetrics};
+    use crate::state::{StateStore, StateStoreMetrics, TimedPair};
 
     /// Wraps one partition's store for a batch that must crash in its state commit: the first
     /// partition commits and then fails, the others fail without committing.
@@ -214,6 +214,12 @@ mod crash {
         }
         fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
             self.inner.iter()
+        }
+        fn scan_by_time(&self, time: i64, inclusive: bool) -> Result<Vec<TimedPair>> {
+            self.inner.scan_by_time(time, inclusive)
+        }
+        fn first_time(&self) -> Result<Option<i64>> {
+            self.inner.first_time()
         }
         fn num_keys(&self) -> u64 {
             self.inner.num_keys()
