@@ -36,11 +36,12 @@ use super::stateful::{
 };
 use crate::error::{class, Result, SluiceError};
 use crate::progress::StateOperatorProgress;
-use crate::state::indexed::KeysByTime;
 use crate::state::layout::dedup::{
     decode_expiry, encode_expiry, DedupLayout, DedupValue, EMPTY_VALUE,
 };
+use crate::state::layout::KeyLayout;
 use crate::state::schema::{state_fields, StateSchema};
+use crate::state::PairTimes;
 use crate::types::{OperatorId, WatermarkMs};
 
 /// The logical node of `drop_duplicates` / `drop_duplicates_within_watermark`.
@@ -189,9 +190,6 @@ pub(crate) struct StreamingDeduplicate {
     location: StateLocation,
     expiry: Expiry,
     input_schema: SchemaRef,
-    /// The keys in state by the time they expire (their event time, or within watermark their
-    /// expiry); empty when keys never expire.
-    by_expiry: KeysByTime,
     within: bool,
     /// The late-row side output is on: this batch's input rows dropped as late.
     late_rows: Option<Vec<RecordBatch>>,
@@ -270,52 +268,55 @@ impl StreamingDeduplicate {
             location: info.location(),
             expiry,
             input_schema,
-            by_expiry: KeysByTime::new(),
             within: node.within_watermark,
             late_rows: None,
         })
     }
 
-    /// Starts the batch's expiry index: kept when it describes the stores' version, else rebuilt
-    /// with one scan of the state (the first batch of a run, or after a failed batch).
-    fn begin_expiry_index(&mut self, stores: &PartitionedStores<'_>) -> Result<()> {
-        let version = stores.version();
-        let (layout, location) = (&self.layout, &self.location);
-        match self.expiry {
-            Expiry::Never | Expiry::DataEventTime(_) => {
-                self.by_expiry.begin_empty(version, stores.len())
-            }
-            Expiry::WithinWatermark { .. } => {
-                self.by_expiry
-                    .begin(version, stores.all(), |p, _, values| {
-                        values
-                            .iter()
-                            .map(|v| {
-                                decode_expiry(v).map(Some).map_err(|e| {
-                                    location.corrupt(Some(p), "a deduplication expiry", e)
-                                })
-                            })
-                            .collect()
-                    })?;
-            }
+    /// The keys by the time they expire (their event time, or within watermark their expiry),
+    /// for the stores' time index; none when keys never expire.
+    fn expiry_times(&self) -> Result<Option<PairTimes>> {
+        let location = self.location.clone();
+        Ok(Some(match self.expiry {
+            Expiry::Never | Expiry::DataEventTime(_) => return Ok(None),
+            Expiry::WithinWatermark { .. } => PairTimes {
+                times: Arc::new(move |_: &[&[u8]], values: &[&[u8]]| {
+                    values
+                        .iter()
+                        .map(|v| {
+                            decode_expiry(v)
+                                .map(Some)
+                                .map_err(|e| location.corrupt(None, "a deduplication expiry", e))
+                        })
+                        .collect()
+                }),
+                from_key: false,
+            },
             Expiry::KeyEventTime(k) => {
-                self.by_expiry.begin(version, stores.all(), |p, keys, _| {
-                    let arrays = layout
-                        .key()
-                        .decode_trusted(keys)
-                        .map_err(|e| location.corrupt(Some(p), "a deduplication key", e))?;
-                    let ts = to_micros(
-                        arrays
-                            .get(k)
-                            .ok_or_else(|| SluiceError::internal("dedup event-time key"))?,
-                    )?;
-                    Ok((0..ts.len())
-                        .map(|i| ts.is_valid(i).then(|| ts.value(i)))
-                        .collect())
-                })?;
+                let types: Vec<_> = self
+                    .key_fields
+                    .iter()
+                    .map(|f| f.data_type().clone())
+                    .collect();
+                let key = KeyLayout::new(&types)?;
+                PairTimes {
+                    times: Arc::new(move |keys: &[&[u8]], _: &[&[u8]]| {
+                        let arrays = key
+                            .decode_trusted(keys)
+                            .map_err(|e| location.corrupt(None, "a deduplication key", e))?;
+                        let ts = to_micros(
+                            arrays
+                                .get(k)
+                                .ok_or_else(|| SluiceError::internal("dedup event-time key"))?,
+                        )?;
+                        Ok((0..ts.len())
+                            .map(|i| ts.is_valid(i).then(|| ts.value(i)))
+                            .collect())
+                    }),
+                    from_key: true,
+                }
             }
-        }
-        Ok(())
+        }))
     }
 
     /// Runs one batch over `input`, chunk by chunk: each chunk's new keys are staged before the
@@ -327,7 +328,6 @@ impl StreamingDeduplicate {
         late_us: i64,
         evict_us: i64,
     ) -> Result<OperatorOutput> {
-        self.begin_expiry_index(stores)?;
         let mut counts = ChunkCounts::default();
         // The kept rows: as many as the input, at most; spilled past a chunk's share.
         let mut outputs = OutputRows::spilling(self.input_schema.clone(), input.chunk_bytes());
@@ -336,8 +336,7 @@ impl StreamingDeduplicate {
             drop(chunk);
             outputs.push(self.run_chunk(stores, &batch, late_us, &mut counts)?)
         })?;
-        let removed = self.evict(stores, evict_us);
-        self.by_expiry.finish(stores.version() + 1);
+        let removed = self.evict(stores, evict_us)?;
         let mut custom = std::collections::BTreeMap::new();
         custom.insert("numDroppedDuplicateRows".to_string(), counts.duplicates);
         let progress = StateOperatorProgress {
@@ -398,7 +397,7 @@ impl StreamingDeduplicate {
             }
             seen.insert(key);
             let expiry_value: [u8; 8];
-            let (value, expires): (&[u8], Option<i64>) = match (&self.expiry, &event_time) {
+            let value: &[u8] = match (&self.expiry, &event_time) {
                 (Expiry::WithinWatermark { delay_us, .. }, Some(ts)) => {
                     let expires = if ts.is_valid(i) {
                         ts.value(i) + delay_us
@@ -406,17 +405,11 @@ impl StreamingDeduplicate {
                         i64::MAX
                     };
                     expiry_value = encode_expiry(expires);
-                    (&expiry_value, Some(expires))
+                    &expiry_value
                 }
-                (Expiry::KeyEventTime(_), Some(ts)) => {
-                    (EMPTY_VALUE, ts.is_valid(i).then(|| ts.value(i)))
-                }
-                _ => (EMPTY_VALUE, None),
+                _ => EMPTY_VALUE,
             };
             stores[p].put(key, value);
-            if let (Some(t), Some(index)) = (expires, self.by_expiry.partition_mut(p)) {
-                index.insert(t, key.to_vec());
-            }
             counts.updated += 1;
             kept.push(i as u32);
         }
@@ -426,17 +419,23 @@ impl StreamingDeduplicate {
         Ok(take_record_batch(batch, &UInt32Array::from(kept))?)
     }
 
-    /// Removes keys whose event time (or expiry) is at or before `evict_us`, through the expiry
-    /// index (only the expired keys are touched).
-    fn evict(&mut self, stores: &mut PartitionedStores<'_>, evict_us: i64) -> u64 {
+    /// Removes keys whose event time (or expiry) is at or before `evict_us`, through the
+    /// stores' time index (a range scan: only the expired keys are read).
+    fn evict(&mut self, stores: &mut PartitionedStores<'_>, evict_us: i64) -> Result<u64> {
+        if !matches!(
+            self.expiry,
+            Expiry::WithinWatermark { .. } | Expiry::KeyEventTime(_)
+        ) {
+            return Ok(0);
+        }
         let mut removed = 0u64;
-        for (p, index) in self.by_expiry.partitions_mut().iter_mut().enumerate() {
-            for key in index.expire(evict_us, true) {
-                stores[p].remove(&key);
+        for store in stores.all_mut() {
+            for pair in store.scan_by_time(evict_us, true)? {
+                store.remove(&pair.key);
                 removed += 1;
             }
         }
-        removed
+        Ok(removed)
     }
 
     /// The input carries a watermark: late rows are dropped, and a moving watermark runs a
@@ -453,6 +452,10 @@ impl StatefulOperator for StreamingDeduplicate {
         } else {
             "dedupe"
         }
+    }
+
+    fn state_times(&self) -> Result<Option<PairTimes>> {
+        self.expiry_times()
     }
 
     fn state_schema(&self) -> StateSchema {

@@ -13,8 +13,11 @@
 //!   it describes (the first batch of a run, or a batch replayed after a failure), and is then
 //!   kept in step with the store by the operator, batch by batch.
 //!
-//! [`KeysByTime`] puts the two together for the common case, one [`TimeIndex`] of state keys per
-//! partition (streaming aggregation's keys by window end, deduplication's keys by expiry).
+//! Operators whose state is keyed by time (aggregation by window end, deduplication by expiry,
+//! `flatMapGroupsWithState` by timeout) use the state store's own time index instead
+//! (`StateStore::scan_by_time`), which lives where the state does, on disk for the on-disk
+//! provider; these in-memory indexes serve the operators whose rows are indexed apart from the
+//! store's keys (the stream-stream join, session windows).
 //!
 //! Cost: an entry costs its item plus one B-tree slot; entries of the same time share the slot
 //! (the first in place, later ones in one vector), so a unique time allocates nothing beyond the
@@ -22,9 +25,6 @@
 //! entries taken out.
 
 use std::collections::btree_map::{self, BTreeMap, Entry};
-
-use crate::error::Result;
-use crate::state::StateStore;
 
 /// The entries of one time: the first in place, later ones in a vector.
 #[derive(Debug)]
@@ -60,11 +60,6 @@ impl<T> Default for TimeIndex<T> {
 }
 
 impl<T> TimeIndex<T> {
-    /// An empty index.
-    pub(crate) fn new() -> Self {
-        Self::default()
-    }
-
     /// Adds `item` at `time`, after the entries already at that time.
     pub(crate) fn insert(&mut self, time: i64, item: T) {
         match self.by_time.entry(time) {
@@ -213,83 +208,13 @@ impl<I> Versioned<I> {
     }
 }
 
-/// The keys of a partitioned state by time: one [`TimeIndex`] of state keys per partition,
-/// with the state version it describes (see [`Versioned`]).
-#[derive(Debug, Default)]
-pub(crate) struct KeysByTime {
-    index: Versioned<Vec<TimeIndex<Vec<u8>>>>,
-}
-
-impl KeysByTime {
-    /// An empty index, describing no version.
-    pub(crate) fn new() -> Self {
-        Self::default()
-    }
-
-    /// Starts a batch whose stores (one per partition) are open at `version`: keeps the index
-    /// when it describes that version, otherwise rebuilds it with one scan of every store.
-    /// `times(p, keys, values)` gives the time of each of partition `p`'s pairs (called once per
-    /// non-empty partition with all its keys and values, in the store's order); a pair without
-    /// a time (`None`) never expires and is not indexed. Returns whether the index was rebuilt.
-    pub(crate) fn begin(
-        &mut self,
-        version: u64,
-        stores: &[&mut dyn StateStore],
-        mut times: impl FnMut(usize, &[&[u8]], &[&[u8]]) -> Result<Vec<Option<i64>>>,
-    ) -> Result<bool> {
-        if self.index.begin(version) {
-            return Ok(false);
-        }
-        let parts = self.index.get_mut();
-        parts.clear();
-        parts.resize_with(stores.len(), TimeIndex::new);
-        for (p, (store, part)) in stores.iter().zip(parts.iter_mut()).enumerate() {
-            let (keys, values): (Vec<&[u8]>, Vec<&[u8]>) = store.iter().unzip();
-            if keys.is_empty() {
-                continue;
-            }
-            for (key, time) in keys.iter().zip(times(p, &keys, &values)?) {
-                if let Some(t) = time {
-                    part.insert(t, key.to_vec());
-                }
-            }
-        }
-        Ok(true)
-    }
-
-    /// Starts a batch that keeps no index (the state has no time to expire by): the index stays
-    /// empty, one (empty) partition per store.
-    pub(crate) fn begin_empty(&mut self, version: u64, partitions: usize) {
-        if !self.index.begin(version) {
-            let parts = self.index.get_mut();
-            parts.clear();
-            parts.resize_with(partitions, TimeIndex::new);
-        }
-    }
-
-    /// Ends a batch: the index describes state version `version`.
-    pub(crate) fn finish(&mut self, version: u64) {
-        self.index.finish(version);
-    }
-
-    /// Partition `p`'s keys by time.
-    pub(crate) fn partition_mut(&mut self, p: usize) -> Option<&mut TimeIndex<Vec<u8>>> {
-        self.index.get_mut().get_mut(p)
-    }
-
-    /// Every partition's keys by time, in partition order.
-    pub(crate) fn partitions_mut(&mut self) -> &mut [TimeIndex<Vec<u8>>] {
-        self.index.get_mut()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn expiry_takes_the_expired_range_in_time_then_insertion_order() {
-        let mut ix = TimeIndex::new();
+        let mut ix = TimeIndex::default();
         for (t, v) in [(5, "a"), (3, "b"), (5, "c"), (9, "d"), (3, "e"), (5, "f")] {
             ix.insert(t, v);
         }

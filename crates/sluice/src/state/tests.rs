@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
@@ -812,7 +813,7 @@ fn a_state_file_from_another_partition_is_refused() {
 /// starting with `n` has none), or from the key (`k<time>-<n>`).
 fn test_times(from_key: bool) -> PairTimes {
     PairTimes {
-        times: std::sync::Arc::new(move |keys: &[&[u8]], values: &[&[u8]]| {
+        times: Arc::new(move |keys: &[&[u8]], values: &[&[u8]]| {
             Ok(keys
                 .iter()
                 .zip(values)

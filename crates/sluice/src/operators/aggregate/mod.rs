@@ -48,9 +48,10 @@ use super::stateful::{
     BatchContext, OperatorOutput, PartitionedStores, StageInput, StateInfo, StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
-use crate::state::indexed::KeysByTime;
 use crate::state::layout::aggregate::AggregateLayout;
+use crate::state::layout::KeyLayout;
 use crate::state::schema::{state_fields, StateSchema};
+use crate::state::PairTimes;
 use crate::types::{OperatorId, OutputMode, WatermarkMs};
 
 pub(super) struct AggFn {
@@ -129,7 +130,6 @@ pub(crate) struct StreamingAggregate {
     partitions: usize,
     /// Keys in state by event time (window end or the event-time column), so eviction touches
     /// only expired keys instead of scanning the state. Not used for session windows.
-    time_index: KeysByTime,
     /// Session windows: the sessions in state per value of the other grouping keys.
     sessions: Option<SessionIndex>,
     /// The late-row side output is on: this batch's input rows dropped as late.
@@ -208,37 +208,10 @@ impl StreamingAggregate {
             event_time_key,
             mode,
             partitions: info.partitions,
-            time_index: KeysByTime::new(),
             sessions: None,
             late_rows: None,
         }
         .with_session_index()
-    }
-
-    /// Starts the batch's event-time index: kept when it describes the stores' version, else
-    /// rebuilt with one scan of the state (the first batch of a run, or after a failed batch).
-    fn begin_time_index(&mut self, stores: &PartitionedStores<'_>) -> Result<()> {
-        let version = stores.version();
-        let (Some(et), Some(key), None, false) = (
-            self.event_time_key,
-            self.layout.key().rows(),
-            &self.sessions,
-            self.mode == OutputMode::Complete,
-        ) else {
-            self.time_index.begin_empty(version, stores.len());
-            return Ok(());
-        };
-        let location = &self.location;
-        self.time_index.begin(version, stores.all(), |p, keys, _| {
-            let key_arrays = key
-                .decode_trusted(keys)
-                .map_err(|e| location.corrupt(Some(p), "an aggregation key", e))?;
-            let times = key_event_times(&key_arrays, et)?;
-            Ok((0..keys.len())
-                .map(|i| times.is_valid(i).then(|| times.value(i)))
-                .collect())
-        })?;
-        Ok(())
     }
 
     /// Runs one batch over `input` with the stores open, chunk by chunk. A batch whose input
@@ -310,6 +283,39 @@ impl StatefulOperator for StreamingAggregate {
         }
     }
 
+    /// Keys by the event time in them (a window's end, or the watermarked column), so eviction
+    /// reads only the expired keys; not for session windows (their own index) or complete mode
+    /// (nothing is evicted).
+    fn state_times(&self) -> Result<Option<PairTimes>> {
+        let (Some(et), Some(_), None, false) = (
+            self.event_time_key,
+            self.layout.key().rows(),
+            &self.sessions,
+            self.mode == OutputMode::Complete,
+        ) else {
+            return Ok(None);
+        };
+        let types: Vec<_> = self
+            .key_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let key = KeyLayout::new(&types)?;
+        let location = self.location.clone();
+        Ok(Some(PairTimes {
+            times: Arc::new(move |keys: &[&[u8]], _: &[&[u8]]| {
+                let key_arrays = key
+                    .decode_trusted(keys)
+                    .map_err(|e| location.corrupt(None, "an aggregation key", e))?;
+                let times = key_event_times(&key_arrays, et)?;
+                Ok((0..keys.len())
+                    .map(|i| times.is_valid(i).then(|| times.value(i)))
+                    .collect())
+            }),
+            from_key: true,
+        }))
+    }
+
     fn state_schema(&self) -> StateSchema {
         let mut schema = StateSchema::new(
             self.operator_id,
@@ -333,10 +339,7 @@ impl StatefulOperator for StreamingAggregate {
         if let Some(kept) = &mut self.late_rows {
             kept.clear();
         }
-        self.begin_time_index(stores)?;
-        let out = self.run(stores.all_mut(), input, ctx)?;
-        self.time_index.finish(ctx.batch_id.state_version() + 1);
-        Ok(out)
+        self.run(stores.all_mut(), input, ctx)
     }
 
     /// A no-data batch emits or evicts when the watermark moved and bounds the state (not in

@@ -17,7 +17,6 @@ use super::{AggFn, StreamingAggregate};
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::partition_of;
 use crate::operators::stateful::stores::on_partition_threads;
-use crate::state::indexed::TimeIndex;
 use crate::state::StateStore;
 use crate::types::OutputMode;
 
@@ -90,7 +89,6 @@ impl StreamingAggregate {
             }
             _ => None,
         };
-        let mut index = std::mem::take(&mut self.time_index);
         let shared = BatchInstances {
             rows: instances,
             key_arrays,
@@ -104,17 +102,12 @@ impl StreamingAggregate {
         };
         let this = &*self;
         let results = on_partition_threads(
-            stores
-                .iter_mut()
-                .zip(index.partitions_mut().iter_mut())
-                .zip(part_rows.iter())
-                .zip(touched),
+            stores.iter_mut().zip(part_rows.iter()).zip(touched),
             "an aggregation partition thread panicked",
-            |p, (((store, ix), rows), touched)| {
-                this.process_partition(p, &mut **store, ix, &shared, rows, touched)
+            |p, ((store, rows), touched)| {
+                this.process_partition(p, &mut **store, &shared, rows, touched)
             },
         );
-        self.time_index = index;
         results.into_iter().collect()
     }
 
@@ -154,7 +147,6 @@ impl StreamingAggregate {
         &self,
         p: usize,
         store: &mut dyn StateStore,
-        index: &mut TimeIndex<Vec<u8>>,
         batch: &BatchInstances<'_>,
         rows: &[u32],
         touched: Option<&mut TouchedKeys>,
@@ -169,7 +161,7 @@ impl StreamingAggregate {
         let (finals, direct) = if n_groups > 0 {
             self.update_groups(
                 p,
-                (store, index),
+                store,
                 batch,
                 rows,
                 (&group_indices, &first_row, &group_keys),
@@ -208,14 +200,12 @@ impl StreamingAggregate {
                     out.rows = Some(self.output_batch(keys, finals)?);
                 }
                 if self.event_time_key.is_some() {
-                    out.removed = self
-                        .evict_partition(p, store, index, batch.evict_us, false)?
-                        .1
+                    out.removed = self.evict_partition(p, store, batch.evict_us, false)?.1
                         + direct.len() as u64;
                 }
             }
             OutputMode::Append => {
-                let (rows, n) = self.evict_partition(p, store, index, batch.evict_us, true)?;
+                let (rows, n) = self.evict_partition(p, store, batch.evict_us, true)?;
                 out.removed = n + direct.len() as u64;
                 out.rows = rows;
                 if !direct.is_empty() {
@@ -244,14 +234,14 @@ impl StreamingAggregate {
     }
 
     /// Merges the stored states of a partition's touched keys with its rows and writes the new
-    /// states; indexes the new keys by event time. Returns the final values of every group and
+    /// states (the store indexes new keys by event time). Returns the final values of every group and
     /// the groups emitted directly (new keys already behind the eviction watermark; only with
     /// `direct_allowed`: a chunk of a larger batch stores them, a later chunk may add to them).
-    /// `store` and `index` are partition `p`'s.
+    /// `store` is partition `p`'s.
     fn update_groups(
         &self,
         p: usize,
-        (store, index): (&mut dyn StateStore, &mut TimeIndex<Vec<u8>>),
+        store: &mut dyn StateStore,
         batch: &BatchInstances<'_>,
         rows: &[u32],
         (group_indices, first_row, group_keys): (&[usize], &[u32], &[&[u8]]),
@@ -298,19 +288,11 @@ impl StreamingAggregate {
         for g in &direct {
             is_direct[*g as usize] = true;
         }
-        // Write the new states; index the new keys by event time.
+        // Write the new states.
         let state_rows = self.layout.value().encode(&new_states)?;
         for (g, k) in group_keys.iter().enumerate() {
             if !is_direct[g] {
                 store.put(k, state_rows.row(g).as_ref());
-            }
-        }
-        if let Some(times) = batch.times {
-            for (g, key) in group_keys.iter().enumerate() {
-                let r = first_row[g] as usize;
-                if !is_old[g] && !is_direct[g] && times.is_valid(r) {
-                    index.insert(times.value(r), key.to_vec());
-                }
             }
         }
         Ok((finals, direct))
@@ -444,15 +426,11 @@ impl StreamingAggregate {
         touched: Vec<TouchedKeys>,
         evict_us: i64,
     ) -> Result<Vec<PartitionOutput>> {
-        let mut index = std::mem::take(&mut self.time_index);
         let this = &*self;
         let results = on_partition_threads(
-            stores
-                .iter_mut()
-                .zip(index.partitions_mut().iter_mut())
-                .zip(touched),
+            stores.iter_mut().zip(touched),
             "an aggregation partition thread panicked",
-            |p, ((store, ix), touched)| {
+            |p, (store, touched)| {
                 let t = Instant::now();
                 let mut out = PartitionOutput {
                     updated: touched.len() as u64,
@@ -462,14 +440,12 @@ impl StreamingAggregate {
                     OutputMode::Update => {
                         out.rows = this.emit_keys(p, &**store, touched)?;
                         if this.event_time_key.is_some() {
-                            out.removed = this
-                                .evict_partition(p, &mut **store, ix, evict_us, false)?
-                                .1;
+                            out.removed = this.evict_partition(p, &mut **store, evict_us, false)?.1;
                         }
                     }
                     OutputMode::Append => {
                         (out.rows, out.removed) =
-                            this.evict_partition(p, &mut **store, ix, evict_us, true)?;
+                            this.evict_partition(p, &mut **store, evict_us, true)?;
                     }
                     OutputMode::Complete => {}
                 }
@@ -477,7 +453,6 @@ impl StreamingAggregate {
                 Ok(out)
             },
         );
-        self.time_index = index;
         results.into_iter().collect()
     }
 
@@ -510,14 +485,13 @@ impl StreamingAggregate {
         Ok(Some(self.output_batch(key_arrays, finals)?))
     }
 
-    /// Evicts one partition's keys with event time at or before `evict_us` through its
-    /// event-time index (only the expired keys are touched); with `emit`, returns them as rows.
-    /// `store` is partition `p`'s.
+    /// Evicts one partition's keys with event time at or before `evict_us` through the store's
+    /// time index (a range scan: only the expired keys are read); with `emit`, returns them as
+    /// rows. `store` is partition `p`'s.
     fn evict_partition(
         &self,
         p: usize,
         store: &mut dyn StateStore,
-        index: &mut TimeIndex<Vec<u8>>,
         evict_us: i64,
         emit: bool,
     ) -> Result<(Option<RecordBatch>, u64)> {
@@ -526,15 +500,12 @@ impl StreamingAggregate {
         };
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut values: Vec<Vec<u8>> = Vec::new();
-        for key in index.expire(evict_us, true) {
+        for pair in store.scan_by_time(evict_us, true)? {
+            store.remove(&pair.key);
+            keys.push(pair.key);
             if emit {
-                match store.get(&key) {
-                    Some(v) => values.push(v.to_vec()),
-                    None => continue,
-                }
+                values.push(pair.value);
             }
-            store.remove(&key);
-            keys.push(key);
         }
         let n = keys.len() as u64;
         if !emit || keys.is_empty() {

@@ -23,7 +23,7 @@ use crate::operators::stateful::{
 use crate::progress::StateOperatorProgress;
 use crate::state::layout::group_state::{GroupStateLayout, GroupStateValue};
 use crate::state::schema::{state_fields, StateField, StateSchema};
-use crate::state::StateStore;
+use crate::state::{PairTimes, StateStore};
 use crate::types::{OperatorId, WatermarkMs};
 
 /// The `flatMapGroupsWithState` operator (Spark's `FlatMapGroupsWithStateExec`).
@@ -217,25 +217,15 @@ impl StreamingFlatMapGroupsWithState {
         };
         let mut min_timeout: Option<i64> = None;
         if let Some(deadline) = deadline {
-            let timeout_of = |p: usize, v: &[u8]| -> Result<Option<i64>> {
-                Ok(GroupStateValue::decode(v)
-                    .map_err(|e| self.location.corrupt(Some(p), "a group state value", e))?
-                    .timeout_ms)
-            };
+            // Through the stores' time index: only the keys whose timeout passed are read.
+            // An event-time timeout fires once the watermark is past it, a processing-time one
+            // once the clock reached it.
+            let inclusive = self.timeout != GroupStateTimeout::EventTimeTimeout;
             let mut due: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
             for (p, store) in stores.iter().enumerate() {
-                for (k, v) in store.iter() {
-                    if with_data.contains(k) {
-                        continue;
-                    }
-                    if let Some(t) = timeout_of(p, v)? {
-                        let fires = match self.timeout {
-                            GroupStateTimeout::EventTimeTimeout => t < deadline,
-                            _ => t <= deadline,
-                        };
-                        if fires {
-                            due.push((p, k.to_vec(), v.to_vec()));
-                        }
+                for pair in store.scan_by_time(deadline, inclusive)? {
+                    if !with_data.contains(&pair.key[..]) {
+                        due.push((p, pair.key, pair.value));
                     }
                 }
             }
@@ -252,11 +242,9 @@ impl StreamingFlatMapGroupsWithState {
                     .collect::<DfResult<_>>()?;
                 call(&k, kv, empty.clone(), Some(v), true, stores)?;
             }
-            for (p, store) in stores.iter().enumerate() {
-                for (_, v) in store.iter() {
-                    if let Some(t) = timeout_of(p, v)? {
-                        min_timeout = Some(min_timeout.map_or(t, |m: i64| m.min(t)));
-                    }
+            for store in stores.iter() {
+                if let Some(t) = store.first_time()? {
+                    min_timeout = Some(min_timeout.map_or(t, |m: i64| m.min(t)));
                 }
             }
         }
@@ -280,6 +268,27 @@ impl StreamingFlatMapGroupsWithState {
 impl StatefulOperator for StreamingFlatMapGroupsWithState {
     fn name(&self) -> &str {
         "flatMapGroupsWithState"
+    }
+
+    /// Groups by their timeout (ms), so due timeouts are found without a scan of the state.
+    fn state_times(&self) -> Result<Option<PairTimes>> {
+        if self.timeout == GroupStateTimeout::NoTimeout {
+            return Ok(None);
+        }
+        let location = self.location.clone();
+        Ok(Some(PairTimes {
+            times: Arc::new(move |_: &[&[u8]], values: &[&[u8]]| {
+                values
+                    .iter()
+                    .map(|v| {
+                        Ok(GroupStateValue::decode(v)
+                            .map_err(|e| location.corrupt(None, "a group state value", e))?
+                            .timeout_ms)
+                    })
+                    .collect()
+            }),
+            from_key: false,
+        }))
     }
 
     fn state_schema(&self) -> StateSchema {

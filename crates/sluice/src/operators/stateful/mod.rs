@@ -31,7 +31,7 @@ use arrow::datatypes::SchemaRef;
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
 use crate::state::schema::{check_state_schema, StateSchema};
-use crate::state::DefaultStateStoreProvider;
+use crate::state::{DefaultStateStoreProvider, PairTimes};
 use crate::types::WatermarkMs;
 
 pub(crate) use context::{BatchContext, StateInfo};
@@ -127,6 +127,15 @@ pub(crate) trait StatefulOperator: Send {
     /// on every restart before a store is opened.
     fn state_schema(&self) -> StateSchema;
 
+    /// How the operator's state is ordered by time (event time to evict by, timeouts to fire),
+    /// when it is: its stores then keep a time index, and [`StateStore::scan_by_time`] reads a
+    /// range of it instead of the whole state. The default keeps none.
+    ///
+    /// [`StateStore::scan_by_time`]: crate::state::StateStore::scan_by_time
+    fn state_times(&self) -> Result<Option<PairTimes>> {
+        Ok(None)
+    }
+
     /// Runs one batch: `inputs` holds the rows of each input (one entry per child of the
     /// operator, read as its plan runs), `stores` every partition's store at the batch's
     /// version, `ctx` the batch.
@@ -197,7 +206,7 @@ impl OperatorRunner {
             info.allow_key_rename,
         )?;
         Ok(Self {
-            providers: stores::open_stores(info)?,
+            providers: stores::open_stores(info, operator.state_times()?)?,
             operator,
             info: info.clone(),
         })

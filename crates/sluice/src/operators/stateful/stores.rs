@@ -5,7 +5,9 @@
 use std::ops::{Index, IndexMut};
 
 use crate::error::{Result, SluiceError};
-use crate::state::{DefaultStateStoreProvider, StateStore, StateStoreId, StateStoreProvider};
+use crate::state::{
+    DefaultStateStoreProvider, PairTimes, StateStore, StateStoreId, StateStoreProvider,
+};
 use crate::testing::TestHooks;
 use crate::types::BatchId;
 
@@ -60,18 +62,26 @@ where
     })
 }
 
-/// Opens one store provider per partition under `state/<op>/<p>/`.
-pub(crate) fn open_stores(info: &StateInfo) -> Result<Vec<DefaultStateStoreProvider>> {
+/// Opens one store provider per partition under `state/<op>/<p>/`, each with a time index by
+/// `times` when given.
+pub(crate) fn open_stores(
+    info: &StateInfo,
+    times: Option<PairTimes>,
+) -> Result<Vec<DefaultStateStoreProvider>> {
     (0..info.partitions)
         .map(|p| {
-            DefaultStateStoreProvider::new(
+            let provider = DefaultStateStoreProvider::new(
                 StateStoreId {
                     checkpoint_root: info.checkpoint.root().to_path_buf(),
                     operator_id: info.operator_id.0,
                     partition_id: p as u32,
                 },
                 info.store_conf.clone(),
-            )
+            )?;
+            Ok(match &times {
+                Some(t) => provider.with_time_index(t.clone()),
+                None => provider,
+            })
         })
         .collect()
 }
@@ -95,11 +105,6 @@ impl<'a> PartitionedStores<'a> {
             .map(|p| p.get_store(version))
             .collect::<Result<_>>()?;
         Ok(Self { stores, version })
-    }
-
-    /// The number of partitions.
-    pub(crate) fn len(&self) -> usize {
-        self.stores.len()
     }
 
     /// The state version the stores were opened at (the batch id).
@@ -279,7 +284,7 @@ mod tests {
     fn every_partition_commits_its_own_version() {
         let tmp = tempfile::tempdir().unwrap();
         let info = info(tmp.path(), TestHooks::default());
-        let mut providers = open_stores(&info).unwrap();
+        let mut providers = open_stores(&info, None).unwrap();
         {
             let mut stores = PartitionedStores::open(&mut providers, 0).unwrap();
             for k in [b"a", b"b", b"c", b"d"] {
@@ -302,11 +307,11 @@ mod tests {
             .unwrap();
         let hooks = TestHooks::from_session(&session);
         let info = info(tmp.path(), hooks);
-        let mut providers = open_stores(&info).unwrap();
+        let mut providers = open_stores(&info, None).unwrap();
         // Batch 3 reads version 0 and commits 1; batch 4 reads 1 and must crash committing 2.
         for (batch, version) in [(3, 0), (4, 1)] {
             let mut stores = PartitionedStores::open(&mut providers, version).unwrap();
-            for p in 0..stores.len() {
+            for p in 0..stores.all().len() {
                 stores[p].put(b"k", b"v");
             }
             let result = stores.commit(&info.hooks, BatchId(batch));
