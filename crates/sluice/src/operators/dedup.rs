@@ -280,13 +280,13 @@ impl StreamingDeduplicate {
         Ok(Some(match self.expiry {
             Expiry::Never | Expiry::DataEventTime(_) => return Ok(None),
             Expiry::WithinWatermark { .. } => PairTimes {
-                times: Arc::new(move |_: &[&[u8]], values: &[&[u8]]| {
+                times: Arc::new(move |p, _: &[&[u8]], values: &[&[u8]]| {
                     values
                         .iter()
                         .map(|v| {
                             decode_expiry(v)
                                 .map(Some)
-                                .map_err(|e| location.corrupt(None, "a deduplication expiry", e))
+                                .map_err(|e| location.corrupt(Some(p), "a deduplication expiry", e))
                         })
                         .collect()
                 }),
@@ -300,10 +300,10 @@ impl StreamingDeduplicate {
                     .collect();
                 let key = KeyLayout::new(&types)?;
                 PairTimes {
-                    times: Arc::new(move |keys: &[&[u8]], _: &[&[u8]]| {
+                    times: Arc::new(move |p, keys: &[&[u8]], _: &[&[u8]]| {
                         let arrays = key
                             .decode_trusted(keys)
-                            .map_err(|e| location.corrupt(None, "a deduplication key", e))?;
+                            .map_err(|e| location.corrupt(Some(p), "a deduplication key", e))?;
                         let ts = to_micros(
                             arrays
                                 .get(k)

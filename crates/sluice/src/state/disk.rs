@@ -21,7 +21,10 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
-use std::collections::HashMap;
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use super::provider::{times_of, Committed, IndexChanges, Inner, Staged, INDEX_CHUNK};
 use super::{LocalCacheMemory, PairTimes};
@@ -75,9 +78,8 @@ fn database(memory: LocalCacheMemory) -> Result<(fjall::Database, fjall::Keyspac
 
 /// A prefix no store of this process used before.
 fn new_prefix() -> [u8; 8] {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        .to_be_bytes()
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed).to_be_bytes()
 }
 
 /// Removes `sluice-state-<pid>` directories of processes that are gone (Linux: no
@@ -104,6 +106,36 @@ fn remove_dead_processes_caches() {
     }
 }
 
+/// Live keys held by every store of the process's cache: a store's share of the cache's disk
+/// space is its share of them.
+static KEYS_IN_CACHE: AtomicU64 = AtomicU64::new(0);
+
+/// What one version did to the cache, for Spark's `rocksdb*` custom metrics (reset when a
+/// version opens; the commit's numbers stay until the next one).
+#[derive(Default)]
+struct CacheStats {
+    gets: Cell<u64>,
+    get_micros: Cell<u64>,
+    bytes_read: Cell<u64>,
+    bytes_read_by_iterator: Cell<u64>,
+    puts: u64,
+    bytes_written: u64,
+    write_batch_ms: u64,
+}
+
+impl CacheStats {
+    fn add(cell: &Cell<u64>, n: u64) {
+        cell.set(cell.get() + n);
+    }
+
+    /// Counts one read of the cache that started at `start` and gave `bytes`.
+    fn read(&self, start: Instant, bytes: usize) {
+        Self::add(&self.gets, 1);
+        Self::add(&self.get_micros, start.elapsed().as_micros() as u64);
+        Self::add(&self.bytes_read, bytes as u64);
+    }
+}
+
 /// A time as the index orders it: big-endian, sign bit flipped.
 fn time_bytes(t: i64) -> [u8; 8] {
     ((t as u64) ^ (1 << 63)).to_be_bytes()
@@ -127,6 +159,7 @@ pub(super) struct LocalCache {
     /// Whether each key the open version looked up has a committed value: an update reads a
     /// key (`get`) and then stages it (`contains_key`), one read of the cache, not two.
     looked_up: Mutex<HashMap<Box<[u8]>, bool, foldhash::fast::RandomState>>,
+    stats: CacheStats,
     /// Copies of the values read in the open version (the contract lends `&[u8]`; the cache
     /// hands out owned values). Dropped when the next version opens.
     reads: typed_arena::Arena<u8>,
@@ -146,6 +179,7 @@ impl LocalCache {
             index_prefix: new_prefix(),
             len: 0,
             looked_up: Mutex::new(HashMap::default()),
+            stats: CacheStats::default(),
             reads: typed_arena::Arena::new(),
             error: Mutex::new(None),
         })
@@ -180,11 +214,18 @@ impl LocalCache {
         }
     }
 
+    /// Sets the number of live keys, keeping the process's count in step.
+    fn set_len(&mut self, len: u64) {
+        KEYS_IN_CACHE.fetch_add(len, Ordering::Relaxed);
+        KEYS_IN_CACHE.fetch_sub(self.len, Ordering::Relaxed);
+        self.len = len;
+    }
+
     /// Moves to new, empty prefixes and deletes the pairs and index under the old ones.
     fn fresh_prefix(&mut self) -> Result<()> {
         let old = std::mem::replace(&mut self.prefix, new_prefix());
         let old_index = std::mem::replace(&mut self.index_prefix, new_prefix());
-        self.len = 0;
+        self.set_len(0);
         self.looked_up
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -212,6 +253,7 @@ impl LocalCache {
 
 impl Drop for LocalCache {
     fn drop(&mut self) {
+        self.set_len(0);
         if let Err(e) = self
             .delete_prefix(self.prefix)
             .and_then(|()| self.delete_prefix(self.index_prefix))
@@ -223,7 +265,14 @@ impl Drop for LocalCache {
 
 impl Committed for LocalCache {
     fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        match self.keyspace.get(self.key(key)) {
+        let start = Instant::now();
+        let got = self.keyspace.get(self.key(key));
+        self.stats.read(
+            start,
+            got.as_ref()
+                .map_or(0, |v| v.as_ref().map_or(0, |v| v.len())),
+        );
+        match got {
             Ok(Some(v)) => {
                 self.remember(key, true);
                 Some(self.reads.alloc_extend(v.iter().copied()))
@@ -249,7 +298,10 @@ impl Committed for LocalCache {
         if let Some(found) = known {
             return found;
         }
-        match self.keyspace.contains_key(self.key(key)) {
+        let start = Instant::now();
+        let found = self.keyspace.contains_key(self.key(key));
+        self.stats.read(start, 0);
+        match found {
             Ok(found) => {
                 self.remember(key, found);
                 found
@@ -271,27 +323,65 @@ impl Committed for LocalCache {
     }
 
     fn apply(&mut self, staged: &mut Staged, key_delta: i64, index: IndexChanges) -> Result<()> {
+        let start = Instant::now();
+        let (mut puts, mut bytes) = (0u64, 0u64);
         let mut batch = self.db.batch();
         for (k, slot) in staged.drain() {
+            let key = self.key(&k);
+            bytes += key.len() as u64;
             match slot {
-                Some(v) => batch.insert(&self.keyspace, self.key(&k), v.into_vec()),
-                None => batch.remove(&self.keyspace, self.key(&k)),
+                Some(v) => {
+                    puts += 1;
+                    bytes += v.len() as u64;
+                    batch.insert(&self.keyspace, key, v.into_vec())
+                }
+                None => batch.remove(&self.keyspace, key),
             }
         }
         for (t, k) in index.remove {
-            batch.remove(&self.keyspace, self.index_key(t, &k));
+            let key = self.index_key(t, &k);
+            bytes += key.len() as u64;
+            batch.remove(&self.keyspace, key);
         }
         for (t, k) in index.insert {
-            batch.insert(&self.keyspace, self.index_key(t, &k), []);
+            let key = self.index_key(t, &k);
+            bytes += key.len() as u64;
+            puts += 1;
+            batch.insert(&self.keyspace, key, []);
         }
         batch.commit().map_err(|e| cache_error("write", e))?;
-        self.len = (self.len as i64 + key_delta).max(0) as u64;
+        self.set_len((self.len as i64 + key_delta).max(0) as u64);
+        self.stats.puts = puts;
+        self.stats.bytes_written = bytes;
+        self.stats.write_batch_ms = start.elapsed().as_millis() as u64;
         Ok(())
+    }
+
+    fn custom_metrics(&self, delta_write_ms: u64) -> BTreeMap<&'static str, u64> {
+        let s = &self.stats;
+        let all_keys = KEYS_IN_CACHE.load(Ordering::Relaxed).max(self.len).max(1);
+        let disk = self.keyspace.disk_space();
+        let share = |bytes: u64| (bytes as u128 * self.len as u128 / all_keys as u128) as u64;
+        BTreeMap::from([
+            ("rocksdbGetCount", s.gets.get()),
+            ("rocksdbGetLatency", s.get_micros.get() / 1000),
+            ("rocksdbPutCount", s.puts),
+            ("rocksdbTotalBytesRead", s.bytes_read.get()),
+            (
+                "rocksdbTotalBytesReadThroughIterator",
+                s.bytes_read_by_iterator.get(),
+            ),
+            ("rocksdbTotalBytesWritten", s.bytes_written),
+            ("rocksdbCommitWriteBatchLatency", s.write_batch_ms),
+            ("rocksdbCommitFileSyncLatencyMs", delta_write_ms),
+            ("rocksdbSstFileSize", share(disk)),
+        ])
     }
 
     fn index_scan(&self, each: &mut dyn FnMut(i64, &[u8]) -> Result<bool>) -> Result<()> {
         for guard in self.keyspace.prefix(self.index_prefix) {
             let entry = guard.key().map_err(|e| cache_error("read", e))?;
+            CacheStats::add(&self.stats.bytes_read_by_iterator, entry.len() as u64);
             let rest = &entry[8..];
             let time = time_of_bytes(rest)
                 .ok_or_else(|| cache_error("read", "an index entry without its time"))?;
@@ -306,10 +396,16 @@ impl Committed for LocalCache {
         let mut out = Vec::new();
         for guard in self.keyspace.prefix(self.prefix) {
             match guard.into_inner() {
-                Ok((k, v)) => out.push((
-                    &*self.reads.alloc_extend(k.iter().skip(8).copied()),
-                    &*self.reads.alloc_extend(v.iter().copied()),
-                )),
+                Ok((k, v)) => {
+                    CacheStats::add(
+                        &self.stats.bytes_read_by_iterator,
+                        (k.len() + v.len()) as u64,
+                    );
+                    out.push((
+                        &*self.reads.alloc_extend(k.iter().skip(8).copied()),
+                        &*self.reads.alloc_extend(v.iter().copied()),
+                    ))
+                }
                 Err(e) => {
                     self.failed("read", e);
                     break;
@@ -332,7 +428,10 @@ impl Committed for LocalCache {
             if let Some(times) = times {
                 let (keys, values): (Vec<&[u8]>, Vec<&[u8]>) =
                     pending.iter().map(|(k, v)| (&k[..], &v[..])).unzip();
-                for (k, t) in keys.iter().zip(times_of(times, &keys, &values)?) {
+                for (k, t) in
+                    keys.iter()
+                        .zip(times_of(times, inner.id.partition_id, &keys, &values)?)
+                {
                     if let Some(t) = t {
                         batch.insert(&self.keyspace, self.index_key(t, k), []);
                     }
@@ -352,12 +451,13 @@ impl Committed for LocalCache {
             Ok(())
         })?;
         ingest(&mut pending)?;
-        self.len = len;
+        self.set_len(len);
         Ok(())
     }
 
     fn open_version(&mut self) {
         self.reads = typed_arena::Arena::new();
+        self.stats = CacheStats::default();
         self.looked_up
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -160,10 +160,11 @@ pub use provider::DefaultStateStoreProvider;
 /// back from the pair's bytes.
 #[derive(Clone)]
 pub struct PairTimes {
-    /// `times(keys, values)`: one time (µs, or ms for timeouts: the operator's unit) per pair;
-    /// `None` for a pair that is not indexed (it never expires). An error names what failed to
-    /// decode (the state is corrupt).
-    pub times: Arc<dyn Fn(&[&[u8]], &[&[u8]]) -> Result<Vec<Option<i64>>> + Send + Sync>,
+    /// `times(partition, keys, values)`: one time (µs, or ms for timeouts: the operator's
+    /// unit) per pair of the store of `partition`; `None` for a pair that is not indexed (it
+    /// never expires). An error names what failed to decode and where (the state is corrupt).
+    #[allow(clippy::type_complexity)]
+    pub times: Arc<dyn Fn(usize, &[&[u8]], &[&[u8]]) -> Result<Vec<Option<i64>>> + Send + Sync>,
     /// The time is read from the key alone, so a key keeps its time as long as it lives: an
     /// update of a live key leaves the index alone.
     pub from_key: bool,
@@ -293,6 +294,10 @@ pub struct StateStoreMetrics {
     pub num_removed: u64,
     /// Time the last commit took.
     pub commit_time_ms: u64,
+    /// The provider's own numbers under Spark's names (the on-disk provider's `rocksdb*`
+    /// metrics, where they have a meaning), for `StateOperatorProgress.customMetrics`; summed
+    /// over an operator's partitions, as Spark sums them.
+    pub custom_metrics: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// One version of a store being read and updated by one batch.

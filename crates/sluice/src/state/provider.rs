@@ -58,7 +58,7 @@ struct Sched {
 
 /// What the provider, its store and its maintenance thread share.
 pub(super) struct Inner {
-    id: StateStoreId,
+    pub(super) id: StateStoreId,
     dir: PathBuf,
     conf: StateStoreConf,
     files: Mutex<DirState>,
@@ -404,6 +404,14 @@ pub(super) trait Committed: Send {
     fn take_error(&mut self) -> Option<SluiceError> {
         None
     }
+    /// Numbers of the open version (or of the last commit), under Spark's names; the delta
+    /// file of the last commit took `delta_write_ms` to write and sync.
+    fn custom_metrics(
+        &self,
+        _delta_write_ms: u64,
+    ) -> std::collections::BTreeMap<&'static str, u64> {
+        Default::default()
+    }
 }
 
 /// Changes to a committed version's time index: the removals first, then the inserts.
@@ -418,10 +426,11 @@ pub(super) struct IndexChanges {
 /// The times of `pairs` by `times`, checked to be one per pair.
 pub(super) fn times_of(
     times: &PairTimes,
+    partition: u32,
     keys: &[&[u8]],
     values: &[&[u8]],
 ) -> Result<Vec<Option<i64>>> {
-    let out = (times.times)(keys, values)?;
+    let out = (times.times)(partition as usize, keys, values)?;
     if out.len() != keys.len() {
         return Err(SluiceError::internal(format!(
             "a state time index gave {} times for {} pairs",
@@ -551,7 +560,10 @@ impl Committed for InMemory {
             for chunk in entries.chunks(INDEX_CHUNK) {
                 let (keys, values): (Vec<&[u8]>, Vec<&[u8]>) =
                     chunk.iter().map(|(k, v)| (&**k, &**v)).unzip();
-                for (k, t) in keys.iter().zip(times_of(times, &keys, &values)?) {
+                for (k, t) in
+                    keys.iter()
+                        .zip(times_of(times, inner.id.partition_id, &keys, &values)?)
+                {
                     if let Some(t) = t {
                         self.index_insert(t, (*k).into());
                     }
@@ -746,6 +758,8 @@ struct MemStore {
     num_updated: u64,
     num_removed: u64,
     commit_time_ms: u64,
+    /// Time the last commit took to write and sync its delta file.
+    delta_write_ms: u64,
 }
 
 impl MemStore {
@@ -763,6 +777,7 @@ impl MemStore {
             num_updated: 0,
             num_removed: 0,
             commit_time_ms: 0,
+            delta_write_ms: 0,
         }
     }
 
@@ -771,6 +786,7 @@ impl MemStore {
         self.abort();
         self.committed.open_version();
         self.commit_time_ms = 0;
+        self.delta_write_ms = 0;
     }
 
     fn time_index(&self) -> Result<&PairTimes> {
@@ -793,7 +809,12 @@ impl MemStore {
         for (i, chunk) in keys.chunks(INDEX_CHUNK).enumerate() {
             let at = i * INDEX_CHUNK;
             let vals = &values[at..at + chunk.len()];
-            for ((k, v), t) in chunk.iter().zip(vals).zip(times_of(times, chunk, vals)?) {
+            for ((k, v), t) in chunk.iter().zip(vals).zip(times_of(
+                times,
+                self.inner.id.partition_id,
+                chunk,
+                vals,
+            )?) {
                 if let Some(t) = t {
                     out.push((t, *k, *v));
                 }
@@ -823,7 +844,8 @@ impl MemStore {
             }
             let live = match self.committed.get(k) {
                 Some(v) if times.from_key => Some(v),
-                Some(v) => (times_of(times, &[k], &[v])?[0] == Some(t)).then_some(v),
+                Some(v) => (times_of(times, self.inner.id.partition_id, &[k], &[v])?[0] == Some(t))
+                    .then_some(v),
                 None => None,
             };
             Ok(match live {
@@ -1002,6 +1024,7 @@ impl StateStore for MemStore {
         let index = self
             .index_changes()
             .map_err(|e| e.context(format!("committing state version {new_version}")))?;
+        let write_start = Instant::now();
         let path = file_path(&self.inner.dir, FileKind::Delta, new_version);
         let mut staged: Vec<_> = self.staged.iter().collect();
         staged.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -1024,6 +1047,7 @@ impl StateStore for MemStore {
         self.inner
             .publish_delta(new_version, pending)
             .map_err(|e| e.context(format!("committing state version {new_version}")))?;
+        self.delta_write_ms = write_start.elapsed().as_millis() as u64;
 
         if let Some(e) = self.committed.take_error() {
             // The delta is written (the truth); the held version is not: rebuild it.
@@ -1061,6 +1085,7 @@ impl StateStore for MemStore {
             num_updated: self.num_updated,
             num_removed: self.num_removed,
             commit_time_ms: self.commit_time_ms,
+            custom_metrics: self.committed.custom_metrics(self.delta_write_ms),
         }
     }
 }

@@ -813,7 +813,7 @@ fn a_state_file_from_another_partition_is_refused() {
 /// starting with `n` has none), or from the key (`k<time>-<n>`).
 fn test_times(from_key: bool) -> PairTimes {
     PairTimes {
-        times: Arc::new(move |keys: &[&[u8]], values: &[&[u8]]| {
+        times: Arc::new(move |_, keys: &[&[u8]], values: &[&[u8]]| {
             Ok(keys
                 .iter()
                 .zip(values)
@@ -1017,4 +1017,41 @@ fn random_scans_by_time_match_a_model() {
             );
         }
     }
+}
+
+#[test]
+fn the_on_disk_provider_reports_sparks_rocksdb_metrics_and_the_in_memory_one_none() {
+    let root = tempfile::tempdir().unwrap();
+    let mut p = provider(root.path(), quiet_conf(10, 10));
+    let s = p.get_store(0).unwrap();
+    s.put(b"a", b"12345");
+    s.put(b"b", b"x");
+    s.commit().unwrap();
+    let s = p.get_store(1).unwrap();
+    assert_eq!(s.get(b"a"), Some(&b"12345"[..]));
+    assert_eq!(s.get(b"zz"), None);
+    s.put(b"a", b"6");
+    s.commit().unwrap();
+    let m = s.metrics().custom_metrics;
+    if KIND == StateStoreKind::InMemory {
+        assert!(m.is_empty(), "{m:?}");
+        return;
+    }
+    // Two reads (the put of a read key reads nothing more), five bytes read, one pair written.
+    assert_eq!(m["rocksdbGetCount"], 2, "{m:?}");
+    assert_eq!(m["rocksdbTotalBytesRead"], 5, "{m:?}");
+    assert_eq!(m["rocksdbPutCount"], 1, "{m:?}");
+    assert_eq!(m["rocksdbTotalBytesWritten"], 8 + 1 + 1, "{m:?}");
+    for name in [
+        "rocksdbGetLatency",
+        "rocksdbCommitWriteBatchLatency",
+        "rocksdbCommitFileSyncLatencyMs",
+        "rocksdbSstFileSize",
+        "rocksdbTotalBytesReadThroughIterator",
+    ] {
+        assert!(m.contains_key(name), "{name} missing from {m:?}");
+    }
+    // A new version starts counting again.
+    let s = p.get_store(2).unwrap();
+    assert_eq!(s.metrics().custom_metrics["rocksdbGetCount"], 0);
 }

@@ -253,6 +253,10 @@ fn socket_word_count_counts_lines_as_they_arrive_and_goes_on_after_a_restart() {
         last_seen(&seen).is_some_and(|(_, r)| r == want(&["a|3", "b|2", "c|1", "é|1"]))
     });
     assert_eq!(last_seen(&seen).unwrap().0, 2);
+    // The progress of a batch comes after its sink returned.
+    crate::support::wait_until("the progress of batch 2", Duration::from_secs(30), || {
+        q.last_progress().is_some_and(|p| p.batch_id == 2)
+    });
     let p = q.last_progress().unwrap();
     assert_eq!(
         p.sources[0].description,

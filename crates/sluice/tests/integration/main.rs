@@ -39,6 +39,10 @@ mod engine_aggregation;
 // stream-static joins and the join types Spark refuses.
 mod engine_dedup_and_joins;
 
+// The on-disk state store provider: a windowed count across a restart, eviction through the
+// store's time index, Spark's rocksdb* custom metrics.
+mod engine_on_disk_state;
+
 // The sessionization example (GroupState, event-time timeouts), with a restart mid-session;
 // processing-time timeouts; output-mode rules.
 mod engine_stateful_processing;

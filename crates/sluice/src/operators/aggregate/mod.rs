@@ -303,10 +303,10 @@ impl StatefulOperator for StreamingAggregate {
         let key = KeyLayout::new(&types)?;
         let location = self.location.clone();
         Ok(Some(PairTimes {
-            times: Arc::new(move |keys: &[&[u8]], _: &[&[u8]]| {
+            times: Arc::new(move |p, keys: &[&[u8]], _: &[&[u8]]| {
                 let key_arrays = key
                     .decode_trusted(keys)
-                    .map_err(|e| location.corrupt(None, "an aggregation key", e))?;
+                    .map_err(|e| location.corrupt(Some(p), "an aggregation key", e))?;
                 let times = key_event_times(&key_arrays, et)?;
                 Ok((0..keys.len())
                     .map(|i| times.is_valid(i).then(|| times.value(i)))

@@ -277,12 +277,12 @@ impl StatefulOperator for StreamingFlatMapGroupsWithState {
         }
         let location = self.location.clone();
         Ok(Some(PairTimes {
-            times: Arc::new(move |_: &[&[u8]], values: &[&[u8]]| {
+            times: Arc::new(move |p, _: &[&[u8]], values: &[&[u8]]| {
                 values
                     .iter()
                     .map(|v| {
                         Ok(GroupStateValue::decode(v)
-                            .map_err(|e| location.corrupt(None, "a group state value", e))?
+                            .map_err(|e| location.corrupt(Some(p), "a group state value", e))?
                             .timeout_ms)
                     })
                     .collect()

@@ -226,12 +226,15 @@ impl OperatorRunner {
                 .process(inputs, &mut stores, ctx)
                 .and_then(|mut out| {
                     let t = Instant::now();
-                    let (total, memory) = stores.commit(&self.info.hooks, ctx.batch_id)?;
+                    let m = stores.commit(&self.info.hooks, ctx.batch_id)?;
                     let p = &mut out.progress;
                     p.commit_time_ms = t.elapsed().as_millis() as i64;
                     p.operator_name = self.operator.name().to_string();
-                    p.num_rows_total = total as i64;
-                    p.memory_used_bytes = memory as i64;
+                    p.num_rows_total = m.num_keys as i64;
+                    p.memory_used_bytes = m.memory_used_bytes as i64;
+                    for (name, n) in m.custom_metrics {
+                        p.custom_metrics.insert(name.to_string(), n as i64);
+                    }
                     p.num_shuffle_partitions = self.info.partitions as i64;
                     p.num_state_store_instances = self.info.partitions as i64;
                     Ok(out)

@@ -6,7 +6,8 @@ use std::ops::{Index, IndexMut};
 
 use crate::error::{Result, SluiceError};
 use crate::state::{
-    DefaultStateStoreProvider, PairTimes, StateStore, StateStoreId, StateStoreProvider,
+    DefaultStateStoreProvider, PairTimes, StateStore, StateStoreId, StateStoreMetrics,
+    StateStoreProvider,
 };
 use crate::testing::TestHooks;
 use crate::types::BatchId;
@@ -129,9 +130,13 @@ impl<'a> PartitionedStores<'a> {
     }
 
     /// Commits every partition's store (each writes and syncs its own delta file, at the same
-    /// time); returns (keys in state, memory bytes). With the `testing` feature and a crash
+    /// time); returns their metrics summed. With the `testing` feature and a crash
     /// injected in this batch's state commit, the first partition commits and the others fail.
-    pub(crate) fn commit(&mut self, hooks: &TestHooks, batch_id: BatchId) -> Result<(u64, u64)> {
+    pub(crate) fn commit(
+        &mut self,
+        hooks: &TestHooks,
+        batch_id: BatchId,
+    ) -> Result<StateStoreMetrics> {
         #[cfg(feature = "testing")]
         if hooks.crashes_at(crate::testing::CrashPoint::InStateCommit, batch_id.0) {
             let mut failing: Vec<crash::CrashInCommit<'_>> = self
@@ -165,8 +170,9 @@ impl<'a> IndexMut<usize> for PartitionedStores<'a> {
     }
 }
 
-/// Commits every store, in parallel; returns (keys in state, memory bytes).
-fn commit_all(stores: &mut [&mut dyn StateStore]) -> Result<(u64, u64)> {
+/// Commits every store, in parallel; returns their metrics summed (keys in state, memory
+/// bytes, custom metrics).
+fn commit_all(stores: &mut [&mut dyn StateStore]) -> Result<StateStoreMetrics> {
     let results = on_partition_threads(
         stores.iter_mut(),
         "a state store commit thread panicked",
@@ -175,13 +181,16 @@ fn commit_all(stores: &mut [&mut dyn StateStore]) -> Result<(u64, u64)> {
     for r in results {
         r?;
     }
-    let (mut total, mut memory) = (0u64, 0u64);
+    let mut sum = StateStoreMetrics::default();
     for s in stores.iter() {
         let m = s.metrics();
-        total += m.num_keys;
-        memory += m.memory_used_bytes;
+        sum.num_keys += m.num_keys;
+        sum.memory_used_bytes += m.memory_used_bytes;
+        for (name, n) in m.custom_metrics {
+            *sum.custom_metrics.entry(name).or_default() += n;
+        }
     }
-    Ok((total, memory))
+    Ok(sum)
 }
 
 /// Test fake (feature `testing`): a store whose commit fails as a crash in the middle of a state
@@ -291,7 +300,7 @@ mod tests {
                 let p = stores.partition_of(k);
                 stores[p].put(k, b"1");
             }
-            let (keys, _) = stores.commit(&info.hooks, BatchId(0)).unwrap();
+            let keys = stores.commit(&info.hooks, BatchId(0)).unwrap().num_keys;
             assert_eq!(keys, 4);
         }
         assert!(providers.iter().all(|p| p.latest_version_on_disk() == 1));
