@@ -63,6 +63,9 @@ fn database(memory: LocalCacheMemory) -> Result<(fjall::Database, fjall::Keyspac
     let _ = std::fs::remove_dir_all(&dir);
     let opened = fjall::Database::builder(&dir)
         .cache_size(memory.cache_bytes)
+        // The journal only bounds what memtables hold before they are flushed (the cache need
+        // not survive a crash): fjall's smallest, not its 512 MiB.
+        .max_journaling_size((2 * memory.write_buffer_bytes).max(64 << 20))
         .manual_journal_persist(true)
         .open()
         .map_err(|e| cache_error("open", e))?;
