@@ -26,8 +26,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use super::provider::{times_of, Committed, IndexChanges, Inner, Staged, INDEX_CHUNK};
-use super::{LocalCacheMemory, PairTimes};
+use super::provider::{times_of, Committed, IndexChanges, Indexing, Inner, Staged, INDEX_CHUNK};
+use super::{KeyGroups, LocalCacheMemory};
 use crate::error::{class, Result, SluiceError};
 
 /// Deletions per write batch while a prefix is dropped.
@@ -325,7 +325,13 @@ impl Committed for LocalCache {
         0
     }
 
-    fn apply(&mut self, staged: &mut Staged, key_delta: i64, index: IndexChanges) -> Result<()> {
+    fn apply(
+        &mut self,
+        staged: &mut Staged,
+        key_delta: i64,
+        index: IndexChanges,
+        _ix: &Indexing,
+    ) -> Result<()> {
         let start = Instant::now();
         let (mut puts, mut bytes) = (0u64, 0u64);
         let mut batch = self.db.batch();
@@ -381,6 +387,27 @@ impl Committed for LocalCache {
         ])
     }
 
+    /// The group's keys are a range of the sorted keys: a prefix scan.
+    fn group_scan(
+        &self,
+        prefix: &[u8],
+        groups: &KeyGroups,
+        each: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        for guard in self.keyspace.prefix(self.key(prefix)) {
+            let (k, v) = guard.into_inner().map_err(|e| cache_error("read", e))?;
+            CacheStats::add(
+                &self.stats.bytes_read_by_iterator,
+                (k.len() + v.len()) as u64,
+            );
+            let key = &k[8..];
+            if groups.group_of(key) == Some(prefix) {
+                each(key, &v);
+            }
+        }
+        Ok(())
+    }
+
     fn index_scan(&self, each: &mut dyn FnMut(i64, &[u8]) -> Result<bool>) -> Result<()> {
         for guard in self.keyspace.prefix(self.index_prefix) {
             let entry = guard.key().map_err(|e| cache_error("read", e))?;
@@ -422,7 +449,8 @@ impl Committed for LocalCache {
         self.fresh_prefix()
     }
 
-    fn reload(&mut self, inner: &Inner, version: u64, times: Option<&PairTimes>) -> Result<()> {
+    fn reload(&mut self, inner: &Inner, version: u64, ix: &Indexing) -> Result<()> {
+        let times = ix.times.as_ref();
         self.fresh_prefix()?;
         let mut len = 0u64;
         let mut pending: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(INDEX_CHUNK);

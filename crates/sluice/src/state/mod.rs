@@ -178,6 +178,31 @@ impl std::fmt::Debug for PairTimes {
     }
 }
 
+/// How a store groups its keys, for [`StateStore::scan_group`]
+/// ([`DefaultStateStoreProvider::with_key_groups`]): the length of a key's group prefix (a
+/// join's side and join key before the row's sequence number), `None` for a key in no group.
+/// The on-disk provider reads a group as a range of its sorted keys; the in-memory one keeps
+/// each group's keys in a set of its own.
+#[derive(Clone)]
+pub struct KeyGroups {
+    /// The length of `key`'s group prefix.
+    #[allow(clippy::type_complexity)]
+    pub prefix_len: Arc<dyn Fn(&[u8]) -> Option<usize> + Send + Sync>,
+}
+
+impl KeyGroups {
+    /// `key`'s group prefix.
+    pub fn group_of<'k>(&self, key: &'k [u8]) -> Option<&'k [u8]> {
+        (self.prefix_len)(key).and_then(|n| key.get(..n))
+    }
+}
+
+impl std::fmt::Debug for KeyGroups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyGroups").finish_non_exhaustive()
+    }
+}
+
 /// A live pair found by its time ([`StateStore::scan_by_time`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TimedPair {
@@ -325,6 +350,9 @@ pub trait StateStore: Send {
     /// The earliest time of a live pair, staged changes included (`None` when no pair has a
     /// time). Fails on a store without a time index.
     fn first_time(&self) -> Result<Option<i64>>;
+    /// The live pairs of the key group `prefix` (the provider's [`KeyGroups`]), staged changes
+    /// included, in key order. Reads only the group. Fails on a store without key groups.
+    fn scan_group(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// The number of live keys, staged changes included.
     fn num_keys(&self) -> u64;
     /// Writes `<version + 1>.delta` (only the changed keys; MUST be atomic and MUST replace a

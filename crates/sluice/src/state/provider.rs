@@ -14,8 +14,8 @@ use super::files::{
 };
 use super::format::{FileKind, MergedPairs, StateFileReader};
 use super::{
-    PairTimes, StateStore, StateStoreConf, StateStoreId, StateStoreKind, StateStoreMetrics,
-    StateStoreProvider, TimedPair,
+    KeyGroups, PairTimes, StateStore, StateStoreConf, StateStoreId, StateStoreKind,
+    StateStoreMetrics, StateStoreProvider, TimedPair,
 };
 use crate::error::{Result, SluiceError};
 
@@ -387,16 +387,29 @@ pub(super) trait Committed: Send {
     fn memory_bytes(&self) -> u64;
     /// Makes `staged` (`Some` = put, `None` = removal) part of the committed version, which
     /// gains `key_delta` keys, and `index` part of its time index. Leaves `staged` empty.
-    fn apply(&mut self, staged: &mut Staged, key_delta: i64, index: IndexChanges) -> Result<()>;
+    fn apply(
+        &mut self,
+        staged: &mut Staged,
+        key_delta: i64,
+        index: IndexChanges,
+        ix: &Indexing,
+    ) -> Result<()>;
     /// Every pair, in any order.
     fn pairs(&self) -> Vec<(&[u8], &[u8])>;
     /// The time index's entries in (time, key) order, until `each` returns false. An entry may
     /// be stale (its key gone, or at another time now): the caller checks.
     fn index_scan(&self, each: &mut dyn FnMut(i64, &[u8]) -> Result<bool>) -> Result<()>;
+    /// The pairs of the key group `prefix`, in key order.
+    fn group_scan(
+        &self,
+        prefix: &[u8],
+        groups: &KeyGroups,
+        each: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()>;
     /// Becomes the empty version 0.
     fn clear(&mut self) -> Result<()>;
-    /// Becomes `version` (>= 1) of the files `inner` manages, its pairs indexed by `times`.
-    fn reload(&mut self, inner: &Inner, version: u64, times: Option<&PairTimes>) -> Result<()>;
+    /// Becomes `version` (>= 1) of the files `inner` manages, its pairs indexed as `ix` says.
+    fn reload(&mut self, inner: &Inner, version: u64, ix: &Indexing) -> Result<()>;
     /// A version opens: what the last one read may be let go.
     fn open_version(&mut self) {}
     /// An error the store met where its contract has no room for one (a failed read of an
@@ -412,6 +425,13 @@ pub(super) trait Committed: Send {
     ) -> std::collections::BTreeMap<&'static str, u64> {
         Default::default()
     }
+}
+
+/// What a store keeps besides its pairs: a time index, key groups.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Indexing {
+    pub times: Option<PairTimes>,
+    pub groups: Option<KeyGroups>,
 }
 
 /// Changes to a committed version's time index: the removals first, then the inserts.
@@ -452,6 +472,8 @@ pub(super) struct InMemory {
     bytes: u64,
     index: std::collections::BTreeMap<i64, std::collections::HashSet<Box<[u8]>, Hasher>>,
     index_bytes: u64,
+    /// Each key group's keys, in order (with key groups).
+    groups: HashMap<Box<[u8]>, std::collections::BTreeSet<Box<[u8]>>, Hasher>,
 }
 
 impl InMemory {
@@ -459,6 +481,28 @@ impl InMemory {
         let len = key.len() as u64;
         if self.index.entry(time).or_default().insert(key) {
             self.index_bytes += len + INDEX_ENTRY_OVERHEAD;
+        }
+    }
+
+    fn group_insert(&mut self, groups: &KeyGroups, key: &[u8]) {
+        if let Some(g) = groups.group_of(key) {
+            self.index_bytes += key.len() as u64 + INDEX_ENTRY_OVERHEAD;
+            self.groups.entry(g.into()).or_default().insert(key.into());
+        }
+    }
+
+    fn group_remove(&mut self, groups: &KeyGroups, key: &[u8]) {
+        if let Some(g) = groups.group_of(key) {
+            if let Some(set) = self.groups.get_mut(g) {
+                if set.remove(key) {
+                    self.index_bytes = self
+                        .index_bytes
+                        .saturating_sub(key.len() as u64 + INDEX_ENTRY_OVERHEAD);
+                }
+                if set.is_empty() {
+                    self.groups.remove(g);
+                }
+            }
         }
     }
 
@@ -496,22 +540,37 @@ impl Committed for InMemory {
         self.bytes + self.index_bytes
     }
 
-    fn apply(&mut self, staged: &mut Staged, _key_delta: i64, index: IndexChanges) -> Result<()> {
+    fn apply(
+        &mut self,
+        staged: &mut Staged,
+        _key_delta: i64,
+        index: IndexChanges,
+        ix: &Indexing,
+    ) -> Result<()> {
         // Drained, not replaced: the staged map keeps its capacity for the next version.
         for (k, slot) in staged.drain() {
             match slot {
                 Some(v) => {
                     let (klen, vlen) = (k.len(), v.len());
+                    let group = ix.groups.as_ref().map(|g| (g, k.clone()));
                     match self.map.insert(k, v) {
                         Some(old) => {
                             self.bytes = self.bytes.saturating_sub(old.len() as u64) + vlen as u64;
                         }
-                        None => self.bytes += entry_size(klen, vlen),
+                        None => {
+                            self.bytes += entry_size(klen, vlen);
+                            if let Some((groups, k)) = group {
+                                self.group_insert(groups, &k);
+                            }
+                        }
                     }
                 }
                 None => {
                     if let Some(old) = self.map.remove(&k) {
                         self.bytes = self.bytes.saturating_sub(entry_size(k.len(), old.len()));
+                        if let Some(groups) = &ix.groups {
+                            self.group_remove(groups, &k);
+                        }
                     }
                 }
             }
@@ -542,12 +601,28 @@ impl Committed for InMemory {
         Ok(())
     }
 
+    fn group_scan(
+        &self,
+        prefix: &[u8],
+        _groups: &KeyGroups,
+        each: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        if let Some(keys) = self.groups.get(prefix) {
+            for k in keys {
+                if let Some(v) = self.map.get(k) {
+                    each(k, v);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn clear(&mut self) -> Result<()> {
         *self = Self::default();
         Ok(())
     }
 
-    fn reload(&mut self, inner: &Inner, version: u64, times: Option<&PairTimes>) -> Result<()> {
+    fn reload(&mut self, inner: &Inner, version: u64, ix: &Indexing) -> Result<()> {
         let mut entries = Vec::new();
         let mut bytes = 0u64;
         inner.load_pairs(version, |k, v| {
@@ -556,7 +631,12 @@ impl Committed for InMemory {
             Ok(())
         })?;
         *self = Self::default();
-        if let Some(times) = times {
+        if let Some(groups) = &ix.groups {
+            for (k, _) in &entries {
+                self.group_insert(groups, k);
+            }
+        }
+        if let Some(times) = &ix.times {
             for chunk in entries.chunks(INDEX_CHUNK) {
                 let (keys, values): (Vec<&[u8]>, Vec<&[u8]>) =
                     chunk.iter().map(|(k, v)| (&**k, &**v)).unzip();
@@ -698,6 +778,16 @@ impl DefaultStateStoreProvider {
         self
     }
 
+    /// Keeps the store's keys in the groups `groups` says, for [`StateStore::scan_group`]. As
+    /// [`Self::with_time_index`]: set before the store is used.
+    pub fn with_key_groups(mut self, groups: KeyGroups) -> Self {
+        self.store.groups = Some(groups);
+        if self.store.version != 0 {
+            self.store.broken = true;
+        }
+        self
+    }
+
     /// Waits until a background maintenance run (if one is running) has finished.
     pub fn wait_for_background_maintenance(&self) {
         self.inner.join_background();
@@ -714,7 +804,7 @@ impl StateStoreProvider for DefaultStateStoreProvider {
             } else {
                 self.store
                     .committed
-                    .reload(&self.inner, version, self.store.times.as_ref())?;
+                    .reload(&self.inner, version, &self.store.indexing())?;
             }
             self.store.version = version;
             self.store.broken = false;
@@ -752,6 +842,11 @@ struct MemStore {
     staged_key_delta: i64,
     /// The time index's times, when the store has one.
     times: Option<PairTimes>,
+    /// The key groups, when the store has them.
+    groups: Option<KeyGroups>,
+    /// The keys staged in this version, by key group (with key groups; a key may be listed
+    /// twice, and its staged slot decides).
+    staged_groups: HashMap<Box<[u8]>, Vec<Box<[u8]>>, Hasher>,
     /// Index entries the open version's scans met that the commit must remove: stale ones, and
     /// those of staged keys (see [`MemStore::index_changes`]).
     visited: Mutex<Vec<(i64, Box<[u8]>)>>,
@@ -773,6 +868,8 @@ impl MemStore {
             staged_bytes: 0,
             staged_key_delta: 0,
             times: None,
+            groups: None,
+            staged_groups: HashMap::default(),
             visited: Mutex::new(Vec::new()),
             num_updated: 0,
             num_removed: 0,
@@ -787,6 +884,23 @@ impl MemStore {
         self.committed.open_version();
         self.commit_time_ms = 0;
         self.delta_write_ms = 0;
+    }
+
+    fn indexing(&self) -> Indexing {
+        Indexing {
+            times: self.times.clone(),
+            groups: self.groups.clone(),
+        }
+    }
+
+    /// Lists a key newly staged under its group.
+    fn stage_in_group(&mut self, key: &[u8]) {
+        if let Some(g) = self.groups.as_ref().and_then(|g| g.group_of(key)) {
+            self.staged_groups
+                .entry(g.into())
+                .or_default()
+                .push(key.into());
+        }
     }
 
     fn time_index(&self) -> Result<&PairTimes> {
@@ -897,6 +1011,7 @@ impl MemStore {
             }
             None => {
                 self.staged.insert(key.into(), slot);
+                self.stage_in_group(key);
             }
         }
         self.staged_bytes += size;
@@ -936,6 +1051,7 @@ impl StateStore for MemStore {
                     self.staged_key_delta += 1;
                 }
                 self.staged.insert(key.into(), Some(value.into()));
+                self.stage_in_group(key);
             }
         }
         self.staged_bytes += size;
@@ -993,6 +1109,31 @@ impl StateStore for MemStore {
             }
         }
         out.sort_unstable_by(|a, b| (a.time, &a.key).cmp(&(b.time, &b.key)));
+        Ok(out)
+    }
+
+    fn scan_group(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let groups = self.groups.as_ref().ok_or_else(|| {
+            SluiceError::internal(format!(
+                "a scan of a key group of state {}, which keeps no key groups",
+                self.inner.describe()
+            ))
+        })?;
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        self.committed.group_scan(prefix, groups, &mut |k, v| {
+            if !self.staged.contains_key(k) {
+                out.push((k.to_vec(), v.to_vec()));
+            }
+        })?;
+        if let Some(keys) = self.staged_groups.get(prefix) {
+            for k in keys {
+                if let Some(Some(v)) = self.staged.get(k) {
+                    out.push((k.to_vec(), v.to_vec()));
+                }
+            }
+        }
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        out.dedup_by(|a, b| a.0 == b.0);
         Ok(out)
     }
 
@@ -1054,15 +1195,17 @@ impl StateStore for MemStore {
             self.broken = true;
             return Err(e.context(format!("committing state version {new_version}")));
         }
-        if let Err(e) = self
-            .committed
-            .apply(&mut self.staged, self.staged_key_delta, index)
+        let indexing = self.indexing();
+        if let Err(e) =
+            self.committed
+                .apply(&mut self.staged, self.staged_key_delta, index, &indexing)
         {
             self.broken = true;
             return Err(e.context(format!("committing state version {new_version}")));
         }
         self.staged_bytes = 0;
         self.staged_key_delta = 0;
+        self.staged_groups.clear();
         self.version = new_version;
         self.commit_time_ms = start.elapsed().as_millis() as u64;
         self.inner.maybe_start_background(true);
@@ -1071,6 +1214,7 @@ impl StateStore for MemStore {
 
     fn abort(&mut self) {
         lock(&self.visited).clear();
+        self.staged_groups.clear();
         self.staged.clear();
         self.staged_bytes = 0;
         self.staged_key_delta = 0;

@@ -1055,3 +1055,96 @@ fn the_on_disk_provider_reports_sparks_rocksdb_metrics_and_the_in_memory_one_non
     let s = p.get_store(2).unwrap();
     assert_eq!(s.metrics().custom_metrics["rocksdbGetCount"], 0);
 }
+
+/// Key groups for the tests: a key's group is its text up to and including `|`.
+fn test_groups() -> KeyGroups {
+    KeyGroups {
+        prefix_len: Arc::new(|k: &[u8]| k.iter().position(|b| *b == b'|').map(|i| i + 1)),
+    }
+}
+
+#[test]
+fn a_store_without_key_groups_refuses_a_group_scan() {
+    let root = tempfile::tempdir().unwrap();
+    let mut p = provider(root.path(), quiet_conf(10, 10));
+    let e = p.get_store(0).unwrap().scan_group(b"g|").unwrap_err();
+    assert!(e.to_string().contains("keeps no key groups"), "{e}");
+}
+
+/// Random batches, replays and restarts, with group scans checked against a model.
+#[test]
+fn random_group_scans_match_a_model() {
+    for seed in 1..=6u64 {
+        let root = tempfile::tempdir().unwrap();
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let conf = quiet_conf(1 + rng.below(4), 4);
+        let open = |conf: &StateStoreConf| {
+            provider(root.path(), conf.clone()).with_key_groups(test_groups())
+        };
+        let mut p = open(&conf);
+        let mut versions: Vec<BTreeMap<Vec<u8>, Vec<u8>>> = vec![BTreeMap::new()];
+        let group_of = |model: &BTreeMap<Vec<u8>, Vec<u8>>, g: &[u8]| -> Vec<(Vec<u8>, Vec<u8>)> {
+            model
+                .iter()
+                .filter(|(k, _)| test_groups().group_of(k) == Some(g))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        for step in 0..50 {
+            let latest = versions.len() as u64 - 1;
+            let base = if latest > 0 && rng.below(6) == 0 {
+                latest - 1
+            } else {
+                latest
+            };
+            let s = p.get_store(base).unwrap();
+            let mut model = versions[base as usize].clone();
+            for _ in 0..rng.below(12) {
+                // Groups `g1|` .. `g4|` and `g1` (a byte prefix of the others, in no group).
+                let key = match rng.below(9) {
+                    0 => format!("g{}", rng.below(3)).into_bytes(),
+                    _ => format!("g{}|{}", 1 + rng.below(4), rng.below(5)).into_bytes(),
+                };
+                if rng.below(3) == 0 {
+                    s.remove(&key);
+                    model.remove(&key);
+                } else {
+                    let value = format!("v{step}-{}", rng.below(100)).into_bytes();
+                    s.put(&key, &value);
+                    model.insert(key, value);
+                }
+                let g = format!("g{}|", 1 + rng.below(4)).into_bytes();
+                assert_eq!(
+                    s.scan_group(&g).unwrap(),
+                    group_of(&model, &g),
+                    "seed {seed} step {step}: group {}",
+                    String::from_utf8_lossy(&g)
+                );
+            }
+            if rng.below(6) == 0 {
+                s.abort();
+                continue;
+            }
+            let v = s.commit().unwrap();
+            versions.truncate(v as usize);
+            versions.push(model);
+            if rng.below(3) == 0 {
+                p.do_maintenance().unwrap();
+            }
+            if rng.below(7) == 0 {
+                drop(p);
+                p = open(&conf);
+            }
+        }
+        let latest = versions.len() as u64 - 1;
+        let s = p.get_store(latest).unwrap();
+        for g in 1..=4 {
+            let g = format!("g{g}|").into_bytes();
+            assert_eq!(
+                s.scan_group(&g).unwrap(),
+                group_of(&versions[latest as usize], &g),
+                "seed {seed}: final"
+            );
+        }
+    }
+}

@@ -235,6 +235,9 @@ mod crash {
         fn first_time(&self) -> Result<Option<i64>> {
             self.inner.first_time()
         }
+        fn scan_group(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            self.inner.scan_group(prefix)
+        }
         fn num_keys(&self) -> u64 {
             self.inner.num_keys()
         }
