@@ -17,15 +17,17 @@
 //! rows whose window `end <= watermark`, as a future row's window ends after its event time. A
 //! side without such a bound keeps its rows forever (allowed for inner joins, as in Spark).
 //!
-//! The state is read into memory once per run (`JoinIndex`: rows by join key, and by the time
-//! their bound is judged on); each batch then writes only what it changed to the state stores:
-//! the rows it added, the rows whose `matched` flag it set, and the rows it evicted.
+//! The state stays in the stores, on either provider: a batch reads the rows of each join key
+//! it sees (a key group of the store, `StateStore::scan_group`) and the rows its watermark
+//! expires (the stores' time index, `StateStore::scan_by_time`), never the whole state, and
+//! writes what it changed: the rows it added, the rows whose `matched` flag it set, and the
+//! rows it evicted.
 //!
-//! `bounds` finds the state bounds in the condition; `index` holds the state in memory.
+//! `bounds` finds the state bounds in the condition.
 
 mod bounds;
-mod index;
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
@@ -40,7 +42,6 @@ use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
 pub(crate) use self::bounds::check_stream_stream_join;
 use self::bounds::{join_state_bounds, term_times, with_equi_keys, StateBound};
-use self::index::JoinIndex;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::{event_time_column, window_end_micros};
 use super::stateful::{
@@ -49,10 +50,10 @@ use super::stateful::{
 };
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
-use crate::state::indexed::Versioned;
-use crate::state::layout::join::{JoinLayout, JoinSide};
+use crate::state::layout::join::{JoinLayout, JoinSide, JoinStateKey, JoinStateValue};
+use crate::state::layout::RowLayout;
 use crate::state::schema::{state_fields, StateSchema};
-use crate::state::StateStore;
+use crate::state::{KeyGroups, PairTimes, StateStore};
 use crate::types::{OperatorId, WatermarkMs};
 
 /// The stream-stream join operator.
@@ -80,24 +81,23 @@ pub(crate) struct StreamingJoin {
     left_bound: Option<StateBound>,
     right_bound: Option<StateBound>,
     partitions: usize,
-    /// Both sides' state in memory; read from the stores by the first batch of a run (and
-    /// again after a failed batch), with the state version it describes.
-    index: Versioned<JoinIndex>,
 }
 
-/// What a batch's new rows did: the slots they were added as, and the candidate pairs
-/// (left slot, right slot) they make with the state.
-struct Added {
-    slots: Vec<usize>,
-    pairs: Vec<(usize, usize)>,
+/// One stored row of either side, as a batch read or wrote it.
+struct StateRow {
+    /// The partition of its join key.
+    partition: usize,
+    /// Its state key ([`JoinStateKey`]).
+    key: Vec<u8>,
+    matched: bool,
+    /// The row, in the row layout of its side.
+    row: Box<[u8]>,
 }
 
-/// What eviction took out: how many rows, the state keys (with their partition) of the evicted
-/// rows the store holds, and each side's evicted rows that never matched (when that side is
-/// outer).
+/// What eviction took out: how many rows, and each side's evicted rows that never matched
+/// (when that side is outer).
 struct Evicted {
     removed: i64,
-    removals: Vec<(usize, Vec<u8>)>,
     unmatched: [Vec<Box<[u8]>>; 2],
 }
 
@@ -180,28 +180,14 @@ impl StreamingJoin {
             left_bound,
             right_bound,
             partitions: info.partitions,
-            index: Versioned::default(),
         })
     }
 
-    fn bound(&self, side: JoinSide) -> Option<StateBound> {
-        match side {
-            JoinSide::Left => self.left_bound,
-            JoinSide::Right => self.right_bound,
-        }
-    }
-
-    /// The times a side's state bound judges, per row of its batch (empty without a bound).
-    fn bound_times(&self, side: JoinSide, batch: &RecordBatch) -> Result<Vec<Option<i64>>> {
-        match self.bound(side) {
-            Some(b) => term_times(b.term, batch.column(b.term.column)),
-            None => Ok(Vec::new()),
-        }
-    }
-
-    /// Runs one batch: new rows join the state, matched pairs are emitted, rows behind the
-    /// state bounds are evicted (unmatched rows of an outer side emitted with nulls), and only
-    /// what changed is written to the stores.
+    /// Runs one batch on the stores: the new left rows are stored and join the right rows in
+    /// state, then the new right rows are stored and join the left rows in state (the new ones
+    /// included), so every pair is found once; each lookup reads one join key's rows (a key
+    /// group of the store). Then the rows behind the state bounds are evicted through the
+    /// stores' time index (unmatched rows of an outer side emitted with nulls).
     fn run(
         &mut self,
         stores: &mut PartitionedStores<'_>,
@@ -210,22 +196,18 @@ impl StreamingJoin {
         late_us: i64,
         evict_us: i64,
     ) -> Result<OperatorOutput> {
-        let version = stores.version();
-        if !self.index.begin(version) {
-            *self.index.get_mut() = index::build(
-                stores.all(),
-                [self.left_bound, self.right_bound],
-                &self.layout,
-                &self.location,
-            )?;
-        }
         let mut dropped = 0i64;
         let left = self.drop_late(left, self.left_event_time, late_us, &mut dropped)?;
         let right = self.drop_late(right, self.right_event_time, late_us, &mut dropped)?;
-        let added = self.add_rows(&left, &right)?;
-        let (mut outputs, changed) = self.match_pairs(&added.pairs)?;
-        let evicted = self.evict(evict_us);
-        self.persist(stores.all_mut(), &evicted.removals, &added.slots, &changed);
+        // Sequence numbers: the batch's in the high half, its rows' in the low one, so a
+        // replayed batch writes the same keys. (State written before this scheme counted from
+        // 0, below every batch's range.)
+        let mut seq = (stores.version() + 1) << 32;
+        let mut outputs = Vec::new();
+        for (side, batch) in [(JoinSide::Left, &left), (JoinSide::Right, &right)] {
+            self.join_pass(stores, side, batch, &mut seq, &mut outputs)?;
+        }
+        let evicted = self.evict(stores.all_mut(), evict_us)?;
         for side in JoinSide::BOTH {
             let rows = &evicted.unmatched[side.index()];
             if !rows.is_empty() {
@@ -237,11 +219,10 @@ impl StreamingJoin {
         } else {
             concat_batches(&self.output_schema, &outputs)?
         };
-        self.index.finish(version + 1);
         Ok(OperatorOutput {
             rows: rows.into(),
             progress: StateOperatorProgress {
-                num_rows_updated: added.slots.len() as i64,
+                num_rows_updated: (left.num_rows() + right.num_rows()) as i64,
                 num_rows_removed: evicted.removed,
                 num_rows_dropped_by_watermark: dropped,
                 ..Default::default()
@@ -249,80 +230,102 @@ impl StreamingJoin {
         })
     }
 
-    /// Adds the batch's rows to the index: new left rows join the right state, then new right
-    /// rows join the left state (new left rows included), so every pair is found once.
-    fn add_rows(&mut self, left: &RecordBatch, right: &RecordBatch) -> Result<Added> {
-        let (lkeys, lvalid) = self.keys(left, &self.left_keys)?;
-        let (rkeys, rvalid) = self.keys(right, &self.right_keys)?;
-        let lrows = self.layout.side(JoinSide::Left).encode(left.columns())?;
-        let rrows = self.layout.side(JoinSide::Right).encode(right.columns())?;
-        let ltimes = self.bound_times(JoinSide::Left, left)?;
-        let rtimes = self.bound_times(JoinSide::Right, right)?;
-        let index = self.index.get_mut();
-        // Rows this batch adds (to put), candidate pairs as (left slot, right slot).
-        let mut added = Added {
-            slots: Vec::with_capacity(left.num_rows() + right.num_rows()),
-            pairs: Vec::new(),
+    /// One side's new rows: stores them, then pairs them with the other side's rows of the
+    /// same join key in state, keeps the pairs the condition accepts and marks both rows
+    /// matched (stored again, once).
+    fn join_pass(
+        &self,
+        stores: &mut PartitionedStores<'_>,
+        side: JoinSide,
+        batch: &RecordBatch,
+        seq: &mut u64,
+        outputs: &mut Vec<RecordBatch>,
+    ) -> Result<()> {
+        let exprs = match side {
+            JoinSide::Left => &self.left_keys,
+            JoinSide::Right => &self.right_keys,
         };
-        for (side, keys, valid, rows, times) in [
-            (JoinSide::Left, &lkeys, &lvalid, &lrows, &ltimes),
-            (JoinSide::Right, &rkeys, &rvalid, &rrows, &rtimes),
-        ] {
-            let other = match side {
-                JoinSide::Left => JoinSide::Right,
-                JoinSide::Right => JoinSide::Left,
-            };
-            for (i, &valid) in valid.iter().enumerate() {
-                let key = if valid { keys.row(i).data() } else { &[] };
-                let id = index.insert(
-                    side,
-                    key,
-                    index.next_seq,
-                    rows.row(i).data().into(),
-                    false,
-                    false,
-                    times.get(i).copied().flatten(),
-                );
-                index.next_seq += 1;
-                added.slots.push(id);
-                if valid {
-                    if let Some(others) = index.sides[other.index()].by_key.get(key) {
-                        if side == JoinSide::Left {
-                            added.pairs.extend(others.iter().map(|&o| (id, o)));
-                        } else {
-                            added.pairs.extend(others.iter().map(|&o| (o, id)));
-                        }
-                    }
-                }
+        let (keys, valid) = self.keys(batch, exprs)?;
+        let rows = self.layout.side(side).encode(batch.columns())?;
+        let other = side.other();
+        // The new rows as stored, and the rows of each valid join key.
+        let mut new_rows: Vec<StateRow> = Vec::with_capacity(batch.num_rows());
+        let mut by_key: HashMap<&[u8], Vec<usize>, foldhash::fast::RandomState> =
+            HashMap::default();
+        let mut value = Vec::new();
+        for i in 0..batch.num_rows() {
+            let key: &[u8] = if valid[i] { keys.row(i).data() } else { &[] };
+            let state_key = JoinStateKey {
+                side,
+                key,
+                seq: *seq,
+            }
+            .encode();
+            *seq += 1;
+            let row = rows.row(i).data();
+            JoinStateValue {
+                matched: false,
+                row,
+            }
+            .encode_into(&mut value);
+            let p = partition_of(key, self.partitions);
+            stores[p].put(&state_key, &value);
+            if valid[i] {
+                by_key.entry(key).or_default().push(i);
+            }
+            new_rows.push(StateRow {
+                partition: p,
+                key: state_key,
+                matched: false,
+                row: row.into(),
+            });
+        }
+        // Candidate pairs: (new row, stored row of the other side), key by key.
+        let mut stored: Vec<StateRow> = Vec::new();
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        for (key, news) in &by_key {
+            let p = partition_of(key, self.partitions);
+            let group = JoinStateKey {
+                side: other,
+                key,
+                seq: 0,
+            }
+            .encode();
+            let group = &group[..group.len() - 8];
+            for (k, v) in stores[p].scan_group(group)? {
+                let value = JoinStateValue::decode(&v).map_err(|e| {
+                    self.location
+                        .corrupt(Some(p), "a stream-stream join state value", e)
+                })?;
+                let o = stored.len();
+                stored.push(StateRow {
+                    partition: p,
+                    matched: value.matched,
+                    row: value.row.into(),
+                    key: k,
+                });
+                pairs.extend(news.iter().map(|n| (*n, o)));
             }
         }
-        Ok(added)
-    }
-
-    /// Keeps the candidate pairs the condition accepts and marks both rows matched. Returns the
-    /// output rows and the stored rows whose matched flag this batch set (to put again).
-    fn match_pairs(&mut self, pairs: &[(usize, usize)]) -> Result<(Vec<RecordBatch>, Vec<usize>)> {
-        let mut outputs: Vec<RecordBatch> = Vec::new();
-        let mut changed: Vec<usize> = Vec::new();
         if pairs.is_empty() {
-            return Ok((outputs, changed));
+            return Ok(());
         }
+        // (left row, right row) of each pair.
+        let (lrows, rrows): (Vec<&StateRow>, Vec<&StateRow>) = pairs
+            .iter()
+            .map(|(n, o)| match side {
+                JoinSide::Left => (&new_rows[*n], &stored[*o]),
+                JoinSide::Right => (&stored[*o], &new_rows[*n]),
+            })
+            .unzip();
         let joined = {
-            let view: &JoinIndex = self.index.get();
-            let lbytes: Vec<&[u8]> = pairs
-                .iter()
-                .map(|(l, _)| view.slot(*l).map(|s| &*s.row))
-                .collect::<Result<_>>()?;
-            let rbytes: Vec<&[u8]> = pairs
-                .iter()
-                .map(|(_, r)| view.slot(*r).map(|s| &*s.row))
-                .collect::<Result<_>>()?;
+            let lbytes: Vec<&[u8]> = lrows.iter().map(|r| &*r.row).collect();
+            let rbytes: Vec<&[u8]> = rrows.iter().map(|r| &*r.row).collect();
             let mut cols = self.decode_rows(JoinSide::Left, &lbytes)?;
             cols.extend(self.decode_rows(JoinSide::Right, &rbytes)?);
             RecordBatch::try_new(self.pair_schema.clone(), cols)?
         };
-        let index = self.index.get_mut();
-        let idx: Vec<u32> = match &self.filter {
+        let accepted: Vec<u32> = match &self.filter {
             Some(f) => {
                 let v = f.evaluate(&joined)?.into_array(joined.num_rows())?;
                 let b = v
@@ -336,21 +339,23 @@ impl StreamingJoin {
             }
             None => (0..joined.num_rows() as u32).collect(),
         };
+        // Rows matched for the first time, stored again once; a left semi join emits a left
+        // row on its first match only.
         let semi = self.join_type == JoinType::LeftSemi;
+        let mut first: HashSet<&[u8], foldhash::fast::RandomState> = HashSet::default();
         let mut first_matches: Vec<u32> = Vec::new();
-        for i in &idx {
-            let (l, r) = pairs[*i as usize];
-            for (side, id) in [(JoinSide::Left, l), (JoinSide::Right, r)] {
-                let slot = index.slot_mut(id)?;
-                if !slot.matched {
-                    // Left semi: a left row is emitted once, on its first match.
-                    if semi && side == JoinSide::Left {
+        for i in &accepted {
+            for (row, is_left) in [(lrows[*i as usize], true), (rrows[*i as usize], false)] {
+                if !row.matched && first.insert(&row.key) {
+                    if semi && is_left {
                         first_matches.push(*i);
                     }
-                    slot.matched = true;
-                    if slot.persisted {
-                        changed.push(id);
+                    JoinStateValue {
+                        matched: true,
+                        row: &row.row,
                     }
+                    .encode_into(&mut value);
+                    stores[row.partition].put(&row.key, &value);
                 }
             }
         }
@@ -361,74 +366,52 @@ impl StreamingJoin {
                 &left_only,
                 &UInt32Array::from(first_matches),
             )?);
-        } else if idx.len() == joined.num_rows() {
+        } else if accepted.len() == joined.num_rows() {
             outputs.push(joined);
         } else {
             outputs.push(arrow::compute::take_record_batch(
                 &joined,
-                &UInt32Array::from(idx),
+                &UInt32Array::from(accepted),
             )?);
         }
-        Ok((outputs, changed))
+        Ok(())
     }
 
-    /// Evicts behind the state bounds (only the expired range of each side's time index);
-    /// unmatched rows of an outer side are kept to be emitted now.
-    fn evict(&mut self, evict_us: i64) -> Evicted {
-        let emit_left = matches!(self.join_type, JoinType::Left | JoinType::Full);
-        let emit_right = matches!(self.join_type, JoinType::Right | JoinType::Full);
+    /// Evicts the rows behind the state bounds through each store's time index (a range scan:
+    /// only the expired rows are read); unmatched rows of an outer side are kept to be emitted
+    /// now.
+    fn evict(&self, stores: &mut [&mut dyn StateStore], evict_us: i64) -> Result<Evicted> {
+        let emit = [
+            matches!(self.join_type, JoinType::Left | JoinType::Full),
+            matches!(self.join_type, JoinType::Right | JoinType::Full),
+        ];
         let mut out = Evicted {
             removed: 0,
-            removals: Vec::new(),
             unmatched: [Vec::new(), Vec::new()],
         };
-        let index = self.index.get_mut();
-        for (side, bound, emit) in [
-            (JoinSide::Left, self.left_bound, emit_left),
-            (JoinSide::Right, self.right_bound, emit_right),
-        ] {
-            let Some(b) = bound else { continue };
-            let threshold = evict_us.saturating_add(b.offset);
-            for slot in index.evict(side, threshold, b.inclusive) {
+        if self.left_bound.is_none() && self.right_bound.is_none() {
+            return Ok(out);
+        }
+        for (p, store) in stores.iter_mut().enumerate() {
+            // Times are stored relative to each side's bound: a row is behind it when its
+            // time is before the eviction watermark.
+            for pair in store.scan_by_time(evict_us, false)? {
+                let key = JoinStateKey::decode(&pair.key).map_err(|e| {
+                    self.location
+                        .corrupt(Some(p), "a stream-stream join state key", e)
+                })?;
+                let value = JoinStateValue::decode(&pair.value).map_err(|e| {
+                    self.location
+                        .corrupt(Some(p), "a stream-stream join state value", e)
+                })?;
                 out.removed += 1;
-                if slot.persisted {
-                    out.removals.push((
-                        partition_of(&slot.key, self.partitions),
-                        slot.state_key().encode(),
-                    ));
+                if emit[key.side.index()] && !value.matched {
+                    out.unmatched[key.side.index()].push(value.row.into());
                 }
-                if emit && !slot.matched {
-                    out.unmatched[side.index()].push(slot.row);
-                }
+                store.remove(&pair.key);
             }
         }
-        out
-    }
-
-    /// Persists this batch's changes only: evicted rows go, added rows and rows that matched
-    /// for the first time are (re)written.
-    fn persist(
-        &mut self,
-        stores: &mut [&mut dyn StateStore],
-        removals: &[(usize, Vec<u8>)],
-        added: &[usize],
-        changed: &[usize],
-    ) {
-        for (p, k) in removals {
-            stores[*p].remove(k);
-        }
-        let index = self.index.get_mut();
-        let (mut k, mut v) = (Vec::new(), Vec::new());
-        for &id in added.iter().chain(changed) {
-            // Rows added and evicted in this batch are gone already: nothing to write.
-            let Some(slot) = index.slots.get_mut(id).and_then(|s| s.as_mut()) else {
-                continue;
-            };
-            slot.state_key().encode_into(&mut k);
-            slot.state_value().encode_into(&mut v);
-            stores[partition_of(&slot.key, self.partitions)].put(&k, &v);
-            slot.persisted = true;
-        }
+        Ok(out)
     }
 
     fn drop_late(
@@ -517,6 +500,72 @@ impl StatefulOperator for StreamingJoin {
         "symmetricHashJoin"
     }
 
+    /// Rows by the time their side's state bound judges, relative to the bound (the bound's
+    /// time minus its offset, one less when the bound is inclusive), so one scan up to the
+    /// eviction watermark finds both sides' expired rows.
+    fn state_times(&self) -> Result<Option<PairTimes>> {
+        if self.left_bound.is_none() && self.right_bound.is_none() {
+            return Ok(None);
+        }
+        let types = |s: &SchemaRef| -> Vec<_> {
+            s.fields().iter().map(|f| f.data_type().clone()).collect()
+        };
+        let sides = [
+            RowLayout::new(&types(&self.left_schema))?,
+            RowLayout::new(&types(&self.right_schema))?,
+        ];
+        let bounds = [self.left_bound, self.right_bound];
+        let location = self.location.clone();
+        Ok(Some(PairTimes {
+            times: Arc::new(move |p, keys: &[&[u8]], values: &[&[u8]]| {
+                let mut out = vec![None; keys.len()];
+                for side in JoinSide::BOTH {
+                    let Some(b) = bounds[side.index()] else {
+                        continue;
+                    };
+                    let mut at = Vec::new();
+                    let mut rows = Vec::new();
+                    for (i, (k, v)) in keys.iter().zip(values).enumerate() {
+                        let key = JoinStateKey::decode(k).map_err(|e| {
+                            location.corrupt(Some(p), "a stream-stream join state key", e)
+                        })?;
+                        if key.side == side {
+                            let value = JoinStateValue::decode(v).map_err(|e| {
+                                location.corrupt(Some(p), "a stream-stream join state value", e)
+                            })?;
+                            at.push(i);
+                            rows.push(value.row);
+                        }
+                    }
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    let cols = sides[side.index()]
+                        .decode_trusted(&rows)
+                        .map_err(|e| location.corrupt(Some(p), "a stream-stream join row", e))?;
+                    let col = cols
+                        .get(b.term.column)
+                        .ok_or_else(|| SluiceError::internal("join state bound column"))?;
+                    let shift = b.offset.saturating_add(i64::from(b.inclusive));
+                    for (i, t) in at.into_iter().zip(term_times(b.term, col)?) {
+                        out[i] = t.map(|t| t.saturating_sub(shift));
+                    }
+                }
+                Ok(out)
+            }),
+            from_key: false,
+        }))
+    }
+
+    /// A join key's rows of one side are a group: the side and join key before the sequence.
+    fn state_key_groups(&self) -> Option<KeyGroups> {
+        Some(KeyGroups {
+            prefix_len: Arc::new(|k: &[u8]| {
+                JoinStateKey::decode(k).ok().map(|key| 5 + key.key.len())
+            }),
+        })
+    }
+
     fn state_schema(&self) -> StateSchema {
         let fields = |s: &SchemaRef| s.fields().iter().cloned().collect::<Vec<_>>();
         let mut value = fields(&self.left_schema);
@@ -531,8 +580,7 @@ impl StatefulOperator for StreamingJoin {
         schema
     }
 
-    /// Every input row joins the in-memory index (the state) before it is matched, so the
-    /// inputs are taken whole: chunks would not lower the peak.
+    /// The inputs are taken whole: all left rows join the state before any right row does.
     fn process(
         &mut self,
         mut inputs: Vec<StageInput>,

@@ -31,7 +31,7 @@ use arrow::datatypes::SchemaRef;
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
 use crate::state::schema::{check_state_schema, StateSchema};
-use crate::state::{DefaultStateStoreProvider, PairTimes};
+use crate::state::{DefaultStateStoreProvider, KeyGroups, PairTimes};
 use crate::types::WatermarkMs;
 
 pub(crate) use context::{BatchContext, StateInfo};
@@ -136,6 +136,14 @@ pub(crate) trait StatefulOperator: Send {
         Ok(None)
     }
 
+    /// How the operator's state keys group (a join key's rows), when they do: its stores then
+    /// read a group alone ([`StateStore::scan_group`]). The default keeps none.
+    ///
+    /// [`StateStore::scan_group`]: crate::state::StateStore::scan_group
+    fn state_key_groups(&self) -> Option<KeyGroups> {
+        None
+    }
+
     /// Runs one batch: `inputs` holds the rows of each input (one entry per child of the
     /// operator, read as its plan runs), `stores` every partition's store at the batch's
     /// version, `ctx` the batch.
@@ -206,7 +214,11 @@ impl OperatorRunner {
             info.allow_key_rename,
         )?;
         Ok(Self {
-            providers: stores::open_stores(info, operator.state_times()?)?,
+            providers: stores::open_stores(
+                info,
+                operator.state_times()?,
+                operator.state_key_groups(),
+            )?,
             operator,
             info: info.clone(),
         })

@@ -6,7 +6,7 @@ use std::ops::{Index, IndexMut};
 
 use crate::error::{Result, SluiceError};
 use crate::state::{
-    DefaultStateStoreProvider, PairTimes, StateStore, StateStoreId, StateStoreMetrics,
+    DefaultStateStoreProvider, KeyGroups, PairTimes, StateStore, StateStoreId, StateStoreMetrics,
     StateStoreProvider,
 };
 use crate::testing::TestHooks;
@@ -64,10 +64,11 @@ where
 }
 
 /// Opens one store provider per partition under `state/<op>/<p>/`, each with a time index by
-/// `times` when given.
+/// `times` and key groups by `groups` when given.
 pub(crate) fn open_stores(
     info: &StateInfo,
     times: Option<PairTimes>,
+    groups: Option<KeyGroups>,
 ) -> Result<Vec<DefaultStateStoreProvider>> {
     (0..info.partitions)
         .map(|p| {
@@ -79,8 +80,12 @@ pub(crate) fn open_stores(
                 },
                 info.store_conf.clone(),
             )?;
-            Ok(match &times {
+            let provider = match &times {
                 Some(t) => provider.with_time_index(t.clone()),
+                None => provider,
+            };
+            Ok(match &groups {
+                Some(g) => provider.with_key_groups(g.clone()),
                 None => provider,
             })
         })
@@ -116,11 +121,6 @@ impl<'a> PartitionedStores<'a> {
     /// The partition `key` belongs to.
     pub(crate) fn partition_of(&self, key: &[u8]) -> usize {
         partition_of(key, self.stores.len())
-    }
-
-    /// Every partition's store, in partition order.
-    pub(crate) fn all(&self) -> &[&'a mut dyn StateStore] {
-        &self.stores
     }
 
     /// Every partition's store, in partition order, to update (e.g. on
@@ -296,7 +296,7 @@ mod tests {
     fn every_partition_commits_its_own_version() {
         let tmp = tempfile::tempdir().unwrap();
         let info = info(tmp.path(), TestHooks::default());
-        let mut providers = open_stores(&info, None).unwrap();
+        let mut providers = open_stores(&info, None, None).unwrap();
         {
             let mut stores = PartitionedStores::open(&mut providers, 0).unwrap();
             for k in [b"a", b"b", b"c", b"d"] {
@@ -319,11 +319,11 @@ mod tests {
             .unwrap();
         let hooks = TestHooks::from_session(&session);
         let info = info(tmp.path(), hooks);
-        let mut providers = open_stores(&info, None).unwrap();
+        let mut providers = open_stores(&info, None, None).unwrap();
         // Batch 3 reads version 0 and commits 1; batch 4 reads 1 and must crash committing 2.
         for (batch, version) in [(3, 0), (4, 1)] {
             let mut stores = PartitionedStores::open(&mut providers, version).unwrap();
-            for p in 0..stores.all().len() {
+            for p in 0..stores.all_mut().len() {
                 stores[p].put(b"k", b"v");
             }
             let result = stores.commit(&info.hooks, BatchId(batch));

@@ -42,6 +42,14 @@ impl JoinSide {
         }
     }
 
+    /// The other side.
+    pub(crate) fn other(self) -> Self {
+        match self {
+            JoinSide::Left => JoinSide::Right,
+            JoinSide::Right => JoinSide::Left,
+        }
+    }
+
     /// 0 for left, 1 for right (for per-side arrays).
     pub(crate) fn index(self) -> usize {
         self.as_u8() as usize
