@@ -30,6 +30,10 @@ type Hasher = foldhash::fast::RandomState;
 type Map = HashMap<Box<[u8]>, Box<[u8]>, Hasher>;
 /// Staged changes: `Some(value)` = put, `None` = removal of a committed key.
 pub(super) type Staged = HashMap<Box<[u8]>, Option<Box<[u8]>>, Hasher>;
+/// Key groups: each group prefix with its keys (sorted in memory, listed as staged).
+type Groups<K> = HashMap<Box<[u8]>, K, Hasher>;
+/// A staged put with its time: (time, key, value).
+type TimedRef<'a> = (i64, &'a [u8], &'a [u8]);
 type Reader = StateFileReader<BufReader<crate::storage::ReadFile>>;
 
 fn entry_size(key_len: usize, value_len: usize) -> u64 {
@@ -473,7 +477,7 @@ pub(super) struct InMemory {
     index: std::collections::BTreeMap<i64, std::collections::HashSet<Box<[u8]>, Hasher>>,
     index_bytes: u64,
     /// Each key group's keys, in order (with key groups).
-    groups: HashMap<Box<[u8]>, std::collections::BTreeSet<Box<[u8]>>, Hasher>,
+    groups: Groups<std::collections::BTreeSet<Box<[u8]>>>,
 }
 
 impl InMemory {
@@ -846,7 +850,7 @@ struct MemStore {
     groups: Option<KeyGroups>,
     /// The keys staged in this version, by key group (with key groups; a key may be listed
     /// twice, and its staged slot decides).
-    staged_groups: HashMap<Box<[u8]>, Vec<Box<[u8]>>, Hasher>,
+    staged_groups: Groups<Vec<Box<[u8]>>>,
     /// Index entries the open version's scans met that the commit must remove: stale ones, and
     /// those of staged keys (see [`MemStore::index_changes`]).
     visited: Mutex<Vec<(i64, Box<[u8]>)>>,
@@ -913,7 +917,7 @@ impl MemStore {
     }
 
     /// This version's staged puts that have a time, with it.
-    fn staged_times(&self, times: &PairTimes) -> Result<Vec<(i64, &[u8], &[u8])>> {
+    fn staged_times(&self, times: &PairTimes) -> Result<Vec<TimedRef<'_>>> {
         let (keys, values): (Vec<&[u8]>, Vec<&[u8]>) = self
             .staged
             .iter()
@@ -945,7 +949,7 @@ impl MemStore {
         &self,
         times: &PairTimes,
         due: &dyn Fn(i64) -> bool,
-        found: &mut dyn FnMut(i64, &[u8], &[u8]) -> bool,
+        found: &mut dyn FnMut(TimedRef<'_>) -> bool,
     ) -> Result<()> {
         let mut visited = lock(&self.visited);
         self.committed.index_scan(&mut |t, k| {
@@ -963,7 +967,7 @@ impl MemStore {
                 None => None,
             };
             Ok(match live {
-                Some(v) => found(t, k, v),
+                Some(v) => found((t, k, v)),
                 None => {
                     visited.push((t, k.into()));
                     true
@@ -1091,7 +1095,7 @@ impl StateStore for MemStore {
         let times = self.time_index()?;
         let due = |t: i64| if inclusive { t <= time } else { t < time };
         let mut out = Vec::new();
-        self.scan_committed(times, &due, &mut |t, k, v| {
+        self.scan_committed(times, &due, &mut |(t, k, v)| {
             out.push(TimedPair {
                 time: t,
                 key: k.to_vec(),
@@ -1140,7 +1144,7 @@ impl StateStore for MemStore {
     fn first_time(&self) -> Result<Option<i64>> {
         let times = self.time_index()?;
         let mut first: Option<i64> = None;
-        self.scan_committed(times, &|_| true, &mut |t, _, _| {
+        self.scan_committed(times, &|_| true, &mut |(t, _, _)| {
             first = Some(t);
             false
         })?;

@@ -253,8 +253,8 @@ impl StreamingJoin {
         let mut by_key: HashMap<&[u8], Vec<usize>, foldhash::fast::RandomState> =
             HashMap::default();
         let mut value = Vec::new();
-        for i in 0..batch.num_rows() {
-            let key: &[u8] = if valid[i] { keys.row(i).data() } else { &[] };
+        for (i, &valid) in valid.iter().enumerate() {
+            let key: &[u8] = if valid { keys.row(i).data() } else { &[] };
             let state_key = JoinStateKey {
                 side,
                 key,
@@ -270,7 +270,7 @@ impl StreamingJoin {
             .encode_into(&mut value);
             let p = partition_of(key, self.partitions);
             stores[p].put(&state_key, &value);
-            if valid[i] {
+            if valid {
                 by_key.entry(key).or_default().push(i);
             }
             new_rows.push(StateRow {
