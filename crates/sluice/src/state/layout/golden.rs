@@ -100,23 +100,24 @@ pub(crate) const GROUP_STATE: Golden = Golden {
 
 /// `i JOIN c ON i.ad = c.ad AND c.ct >= i.it AND c.ct <= i.it + INTERVAL 10 MINUTES` (5 minutes
 /// watermarks) over impressions (a, 10:00, 1), (b, 10:01, 2) and the click (a, 10:03, 2.5) on
-/// 2026-11-03.
+/// 2026-11-03. Sequence numbers are `(batch + 1) << 32 | row` (batch 0: `00000001 000000nn`);
+/// state written before counted from 0, and still loads.
 pub(crate) const JOIN: Golden = Golden {
     schema: r#"{"operator":"0 (symmetricHashJoin Inner)","keySchema":[{"name":"i.ad","type":"STRING","nullable":true,"arrowType":"Utf8"}],"valueSchema":[{"name":"ad","type":"STRING","nullable":true,"arrowType":"Utf8"},{"name":"it","type":"TIMESTAMP","nullable":true,"arrowType":"Timestamp(µs)"},{"name":"n","type":"INT","nullable":true,"arrowType":"Int32"},{"name":"ad","type":"STRING","nullable":true,"arrowType":"Utf8"},{"name":"ct","type":"TIMESTAMP","nullable":true,"arrowType":"Timestamp(µs)"},{"name":"price","type":"DOUBLE","nullable":true,"arrowType":"Float64"}],"leftFields":3}"#,
     pairs: &[
         (
             0,
-            "000a000000026200000000000000010000000000000001",
+            "000a000000026200000000000000010000000100000001",
             "00026200000000000000010180065f5c56e8ef000180000002",
         ),
         (
             1,
-            "000a000000026100000000000000010000000000000000",
+            "000a000000026100000000000000010000000100000000",
             "01026100000000000000010180065f5c535568000180000001",
         ),
         (
             1,
-            "010a000000026100000000000000010000000000000002",
+            "010a000000026100000000000000010000000100000002",
             "01026100000000000000010180065f5c5e0ffd0001c004000000000000",
         ),
     ],

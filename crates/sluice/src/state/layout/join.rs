@@ -213,9 +213,9 @@ mod tests {
         )
         .unwrap();
         let expected = [
-            (JoinSide::Left, "b", 1, false),
-            (JoinSide::Left, "a", 0, true),
-            (JoinSide::Right, "a", 2, true),
+            (JoinSide::Left, "b", 1 << 32 | 1, false),
+            (JoinSide::Left, "a", 1 << 32, true),
+            (JoinSide::Right, "a", 1 << 32 | 2, true),
         ];
         let mut rows: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
         assert_eq!(JOIN.pairs.len(), expected.len());
