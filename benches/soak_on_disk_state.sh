@@ -99,7 +99,7 @@ EOF
       sleep 1
       ticks=$((ticks + 1))
       local hwm
-      hwm=$(awk '/VmHWM/ {print $2 * 1024}' "/proc/$pid/status" 2>/dev/null || echo 0)
+      hwm=$(awk '/VmHWM/ {printf "%d", $2 * 1024}' "/proc/$pid/status" 2>/dev/null || echo 0)
       [ "${hwm:-0}" -gt "$peak_rss" ] && peak_rss=$hwm
       if [ $((ticks % 15)) -eq 0 ] && [ -d "$TMPDIR/sluice-state-$pid" ]; then
         local c
