@@ -923,6 +923,51 @@ fn a_scan_by_time_reads_the_range_in_time_then_key_order_staged_changes_included
     );
 }
 
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// 50 random batches on the provider `open` gives (mostly the next version, sometimes a replay
+/// of the one before, sometimes aborted; maintenance and restarts in between): `batch` changes
+/// each version's store and its model alike, checking what it likes. Returns the store at the
+/// last version and its model.
+fn random_history(
+    seed: u64,
+    open: impl Fn(&StateStoreConf) -> DefaultStateStoreProvider,
+    mut batch: impl FnMut(&mut Rng, u64, &mut dyn StateStore, &mut Model),
+    last: impl FnOnce(&mut dyn StateStore, &Model),
+) {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let conf = quiet_conf(1 + rng.below(4), 4);
+    let mut p = open(&conf);
+    let mut versions: Vec<Model> = vec![BTreeMap::new()];
+    for step in 0..50 {
+        let latest = versions.len() as u64 - 1;
+        let base = if latest > 0 && rng.below(6) == 0 {
+            latest - 1
+        } else {
+            latest
+        };
+        let s = p.get_store(base).unwrap();
+        let mut model = versions[base as usize].clone();
+        batch(&mut rng, step, s, &mut model);
+        if rng.below(6) == 0 {
+            s.abort();
+            continue;
+        }
+        let v = s.commit().unwrap();
+        versions.truncate(v as usize);
+        versions.push(model);
+        if rng.below(3) == 0 {
+            p.do_maintenance().unwrap();
+        }
+        if rng.below(7) == 0 {
+            drop(p);
+            p = open(&conf);
+        }
+    }
+    let latest = versions.len() as u64 - 1;
+    last(p.get_store(latest).unwrap(), &versions[latest as usize]);
+}
+
 /// Random batches, replays and restarts, with scans by time checked against a model, for
 /// times read from values and from keys.
 #[test]
@@ -930,92 +975,143 @@ fn random_scans_by_time_match_a_model() {
     for from_key in [false, true] {
         for seed in 1..=6u64 {
             let root = tempfile::tempdir().unwrap();
-            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-            let conf = quiet_conf(1 + rng.below(4), 4);
             let open = |conf: &StateStoreConf| {
                 provider(root.path(), conf.clone()).with_time_index(test_times(from_key))
             };
-            let mut p = open(&conf);
-            let mut versions: Vec<BTreeMap<Vec<u8>, Vec<u8>>> = vec![BTreeMap::new()];
-            for step in 0..50 {
-                let latest = versions.len() as u64 - 1;
-                let base = if latest > 0 && rng.below(6) == 0 {
-                    latest - 1
-                } else {
-                    latest
-                };
-                let s = p.get_store(base).unwrap();
-                let mut model = versions[base as usize].clone();
-                for _ in 0..rng.below(12) {
-                    let t = rng.below(30) as i64;
-                    let key = if from_key {
-                        format!("k{t}-{}", rng.below(4)).into_bytes()
-                    } else {
-                        format!("key{}", rng.below(25)).into_bytes()
-                    };
-                    match rng.below(5) {
-                        0 => {
-                            s.remove(&key);
-                            model.remove(&key);
+            let at = |step: u64| format!("from_key {from_key} seed {seed} step {step}");
+            random_history(
+                seed,
+                open,
+                |rng, step, s, model| {
+                    for _ in 0..rng.below(12) {
+                        let t = rng.below(30) as i64;
+                        let key = if from_key {
+                            format!("k{t}-{}", rng.below(4)).into_bytes()
+                        } else {
+                            format!("key{}", rng.below(25)).into_bytes()
+                        };
+                        match rng.below(5) {
+                            0 => {
+                                s.remove(&key);
+                                model.remove(&key);
+                            }
+                            1 if !from_key => {
+                                s.put(&key, b"none");
+                                model.insert(key, b"none".to_vec());
+                            }
+                            _ => {
+                                let value =
+                                    [&t.to_le_bytes()[..], &step.to_string().into_bytes()].concat();
+                                s.put(&key, &value);
+                                model.insert(key, value);
+                            }
                         }
-                        1 if !from_key => {
-                            s.put(&key, b"none");
-                            model.insert(key, b"none".to_vec());
-                        }
-                        _ => {
-                            let value = [&t.to_le_bytes()[..], &step.to_string().into_bytes()]
-                                .concat();
-                            s.put(&key, &value);
-                            model.insert(key, value);
+                        if rng.below(3) == 0 {
+                            let (bound, inclusive) = (rng.below(32) as i64, rng.below(2) == 0);
+                            assert_eq!(
+                                s.scan_by_time(bound, inclusive).unwrap(),
+                                model_scan(from_key, model, bound, inclusive),
+                                "{}: scan to {bound}",
+                                at(step)
+                            );
                         }
                     }
-                    if rng.below(3) == 0 {
-                        let (bound, inclusive) = (rng.below(32) as i64, rng.below(2) == 0);
-                        assert_eq!(
-                            s.scan_by_time(bound, inclusive).unwrap(),
-                            model_scan(from_key, &model, bound, inclusive),
-                            "from_key {from_key} seed {seed} step {step}: scan to {bound}"
-                        );
+                    assert_eq!(
+                        s.first_time().unwrap(),
+                        model_scan(from_key, model, i64::MAX, true)
+                            .first()
+                            .map(|p| p.time),
+                        "{}: first time",
+                        at(step)
+                    );
+                    // Evict what is due, as an operator would.
+                    if rng.below(2) == 0 {
+                        let bound = rng.below(30) as i64;
+                        for pair in s.scan_by_time(bound, true).unwrap() {
+                            s.remove(&pair.key);
+                            model.remove(&pair.key);
+                        }
                     }
-                }
-                assert_eq!(
-                    s.first_time().unwrap(),
-                    model_scan(from_key, &model, i64::MAX, true)
-                        .first()
-                        .map(|p| p.time),
-                    "from_key {from_key} seed {seed} step {step}: first time"
-                );
-                // Evict what is due, as an operator would.
-                if rng.below(2) == 0 {
-                    let bound = rng.below(30) as i64;
-                    for pair in s.scan_by_time(bound, true).unwrap() {
-                        s.remove(&pair.key);
-                        model.remove(&pair.key);
-                    }
-                }
-                if rng.below(6) == 0 {
-                    s.abort();
-                    continue;
-                }
-                let v = s.commit().unwrap();
-                versions.truncate(v as usize);
-                versions.push(model);
-                if rng.below(3) == 0 {
-                    p.do_maintenance().unwrap();
-                }
-                if rng.below(7) == 0 {
-                    drop(p);
-                    p = open(&conf);
-                }
-            }
-            let latest = versions.len() as u64 - 1;
-            let s = p.get_store(latest).unwrap();
-            assert_eq!(
-                s.scan_by_time(i64::MAX, true).unwrap(),
-                model_scan(from_key, &versions[latest as usize], i64::MAX, true),
-                "from_key {from_key} seed {seed}: final"
+                },
+                |s, model| {
+                    assert_eq!(
+                        s.scan_by_time(i64::MAX, true).unwrap(),
+                        model_scan(from_key, model, i64::MAX, true),
+                        "from_key {from_key} seed {seed}: final"
+                    );
+                },
             );
         }
+    }
+}
+
+/// Key groups for the tests: a key's group is its text up to and including `|`.
+fn test_groups() -> KeyGroups {
+    KeyGroups {
+        prefix_len: Arc::new(|k: &[u8]| k.iter().position(|b| *b == b'|').map(|i| i + 1)),
+    }
+}
+
+#[test]
+fn a_store_without_key_groups_refuses_a_group_scan() {
+    let root = tempfile::tempdir().unwrap();
+    let mut p = provider(root.path(), quiet_conf(10, 10));
+    let e = p.get_store(0).unwrap().scan_group(b"g|").unwrap_err();
+    assert!(e.to_string().contains("keeps no key groups"), "{e}");
+}
+
+/// Random batches, replays and restarts, with group scans checked against a model.
+#[test]
+fn random_group_scans_match_a_model() {
+    let group_of = |model: &Model, g: &[u8]| -> Vec<(Vec<u8>, Vec<u8>)> {
+        model
+            .iter()
+            .filter(|(k, _)| test_groups().group_of(k) == Some(g))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    for seed in 1..=6u64 {
+        let root = tempfile::tempdir().unwrap();
+        let open =
+            |conf: &StateStoreConf| provider(root.path(), conf.clone()).with_key_groups(test_groups());
+        random_history(
+            seed,
+            open,
+            |rng, step, s, model| {
+                for _ in 0..rng.below(12) {
+                    // Groups `g1|` .. `g4|` and `g1` (a byte prefix of the others, in no group).
+                    let key = match rng.below(9) {
+                        0 => format!("g{}", rng.below(3)).into_bytes(),
+                        _ => format!("g{}|{}", 1 + rng.below(4), rng.below(5)).into_bytes(),
+                    };
+                    if rng.below(3) == 0 {
+                        s.remove(&key);
+                        model.remove(&key);
+                    } else {
+                        let value = format!("v{step}-{}", rng.below(100)).into_bytes();
+                        s.put(&key, &value);
+                        model.insert(key, value);
+                    }
+                    let g = format!("g{}|", 1 + rng.below(4)).into_bytes();
+                    assert_eq!(
+                        s.scan_group(&g).unwrap(),
+                        group_of(model, &g),
+                        "seed {seed} step {step}: group {}",
+                        String::from_utf8_lossy(&g)
+                    );
+                }
+            },
+            |s, model| {
+                for g in 1..=4 {
+                    let g = format!("g{g}|").into_bytes();
+                    assert_eq!(
+                        s.scan_group(&g).unwrap(),
+                        group_of(model, &g),
+                        "seed {seed}: final"
+                    );
+                }
+            },
+        );
     }
 }
 
@@ -1054,97 +1150,4 @@ fn the_on_disk_provider_reports_sparks_rocksdb_metrics_and_the_in_memory_one_non
     // A new version starts counting again.
     let s = p.get_store(2).unwrap();
     assert_eq!(s.metrics().custom_metrics["rocksdbGetCount"], 0);
-}
-
-/// Key groups for the tests: a key's group is its text up to and including `|`.
-fn test_groups() -> KeyGroups {
-    KeyGroups {
-        prefix_len: Arc::new(|k: &[u8]| k.iter().position(|b| *b == b'|').map(|i| i + 1)),
-    }
-}
-
-#[test]
-fn a_store_without_key_groups_refuses_a_group_scan() {
-    let root = tempfile::tempdir().unwrap();
-    let mut p = provider(root.path(), quiet_conf(10, 10));
-    let e = p.get_store(0).unwrap().scan_group(b"g|").unwrap_err();
-    assert!(e.to_string().contains("keeps no key groups"), "{e}");
-}
-
-/// Random batches, replays and restarts, with group scans checked against a model.
-#[test]
-fn random_group_scans_match_a_model() {
-    for seed in 1..=6u64 {
-        let root = tempfile::tempdir().unwrap();
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        let conf = quiet_conf(1 + rng.below(4), 4);
-        let open = |conf: &StateStoreConf| {
-            provider(root.path(), conf.clone()).with_key_groups(test_groups())
-        };
-        let mut p = open(&conf);
-        let mut versions: Vec<BTreeMap<Vec<u8>, Vec<u8>>> = vec![BTreeMap::new()];
-        let group_of = |model: &BTreeMap<Vec<u8>, Vec<u8>>, g: &[u8]| -> Vec<(Vec<u8>, Vec<u8>)> {
-            model
-                .iter()
-                .filter(|(k, _)| test_groups().group_of(k) == Some(g))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        };
-        for step in 0..50 {
-            let latest = versions.len() as u64 - 1;
-            let base = if latest > 0 && rng.below(6) == 0 {
-                latest - 1
-            } else {
-                latest
-            };
-            let s = p.get_store(base).unwrap();
-            let mut model = versions[base as usize].clone();
-            for _ in 0..rng.below(12) {
-                // Groups `g1|` .. `g4|` and `g1` (a byte prefix of the others, in no group).
-                let key = match rng.below(9) {
-                    0 => format!("g{}", rng.below(3)).into_bytes(),
-                    _ => format!("g{}|{}", 1 + rng.below(4), rng.below(5)).into_bytes(),
-                };
-                if rng.below(3) == 0 {
-                    s.remove(&key);
-                    model.remove(&key);
-                } else {
-                    let value = format!("v{step}-{}", rng.below(100)).into_bytes();
-                    s.put(&key, &value);
-                    model.insert(key, value);
-                }
-                let g = format!("g{}|", 1 + rng.below(4)).into_bytes();
-                assert_eq!(
-                    s.scan_group(&g).unwrap(),
-                    group_of(&model, &g),
-                    "seed {seed} step {step}: group {}",
-                    String::from_utf8_lossy(&g)
-                );
-            }
-            if rng.below(6) == 0 {
-                s.abort();
-                continue;
-            }
-            let v = s.commit().unwrap();
-            versions.truncate(v as usize);
-            versions.push(model);
-            if rng.below(3) == 0 {
-                p.do_maintenance().unwrap();
-            }
-            if rng.below(7) == 0 {
-                drop(p);
-                p = open(&conf);
-            }
-        }
-        let latest = versions.len() as u64 - 1;
-        let s = p.get_store(latest).unwrap();
-        for g in 1..=4 {
-            let g = format!("g{g}|").into_bytes();
-            assert_eq!(
-                s.scan_group(&g).unwrap(),
-                group_of(&versions[latest as usize], &g),
-                "seed {seed}: final"
-            );
-        }
-    }
 }
