@@ -11,7 +11,8 @@
 #   2. A small run (SMALL_KEYS) on each provider, uncapped: the two outputs must be the same.
 #
 # Prints throughput, peak RSS, the cgroup's peak (page cache included), state on disk
-# (checkpoint and local cache), commit latency and the restart's time; fails on a wrong output
+# (checkpoint and local cache), commit latency, the restart's time and the RSS (MiB) at each
+# quarter of the batches (rss.txt has it every second); fails on a wrong output
 # or a run that dies. SLUICE_BIN picks the binary (default: the debug build, as CI builds, so
 # rows/s are not a speed claim).
 #   benches/soak_on_disk_state.sh     KEYS=2000000 SMALL_KEYS=200000 CAP=1G   (a quick one)
@@ -98,9 +99,11 @@ EOF
     while kill -0 "$pid" 2>/dev/null; do
       sleep 1
       ticks=$((ticks + 1))
-      local hwm
+      local hwm rss
       hwm=$(awk '/VmHWM/ {printf "%d", $2 * 1024}' "/proc/$pid/status" 2>/dev/null || echo 0)
       [ "${hwm:-0}" -gt "$peak_rss" ] && peak_rss=$hwm
+      rss=$(awk '/VmRSS/ {printf "%d", $2 / 1024}' "/proc/$pid/status" 2>/dev/null || echo 0)
+      echo "$attempt $batch $rss" >>"$d/rss.txt"
       if [ $((ticks % 15)) -eq 0 ] && [ -d "$TMPDIR/sluice-state-$pid" ]; then
         local c
         c=$(du -sb "$TMPDIR/sluice-state-$pid" 2>/dev/null | cut -f1 || echo 0)
@@ -157,12 +160,25 @@ for f in sorted(glob.glob(f"{d}/progress-*.jsonl")):
             ms += p["batchDuration"]
             commits.append(p["stateOperators"][0]["commitTimeMs"])
 commits.sort()
+def rss_by_quarter():
+    # The largest RSS seen while each quarter of the batches ran.
+    try:
+        seen = [tuple(map(int, l.split())) for l in open(f"{d}/rss.txt")]
+    except OSError:
+        return []
+    out = []
+    for q in range(4):
+        lo, hi = q * (last + 1) // 4, (q + 1) * (last + 1) // 4
+        vals = [r for _, b, r in seen if lo <= b + 1 < hi or (q == 3 and b + 1 >= hi)]
+        out.append(max(vals) if vals else 0)
+    return out
 q = lambda f: commits[min(len(commits) - 1, int(f * len(commits)))] if commits else 0
 print(json.dumps({
     "rows": rows, "rowsPerSecond": round(rows * 1000 / max(ms, 1)), "peakRssMiB": rss >> 20,
     "cgroupPeakMiB": cg >> 20, "checkpointStateMiB": state >> 20, "localCacheMiB": cache >> 20,
     "commitMsP50": q(0.5), "commitMsP99": q(0.99), "commitMsMax": commits[-1] if commits else 0,
     "restartToFirstBatchMs": restart,
+    "rssMiBByQuarter": rss_by_quarter(),
 }))
 EOF
   echo "$name: $(cat "$d/summary.json")"

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -159,9 +159,14 @@ pub(super) struct LocalCache {
     /// The prefix of the held version's time index.
     index_prefix: [u8; 8],
     len: u64,
-    /// Whether each key the open version looked up has a committed value: an update reads a
-    /// key (`get`) and then stages it (`contains_key`), one read of the cache, not two.
-    looked_up: Mutex<HashMap<Box<[u8]>, bool, foldhash::fast::RandomState>>,
+    /// The keys the open version found in the cache: an update reads a key (`get`) and then
+    /// stages it (`contains_key`), one read of the cache, not two. (A key not found is asked
+    /// again: its filter answers without reading a block, and the set stays small.)
+    found: Mutex<HashSet<Box<[u8]>, foldhash::fast::RandomState>>,
+    /// Bytes per write batch: a commit's changes go in batches of this size, so memtables
+    /// rotate at the write buffer's size and wait for their flush (fjall holds writes back
+    /// while four are queued) whatever the size of the commit.
+    batch_bytes: u64,
     stats: CacheStats,
     /// Copies of the values read in the open version (the contract lends `&[u8]`; the cache
     /// hands out owned values). Dropped when the next version opens.
@@ -181,7 +186,8 @@ impl LocalCache {
             prefix: new_prefix(),
             index_prefix: new_prefix(),
             len: 0,
-            looked_up: Mutex::new(HashMap::default()),
+            found: Mutex::new(HashSet::default()),
+            batch_bytes: (memory.write_buffer_bytes / 4).max(1 << 20),
             stats: CacheStats::default(),
             reads: typed_arena::Arena::new(),
             error: Mutex::new(None),
@@ -203,11 +209,11 @@ impl LocalCache {
         k
     }
 
-    fn remember(&self, key: &[u8], found: bool) {
-        self.looked_up
+    fn remember(&self, key: &[u8]) {
+        self.found
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key.into(), found);
+            .insert(key.into());
     }
 
     fn failed(&self, what: &str, e: impl std::fmt::Display) {
@@ -229,10 +235,7 @@ impl LocalCache {
         let old = std::mem::replace(&mut self.prefix, new_prefix());
         let old_index = std::mem::replace(&mut self.index_prefix, new_prefix());
         self.set_len(0);
-        self.looked_up
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.found.lock().unwrap_or_else(|p| p.into_inner()).clear();
         self.delete_prefix(old)?;
         self.delete_prefix(old_index)
     }
@@ -277,13 +280,10 @@ impl Committed for LocalCache {
         );
         match got {
             Ok(Some(v)) => {
-                self.remember(key, true);
+                self.remember(key);
                 Some(self.reads.alloc_extend(v.iter().copied()))
             }
-            Ok(None) => {
-                self.remember(key, false);
-                None
-            }
+            Ok(None) => None,
             Err(e) => {
                 self.failed("read", e);
                 None
@@ -292,21 +292,22 @@ impl Committed for LocalCache {
     }
 
     fn contains_key(&self, key: &[u8]) -> bool {
-        let known = self
-            .looked_up
+        if self
+            .found
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .copied();
-        if let Some(found) = known {
-            return found;
+            .contains(key)
+        {
+            return true;
         }
         let start = Instant::now();
         let found = self.keyspace.contains_key(self.key(key));
         self.stats.read(start, 0);
         match found {
             Ok(found) => {
-                self.remember(key, found);
+                if found {
+                    self.remember(key);
+                }
                 found
             }
             Err(e) => {
@@ -334,29 +335,38 @@ impl Committed for LocalCache {
     ) -> Result<()> {
         let start = Instant::now();
         let (mut puts, mut bytes) = (0u64, 0u64);
+        // Not one batch: the cache need not change atomically (a failed write marks the store
+        // to be rebuilt from the checkpoint), and a batch is held in memory whole.
         let mut batch = self.db.batch();
-        for (k, slot) in staged.drain() {
-            let key = self.key(&k);
-            bytes += key.len() as u64;
-            match slot {
-                Some(v) => {
-                    puts += 1;
-                    bytes += v.len() as u64;
-                    batch.insert(&self.keyspace, key, v.into_vec())
+        let mut pending = 0u64;
+        let mut write =
+            |batch: &mut fjall::OwnedWriteBatch, key: Vec<u8>, value: Option<Vec<u8>>| {
+                let n = key.len() + value.as_ref().map_or(0, Vec::len);
+                bytes += n as u64;
+                pending += n as u64;
+                match value {
+                    Some(v) => {
+                        puts += 1;
+                        batch.insert(&self.keyspace, key, v);
+                    }
+                    None => batch.remove(&self.keyspace, key),
                 }
-                None => batch.remove(&self.keyspace, key),
-            }
+                if pending >= self.batch_bytes {
+                    pending = 0;
+                    std::mem::replace(batch, self.db.batch())
+                        .commit()
+                        .map_err(|e| cache_error("write", e))?;
+                }
+                Ok::<(), SluiceError>(())
+            };
+        for (k, slot) in staged.drain() {
+            write(&mut batch, self.key(&k), slot.map(Into::into))?;
         }
         for (t, k) in index.remove {
-            let key = self.index_key(t, &k);
-            bytes += key.len() as u64;
-            batch.remove(&self.keyspace, key);
+            write(&mut batch, self.index_key(t, &k), None)?;
         }
         for (t, k) in index.insert {
-            let key = self.index_key(t, &k);
-            bytes += key.len() as u64;
-            puts += 1;
-            batch.insert(&self.keyspace, key, []);
+            write(&mut batch, self.index_key(t, &k), Some(Vec::new()))?;
         }
         batch.commit().map_err(|e| cache_error("write", e))?;
         self.set_len((self.len as i64 + key_delta).max(0) as u64);
@@ -489,10 +499,7 @@ impl Committed for LocalCache {
     fn open_version(&mut self) {
         self.reads = typed_arena::Arena::new();
         self.stats = CacheStats::default();
-        self.looked_up
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.found.lock().unwrap_or_else(|p| p.into_inner()).clear();
         *self.error.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
