@@ -29,7 +29,9 @@ use datafusion::logical_expr::{Extension, LogicalPlan, UserDefinedLogicalNodeCor
 use datafusion::prelude::Expr;
 
 use super::stateful::context::StateLocation;
-use super::stateful::event_time::{event_time_column, is_event_time, to_micros};
+use super::stateful::event_time::{
+    event_time_column, is_event_time, key_event_time_index, to_micros,
+};
 use super::stateful::{
     BatchContext, OperatorOutput, OutputRows, PartitionedStores, StageInput, StateInfo,
     StatefulOperator,
@@ -39,7 +41,6 @@ use crate::progress::StateOperatorProgress;
 use crate::state::layout::dedup::{
     decode_expiry, encode_expiry, DedupLayout, DedupValue, EMPTY_VALUE,
 };
-use crate::state::layout::KeyLayout;
 use crate::state::schema::{state_fields, StateSchema};
 use crate::state::PairTimes;
 use crate::types::{OperatorId, WatermarkMs};
@@ -292,30 +293,18 @@ impl StreamingDeduplicate {
                 }),
                 from_key: false,
             },
-            Expiry::KeyEventTime(k) => {
-                let types: Vec<_> = self
-                    .key_fields
-                    .iter()
-                    .map(|f| f.data_type().clone())
-                    .collect();
-                let key = KeyLayout::new(&types)?;
-                PairTimes {
-                    times: Arc::new(move |p, keys: &[&[u8]], _: &[&[u8]]| {
-                        let arrays = key
-                            .decode_trusted(keys)
-                            .map_err(|e| location.corrupt(Some(p), "a deduplication key", e))?;
-                        let ts = to_micros(
-                            arrays
-                                .get(k)
-                                .ok_or_else(|| SluiceError::internal("dedup event-time key"))?,
-                        )?;
-                        Ok((0..ts.len())
-                            .map(|i| ts.is_valid(i).then(|| ts.value(i)))
-                            .collect())
-                    }),
-                    from_key: true,
-                }
-            }
+            Expiry::KeyEventTime(k) => key_event_time_index(
+                &self.key_fields,
+                &self.location,
+                "a deduplication key",
+                move |arrays| {
+                    to_micros(
+                        arrays
+                            .get(k)
+                            .ok_or_else(|| SluiceError::internal("dedup event-time key"))?,
+                    )
+                },
+            )?,
         }))
     }
 

@@ -916,12 +916,18 @@ impl MemStore {
         })
     }
 
-    /// This version's staged puts that have a time, with it.
-    fn staged_times(&self, times: &PairTimes) -> Result<Vec<TimedRef<'_>>> {
+    /// This version's staged puts that have a time, with it; only those `wanted` accepts are
+    /// read (the time is not computed for the others).
+    fn staged_times(
+        &self,
+        times: &PairTimes,
+        wanted: impl Fn(&[u8]) -> bool,
+    ) -> Result<Vec<TimedRef<'_>>> {
         let (keys, values): (Vec<&[u8]>, Vec<&[u8]>) = self
             .staged
             .iter()
             .filter_map(|(k, slot)| slot.as_ref().map(|v| (&**k, &**v)))
+            .filter(|(k, _)| wanted(k))
             .unzip();
         let mut out = Vec::new();
         for (i, chunk) in keys.chunks(INDEX_CHUNK).enumerate() {
@@ -991,10 +997,10 @@ impl MemStore {
                 changes.remove.push((t, k));
             }
         }
-        for (t, k, _) in self.staged_times(times)? {
-            if !(times.from_key && self.committed.contains_key(k)) {
-                changes.insert.push((t, k.into()));
-            }
+        // A live key whose time comes from its key has its entry: only new keys are read.
+        let new_key = |k: &[u8]| !(times.from_key && self.committed.contains_key(k));
+        for (t, k, _) in self.staged_times(times, new_key)? {
+            changes.insert.push((t, k.into()));
         }
         Ok(changes)
     }
@@ -1103,7 +1109,7 @@ impl StateStore for MemStore {
             });
             true
         })?;
-        for (t, k, v) in self.staged_times(times)? {
+        for (t, k, v) in self.staged_times(times, |_| true)? {
             if due(t) {
                 out.push(TimedPair {
                     time: t,
@@ -1148,7 +1154,7 @@ impl StateStore for MemStore {
             first = Some(t);
             false
         })?;
-        for (t, _, _) in self.staged_times(times)? {
+        for (t, _, _) in self.staged_times(times, |_| true)? {
             first = Some(first.map_or(t, |f| f.min(t)));
         }
         Ok(first)

@@ -28,7 +28,7 @@ mod session;
 
 use std::sync::Arc;
 
-use arrow::array::{Array, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::DFSchema;
@@ -44,12 +44,12 @@ use self::keys::{key_event_times, plan_keys, EventTimeKey, KeyPart};
 use self::partition::{PartitionOutput, TouchedKeys};
 use self::session::SessionIndex;
 use super::stateful::context::StateLocation;
+use super::stateful::event_time::key_event_time_index;
 use super::stateful::{
     BatchContext, OperatorOutput, PartitionedStores, StageInput, StateInfo, StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
 use crate::state::layout::aggregate::AggregateLayout;
-use crate::state::layout::KeyLayout;
 use crate::state::schema::{state_fields, StateSchema};
 use crate::state::PairTimes;
 use crate::types::{OperatorId, OutputMode, WatermarkMs};
@@ -295,25 +295,13 @@ impl StatefulOperator for StreamingAggregate {
         ) else {
             return Ok(None);
         };
-        let types: Vec<_> = self
-            .key_fields
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect();
-        let key = KeyLayout::new(&types)?;
-        let location = self.location.clone();
-        Ok(Some(PairTimes {
-            times: Arc::new(move |p, keys: &[&[u8]], _: &[&[u8]]| {
-                let key_arrays = key
-                    .decode_trusted(keys)
-                    .map_err(|e| location.corrupt(Some(p), "an aggregation key", e))?;
-                let times = key_event_times(&key_arrays, et)?;
-                Ok((0..keys.len())
-                    .map(|i| times.is_valid(i).then(|| times.value(i)))
-                    .collect())
-            }),
-            from_key: true,
-        }))
+        key_event_time_index(
+            &self.key_fields,
+            &self.location,
+            "an aggregation key",
+            move |arrays| key_event_times(arrays, et),
+        )
+        .map(Some)
     }
 
     fn state_schema(&self) -> StateSchema {

@@ -6,6 +6,7 @@
 //! module, never the metadata, which column is event time.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, StructArray, TimestampMicrosecondArray};
 use arrow::buffer::NullBuffer;
@@ -16,6 +17,10 @@ use datafusion::prelude::Expr;
 
 use crate::error::{Result, SluiceError};
 use crate::operators::watermark::WATERMARK_DELAY_KEY;
+use crate::state::layout::KeyLayout;
+use crate::state::PairTimes;
+
+use super::context::StateLocation;
 
 /// The watermark delay (ms) of an event-time field; `None` for a field without the marker.
 pub(crate) fn delay_ms(field: &Field) -> Option<i64> {
@@ -94,4 +99,30 @@ pub(crate) fn window_end_micros(a: &ArrayRef) -> Result<TimestampMicrosecondArra
         return Ok(TimestampMicrosecondArray::new(end.values().clone(), nulls));
     }
     to_micros(a)
+}
+
+/// A store's time index by an event time in the key: `pick` finds it among the decoded key
+/// columns (fields `key_fields`); a key that does not decode is corrupt state (`what`, at
+/// `location`).
+pub(crate) fn key_event_time_index(
+    key_fields: &[Arc<Field>],
+    location: &StateLocation,
+    what: &'static str,
+    pick: impl Fn(&[ArrayRef]) -> Result<TimestampMicrosecondArray> + Send + Sync + 'static,
+) -> Result<PairTimes> {
+    let types: Vec<_> = key_fields.iter().map(|f| f.data_type().clone()).collect();
+    let key = KeyLayout::new(&types)?;
+    let location = location.clone();
+    Ok(PairTimes {
+        times: Arc::new(move |p, keys: &[&[u8]], _: &[&[u8]]| {
+            let arrays = key
+                .decode_trusted(keys)
+                .map_err(|e| location.corrupt(Some(p), what, e))?;
+            let ts = pick(&arrays)?;
+            Ok((0..keys.len())
+                .map(|i| ts.is_valid(i).then(|| ts.value(i)))
+                .collect())
+        }),
+        from_key: true,
+    })
 }
