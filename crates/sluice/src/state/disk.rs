@@ -14,7 +14,8 @@
 //! process is gone), with one keyspace: each store's pairs are under a prefix of its own, a
 //! new one whenever it loads another version (fjall's keyspaces are costly to create and drop,
 //! more so the more there were). A store's old prefixes are deleted as it moves on and when it
-//! is dropped. The journal is not synced (the cache need not survive a crash). Memory is
+//! is dropped: the tables holding nothing else are dropped whole, the rest deleted key by key
+//! (`delete_version`). The journal is not synced (the cache need not survive a crash). Memory is
 //! bounded by fjall's block cache and write buffers (Spark's `boundedMemoryUsage` settings,
 //! `LocalCacheMemory`; the first store of the process sizes them), not by the state.
 
@@ -79,10 +80,31 @@ fn database(memory: LocalCacheMemory) -> Result<(fjall::Database, fjall::Keyspac
     Ok((opened, keyspace))
 }
 
-/// A prefix no store of this process used before.
-fn new_prefix() -> [u8; 8] {
+/// Prefixes per version: its pairs, its time index, its group index.
+const PREFIXES: u64 = 3;
+
+/// Adjacent prefixes no store of this process used before: a version's pairs, its time index
+/// and its group index, one key range together (so the cache's tables that hold a version's
+/// entries and nothing else can be dropped whole).
+fn new_prefixes() -> Prefixes {
     static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed).to_be_bytes()
+    let first = NEXT.fetch_add(PREFIXES, Ordering::Relaxed);
+    Prefixes {
+        pairs: first.to_be_bytes(),
+        times: (first + 1).to_be_bytes(),
+        groups: (first + 2).to_be_bytes(),
+    }
+}
+
+/// The prefixes of a version's entries in the process's keyspace.
+#[derive(Clone, Copy)]
+struct Prefixes {
+    /// `pairs | key` -> value.
+    pairs: [u8; 8],
+    /// `times | time | key` -> nothing.
+    times: [u8; 8],
+    /// `groups | group | key` -> nothing, for key groups that are not a prefix of the key.
+    groups: [u8; 8],
 }
 
 /// Removes `sluice-state-<pid>` directories of processes that are gone (Linux: no
@@ -154,10 +176,8 @@ fn time_of_bytes(b: &[u8]) -> Option<i64> {
 pub(super) struct LocalCache {
     db: fjall::Database,
     keyspace: fjall::Keyspace,
-    /// The prefix of the held version's pairs.
-    prefix: [u8; 8],
-    /// The prefix of the held version's time index.
-    index_prefix: [u8; 8],
+    /// The prefixes of the held version.
+    prefixes: Prefixes,
     len: u64,
     /// The keys the open version found in the cache: an update reads a key (`get`) and then
     /// stages it (`contains_key`), one read of the cache, not two. (A key not found is asked
@@ -183,8 +203,7 @@ impl LocalCache {
         Ok(Self {
             db,
             keyspace,
-            prefix: new_prefix(),
-            index_prefix: new_prefix(),
+            prefixes: new_prefixes(),
             len: 0,
             found: Mutex::new(HashSet::default()),
             batch_bytes: (memory.write_buffer_bytes / 4).max(1 << 20),
@@ -196,14 +215,22 @@ impl LocalCache {
 
     fn key(&self, key: &[u8]) -> Vec<u8> {
         let mut k = Vec::with_capacity(8 + key.len());
-        k.extend_from_slice(&self.prefix);
+        k.extend_from_slice(&self.prefixes.pairs);
+        k.extend_from_slice(key);
+        k
+    }
+
+    fn group_key(&self, group: &[u8], key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(8 + group.len() + key.len());
+        k.extend_from_slice(&self.prefixes.groups);
+        k.extend_from_slice(group);
         k.extend_from_slice(key);
         k
     }
 
     fn index_key(&self, time: i64, key: &[u8]) -> Vec<u8> {
         let mut k = Vec::with_capacity(16 + key.len());
-        k.extend_from_slice(&self.index_prefix);
+        k.extend_from_slice(&self.prefixes.times);
         k.extend_from_slice(&time_bytes(time));
         k.extend_from_slice(key);
         k
@@ -232,38 +259,53 @@ impl LocalCache {
 
     /// Moves to new, empty prefixes and deletes the pairs and index under the old ones.
     fn fresh_prefix(&mut self) -> Result<()> {
-        let old = std::mem::replace(&mut self.prefix, new_prefix());
-        let old_index = std::mem::replace(&mut self.index_prefix, new_prefix());
+        let old = std::mem::replace(&mut self.prefixes, new_prefixes());
         self.set_len(0);
         self.found.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        self.delete_prefix(old)?;
-        self.delete_prefix(old_index)
+        self.delete_version(old)
     }
 
-    fn delete_prefix(&self, prefix: [u8; 8]) -> Result<()> {
-        let mut batch = self.db.batch();
-        let mut n = 0usize;
-        for guard in self.keyspace.prefix(prefix) {
-            let key = guard.key().map_err(|e| cache_error("read", e))?;
-            batch.remove(&self.keyspace, key);
-            n += 1;
-            if n.is_multiple_of(INGEST_BATCH) {
-                std::mem::replace(&mut batch, self.db.batch())
-                    .commit()
-                    .map_err(|e| cache_error("write", e))?;
+    /// Deletes a version's pairs and indexes (see [`new_prefixes`]): the cache's tables that
+    /// hold nothing else are
+    /// dropped whole, without reading them (lsm-tree's `drop_range`); what is left (entries
+    /// still in memtables, tables shared with other prefixes) is deleted key by key, in write
+    /// batches each read by a fresh iterator, so no iterator pins the memtables the
+    /// deletions fill. (One iterator over 20 M keys while their tombstones were written took
+    /// 1 GB in the soak.)
+    fn delete_version(&self, prefixes: Prefixes) -> Result<()> {
+        use fjall::AbstractTree;
+        let prefix = prefixes.pairs;
+        let end = (u64::from_be_bytes(prefix) + PREFIXES).to_be_bytes();
+        self.keyspace
+            .tree
+            .drop_range(prefix..end)
+            .map_err(|e| cache_error("drop a store's tables", e))?;
+        let mut from = std::ops::Bound::Included(prefix.to_vec());
+        loop {
+            let mut batch = self.db.batch();
+            let mut last = None;
+            for guard in self
+                .keyspace
+                .range::<Vec<u8>, _>((from.clone(), std::ops::Bound::Excluded(end.to_vec())))
+                .take(INGEST_BATCH)
+            {
+                let key = guard.key().map_err(|e| cache_error("read", e))?;
+                batch.remove(&self.keyspace, key.clone());
+                last = Some(key);
             }
+            let Some(last) = last else {
+                return Ok(());
+            };
+            batch.commit().map_err(|e| cache_error("write", e))?;
+            from = std::ops::Bound::Excluded(last.to_vec());
         }
-        batch.commit().map_err(|e| cache_error("write", e))
     }
 }
 
 impl Drop for LocalCache {
     fn drop(&mut self) {
         self.set_len(0);
-        if let Err(e) = self
-            .delete_prefix(self.prefix)
-            .and_then(|()| self.delete_prefix(self.index_prefix))
-        {
+        if let Err(e) = self.delete_version(self.prefixes) {
             log::warn!("the on-disk state store's local cache kept a store's pairs: {e}");
         }
     }
@@ -331,8 +373,10 @@ impl Committed for LocalCache {
         staged: &mut Staged,
         key_delta: i64,
         index: IndexChanges,
-        _ix: &Indexing,
+        ix: &Indexing,
     ) -> Result<()> {
+        // Groups that are not a prefix of the key have an index of their own.
+        let derived = ix.groups.as_ref().filter(|g| !g.is_prefix());
         let start = Instant::now();
         let (mut puts, mut bytes) = (0u64, 0u64);
         // Not one batch: the cache need not change atomically (a failed write marks the store
@@ -360,6 +404,13 @@ impl Committed for LocalCache {
                 Ok::<(), SluiceError>(())
             };
         for (k, slot) in staged.drain() {
+            if let Some(g) = derived.map(|g| g.group_of(&k)).transpose()?.flatten() {
+                write(
+                    &mut batch,
+                    self.group_key(&g, &k),
+                    slot.as_ref().map(|_| Vec::new()),
+                )?;
+            }
             write(&mut batch, self.key(&k), slot.map(Into::into))?;
         }
         for (t, k) in index.remove {
@@ -397,21 +448,44 @@ impl Committed for LocalCache {
         ])
     }
 
-    /// The group's keys are a range of the sorted keys: a prefix scan.
+    /// A prefix group's keys are a range of the sorted keys: a prefix scan. Another group's
+    /// keys are a range of the group index, each pair then read by its key.
     fn group_scan(
         &self,
-        prefix: &[u8],
+        group: &[u8],
         groups: &KeyGroups,
         each: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<()> {
-        for guard in self.keyspace.prefix(self.key(prefix)) {
+        if !groups.is_prefix() {
+            let start = 8 + group.len();
+            for guard in self.keyspace.prefix(self.group_key(group, &[])) {
+                let entry = guard.key().map_err(|e| cache_error("read", e))?;
+                CacheStats::add(&self.stats.bytes_read_by_iterator, entry.len() as u64);
+                let key = &entry[start..];
+                // A longer group may start with this one's bytes.
+                if groups.group_of(key)?.as_deref() != Some(group) {
+                    continue;
+                }
+                let t = Instant::now();
+                let value = self
+                    .keyspace
+                    .get(self.key(key))
+                    .map_err(|e| cache_error("read", e))?;
+                self.stats.read(t, value.as_ref().map_or(0, |v| v.len()));
+                if let Some(v) = value {
+                    each(key, &v);
+                }
+            }
+            return Ok(());
+        }
+        for guard in self.keyspace.prefix(self.key(group)) {
             let (k, v) = guard.into_inner().map_err(|e| cache_error("read", e))?;
             CacheStats::add(
                 &self.stats.bytes_read_by_iterator,
                 (k.len() + v.len()) as u64,
             );
             let key = &k[8..];
-            if groups.group_of(key) == Some(prefix) {
+            if groups.group_of(key)?.as_deref() == Some(group) {
                 each(key, &v);
             }
         }
@@ -419,7 +493,7 @@ impl Committed for LocalCache {
     }
 
     fn index_scan(&self, each: &mut dyn FnMut(i64, &[u8]) -> Result<bool>) -> Result<()> {
-        for guard in self.keyspace.prefix(self.index_prefix) {
+        for guard in self.keyspace.prefix(self.prefixes.times) {
             let entry = guard.key().map_err(|e| cache_error("read", e))?;
             CacheStats::add(&self.stats.bytes_read_by_iterator, entry.len() as u64);
             let rest = &entry[8..];
@@ -434,7 +508,7 @@ impl Committed for LocalCache {
 
     fn pairs(&self) -> Vec<(&[u8], &[u8])> {
         let mut out = Vec::new();
-        for guard in self.keyspace.prefix(self.prefix) {
+        for guard in self.keyspace.prefix(self.prefixes.pairs) {
             match guard.into_inner() {
                 Ok((k, v)) => {
                     CacheStats::add(
@@ -461,6 +535,7 @@ impl Committed for LocalCache {
 
     fn reload(&mut self, inner: &Inner, version: u64, ix: &Indexing) -> Result<()> {
         let times = ix.times.as_ref();
+        let derived = ix.groups.as_ref().filter(|g| !g.is_prefix());
         self.fresh_prefix()?;
         let mut len = 0u64;
         let mut pending: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(INDEX_CHUNK);
@@ -479,6 +554,9 @@ impl Committed for LocalCache {
                 }
             }
             for (k, v) in pending.drain(..) {
+                if let Some(g) = derived.map(|g| g.group_of(&k)).transpose()?.flatten() {
+                    batch.insert(&self.keyspace, self.group_key(&g, &k), []);
+                }
                 batch.insert(&self.keyspace, self.key(&k), v);
             }
             batch.commit().map_err(|e| cache_error("write", e))
@@ -505,5 +583,50 @@ impl Committed for LocalCache {
 
     fn take_error(&mut self) -> Option<SluiceError> {
         self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys_under(cache: &LocalCache, prefix: [u8; 8]) -> usize {
+        cache.keyspace.prefix(prefix).count()
+    }
+
+    /// A dropped store leaves nothing under its prefixes, whether its pairs were in tables of
+    /// their own (dropped whole), in tables shared with another store, or still in memtables;
+    /// the other store keeps every pair.
+    #[test]
+    fn dropping_a_store_deletes_its_pairs_and_no_others() {
+        let memory = LocalCacheMemory::default();
+        let gone = LocalCache::create(memory).unwrap();
+        let kept = LocalCache::create(memory).unwrap();
+        let put = |cache: &LocalCache, range: std::ops::Range<u32>| {
+            let mut batch = cache.db.batch();
+            for i in range {
+                batch.insert(&cache.keyspace, cache.key(&i.to_be_bytes()), [7u8; 100]);
+                batch.insert(&cache.keyspace, cache.index_key(i64::from(i), b"k"), []);
+            }
+            batch.commit().unwrap();
+        };
+        // Tables of the dropped store alone, then tables shared by both, then memtables.
+        put(&gone, 0..30_000);
+        gone.keyspace.rotate_memtable_and_wait().unwrap();
+        put(&gone, 30_000..40_000);
+        put(&kept, 0..10_000);
+        kept.keyspace.rotate_memtable_and_wait().unwrap();
+        put(&gone, 40_000..45_000);
+        put(&kept, 10_000..12_000);
+        let (prefix, index_prefix) = (gone.prefixes.pairs, gone.prefixes.times);
+        assert_eq!(keys_under(&gone, prefix), 45_000);
+        let tables = kept.keyspace.table_count();
+        drop(gone);
+        // The first table held the dropped store's pairs only: it went without a tombstone.
+        assert!(kept.keyspace.table_count() < tables);
+        assert_eq!(keys_under(&kept, prefix), 0);
+        assert_eq!(keys_under(&kept, index_prefix), 0);
+        assert_eq!(keys_under(&kept, kept.prefixes.pairs), 12_000);
+        assert_eq!(keys_under(&kept, kept.prefixes.times), 12_000);
     }
 }

@@ -179,27 +179,65 @@ impl std::fmt::Debug for PairTimes {
 }
 
 /// How a store groups its keys, for [`StateStore::scan_group`]
-/// ([`DefaultStateStoreProvider::with_key_groups`]): the length of a key's group prefix (a
-/// join's side and join key before the row's sequence number), `None` for a key in no group.
-/// The on-disk provider reads a group as a range of its sorted keys; the in-memory one keeps
-/// each group's keys in a set of its own.
+/// ([`DefaultStateStoreProvider::with_key_groups`]); a key may be in no group.
+///
+/// - [`KeyGroups::by_prefix`]: a key's group is its first bytes (a join's side and join key
+///   before the row's sequence number). The on-disk provider reads a group as a range of its
+///   sorted keys.
+/// - [`KeyGroups::by`]: a key's group is bytes read from anywhere in it (a session's other
+///   grouping keys, wherever the session column is). The on-disk provider keeps an index of
+///   its own, `group | key`, next to the pairs.
+///
+/// The in-memory provider keeps each group's keys in a set of its own either way.
 #[derive(Clone)]
 pub struct KeyGroups {
-    /// The length of `key`'s group prefix.
-    #[allow(clippy::type_complexity)]
-    pub prefix_len: Arc<dyn Fn(&[u8]) -> Option<usize> + Send + Sync>,
+    of: GroupOf,
+}
+
+#[derive(Clone)]
+#[allow(clippy::type_complexity)]
+enum GroupOf {
+    Prefix(Arc<dyn Fn(&[u8]) -> Option<usize> + Send + Sync>),
+    Derived(Arc<dyn Fn(&[u8]) -> Result<Option<Vec<u8>>> + Send + Sync>),
 }
 
 impl KeyGroups {
-    /// `key`'s group prefix.
-    pub fn group_of<'k>(&self, key: &'k [u8]) -> Option<&'k [u8]> {
-        (self.prefix_len)(key).and_then(|n| key.get(..n))
+    /// Groups by a prefix: `prefix_len(key)` is the length of `key`'s group prefix.
+    pub fn by_prefix(prefix_len: impl Fn(&[u8]) -> Option<usize> + Send + Sync + 'static) -> Self {
+        Self {
+            of: GroupOf::Prefix(Arc::new(prefix_len)),
+        }
+    }
+
+    /// Groups by bytes read from the key: `group(key)` is `key`'s group; an error (a key
+    /// that does not decode) fails the commit that stages or loads the key.
+    pub fn by(group: impl Fn(&[u8]) -> Result<Option<Vec<u8>>> + Send + Sync + 'static) -> Self {
+        Self {
+            of: GroupOf::Derived(Arc::new(group)),
+        }
+    }
+
+    /// `key`'s group.
+    pub fn group_of<'k>(&self, key: &'k [u8]) -> Result<Option<std::borrow::Cow<'k, [u8]>>> {
+        Ok(match &self.of {
+            GroupOf::Prefix(len) => len(key)
+                .and_then(|n| key.get(..n))
+                .map(std::borrow::Cow::Borrowed),
+            GroupOf::Derived(group) => group(key)?.map(std::borrow::Cow::Owned),
+        })
+    }
+
+    /// A group is a range of the sorted keys.
+    pub(crate) fn is_prefix(&self) -> bool {
+        matches!(self.of, GroupOf::Prefix(_))
     }
 }
 
 impl std::fmt::Debug for KeyGroups {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KeyGroups").finish_non_exhaustive()
+        f.debug_struct("KeyGroups")
+            .field("prefix", &self.is_prefix())
+            .finish_non_exhaustive()
     }
 }
 
@@ -350,9 +388,9 @@ pub trait StateStore: Send {
     /// The earliest time of a live pair, staged changes included (`None` when no pair has a
     /// time). Fails on a store without a time index.
     fn first_time(&self) -> Result<Option<i64>>;
-    /// The live pairs of the key group `prefix` (the provider's [`KeyGroups`]), staged changes
+    /// The live pairs of the key group `group` (the provider's [`KeyGroups`]), staged changes
     /// included, in key order. Reads only the group. Fails on a store without key groups.
-    fn scan_group(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    fn scan_group(&self, group: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// The number of live keys, staged changes included.
     fn num_keys(&self) -> u64;
     /// Writes `<version + 1>.delta` (only the changed keys; MUST be atomic and MUST replace a

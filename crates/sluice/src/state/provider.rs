@@ -403,10 +403,10 @@ pub(super) trait Committed: Send {
     /// The time index's entries in (time, key) order, until `each` returns false. An entry may
     /// be stale (its key gone, or at another time now): the caller checks.
     fn index_scan(&self, each: &mut dyn FnMut(i64, &[u8]) -> Result<bool>) -> Result<()>;
-    /// The pairs of the key group `prefix`, in key order.
+    /// The pairs of the key group `group`, in key order.
     fn group_scan(
         &self,
-        prefix: &[u8],
+        group: &[u8],
         groups: &KeyGroups,
         each: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<()>;
@@ -488,26 +488,28 @@ impl InMemory {
         }
     }
 
-    fn group_insert(&mut self, groups: &KeyGroups, key: &[u8]) {
-        if let Some(g) = groups.group_of(key) {
+    fn group_insert(&mut self, groups: &KeyGroups, key: &[u8]) -> Result<()> {
+        if let Some(g) = groups.group_of(key)? {
             self.index_bytes += key.len() as u64 + INDEX_ENTRY_OVERHEAD;
             self.groups.entry(g.into()).or_default().insert(key.into());
         }
+        Ok(())
     }
 
-    fn group_remove(&mut self, groups: &KeyGroups, key: &[u8]) {
-        if let Some(g) = groups.group_of(key) {
-            if let Some(set) = self.groups.get_mut(g) {
+    fn group_remove(&mut self, groups: &KeyGroups, key: &[u8]) -> Result<()> {
+        if let Some(g) = groups.group_of(key)? {
+            if let Some(set) = self.groups.get_mut(&*g) {
                 if set.remove(key) {
                     self.index_bytes = self
                         .index_bytes
                         .saturating_sub(key.len() as u64 + INDEX_ENTRY_OVERHEAD);
                 }
                 if set.is_empty() {
-                    self.groups.remove(g);
+                    self.groups.remove(&*g);
                 }
             }
         }
+        Ok(())
     }
 
     fn index_remove(&mut self, time: i64, key: &[u8]) {
@@ -564,7 +566,7 @@ impl Committed for InMemory {
                         None => {
                             self.bytes += entry_size(klen, vlen);
                             if let Some((groups, k)) = group {
-                                self.group_insert(groups, &k);
+                                self.group_insert(groups, &k)?;
                             }
                         }
                     }
@@ -573,7 +575,7 @@ impl Committed for InMemory {
                     if let Some(old) = self.map.remove(&k) {
                         self.bytes = self.bytes.saturating_sub(entry_size(k.len(), old.len()));
                         if let Some(groups) = &ix.groups {
-                            self.group_remove(groups, &k);
+                            self.group_remove(groups, &k)?;
                         }
                     }
                 }
@@ -607,11 +609,11 @@ impl Committed for InMemory {
 
     fn group_scan(
         &self,
-        prefix: &[u8],
+        group: &[u8],
         _groups: &KeyGroups,
         each: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<()> {
-        if let Some(keys) = self.groups.get(prefix) {
+        if let Some(keys) = self.groups.get(group) {
             for k in keys {
                 if let Some(v) = self.map.get(k) {
                     each(k, v);
@@ -637,7 +639,7 @@ impl Committed for InMemory {
         *self = Self::default();
         if let Some(groups) = &ix.groups {
             for (k, _) in &entries {
-                self.group_insert(groups, k);
+                self.group_insert(groups, k)?;
             }
         }
         if let Some(times) = &ix.times {
@@ -851,6 +853,8 @@ struct MemStore {
     /// The keys staged in this version, by key group (with key groups; a key may be listed
     /// twice, and its staged slot decides).
     staged_groups: Groups<Vec<Box<[u8]>>>,
+    /// A staged key whose group could not be read: the commit fails with it.
+    group_error: Option<SluiceError>,
     /// Index entries the open version's scans met that the commit must remove: stale ones, and
     /// those of staged keys (see [`MemStore::index_changes`]).
     visited: Mutex<Vec<(i64, Box<[u8]>)>>,
@@ -874,6 +878,7 @@ impl MemStore {
             times: None,
             groups: None,
             staged_groups: HashMap::default(),
+            group_error: None,
             visited: Mutex::new(Vec::new()),
             num_updated: 0,
             num_removed: 0,
@@ -899,11 +904,19 @@ impl MemStore {
 
     /// Lists a key newly staged under its group.
     fn stage_in_group(&mut self, key: &[u8]) {
-        if let Some(g) = self.groups.as_ref().and_then(|g| g.group_of(key)) {
-            self.staged_groups
+        let Some(groups) = &self.groups else {
+            return;
+        };
+        match groups.group_of(key) {
+            Ok(Some(g)) => self
+                .staged_groups
                 .entry(g.into())
                 .or_default()
-                .push(key.into());
+                .push(key.into()),
+            Ok(None) => {}
+            Err(e) => {
+                self.group_error.get_or_insert(e);
+            }
         }
     }
 
@@ -1122,7 +1135,7 @@ impl StateStore for MemStore {
         Ok(out)
     }
 
-    fn scan_group(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    fn scan_group(&self, group: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let groups = self.groups.as_ref().ok_or_else(|| {
             SluiceError::internal(format!(
                 "a scan of a key group of state {}, which keeps no key groups",
@@ -1130,12 +1143,12 @@ impl StateStore for MemStore {
             ))
         })?;
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        self.committed.group_scan(prefix, groups, &mut |k, v| {
+        self.committed.group_scan(group, groups, &mut |k, v| {
             if !self.staged.contains_key(k) {
                 out.push((k.to_vec(), v.to_vec()));
             }
         })?;
-        if let Some(keys) = self.staged_groups.get(prefix) {
+        if let Some(keys) = self.staged_groups.get(group) {
             for k in keys {
                 if let Some(Some(v)) = self.staged.get(k) {
                     out.push((k.to_vec(), v.to_vec()));
@@ -1172,6 +1185,9 @@ impl StateStore for MemStore {
         let new_version = self.version.checked_add(1).ok_or_else(|| {
             SluiceError::internal(format!("state version overflow at {}", self.version))
         })?;
+        if let Some(e) = self.group_error.take() {
+            return Err(e.context(format!("committing state version {new_version}")));
+        }
         let index = self
             .index_changes()
             .map_err(|e| e.context(format!("committing state version {new_version}")))?;
@@ -1225,6 +1241,7 @@ impl StateStore for MemStore {
     fn abort(&mut self) {
         lock(&self.visited).clear();
         self.staged_groups.clear();
+        self.group_error = None;
         self.staged.clear();
         self.staged_bytes = 0;
         self.staged_key_delta = 0;

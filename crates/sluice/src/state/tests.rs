@@ -1047,9 +1047,7 @@ fn random_scans_by_time_match_a_model() {
 
 /// Key groups for the tests: a key's group is its text up to and including `|`.
 fn test_groups() -> KeyGroups {
-    KeyGroups {
-        prefix_len: Arc::new(|k: &[u8]| k.iter().position(|b| *b == b'|').map(|i| i + 1)),
-    }
+    KeyGroups::by_prefix(|k: &[u8]| k.iter().position(|b| *b == b'|').map(|i| i + 1))
 }
 
 #[test]
@@ -1060,59 +1058,103 @@ fn a_store_without_key_groups_refuses_a_group_scan() {
     assert!(e.to_string().contains("keeps no key groups"), "{e}");
 }
 
-/// Random batches, replays and restarts, with group scans checked against a model.
+/// Key groups read from anywhere in the key: a key's group is its text after `|` (so group
+/// `1` is a byte prefix of group `11`, and a key `g1` is in no group); a key with `bad` in it
+/// does not decode.
+fn derived_test_groups() -> KeyGroups {
+    KeyGroups::by(|k: &[u8]| {
+        if k.windows(3).any(|w| w == b"bad") {
+            return Err(crate::error::SluiceError::internal("an undecodable test key"));
+        }
+        Ok(k.iter().position(|b| *b == b'|').map(|i| k[i + 1..].to_vec()))
+    })
+}
+
+/// Random batches, replays and restarts, with group scans checked against a model, for
+/// groups by prefix and groups read from the key.
 #[test]
 fn random_group_scans_match_a_model() {
-    let group_of = |model: &Model, g: &[u8]| -> Vec<(Vec<u8>, Vec<u8>)> {
-        model
-            .iter()
-            .filter(|(k, _)| test_groups().group_of(k) == Some(g))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    };
-    for seed in 1..=6u64 {
-        let root = tempfile::tempdir().unwrap();
-        let open =
-            |conf: &StateStoreConf| provider(root.path(), conf.clone()).with_key_groups(test_groups());
-        random_history(
-            seed,
-            open,
-            |rng, step, s, model| {
-                for _ in 0..rng.below(12) {
-                    // Groups `g1|` .. `g4|` and `g1` (a byte prefix of the others, in no group).
-                    let key = match rng.below(9) {
-                        0 => format!("g{}", rng.below(3)).into_bytes(),
-                        _ => format!("g{}|{}", 1 + rng.below(4), rng.below(5)).into_bytes(),
-                    };
-                    if rng.below(3) == 0 {
-                        s.remove(&key);
-                        model.remove(&key);
-                    } else {
-                        let value = format!("v{step}-{}", rng.below(100)).into_bytes();
-                        s.put(&key, &value);
-                        model.insert(key, value);
+    for prefix in [true, false] {
+        let groups = || if prefix { test_groups() } else { derived_test_groups() };
+        // A key of group `n`, and the group's name.
+        let key = move |n: u64, i: u64| match prefix {
+            true => format!("g{n}|{i}").into_bytes(),
+            false => format!("g{i}|{n}").into_bytes(),
+        };
+        let name = move |n: u64| match prefix {
+            true => format!("g{n}|").into_bytes(),
+            false => n.to_string().into_bytes(),
+        };
+        let group_of = |model: &Model, g: &[u8]| -> Vec<(Vec<u8>, Vec<u8>)> {
+            model
+                .iter()
+                .filter(|(k, _)| groups().group_of(k).unwrap().as_deref() == Some(g))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        for seed in 1..=6u64 {
+            let root = tempfile::tempdir().unwrap();
+            let open =
+                |conf: &StateStoreConf| provider(root.path(), conf.clone()).with_key_groups(groups());
+            random_history(
+                seed,
+                open,
+                |rng, step, s, model| {
+                    for _ in 0..rng.below(12) {
+                        // Groups 1 .. 12, and keys `g0` .. `g2` in no group (a byte prefix of
+                        // the others' keys).
+                        let key = match rng.below(9) {
+                            0 => format!("g{}", rng.below(3)).into_bytes(),
+                            _ => key(1 + rng.below(12), rng.below(5)),
+                        };
+                        if rng.below(3) == 0 {
+                            s.remove(&key);
+                            model.remove(&key);
+                        } else {
+                            let value = format!("v{step}-{}", rng.below(100)).into_bytes();
+                            s.put(&key, &value);
+                            model.insert(key, value);
+                        }
+                        let g = name(1 + rng.below(12));
+                        assert_eq!(
+                            s.scan_group(&g).unwrap(),
+                            group_of(model, &g),
+                            "prefix {prefix} seed {seed} step {step}: group {}",
+                            String::from_utf8_lossy(&g)
+                        );
                     }
-                    let g = format!("g{}|", 1 + rng.below(4)).into_bytes();
-                    assert_eq!(
-                        s.scan_group(&g).unwrap(),
-                        group_of(model, &g),
-                        "seed {seed} step {step}: group {}",
-                        String::from_utf8_lossy(&g)
-                    );
-                }
-            },
-            |s, model| {
-                for g in 1..=4 {
-                    let g = format!("g{g}|").into_bytes();
-                    assert_eq!(
-                        s.scan_group(&g).unwrap(),
-                        group_of(model, &g),
-                        "seed {seed}: final"
-                    );
-                }
-            },
-        );
+                },
+                |s, model| {
+                    for g in 1..=12 {
+                        let g = name(g);
+                        assert_eq!(
+                            s.scan_group(&g).unwrap(),
+                            group_of(model, &g),
+                            "prefix {prefix} seed {seed}: final"
+                        );
+                    }
+                },
+            );
+        }
     }
+}
+
+/// A key whose group cannot be read fails the commit that stages it, with the reason; the
+/// version stays as it was.
+#[test]
+fn a_key_whose_group_cannot_be_read_fails_the_commit() {
+    let root = tempfile::tempdir().unwrap();
+    let mut p = provider(root.path(), quiet_conf(10, 10)).with_key_groups(derived_test_groups());
+    let s = p.get_store(0).unwrap();
+    s.put(b"a|1", b"x");
+    s.put(b"bad|1", b"y");
+    let e = s.commit().unwrap_err();
+    assert!(e.to_string().contains("an undecodable test key"), "{e}");
+    s.abort();
+    s.put(b"a|1", b"x");
+    assert_eq!(s.commit().unwrap(), 1);
+    let s = p.get_store(1).unwrap();
+    assert_eq!(s.scan_group(b"1").unwrap(), vec![(b"a|1".to_vec(), b"x".to_vec())]);
 }
 
 #[test]

@@ -559,11 +559,9 @@ impl StatefulOperator for StreamingJoin {
 
     /// A join key's rows of one side are a group: the side and join key before the sequence.
     fn state_key_groups(&self) -> Option<KeyGroups> {
-        Some(KeyGroups {
-            prefix_len: Arc::new(|k: &[u8]| {
-                JoinStateKey::decode(k).ok().map(|key| 5 + key.key.len())
-            }),
-        })
+        Some(KeyGroups::by_prefix(|k: &[u8]| {
+            JoinStateKey::decode(k).ok().map(|key| 5 + key.key.len())
+        }))
     }
 
     fn state_schema(&self) -> StateSchema {
