@@ -127,7 +127,6 @@
 mod disk;
 pub(crate) mod files;
 mod format;
-pub(crate) mod indexed;
 pub(crate) mod layout;
 mod provider;
 pub(crate) mod schema;

@@ -1,6 +1,7 @@
 //! The on-disk state store provider (Spark's RocksDB provider class) under a windowed
-//! aggregation in append mode: the same rows as the in-memory provider across a restart,
-//! eviction through the store's time index, and Spark's `rocksdb*` custom metrics in progress.
+//! aggregation and a session-window aggregation in append mode: the same rows as the in-memory
+//! provider across a restart, eviction through the store's time index, sessions merged through
+//! the store's key groups, and Spark's `rocksdb*` custom metrics in progress.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,10 +13,20 @@ const ROCKSDB: &str = "org.apache.spark.sql.execution.streaming.state.RocksDBSta
 
 type Seen = Arc<Mutex<Vec<String>>>;
 
+/// How the count groups its rows.
+#[derive(Clone, Copy)]
+enum Windows {
+    /// `window(ts, '10 minutes'), user`.
+    Tumbling,
+    /// `session_window(ts, '5 minutes'), user`: the session column before the other key.
+    Sessions,
+}
+
 /// Runs the windowed count over `batches` (one file each), restarting the query after the
 /// second; returns the rows written and every progress.
 fn windowed_counts(
     provider: Option<&str>,
+    windows: Windows,
     batches: &[&[(&str, &str)]],
 ) -> (Vec<String>, Vec<sluice::StreamingQueryProgress>) {
     let d = dirs();
@@ -38,10 +49,24 @@ fn windowed_counts(
             .unwrap()
             .with_watermark("ts", "5 minutes")
             .unwrap()
-            .group_by([sluice::window(col("ts"), "10 minutes"), col("user")])
+            .group_by([
+                match windows {
+                    Windows::Tumbling => sluice::window(col("ts"), "10 minutes"),
+                    Windows::Sessions => sluice::session_window(col("ts"), "5 minutes"),
+                },
+                col("user"),
+            ])
             .count()
             .unwrap()
-            .select_sql(["CAST(window.start AS STRING) AS start", "user", "count"])
+            .select_sql(match windows {
+                Windows::Tumbling => vec!["CAST(window.start AS STRING) AS start", "user", "count"],
+                Windows::Sessions => vec![
+                    "CAST(session_window.start AS STRING) AS start",
+                    "CAST(session_window.end AS STRING) AS end",
+                    "user",
+                    "count",
+                ],
+            })
             .unwrap()
             .write_stream()
             .output_mode(OutputMode::Append)
@@ -87,8 +112,8 @@ fn a_windowed_count_on_the_on_disk_provider_evicts_by_event_time_across_a_restar
         &[("12:26", "b"), ("12:12", "a"), ("12:01", "a")],
         &[("12:40", "c")],
     ];
-    let (on_disk, progress) = windowed_counts(Some(ROCKSDB), batches);
-    let (in_memory, memory_progress) = windowed_counts(None, batches);
+    let (on_disk, progress) = windowed_counts(Some(ROCKSDB), Windows::Tumbling, batches);
+    let (in_memory, memory_progress) = windowed_counts(None, Windows::Tumbling, batches);
     assert_eq!(
         on_disk,
         [
@@ -133,4 +158,37 @@ fn a_windowed_count_on_the_on_disk_provider_evicts_by_event_time_across_a_restar
         .iter()
         .flat_map(|p| p.state_operators.iter())
         .all(|o| !o.custom_metrics.keys().any(|k| k.starts_with("rocksdb"))));
+}
+
+/// Sessions merge with stored sessions of the same user found through the store's key groups
+/// (the session column is not the last key, so a user's sessions are not a key range), across a
+/// restart, and close by the watermark through the time index, on both providers alike.
+#[test]
+fn session_windows_on_the_on_disk_provider_merge_and_close_across_a_restart() {
+    let batches: &[&[(&str, &str)]] = &[
+        &[("12:01", "a"), ("12:02", "b"), ("12:04", "a")],
+        // a: a second session (12:11 is after the first's end, 12:09); b: grows to 12:08.
+        &[("12:11", "a"), ("12:03", "b")],
+        // After the restart: 12:08 a joins a's two stored sessions into one (12:01-12:16);
+        // 12:05 b is behind the watermark (12:06) but its session is not: merged. 12:26
+        // moves the watermark to 12:21, closing both.
+        &[("12:26", "b"), ("12:08", "a"), ("12:05", "b")],
+        &[("12:40", "c")],
+    ];
+    let (on_disk, progress) = windowed_counts(Some(ROCKSDB), Windows::Sessions, batches);
+    let (in_memory, _) = windowed_counts(None, Windows::Sessions, batches);
+    assert_eq!(
+        on_disk,
+        [
+            "2026-09-15 12:01:00|2026-09-15 12:16:00|a|4",
+            "2026-09-15 12:02:00|2026-09-15 12:10:00|b|3",
+            "2026-09-15 12:26:00|2026-09-15 12:31:00|b|1",
+        ]
+    );
+    assert_eq!(on_disk, in_memory);
+    // Only c's session is left.
+    assert_eq!(
+        progress.last().unwrap().state_operators[0].num_rows_total,
+        1
+    );
 }

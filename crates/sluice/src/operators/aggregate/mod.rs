@@ -51,7 +51,7 @@ use super::stateful::{
 use crate::error::{class, Result, SluiceError};
 use crate::state::layout::aggregate::AggregateLayout;
 use crate::state::schema::{state_fields, StateSchema};
-use crate::state::PairTimes;
+use crate::state::{KeyGroups, PairTimes};
 use crate::types::{OperatorId, OutputMode, WatermarkMs};
 
 pub(super) struct AggFn {
@@ -128,9 +128,7 @@ pub(crate) struct StreamingAggregate {
     event_time_key: Option<EventTimeKey>,
     mode: OutputMode,
     partitions: usize,
-    /// Keys in state by event time (window end or the event-time column), so eviction touches
-    /// only expired keys instead of scanning the state. Not used for session windows.
-    /// Session windows: the sessions in state per value of the other grouping keys.
+    /// Session windows: how a session's other grouping keys are encoded and grouped.
     sessions: Option<SessionIndex>,
     /// The late-row side output is on: this batch's input rows dropped as late.
     late_rows: Option<Vec<RecordBatch>>,
@@ -229,8 +227,7 @@ impl StreamingAggregate {
         if self.sessions.is_some() {
             // Sessions merge across the batch's rows in memory: not cut into chunks yet.
             let batch = concat_batches(&self.input_schema, &input.collect_all()?)?;
-            let version = ctx.batch_id.state_version();
-            return self.process_sessions(stores, version, &batch, late_us, evict_us);
+            return self.process_sessions(stores, &batch, late_us, evict_us);
         }
         let mut totals = PartitionOutput::default();
         let mut dropped = 0u64;
@@ -283,14 +280,13 @@ impl StatefulOperator for StreamingAggregate {
         }
     }
 
-    /// Keys by the event time in them (a window's end, or the watermarked column), so eviction
-    /// reads only the expired keys; not for session windows (their own index) or complete mode
-    /// (nothing is evicted).
+    /// Keys by the event time in them (a window's or session's end, or the watermarked
+    /// column), so eviction reads only the expired keys; not in complete mode (nothing is
+    /// evicted).
     fn state_times(&self) -> Result<Option<PairTimes>> {
-        let (Some(et), Some(_), None, false) = (
+        let (Some(et), Some(_), false) = (
             self.event_time_key,
             self.layout.key().rows(),
-            &self.sessions,
             self.mode == OutputMode::Complete,
         ) else {
             return Ok(None);
@@ -302,6 +298,11 @@ impl StatefulOperator for StreamingAggregate {
             move |arrays| key_event_times(arrays, et),
         )
         .map(Some)
+    }
+
+    /// Session windows: a session's group is its other grouping keys, to merge with.
+    fn state_key_groups(&self) -> Option<KeyGroups> {
+        self.session_key_groups()
     }
 
     fn state_schema(&self) -> StateSchema {

@@ -488,7 +488,7 @@ impl StreamingAggregate {
     /// Evicts one partition's keys with event time at or before `evict_us` through the store's
     /// time index (a range scan: only the expired keys are read); with `emit`, returns them as
     /// rows. `store` is partition `p`'s.
-    fn evict_partition(
+    pub(super) fn evict_partition(
         &self,
         p: usize,
         store: &mut dyn StateStore,

@@ -3,49 +3,42 @@
 //! sessions of the same other keys merge, with the sessions already in state. A row next to a
 //! session that was already emitted (and evicted) starts a new session.
 //!
-//! The sessions in state are indexed by the encoded values of the other grouping keys, to merge,
-//! and by their event time (the session's end), to evict (`SessionIndex`, read from the stores on the first batch of a
-//! run); a session's state key is the full grouping key, and it lives in the partition of its
-//! other keys.
+//! A session's state key is the full grouping key, and it lives in the partition of its other
+//! keys. The stores find a batch's sessions to merge by those other keys (a key group read from
+//! the key, [`StateStore::scan_group`], wherever the session column is among the keys) and the
+//! sessions to evict by their event time (the session's end, or the watermarked column among the
+//! other keys: the store's time index, as for other aggregations). Nothing about the sessions
+//! is kept in memory between batches, so their number is bounded by the state store, not by
+//! memory, on the on-disk provider.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, StructArray, UInt32Array};
 use arrow::compute::take;
 use arrow::row::{RowConverter, SortField};
 
-use super::keys::{key_event_times, EventTimeKey, KeyPart};
+use super::keys::KeyPart;
 use super::StreamingAggregate;
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::event_time::to_micros;
 use crate::operators::stateful::{partition_of, OperatorOutput};
 use crate::operators::window::window_array;
-use crate::state::indexed::{TimeIndex, Versioned};
-use crate::state::StateStore;
+use crate::state::layout::KeyLayout;
+use crate::state::{KeyGroups, StateStore};
 use crate::types::OutputMode;
 
-/// Sessions of one value of the other keys: (start µs, end µs, full state key).
-type SessionList = Vec<(i64, i64, Vec<u8>)>;
-
-/// Sessions in state, by the encoded values of the grouping keys other than the session, and
-/// by end.
+/// How the session key's other grouping keys are encoded, and the stores' key groups by them.
 pub(super) struct SessionIndex {
     /// Encodes the other grouping keys (None when the session is the only key).
-    other_converter: Option<RowConverter>,
-    /// Built from the state store on the first batch of a run (and after a failed batch).
-    sessions: Versioned<Sessions>,
+    other_converter: Option<Arc<RowConverter>>,
+    /// A stored key's group: its other grouping keys, encoded as `other_converter` does.
+    groups: KeyGroups,
 }
 
-/// The sessions in state.
-#[derive(Default)]
-struct Sessions {
-    /// By the encoded values of the other grouping keys.
-    by_other: HashMap<Vec<u8>, SessionList>,
-    /// (partition, full state key) of every session with an event time, by that time (µs): the
-    /// session's end, or the watermarked column among the other keys when it is the event time.
-    by_time: TimeIndex<(usize, Vec<u8>)>,
-}
+/// A session in state: (start µs, end µs, full state key, stored state).
+type StoredSession = (i64, i64, Vec<u8>, Vec<u8>);
 
 /// One session after merging a batch's rows with the stored sessions of the same other keys.
 struct Merged {
@@ -55,8 +48,8 @@ struct Merged {
     rep_row: usize,
     /// The batch's rows in the session.
     rows: Vec<usize>,
-    /// The ends and full state keys of the stored sessions merged into it.
-    old: Vec<(i64, Vec<u8>)>,
+    /// The full state keys and states of the stored sessions merged into it.
+    old: Vec<(Vec<u8>, Vec<u8>)>,
     /// The encoded other keys.
     other: Vec<u8>,
 }
@@ -90,13 +83,36 @@ impl StreamingAggregate {
         let other_converter = if others.is_empty() {
             None
         } else {
-            Some(RowConverter::new(others)?)
+            Some(Arc::new(RowConverter::new(others)?))
         };
+        let types: Vec<_> = self
+            .key_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let key = KeyLayout::new(&types)?;
+        let (converter, location) = (other_converter.clone(), self.location.clone());
+        let groups = KeyGroups::by(move |k: &[u8]| {
+            let Some(converter) = &converter else {
+                return Ok(Some(Vec::new()));
+            };
+            let mut arrays = key
+                .decode_trusted(&[k])
+                .map_err(|e| location.corrupt(None, "a session window key", e))?;
+            arrays.remove(pos);
+            let rows = converter.convert_columns(&arrays)?;
+            Ok(Some(rows.row(0).data().to_vec()))
+        });
         self.sessions = Some(SessionIndex {
             other_converter,
-            sessions: Versioned::default(),
+            groups,
         });
         Ok(self)
+    }
+
+    /// The stores' key groups for session windows.
+    pub(super) fn session_key_groups(&self) -> Option<KeyGroups> {
+        self.sessions.as_ref().map(|s| s.groups.clone())
     }
 
     fn session_position(&self) -> Option<usize> {
@@ -105,11 +121,10 @@ impl StreamingAggregate {
             .position(|k| matches!(k, KeyPart::Session { .. }))
     }
 
-    /// Runs a batch of a session-window aggregation; the stores are open at `version`.
+    /// Runs a batch of a session-window aggregation.
     pub(super) fn process_sessions(
         &mut self,
         stores: &mut [&mut dyn StateStore],
-        version: u64,
         batch: &RecordBatch,
         late_us: i64,
         evict_us: i64,
@@ -122,8 +137,7 @@ impl StreamingAggregate {
         };
         let gap = *gap;
         let rows = self.session_rows(batch, pos, gap, late_us)?;
-        self.begin_sessions(stores, version, pos)?;
-        let mut merged = self.merge_sessions(&rows, gap)?;
+        let mut merged = self.merge_sessions(stores, pos, &rows, gap)?;
         // Sessions without new rows are unchanged: leave them in state as they are.
         merged.retain(|g| !g.rows.is_empty());
         for g in &mut merged {
@@ -144,9 +158,6 @@ impl StreamingAggregate {
             }
         };
         let removals_ms = t_removals.elapsed().as_millis() as i64;
-        if let Some(idx) = &mut self.sessions {
-            idx.sessions.finish(version + 1);
-        }
         Ok(self.report(out, (updated, removed, rows.dropped), (0, removals_ms)))
     }
 
@@ -220,101 +231,76 @@ impl StreamingAggregate {
         })
     }
 
-    /// Starts the batch's session index: kept when it describes the stores' `version`, else
-    /// rebuilt with one scan of the state (the first batch of a run, or after a failed batch).
-    fn begin_sessions(
-        &mut self,
+    /// The stored sessions of each of `others` (encoded other keys), from the store of its
+    /// partition: one key group each.
+    fn stored_sessions<'o>(
+        &self,
         stores: &[&mut dyn StateStore],
-        version: u64,
         pos: usize,
-    ) -> Result<()> {
-        let current = self
-            .sessions
-            .as_mut()
-            .ok_or_else(|| SluiceError::internal("session index"))?
-            .sessions
-            .begin(version);
-        if !current {
-            let built = self.read_sessions(stores, pos)?;
-            if let Some(idx) = &mut self.sessions {
-                *idx.sessions.get_mut() = built;
+        others: &[&'o [u8]],
+    ) -> Result<HashMap<&'o [u8], Vec<StoredSession>>> {
+        let mut pairs: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+        for (i, other) in others.iter().enumerate() {
+            let p = partition_of(other, self.partitions);
+            for (k, v) in stores[p].scan_group(other)? {
+                pairs.push((i, k, v));
             }
         }
-        Ok(())
-    }
-
-    /// The sessions in state, read from every store.
-    fn read_sessions(&self, stores: &[&mut dyn StateStore], pos: usize) -> Result<Sessions> {
-        let mut keys: Vec<Vec<u8>> = Vec::new();
-        let mut parts: Vec<usize> = Vec::new();
-        for (p, store) in stores.iter().enumerate() {
-            for (k, _) in store.iter() {
-                keys.push(k.to_vec());
-                parts.push(p);
-            }
+        let mut out: HashMap<&[u8], Vec<StoredSession>> = HashMap::new();
+        if pairs.is_empty() {
+            return Ok(out);
         }
-        let mut out = Sessions::default();
-        if let (Some(_), false) = (self.layout.key().rows(), keys.is_empty()) {
-            let arrays = self.decode_keys(None, &keys)?;
-            let others = self.session_other_keys(&arrays)?.unwrap_or_default();
-            let w = arrays[pos]
-                .as_any()
-                .downcast_ref::<StructArray>()
-                .ok_or_else(|| SluiceError::internal("session struct"))?;
-            let (starts, ends) = (to_micros(w.column(0))?, to_micros(w.column(1))?);
-            let times = match self.event_time_key {
-                Some(et) => Some(key_event_times(&arrays, et)?),
-                None => None,
-            };
-            for (i, k) in keys.into_iter().enumerate() {
-                if let Some(t) = times.as_ref().filter(|t| t.is_valid(i)) {
-                    out.by_time.insert(t.value(i), (parts[i], k.clone()));
-                }
-                out.by_other.entry(others[i].clone()).or_default().push((
-                    starts.value(i),
-                    ends.value(i),
-                    k,
-                ));
-            }
+        let arrays =
+            self.decode_keys(None, &pairs.iter().map(|(_, k, _)| k).collect::<Vec<_>>())?;
+        let w = arrays[pos]
+            .as_any()
+            .downcast_ref::<StructArray>()
+            .ok_or_else(|| SluiceError::internal("session struct"))?;
+        let (starts, ends) = (to_micros(w.column(0))?, to_micros(w.column(1))?);
+        for (j, (i, k, v)) in pairs.into_iter().enumerate() {
+            out.entry(others[i])
+                .or_default()
+                .push((starts.value(j), ends.value(j), k, v));
         }
         Ok(out)
     }
 
-    /// The sessions in state, to read and update.
-    fn sessions_mut(&mut self) -> Result<&mut Sessions> {
-        self.sessions
-            .as_mut()
-            .map(|s| s.sessions.get_mut())
-            .ok_or_else(|| SluiceError::internal("session index"))
-    }
-
     /// Merges the rows of each other key with that key's stored sessions (overlapping intervals
     /// become one session), other keys in byte order.
-    fn merge_sessions(&self, rows: &SessionRows, gap: i64) -> Result<Vec<Merged>> {
+    fn merge_sessions(
+        &self,
+        stores: &[&mut dyn StateStore],
+        pos: usize,
+        rows: &SessionRows,
+        gap: i64,
+    ) -> Result<Vec<Merged>> {
         let mut rows_of: HashMap<&[u8], Vec<usize>> = HashMap::new();
         for (r, b) in rows.other_bytes.iter().enumerate() {
             rows_of.entry(b.as_slice()).or_default().push(r);
         }
-        let by_other = &self
-            .sessions
-            .as_ref()
-            .ok_or_else(|| SluiceError::internal("session index"))?
-            .sessions
-            .get()
-            .by_other;
-        let mut merged: Vec<Merged> = Vec::new();
         let mut other_keys_sorted: Vec<&[u8]> = rows_of.keys().copied().collect();
         other_keys_sorted.sort();
+        let stored = self.stored_sessions(stores, pos, &other_keys_sorted)?;
+        let mut merged: Vec<Merged> = Vec::new();
         for other in other_keys_sorted {
             let of_other = &rows_of[other];
-            // (start, end, Some(row) | None for a stored session with its full key)
+            // (start, end, Some(row) | None for a stored session with its key and state)
             #[allow(clippy::type_complexity)]
-            let mut intervals: Vec<(i64, i64, Option<usize>, Option<&Vec<u8>>)> = of_other
+            let mut intervals: Vec<(
+                i64,
+                i64,
+                Option<usize>,
+                Option<(&Vec<u8>, &Vec<u8>)>,
+            )> = of_other
                 .iter()
                 .map(|r| (rows.ts[*r], rows.ts[*r] + gap, Some(*r), None))
                 .collect();
-            if let Some(existing) = by_other.get(other) {
-                intervals.extend(existing.iter().map(|(s, e, k)| (*s, *e, None, Some(k))));
+            if let Some(existing) = stored.get(other) {
+                intervals.extend(
+                    existing
+                        .iter()
+                        .map(|(s, e, k, v)| (*s, *e, None, Some((k, v)))),
+                );
             }
             intervals.sort_by_key(|(s, e, _, _)| (*s, *e));
             let mut cur: Option<Merged> = None;
@@ -325,8 +311,8 @@ impl StreamingAggregate {
                         if let Some(r) = row {
                             c.rows.push(r);
                         }
-                        if let Some(k) = old {
-                            c.old.push((e, k.clone()));
+                        if let Some((k, v)) = old {
+                            c.old.push((k.clone(), v.clone()));
                         }
                     }
                     _ => {
@@ -338,7 +324,10 @@ impl StreamingAggregate {
                             end: e,
                             rep_row: row.unwrap_or(usize::MAX),
                             rows: row.into_iter().collect(),
-                            old: old.into_iter().map(|k| (e, k.clone())).collect(),
+                            old: old
+                                .into_iter()
+                                .map(|(k, v)| (k.clone(), v.clone()))
+                                .collect(),
                             other: other.to_vec(),
                         });
                     }
@@ -352,7 +341,7 @@ impl StreamingAggregate {
     }
 
     /// Accumulates the merged sessions (their stored states and the batch's rows) and replaces
-    /// them in state and in the index. Returns the number of sessions written.
+    /// them in state. Returns the number of sessions written.
     fn replace_sessions(
         &mut self,
         stores: &mut [&mut dyn StateStore],
@@ -369,12 +358,9 @@ impl StreamingAggregate {
             for r in &g.rows {
                 group_of_row[*r] = gi;
             }
-            let p = partition_of(&g.other, self.partitions);
-            for (_, k) in &g.old {
-                if let Some(v) = stores[p].get(k) {
-                    old_groups.push(gi);
-                    old_states.push(v.to_vec());
-                }
+            for (_, v) in &g.old {
+                old_groups.push(gi);
+                old_states.push(v.clone());
             }
         }
         // Key arrays of the merged sessions.
@@ -413,113 +399,37 @@ impl StreamingAggregate {
             .encode(&key_arrays)?
             .ok_or_else(|| SluiceError::internal("session keys"))?;
         let state_rows = self.layout.value().encode(&new_states)?;
-        let et = self.event_time_key;
-        let times = match et {
-            Some(et) => Some(key_event_times(&key_arrays, et)?),
-            None => None,
-        };
-        let partitions = self.partitions;
-        let Sessions { by_other, by_time } = self.sessions_mut()?;
         for (gi, g) in merged.iter().enumerate() {
-            let p = partition_of(&g.other, partitions);
-            // The event time of the merged session; a stored session merged into it had the
-            // same other keys, so the same time unless the time is the session's end.
-            let time = times
-                .as_ref()
-                .filter(|t| t.is_valid(gi))
-                .map(|t| t.value(gi));
-            let list = by_other.entry(g.other.clone()).or_default();
-            for (end, k) in &g.old {
+            let p = partition_of(&g.other, self.partitions);
+            for (k, _) in &g.old {
                 stores[p].remove(k);
-                list.retain(|(_, _, full)| full != k);
-                let old_time = match et {
-                    Some(EventTimeKey::WindowEnd(_)) => Some(*end),
-                    _ => time,
-                };
-                if let Some(t) = old_time {
-                    by_time.remove(t, |(_, key)| key == k);
-                }
             }
-            let full = full_keys.row(gi).data().to_vec();
-            stores[p].put(&full, state_rows.row(gi).data());
-            if let Some(t) = time {
-                by_time.insert(t, (p, full.clone()));
-            }
-            list.push((g.start, g.end, full));
+            stores[p].put(full_keys.row(gi).data(), state_rows.row(gi).data());
         }
         Ok(n_groups as u64)
     }
 
-    /// Removes the sessions whose event time is at or before `evict_us` (through the index by
-    /// time: only expired sessions are touched) and returns them as rows, in the order of the
-    /// stores' keys.
+    /// Removes the sessions whose event time is at or before `evict_us` (through the stores'
+    /// time index: only expired sessions are read) and returns them as rows, partition by
+    /// partition.
     fn evict(
         &mut self,
         stores: &mut [&mut dyn StateStore],
         evict_us: i64,
     ) -> Result<(Option<RecordBatch>, u64)> {
-        if self.event_time_key.is_none() || self.layout.key().rows().is_none() {
-            return Ok((None, 0));
+        let mut out = Vec::new();
+        let mut removed = 0;
+        for (p, store) in stores.iter_mut().enumerate() {
+            let (rows, n) = self.evict_partition(p, &mut **store, evict_us, true)?;
+            out.extend(rows);
+            removed += n;
         }
-        let mut expired: Vec<(usize, Vec<u8>)> = self
-            .sessions_mut()?
-            .by_time
-            .expire(evict_us, true)
-            .collect();
-        if expired.is_empty() {
-            return Ok((None, 0));
+        if out.is_empty() {
+            return Ok((None, removed));
         }
-        // Partition by partition, each in key order: the order of a scan of the stores.
-        expired.sort_unstable();
-        let mut keys: Vec<Vec<u8>> = Vec::with_capacity(expired.len());
-        let mut values: Vec<Vec<u8>> = Vec::with_capacity(expired.len());
-        for (p, k) in expired {
-            if let Some(v) = stores[p].get(&k) {
-                values.push(v.to_vec());
-                stores[p].remove(&k);
-                keys.push(k);
-            }
-        }
-        let n = keys.len() as u64;
-        if keys.is_empty() {
-            return Ok((None, n));
-        }
-        let keys_out = self.decode_keys(None, &keys)?;
-        if let Some(others) = self.session_other_keys(&keys_out)? {
-            let by_other = &mut self.sessions_mut()?.by_other;
-            for (k, other) in keys.iter().zip(&others) {
-                if let Some(list) = by_other.get_mut(other) {
-                    list.retain(|(_, _, full)| full != k);
-                    if list.is_empty() {
-                        by_other.remove(other);
-                    }
-                }
-            }
-        }
-        let states = self.decode_states(None, &values)?;
-        let finals = self.evaluate_states(&states, values.len())?;
-        Ok((Some(self.output_batch(keys_out, finals)?), n))
-    }
-
-    /// For session windows: the encoded other-key bytes of each decoded key row.
-    fn session_other_keys(&self, key_arrays: &[ArrayRef]) -> Result<Option<Vec<Vec<u8>>>> {
-        let Some(idx) = &self.sessions else {
-            return Ok(None);
-        };
-        let pos = self.session_position().unwrap_or(0);
-        let n = key_arrays.first().map(|a| a.len()).unwrap_or(0);
-        match &idx.other_converter {
-            None => Ok(Some(vec![Vec::new(); n])),
-            Some(conv) => {
-                let cols: Vec<ArrayRef> = key_arrays
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != pos)
-                    .map(|(_, a)| a.clone())
-                    .collect();
-                let rows = conv.convert_columns(&cols)?;
-                Ok(Some((0..n).map(|i| rows.row(i).data().to_vec()).collect()))
-            }
-        }
+        Ok((
+            Some(arrow::compute::concat_batches(&self.output_schema, &out)?),
+            removed,
+        ))
     }
 }

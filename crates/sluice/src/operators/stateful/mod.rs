@@ -69,7 +69,8 @@ pub(crate) struct OperatorOutput {
 /// - `process` sees each batch once, except on replay after a failure, when its stores are
 ///   handed to it at version N again. Whatever the operator keeps in memory about its state
 ///   (an index, a sequence number) MUST be rebuilt from the stores when their version is not
-///   the one it describes (see `crate::state::indexed::Versioned`).
+///   the one it describes; better, keep nothing and ask the stores (their time index and key
+///   groups: [`Self::state_times`], [`Self::state_key_groups`]).
 /// - An input arrives as its plan runs ([`StageInput`]). An operator whose work is per row
 ///   SHOULD take it chunk by chunk ([`StageInput::for_each_chunk`]), staging each chunk's
 ///   changes before the next, so a batch larger than memory passes through a chunk at a time;
