@@ -200,7 +200,12 @@ impl LocalCache {
     /// not open yet.
     pub(super) fn create(memory: LocalCacheMemory) -> Result<Self> {
         let (db, keyspace) = database(memory)?;
-        Ok(Self {
+        Ok(Self::on(db, keyspace, memory))
+    }
+
+    /// An empty cache in `keyspace` of `db`.
+    fn on(db: fjall::Database, keyspace: fjall::Keyspace, memory: LocalCacheMemory) -> Self {
+        Self {
             db,
             keyspace,
             prefixes: new_prefixes(),
@@ -210,7 +215,7 @@ impl LocalCache {
             stats: CacheStats::default(),
             reads: typed_arena::Arena::new(),
             error: Mutex::new(None),
-        })
+        }
     }
 
     fn key(&self, key: &[u8]) -> Vec<u8> {
@@ -599,9 +604,16 @@ mod tests {
     /// the other store keeps every pair.
     #[test]
     fn dropping_a_store_deletes_its_pairs_and_no_others() {
+        // A database of the test's own: the process's one is shared by tests running at the
+        // same time, whose writes would land in the tables this test counts.
+        let dir = tempfile::tempdir().unwrap();
+        let db = fjall::Database::builder(dir.path()).open().unwrap();
+        let keyspace = db
+            .keyspace("state", fjall::KeyspaceCreateOptions::default)
+            .unwrap();
         let memory = LocalCacheMemory::default();
-        let gone = LocalCache::create(memory).unwrap();
-        let kept = LocalCache::create(memory).unwrap();
+        let gone = LocalCache::on(db.clone(), keyspace.clone(), memory);
+        let kept = LocalCache::on(db, keyspace, memory);
         let put = |cache: &LocalCache, range: std::ops::Range<u32>| {
             let mut batch = cache.db.batch();
             for i in range {
