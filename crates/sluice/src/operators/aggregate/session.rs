@@ -413,7 +413,7 @@ impl StreamingAggregate {
     /// time index: only expired sessions are read) and returns them as rows, partition by
     /// partition.
     fn evict(
-        &mut self,
+        &self,
         stores: &mut [&mut dyn StateStore],
         evict_us: i64,
     ) -> Result<(Option<RecordBatch>, u64)> {
