@@ -70,6 +70,59 @@ fn days_in_month(year: i64, month: i64) -> i64 {
 /// Spark's `stringToTimestamp` in UTC: microseconds since the epoch, or None.
 pub(crate) fn parse_timestamp_micros(s: &str) -> Option<i64> {
     let b = trim_bytes(s.as_bytes());
+    if let Some(micros) = iso_utc_micros(b) {
+        return Some(micros);
+    }
+    parse_timestamp_general(b)
+}
+
+/// The common form `yyyy-mm-ddThh:mm:ss[.fraction][Z]` (or a space for the `T`), read at fixed
+/// positions: the same value as [`parse_timestamp_general`] gives it; None for anything else
+/// (which the general parser then reads).
+fn iso_utc_micros(b: &[u8]) -> Option<i64> {
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let digit = |i: usize| -> Option<i64> { b[i].is_ascii_digit().then(|| (b[i] - b'0') as i64) };
+    let two = |i: usize| -> Option<i64> { Some(digit(i)? * 10 + digit(i + 1)?) };
+    let year = two(0)? * 100 + two(2)?;
+    let (month, day) = (two(5)?, two(8)?);
+    let (hour, minute, second) = (two(11)?, two(14)?, two(17)?);
+    let mut i = 19;
+    let mut micros = 0i64;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            // Digits past the sixth are dropped, as the general parser drops them.
+            if i - start < 6 {
+                micros = micros * 10 + (b[i] - b'0') as i64;
+            }
+            i += 1;
+        }
+        let n = i - start;
+        if n == 0 {
+            return None;
+        }
+        for _ in n.min(6)..6 {
+            micros *= 10;
+        }
+    }
+    if !matches!(&b[i..], [] | [b'Z']) || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day)?;
+    Some((days * SECONDS_PER_DAY + hour * 3600 + minute * 60 + second) * MICROS_PER_SECOND + micros)
+}
+
+/// [`parse_timestamp_micros`] of a trimmed string, any form Spark accepts.
+fn parse_timestamp_general(b: &[u8]) -> Option<i64> {
     if b.is_empty() {
         return None;
     }
@@ -541,6 +594,42 @@ impl DatetimeFormats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fixed-position reading of the common form gives what the general parser gives, for
+    /// every string it accepts, and declines the rest (the general parser reads them).
+    #[test]
+    fn the_iso_fast_path_agrees_with_the_general_parser() {
+        let mut accepted = 0;
+        let dates = ["2026-01-01", "2024-02-29", "2023-02-29", "1969-12-31", "0001-01-01",
+            "9999-12-31", "2026-13-01", "2026-00-10", "2026-04-31", "2026-1-01", "+2026-01-01",
+            "-0044-03-15", "2026/01/01", "20x6-01-01"];
+        let times = ["T00:00:00", " 23:59:59", "T24:00:00", "T12:60:00", "T12:00:60",
+            "T1:02:03", "t12:00:00", "T12:00", "T12-00-00"];
+        let fractions = ["", ".", ".1", ".123", ".123456", ".1234567", ".123456789", ".12a",
+            ".000001"];
+        let zones = ["", "Z", "z", "+01:00", "-0530", "UTC", " ", "ZZ", "Z1"];
+        for d in dates {
+            for t in times {
+                for f in fractions {
+                    for z in zones {
+                        let text = format!("{d}{t}{f}{z}");
+                        let b = trim_bytes(text.as_bytes());
+                        let general = parse_timestamp_general(b);
+                        if let Some(fast) = iso_utc_micros(b) {
+                            accepted += 1;
+                            assert_eq!(Some(fast), general, "{text:?}");
+                        }
+                        assert_eq!(parse_timestamp_micros(&text), general, "{text:?}");
+                    }
+                }
+            }
+        }
+        assert!(accepted >= 200, "the fast path took only {accepted} strings");
+        assert_eq!(
+            parse_timestamp_micros("2026-01-01T00:00:21.635Z"),
+            Some(1_767_225_621_635_000)
+        );
+    }
 
     fn pattern(p: &str) -> SparkPattern {
         SparkPattern::compile("timestampFormat", p).unwrap()

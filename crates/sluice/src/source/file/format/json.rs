@@ -60,12 +60,14 @@ pub(crate) fn read_piece(
         names,
         types,
     };
+    // One row's cells, used again for each record.
+    let mut cells: Vec<Cell<'_>> = Vec::with_capacity(reader.types.len());
     if j.multi_line {
-        reader.record(text, at.lines_before + 1, uri, asm)
+        reader.record(text, at.lines_before + 1, uri, asm, &mut cells)
     } else {
         at.lines_before =
             for_each_line_from(text, j.line_sep.as_deref(), at.lines_before, |n, line| {
-                reader.record(line, n, uri, asm)
+                reader.record(line, n, uri, asm, &mut cells)
             })?;
         Ok(())
     }
@@ -97,7 +99,19 @@ enum Num<'a> {
 }
 
 impl<'o> JsonReader<'o> {
-    fn record(&self, rec: &str, line: usize, uri: &str, asm: &mut Assembler<'_>) -> Result<()> {
+    /// Parses one record (a line, or a whole file with `multiLine`) into `asm`; `cells` is
+    /// scratch space for a row's cells.
+    fn record<'a>(
+        &self,
+        rec: &'a str,
+        line: usize,
+        uri: &str,
+        asm: &mut Assembler<'_>,
+        cells: &mut Vec<Cell<'a>>,
+    ) -> Result<()>
+    where
+        'o: 'a,
+    {
         let rr = RecordRef {
             file: uri,
             line,
@@ -113,9 +127,10 @@ impl<'o> JsonReader<'o> {
         }
         match cur.peek() {
             Some(b'{') => {
-                let mut cells = vec![Cell::Null; self.types.len()];
-                match self.object(&mut cur, &mut cells) {
-                    Ok(partial) => asm.record(&cells, partial.map(Bad::Partial), rr),
+                cells.clear();
+                cells.resize(self.types.len(), Cell::Null);
+                match self.object(&mut cur, cells) {
+                    Ok(partial) => asm.record(cells, partial.map(Bad::Partial), rr),
                     Err(e) => asm.record(&[], Some(Bad::Malformed(e.0)), rr),
                 }
             }

@@ -819,25 +819,13 @@ pub(crate) fn for_each_line_from<'t>(
     }
     let b = text.as_bytes();
     let mut start = 0;
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'\n' => {
-                n += 1;
-                f(n, &text[start..i])?;
-                i += 1;
-                start = i;
-            }
-            b'\r' => {
-                n += 1;
-                f(n, &text[start..i])?;
-                i += 1;
-                if i < b.len() && b[i] == b'\n' {
-                    i += 1;
-                }
-                start = i;
-            }
-            _ => i += 1,
+    while let Some(k) = memchr::memchr2(b'\n', b'\r', &b[start..]) {
+        let end = start + k;
+        n += 1;
+        f(n, &text[start..end])?;
+        start = end + 1;
+        if b[end] == b'\r' && b.get(start) == Some(&b'\n') {
+            start += 1;
         }
     }
     if start < b.len() {
@@ -946,7 +934,9 @@ pub(crate) fn read_file(
     context: &str,
     asm: &mut Assembler<'_>,
 ) -> Result<()> {
-    if let Some(mut file) = FileReader::open(asm.opts, path, uri, context, CHUNK_BYTES) {
+    if let Some(mut file) =
+        FileReader::open(asm.opts, path, uri, context, CHUNK_BYTES, Vec::new())
+    {
         while file.step(asm)? {}
     }
     Ok(())
@@ -991,6 +981,7 @@ pub(crate) fn read_files_lazy(
         chunk_bytes,
         counters,
         current: None,
+        spare: Vec::new(),
         ready: VecDeque::new(),
         ended: false,
     })
@@ -1005,6 +996,8 @@ struct LazyRead {
     counters: Arc<ReadCounters>,
     /// The file being read.
     current: Option<FileReader>,
+    /// The text buffer of the last file read, for the next one.
+    spare: Vec<u8>,
     /// Batches of the last piece read, not returned yet.
     ready: VecDeque<RecordBatch>,
     /// All files read, or an error returned.
@@ -1020,6 +1013,7 @@ impl LazyRead {
         match &mut self.current {
             Some(file) => {
                 if !file.step(&mut asm)? {
+                    self.spare = file.recycle();
                     self.current = None;
                 }
             }
@@ -1028,8 +1022,15 @@ impl LazyRead {
                     return Ok(false);
                 };
                 let path = (self.to_path)(&uri);
-                self.current =
-                    FileReader::open(&opts, &path, &uri, &self.context, self.chunk_bytes);
+                let recycled = std::mem::take(&mut self.spare);
+                self.current = FileReader::open(
+                    &opts,
+                    &path,
+                    &uri,
+                    &self.context,
+                    self.chunk_bytes,
+                    recycled,
+                );
             }
         }
         let out = asm.finish()?;
@@ -1128,6 +1129,7 @@ impl FileReader {
         uri: &str,
         context: &str,
         chunk_bytes: usize,
+        recycled: Vec<u8>,
     ) -> Option<FileReader> {
         let kind = match &opts.kind {
             FormatKind::Parquet => match parquet::open(opts, path, uri, context) {
@@ -1146,7 +1148,12 @@ impl FileReader {
                     if whole {
                         FileKind::Whole(src)
                     } else {
-                        FileKind::Lines(Box::new(LineReader::new(opts, src, chunk_bytes)))
+                        FileKind::Lines(Box::new(LineReader::new(
+                            opts,
+                            src,
+                            chunk_bytes,
+                            recycled,
+                        )))
                     }
                 }
                 Err(e) => match open_failed(opts, uri, context, e) {
@@ -1160,6 +1167,15 @@ impl FileReader {
             context: context.to_string(),
             kind,
         })
+    }
+
+    /// The text buffer a line-based file was read into, empty, for the next file (a buffer
+    /// used again is not faulted in and zeroed by the kernel again).
+    fn recycle(&mut self) -> Vec<u8> {
+        match &mut self.kind {
+            FileKind::Lines(lines) => std::mem::take(&mut lines.spare),
+            _ => Vec::new(),
+        }
     }
 
     /// Reads the next piece of the file into `asm`; false once the file has been read (its
@@ -1196,7 +1212,7 @@ impl FileReader {
                 }
                 asm.files_read += 1;
                 let bytes = bytes.strip_prefix(BOM).unwrap_or(&bytes);
-                let text = String::from_utf8_lossy(bytes);
+                let text = utf8_lossy(bytes);
                 // A CSV file parsed whole (multiLine) still starts with its header.
                 let header = matches!(&opts.kind, FormatKind::Csv(c) if c.header);
                 parse_piece(&text, uri, asm, &mut PieceState::file_start(header))?;
@@ -1210,6 +1226,15 @@ impl FileReader {
                 Ok(more)
             }
         }
+    }
+}
+
+/// The text of `bytes`, each invalid UTF-8 sequence replaced by U+FFFD (as
+/// `String::from_utf8_lossy`), validated with SIMD first: nearly all input is valid.
+pub(crate) fn utf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
+    match simdutf8::basic::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
     }
 }
 
@@ -1317,6 +1342,8 @@ struct LineReader {
     /// How many bytes to read before cutting a piece (more when a line is longer).
     target: usize,
     buf: Vec<u8>,
+    /// An empty buffer to read the next piece into (the last piece's, once parsed).
+    spare: Vec<u8>,
     /// How much of `buf` was searched for line ends.
     scanned: usize,
     /// The end of the last whole line found in `buf` (0: none).
@@ -1330,7 +1357,7 @@ struct LineReader {
 }
 
 impl LineReader {
-    fn new(opts: &ParseOptions, src: TextSource, chunk_bytes: usize) -> Self {
+    fn new(opts: &ParseOptions, src: TextSource, chunk_bytes: usize, recycled: Vec<u8>) -> Self {
         let (sep, header) = match &opts.kind {
             FormatKind::Json(j) => (j.line_sep.clone(), false),
             FormatKind::Csv(c) => (c.line_sep.clone(), c.header),
@@ -1338,12 +1365,15 @@ impl LineReader {
             FormatKind::Parquet => (None, false),
         };
         let chunk_bytes = chunk_bytes.max(1);
+        let mut buf = recycled;
+        buf.clear();
         LineReader {
             src,
             sep: sep.map(String::into_bytes),
             chunk_bytes,
             target: chunk_bytes,
-            buf: Vec::new(),
+            buf,
+            spare: Vec::new(),
             scanned: 0,
             cut: 0,
             started: false,
@@ -1359,21 +1389,22 @@ impl LineReader {
             if self.cut > 0 && self.buf.len() >= self.target && !self.eof {
                 // The cut-off line starts the next piece's buffer (of its full size, read into
                 // without moving).
-                let mut rest = Vec::with_capacity(self.chunk_bytes.max(self.buf.len() - self.cut));
+                let mut rest = std::mem::take(&mut self.spare);
+                rest.reserve(self.chunk_bytes.max(self.buf.len() - self.cut));
                 rest.extend_from_slice(&self.buf[self.cut..]);
                 self.buf.truncate(self.cut);
                 let piece = std::mem::replace(&mut self.buf, rest);
                 self.scanned -= self.cut;
                 self.cut = 0;
                 self.target = self.chunk_bytes;
-                self.parse(&piece, uri, asm)?;
+                self.parse(piece, uri, asm)?;
                 return Ok(true);
             }
             if self.eof {
                 // The last piece: the rest of the file.
                 let piece = std::mem::take(&mut self.buf);
                 asm.files_read += 1;
-                self.parse(&piece, uri, asm)?;
+                self.parse(piece, uri, asm)?;
                 return Ok(false);
             }
             if self.buf.len() >= self.target {
@@ -1404,17 +1435,20 @@ impl LineReader {
                 self.buf.truncate(self.cut);
                 let piece = std::mem::take(&mut self.buf);
                 asm.files_read += 1;
-                self.parse(&piece, uri, asm)?;
+                self.parse(piece, uri, asm)?;
                 return Ok(false);
             }
             self.begin(false);
         }
     }
 
-    fn parse(&mut self, piece: &[u8], uri: &str, asm: &mut Assembler<'_>) -> Result<()> {
+    /// Parses a piece, then keeps its buffer for the next one.
+    fn parse(&mut self, mut piece: Vec<u8>, uri: &str, asm: &mut Assembler<'_>) -> Result<()> {
         self.parsed = true;
-        let text = String::from_utf8_lossy(piece);
-        parse_piece(&text, uri, asm, &mut self.at)
+        let parsed = parse_piece(&utf8_lossy(&piece), uri, asm, &mut self.at);
+        piece.clear();
+        self.spare = piece;
+        parsed
     }
 
     /// Reads into `buf` until it holds `target` bytes or the file ends (`eof`). On an error,
