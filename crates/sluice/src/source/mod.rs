@@ -11,6 +11,7 @@ pub mod kafka;
 pub mod memory;
 pub mod nexmark;
 pub mod rate;
+pub(crate) mod read_ahead;
 pub mod registry;
 pub mod socket;
 

@@ -46,6 +46,7 @@ use self::listing::{uri_file_name, uri_to_path, Glob, ListedFile, Location};
 use self::options::Options;
 use self::source_log::{FileEntry, SourceLog};
 use crate::error::{Result, SluiceError};
+use crate::source::read_ahead::{read_ahead, ReadGate};
 use crate::source::{
     LazyRows, Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider,
 };
@@ -237,6 +238,13 @@ impl SourceProvider for FileSourceProvider {
     }
 
     fn create_source(&self, ctx: &SourceContext) -> Result<Box<dyn Source>> {
+        Ok(Box::new(self.create_file_source(ctx)?))
+    }
+}
+
+impl FileSourceProvider {
+    /// [`SourceProvider::create_source`], as the file source itself.
+    fn create_file_source(&self, ctx: &SourceContext) -> Result<FileSource> {
         let log = SourceLog::new(&ctx.metadata_dir, ctx.log_cleanup);
         crate::storage::create_dir_all(&ctx.metadata_dir).map_err(|e| {
             SluiceError::io(
@@ -280,7 +288,7 @@ impl SourceProvider for FileSourceProvider {
             seen.add(&e.path, e.timestamp, e.size);
         }
         seen.purge();
-        Ok(Box::new(FileSource {
+        Ok(FileSource {
             description: self.description(),
             location: self.location.clone(),
             stream: self.stream.clone(),
@@ -294,7 +302,9 @@ impl SourceProvider for FileSourceProvider {
             changed: (std::collections::HashSet::new(), 0),
             listing: listing::ListingCache::default(),
             memory: ctx.memory,
-        }))
+            next_files: None,
+            read_ahead: None,
+        })
     }
 }
 
@@ -396,6 +406,50 @@ struct FileSource {
     listing: listing::ListingCache,
     /// The query's memory budget: how much text a batch's read holds at once.
     memory: crate::conf::MemoryBudget,
+    /// The files the next batch is expected to take (the last listing's next files under the
+    /// read limit), to read ahead.
+    next_files: Option<Vec<String>>,
+    /// The next batch's rows, being read while the current batch runs.
+    read_ahead: Option<ReadAheadBatch>,
+}
+
+/// A batch's rows read ahead: taken by the batch only if its range and files are these.
+struct ReadAheadBatch {
+    range: String,
+    uris: Vec<String>,
+    batch: SourceBatch,
+}
+
+/// The files a batch takes from `files` (listed in their order) under `limit`, and the rest.
+fn select(mut files: Vec<ListedFile>, limit: ReadLimit) -> (Vec<ListedFile>, Vec<ListedFile>) {
+    let take = match limit {
+        ReadLimit::MaxFiles(n) => n.max(1),
+        ReadLimit::MaxBytes(max) => {
+            let mut total: u64 = 0;
+            let mut n = 0;
+            for f in &files {
+                let next = total.saturating_add(f.size);
+                if n > 0 && next > max {
+                    break;
+                }
+                total = next;
+                n += 1;
+            }
+            n
+        }
+        ReadLimit::AllAvailable | ReadLimit::MaxRows(_) => files.len(),
+    };
+    let rest = files.split_off(take.min(files.len()));
+    (files, rest)
+}
+
+/// How a batch's range is named in its read errors.
+fn range_text(start_id: i64, end_id: i64, description: &str) -> String {
+    format!(
+        "the batch range ({start_id}, {end_id}] (source log entries {}..={end_id}) of \
+         {description}",
+        start_id + 1
+    )
 }
 
 fn parse_offset(o: &Offset, what: &str) -> Result<i64> {
@@ -580,24 +634,11 @@ impl Source for FileSource {
         }
         let files = self.list_candidates()?;
         let (all_files, all_bytes) = (files.len(), files.iter().map(|f| f.size).sum::<u64>());
-        let selected: Vec<ListedFile> = match limit {
-            ReadLimit::MaxFiles(n) => files.into_iter().take(n.max(1)).collect(),
-            ReadLimit::MaxBytes(max) => {
-                let mut total: u64 = 0;
-                let mut out = Vec::new();
-                for f in files {
-                    let next = total.saturating_add(f.size);
-                    if out.is_empty() || next <= max {
-                        total = next;
-                        out.push(f);
-                    } else {
-                        break;
-                    }
-                }
-                out
-            }
-            ReadLimit::AllAvailable | ReadLimit::MaxRows(_) => files,
-        };
+        let (selected, rest) = select(files, limit);
+        // The files the next batch takes if no other file comes first: read ahead while this
+        // batch runs (see `get_batch`).
+        self.next_files = (!selected.is_empty() && !rest.is_empty())
+            .then(|| select(rest, limit).0.into_iter().map(|f| f.uri).collect());
         self.outstanding = (
             all_files - selected.len(),
             all_bytes.saturating_sub(selected.iter().map(|f| f.size).sum::<u64>()),
@@ -648,17 +689,39 @@ impl Source for FileSource {
                 self.description
             )));
         }
-        let range = format!(
-            "the batch range ({start_id}, {end_id}] (source log entries {}..={end_id}) of {}",
-            start_id + 1,
-            self.description
-        );
+        let range = range_text(start_id, end_id, &self.description);
         let mut files = Vec::new();
         for id in start_id + 1..=end_id {
             files.extend(self.entries_of(id)?);
         }
         let uris: Vec<String> = files.into_iter().map(|f| f.path).collect();
-        let mut batch = self.read_lazily(uris, range);
+        // The rows read ahead while the last batch ran, if this is the range read.
+        let mut batch = match self.read_ahead.take() {
+            Some(ahead) if ahead.range == range && ahead.uris == uris => ahead.batch,
+            _ => self.read_lazily(uris, range),
+        };
+        // The next batch's files, read once this batch's read has ended.
+        if let Some(lazy) = batch.lazy.as_mut() {
+            let (gate, counted) = ReadGate::over(std::mem::take(&mut lazy.partitions));
+            lazy.partitions = counted;
+            match self.next_files.take() {
+                Some(next) if end_id == self.current => {
+                    let next_range = range_text(end_id, end_id + 1, &self.description);
+                    let mut ahead = self.read_lazily(next.clone(), next_range.clone());
+                    if let Some(next_lazy) = ahead.lazy.as_mut() {
+                        let ahead_bytes = self.memory.read_chunk_bytes(next_lazy.partitions.len());
+                        let partitions = std::mem::take(&mut next_lazy.partitions);
+                        next_lazy.partitions = read_ahead(partitions, gate, ahead_bytes);
+                    }
+                    self.read_ahead = Some(ReadAheadBatch {
+                        range: next_range,
+                        uris: next,
+                        batch: ahead,
+                    });
+                }
+                _ => {}
+            }
+        }
         batch
             .metrics
             .insert("numFilesOutstanding".into(), self.outstanding.0.to_string());

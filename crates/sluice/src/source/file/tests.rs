@@ -286,6 +286,63 @@ fn available_now_snapshot() {
     );
 }
 
+/// Under a read limit the next batch's files are read while the current batch runs: the next
+/// batch takes those rows when its range and files are the ones read, and reads its own files
+/// when another file came first.
+#[test]
+fn the_next_batch_is_read_ahead_and_taken_only_for_its_own_range() {
+    let e = env();
+    write(&e.input, "a.json", &[r#"{"id": 1}"#], T0);
+    write(
+        &e.input,
+        "b.json",
+        &[r#"{"id": 2}"#, r#"{"id": 3}"#],
+        T0 + 1000,
+    );
+    write(&e.input, "c.json", &[r#"{"id": 4}"#], T0 + 3000);
+    let p = provider("json", &e.input, "id INT", &[("maxFilesPerTrigger", "1")]);
+    let mut s = p.create_file_source(&ctx(&e.meta)).unwrap();
+    let limit = s.default_read_limit();
+    assert_eq!(s.latest_offset(None, limit).unwrap(), Some(off(0)));
+    let b0 = read(&mut s, None, &off(0)).unwrap();
+    assert_eq!(ids(&b0), vec![json!(1)]);
+    // b.json is expected next, and read ahead as the range (0, 1].
+    let ahead = s.read_ahead.as_ref().expect("the next batch is read ahead");
+    assert!(ahead.range.contains("(0, 1]"), "{}", ahead.range);
+    assert_eq!(ahead.uris.len(), 1);
+    assert!(ahead.uris[0].ends_with("/b.json"), "{:?}", ahead.uris);
+    s.commit(&off(0)).unwrap();
+    assert_eq!(s.latest_offset(Some(&off(0)), limit).unwrap(), Some(off(1)));
+    let b1 = read(&mut s, Some(&off(0)), &off(1)).unwrap();
+    assert_eq!(ids(&b1), vec![json!(2), json!(3)]);
+    assert_eq!(b1.metrics["numFilesRead"], "1");
+    // Taken; c.json is read ahead now.
+    let ahead = s.read_ahead.as_ref().expect("the next batch is read ahead");
+    assert!(ahead.uris[0].ends_with("/c.json"), "{:?}", ahead.uris);
+    s.commit(&off(1)).unwrap();
+    // A file older than c.json arrives: the next batch takes it, not what was read ahead.
+    write(&e.input, "d.json", &[r#"{"id": 5}"#], T0 + 2000);
+    assert_eq!(s.latest_offset(Some(&off(1)), limit).unwrap(), Some(off(2)));
+    let b2 = read(&mut s, Some(&off(1)), &off(2)).unwrap();
+    assert_eq!(ids(&b2), vec![json!(5)]);
+    s.commit(&off(2)).unwrap();
+    assert_eq!(s.latest_offset(Some(&off(2)), limit).unwrap(), Some(off(3)));
+    let b3 = read(&mut s, Some(&off(2)), &off(3)).unwrap();
+    assert_eq!(ids(&b3), vec![json!(4)]);
+    // Nothing left to read ahead; no more files, no new batch.
+    assert!(s.read_ahead.is_none());
+    assert_eq!(s.latest_offset(Some(&off(3)), limit).unwrap(), Some(off(3)));
+    // Without a read limit a batch takes every file: nothing is read ahead.
+    let e = env();
+    write(&e.input, "a.json", &[r#"{"id": 1}"#], T0);
+    write(&e.input, "b.json", &[r#"{"id": 2}"#], T0 + 1000);
+    let p = provider("json", &e.input, "id INT", &[]);
+    let mut s = p.create_file_source(&ctx(&e.meta)).unwrap();
+    s.latest_offset(None, ReadLimit::AllAvailable).unwrap();
+    assert_eq!(read(&mut s, None, &off(0)).unwrap().num_rows(), 2);
+    assert!(s.read_ahead.is_none());
+}
+
 #[test]
 fn deleted_file_fails_with_file_not_found() {
     let e = env();

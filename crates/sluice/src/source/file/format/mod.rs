@@ -884,8 +884,9 @@ pub(crate) fn read_files_parallel(
         .max(1);
     let read_run = |run: &[&str]| -> Result<AssembledRows> {
         let mut asm = Assembler::new(opts)?;
+        let mut spare = Vec::new();
         for uri in run {
-            read_file(&to_path(uri), uri, context, &mut asm)?;
+            spare = read_file_into(&to_path(uri), uri, context, &mut asm, spare)?;
         }
         asm.finish()
     };
@@ -928,18 +929,31 @@ pub(crate) fn read_files_parallel(
 
 /// Reads one file into `asm`. `uri` names the file in messages; `context` says what the file
 /// is part of (e.g. "batch range (2, 3] of FileStreamSource[file:/in]").
+#[cfg(test)]
 pub(crate) fn read_file(
     path: &Path,
     uri: &str,
     context: &str,
     asm: &mut Assembler<'_>,
 ) -> Result<()> {
-    if let Some(mut file) =
-        FileReader::open(asm.opts, path, uri, context, CHUNK_BYTES, Vec::new())
-    {
-        while file.step(asm)? {}
-    }
-    Ok(())
+    read_file_into(path, uri, context, asm, Vec::new()).map(drop)
+}
+
+/// Reads one file into `asm` (`uri` names it in messages, `context` says what it is part of),
+/// into the text buffer `recycled`; returns the buffer, empty, for the next file.
+fn read_file_into(
+    path: &Path,
+    uri: &str,
+    context: &str,
+    asm: &mut Assembler<'_>,
+    recycled: Vec<u8>,
+) -> Result<Vec<u8>> {
+    let Some(mut file) = FileReader::open(asm.opts, path, uri, context, CHUNK_BYTES, recycled)
+    else {
+        return Ok(Vec::new());
+    };
+    while file.step(asm)? {}
+    Ok(file.recycle())
 }
 
 /// How much file text a read holds at a time (a longer record is held whole).
@@ -1148,12 +1162,7 @@ impl FileReader {
                     if whole {
                         FileKind::Whole(src)
                     } else {
-                        FileKind::Lines(Box::new(LineReader::new(
-                            opts,
-                            src,
-                            chunk_bytes,
-                            recycled,
-                        )))
+                        FileKind::Lines(Box::new(LineReader::new(opts, src, chunk_bytes, recycled)))
                     }
                 }
                 Err(e) => match open_failed(opts, uri, context, e) {
