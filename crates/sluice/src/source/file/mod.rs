@@ -553,7 +553,10 @@ impl FileSource {
     fn read_lazily(&self, files: Vec<String>, range: String) -> SourceBatch {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let partitions = threads.min(files.len()).max(1);
-        let chunk = self.memory.read_chunk_bytes(partitions);
+        // Fewer files than cores: each file's pieces are parsed on the cores left over (the
+        // pieces in flight share the budget as partitions do).
+        let fan_out = (threads / partitions).max(1);
+        let chunk = self.memory.read_chunk_bytes(partitions * fan_out);
         let counters = Arc::new(format::ReadCounters::default());
         let per = files.len().div_ceil(partitions).max(1);
         let runs: Vec<Vec<String>> = files.chunks(per).map(<[String]>::to_vec).collect();
@@ -566,6 +569,7 @@ impl FileSource {
                     range.clone(),
                     uri_to_path,
                     chunk,
+                    fan_out,
                     counters.clone(),
                 )
             })

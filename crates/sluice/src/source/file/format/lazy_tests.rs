@@ -140,6 +140,16 @@ fn lazy_read(
     files: &[String],
     chunk_bytes: usize,
 ) -> (Outcome, Vec<RecordBatch>) {
+    lazy_read_with(opts, files, chunk_bytes, 1)
+}
+
+/// [`lazy_read`] parsing `fan_out` pieces of a file at a time.
+fn lazy_read_with(
+    opts: &Arc<ParseOptions>,
+    files: &[String],
+    chunk_bytes: usize,
+    fan_out: usize,
+) -> (Outcome, Vec<RecordBatch>) {
     let counters = Arc::new(ReadCounters::default());
     let it = read_files_lazy(
         opts.clone(),
@@ -147,6 +157,7 @@ fn lazy_read(
         "a test".to_string(),
         to_path,
         chunk_bytes,
+        fan_out,
         counters.clone(),
     );
     let mut batches = Vec::new();
@@ -193,8 +204,8 @@ fn show(o: &Outcome) -> String {
     }
 }
 
-/// The lazy reader with every piece size, and the batch reader, give what the reference gives.
-/// Returns the reference outcome.
+/// The lazy reader with every piece size, one piece at a time and three at a time, and the batch
+/// reader, give what the reference gives. Returns the reference outcome.
 fn check(opts: &Arc<ParseOptions>, files: &[String]) -> Outcome {
     let want = reference_read(opts, files);
     let whole = whole_read(opts, files);
@@ -206,16 +217,81 @@ fn check(opts: &Arc<ParseOptions>, files: &[String]) -> Outcome {
         show(&want)
     );
     for chunk in CHUNKS {
-        let (got, _) = lazy_read(opts, files, chunk);
-        assert_eq!(
-            got,
-            want,
-            "chunk_bytes {chunk}: {} != {}",
-            show(&got),
-            show(&want)
-        );
+        for fan_out in [1, 3] {
+            let (got, _) = lazy_read_with(opts, files, chunk, fan_out);
+            assert_eq!(
+                got,
+                want,
+                "chunk_bytes {chunk}, fan_out {fan_out}: {} != {}",
+                show(&got),
+                show(&want)
+            );
+        }
     }
     want
+}
+
+/// A piece's lines counted without parsing are the lines the parser numbers, whatever the line
+/// ends (`\n`, `\r\n`, a lone `\r`, a custom `lineSep`, none at the end) and empty lines.
+#[test]
+fn lines_counted_before_parsing_are_the_lines_parsed() {
+    let texts = [
+        "",
+        "a",
+        "a\n",
+        "a\nb",
+        "\n\n",
+        "a\r\nb\r\n",
+        "a\rb\r",
+        "\r",
+        "\r\n",
+        "\n\r",
+        "a\r\r\nb",
+        "x||y||",
+        "x||y",
+        "||",
+        "x|||y",
+        "é\nü\r\n",
+        "a\n\nb\r\r\n",
+    ];
+    for text in texts {
+        for sep in [None, Some("||"), Some("\n")] {
+            let parsed = for_each_line_from(text, sep, 0, |_, _| Ok(())).unwrap();
+            let counted = count_lines(text.as_bytes(), sep.map(str::as_bytes));
+            assert_eq!(counted, parsed, "{text:?} with lineSep {sep:?}");
+        }
+    }
+}
+
+/// One file larger than a piece, its pieces parsed three at a time: the same rows in the same
+/// order, and a FAILFAST error names the line the record is on, as one piece at a time.
+#[test]
+fn a_large_file_parsed_pieces_at_a_time_keeps_rows_and_line_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for i in 0..5000 {
+        let end = ["\n", "\r\n", "\r"][i % 3];
+        text.push_str(&format!("{{\"id\": {i}, \"s\": \"v{i}\"}}{end}"));
+        if i % 97 == 0 {
+            // A blank line (a space, so that it never joins a `\r` before it into `\r\n`).
+            text.push_str(" \n");
+        }
+    }
+    let f = file(dir.path(), "big.json", text.as_bytes());
+    let o = opts("json", "id INT, s STRING", &[]);
+    let want = check(&o, std::slice::from_ref(&f));
+    assert_eq!(counts(&want), (0, 0, 1));
+    let (got, batches) = lazy_read_with(&o, std::slice::from_ref(&f), 4096, 3);
+    assert_eq!(got, want);
+    assert!(batches.len() > 3, "{} batches", batches.len());
+    // A bad record far into the file.
+    let bad = text.replacen("{\"id\": 4321,", "{\"id\": 4321 oops,", 1);
+    let f = file(dir.path(), "bad.json", bad.as_bytes());
+    let o = opts("json", "id INT, s STRING", &[("mode", "FAILFAST")]);
+    let err = check(&o, std::slice::from_ref(&f)).unwrap_err();
+    // 4321 records and a blank line after each of records 0, 97, .., 4268 come before it.
+    let line = 4321 + (4268 / 97 + 1) + 1;
+    assert!(err.contains(&format!("line {line} of")), "{err}");
 }
 
 fn file(dir: &Path, name: &str, bytes: &[u8]) -> String {

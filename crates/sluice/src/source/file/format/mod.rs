@@ -710,6 +710,17 @@ impl<'o> Assembler<'o> {
         Ok(())
     }
 
+    /// Adds what another assembler of the same options read, after the pending rows.
+    fn absorb(&mut self, other: AssembledRows) -> Result<()> {
+        self.flush()?;
+        self.batches
+            .extend(other.batches.into_iter().filter(|b| b.num_rows() > 0));
+        self.malformed += other.malformed;
+        self.dropped += other.dropped;
+        self.files_read += other.files_read;
+        Ok(())
+    }
+
     /// Adds a ready batch (of the output schema) after the pending rows.
     pub(super) fn push_batch(&mut self, batch: RecordBatch) -> Result<()> {
         self.flush()?;
@@ -835,6 +846,35 @@ pub(crate) fn for_each_line_from<'t>(
     Ok(n)
 }
 
+/// The number of lines [`for_each_line_from`] finds in `text` (the bytes of a piece), counted
+/// without parsing them: a piece's first line number is the one after the pieces before it.
+pub(crate) fn count_lines(text: &[u8], line_sep: Option<&[u8]>) -> usize {
+    let mut n = 0;
+    let mut start = 0;
+    match line_sep {
+        Some(sep) if !sep.is_empty() => {
+            for at in memchr::memmem::find_iter(text, sep) {
+                n += 1;
+                start = at + sep.len();
+            }
+        }
+        _ => {
+            while let Some(k) = memchr::memchr2(b'\n', b'\r', &text[start..]) {
+                let end = start + k;
+                n += 1;
+                start = end + 1;
+                if text[end] == b'\r' && text.get(start) == Some(&b'\n') {
+                    start += 1;
+                }
+            }
+        }
+    }
+    if start < text.len() {
+        n += 1;
+    }
+    n
+}
+
 /// Where a piece of a file's text stands in its file, and the state a reader carries from one
 /// piece of the file to the next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -877,16 +917,15 @@ pub(crate) fn read_files_parallel(
     context: &str,
     to_path: impl Fn(&str) -> PathBuf + Sync,
 ) -> Result<AssembledRows> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(files.len())
-        .max(1);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = cores.min(files.len()).max(1);
+    // Fewer files than cores: each file's pieces are parsed on the cores left over.
+    let fan_out = (cores / threads).max(1);
     let read_run = |run: &[&str]| -> Result<AssembledRows> {
         let mut asm = Assembler::new(opts)?;
         let mut spare = Vec::new();
         for uri in run {
-            spare = read_file_into(&to_path(uri), uri, context, &mut asm, spare)?;
+            spare = read_file_into(&to_path(uri), uri, context, &mut asm, spare, fan_out)?;
         }
         asm.finish()
     };
@@ -936,23 +975,25 @@ pub(crate) fn read_file(
     context: &str,
     asm: &mut Assembler<'_>,
 ) -> Result<()> {
-    read_file_into(path, uri, context, asm, Vec::new()).map(drop)
+    read_file_into(path, uri, context, asm, Vec::new(), 1).map(drop)
 }
 
 /// Reads one file into `asm` (`uri` names it in messages, `context` says what it is part of),
-/// into the text buffer `recycled`; returns the buffer, empty, for the next file.
+/// into the text buffer `recycled`, `fan_out` pieces at a time; returns the buffer, empty, for
+/// the next file.
 fn read_file_into(
     path: &Path,
     uri: &str,
     context: &str,
     asm: &mut Assembler<'_>,
     recycled: Vec<u8>,
+    fan_out: usize,
 ) -> Result<Vec<u8>> {
     let Some(mut file) = FileReader::open(asm.opts, path, uri, context, CHUNK_BYTES, recycled)
     else {
         return Ok(Vec::new());
     };
-    while file.step(asm)? {}
+    while file.step(asm, fan_out)? {}
     Ok(file.recycle())
 }
 
@@ -985,6 +1026,7 @@ pub(crate) fn read_files_lazy(
     context: String,
     to_path: fn(&str) -> PathBuf,
     chunk_bytes: usize,
+    fan_out: usize,
     counters: Arc<ReadCounters>,
 ) -> Box<dyn Iterator<Item = Result<RecordBatch>> + Send> {
     Box::new(LazyRead {
@@ -993,6 +1035,7 @@ pub(crate) fn read_files_lazy(
         context,
         to_path,
         chunk_bytes,
+        fan_out,
         counters,
         current: None,
         spare: Vec::new(),
@@ -1007,6 +1050,8 @@ struct LazyRead {
     context: String,
     to_path: fn(&str) -> PathBuf,
     chunk_bytes: usize,
+    /// How many pieces of a line-based file are parsed at a time (on threads of their own).
+    fan_out: usize,
     counters: Arc<ReadCounters>,
     /// The file being read.
     current: Option<FileReader>,
@@ -1026,7 +1071,7 @@ impl LazyRead {
         let mut asm = Assembler::new(&opts)?;
         match &mut self.current {
             Some(file) => {
-                if !file.step(&mut asm)? {
+                if !file.step(&mut asm, self.fan_out)? {
                     self.spare = file.recycle();
                     self.current = None;
                 }
@@ -1092,6 +1137,8 @@ struct FileReader {
     uri: String,
     context: String,
     kind: FileKind,
+    /// The text buffer of a line-based file read to its end.
+    spare: Vec<u8>,
 }
 
 enum FileKind {
@@ -1175,6 +1222,7 @@ impl FileReader {
             uri: uri.to_string(),
             context: context.to_string(),
             kind,
+            spare: Vec::new(),
         })
     }
 
@@ -1183,13 +1231,14 @@ impl FileReader {
     fn recycle(&mut self) -> Vec<u8> {
         match &mut self.kind {
             FileKind::Lines(lines) => std::mem::take(&mut lines.spare),
-            _ => Vec::new(),
+            _ => std::mem::take(&mut self.spare),
         }
     }
 
     /// Reads the next piece of the file into `asm`; false once the file has been read (its
     /// last piece may have been read by this call).
-    fn step(&mut self, asm: &mut Assembler<'_>) -> Result<bool> {
+    /// With `fan_out` > 1, a line-based file parses that many pieces at a time.
+    fn step(&mut self, asm: &mut Assembler<'_>, fan_out: usize) -> Result<bool> {
         let opts = asm.opts;
         let (uri, context) = (self.uri.as_str(), self.context.as_str());
         match std::mem::replace(&mut self.kind, FileKind::Done) {
@@ -1228,9 +1277,11 @@ impl FileReader {
                 Ok(false)
             }
             FileKind::Lines(mut lines) => {
-                let more = lines.step(uri, context, asm)?;
+                let more = lines.step(uri, context, asm, fan_out)?;
                 if more {
                     self.kind = FileKind::Lines(lines);
+                } else {
+                    self.spare = std::mem::take(&mut lines.spare);
                 }
                 Ok(more)
             }
@@ -1393,7 +1444,105 @@ impl LineReader {
     }
 
     /// Reads and parses the next piece; false once the file has ended.
-    fn step(&mut self, uri: &str, context: &str, asm: &mut Assembler<'_>) -> Result<bool> {
+    /// Reads and parses the next piece, or (`fan_out` > 1) up to `fan_out` pieces at the same
+    /// time on threads of their own, each from the line the one before it ends at (counted
+    /// before parsing: [`count_lines`]); false once the file has ended. The rows, counts and
+    /// first error are those of parsing the pieces one after another.
+    fn step(
+        &mut self,
+        uri: &str,
+        context: &str,
+        asm: &mut Assembler<'_>,
+        fan_out: usize,
+    ) -> Result<bool> {
+        // A CSV header still to come is found by parsing: pieces after it may fan out.
+        if fan_out <= 1 || self.at.header_pending || self.sep.as_ref().is_some_and(Vec::is_empty) {
+            return match self.next_piece(uri, context, asm)? {
+                Some((piece, more)) => {
+                    self.parse(piece, uri, asm)?;
+                    Ok(more)
+                }
+                None => Ok(false),
+            };
+        }
+        let mut pieces: Vec<(Vec<u8>, PieceState)> = Vec::with_capacity(fan_out);
+        let mut more = true;
+        let mut cut_error = None;
+        while more && pieces.len() < fan_out {
+            match self.next_piece(uri, context, asm) {
+                Ok(Some((piece, m))) => {
+                    let at = self.at;
+                    self.at.lines_before += count_lines(&piece, self.sep.as_deref());
+                    pieces.push((piece, at));
+                    more = m;
+                }
+                Ok(None) => more = false,
+                Err(e) => {
+                    // The pieces cut before the error are parsed first (their errors come
+                    // first, as they would one piece at a time).
+                    cut_error = Some(e);
+                    more = false;
+                }
+            }
+        }
+        let opts = asm.opts;
+        let parse_one = |piece: &[u8], mut at: PieceState| -> Result<(AssembledRows, usize)> {
+            let mut part = Assembler::new(opts)?;
+            parse_piece(&utf8_lossy(piece), uri, &mut part, &mut at)?;
+            Ok((part.finish()?, at.lines_before))
+        };
+        let parsed: Vec<Result<(AssembledRows, usize)>> = if pieces.len() <= 1 {
+            pieces.iter().map(|(p, at)| parse_one(p, *at)).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = pieces
+                    .iter()
+                    .map(|(p, at)| scope.spawn(move || parse_one(p, *at)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(SluiceError::internal(format!(
+                                "a thread parsing a piece of {uri} panicked"
+                            )))
+                        })
+                    })
+                    .collect()
+            })
+        };
+        for (i, result) in parsed.into_iter().enumerate() {
+            let (rows, lines_after) = result?;
+            let expected = match pieces.get(i + 1) {
+                Some((_, next)) => next.lines_before,
+                None => self.at.lines_before,
+            };
+            if lines_after != expected {
+                return Err(SluiceError::internal(format!(
+                    "{uri}: a piece parsed to line {lines_after}, but {expected} lines were \
+                     counted in it"
+                )));
+            }
+            asm.absorb(rows)?;
+        }
+        if let Some((mut buf, _)) = pieces.into_iter().next() {
+            buf.clear();
+            self.spare = buf;
+        }
+        match cut_error {
+            Some(e) => Err(e),
+            None => Ok(more),
+        }
+    }
+
+    /// Cuts the next piece off the file: the piece and whether the file goes on after it, or
+    /// None when the file ended without another piece (an unreadable part skipped).
+    fn next_piece(
+        &mut self,
+        uri: &str,
+        context: &str,
+        asm: &mut Assembler<'_>,
+    ) -> Result<Option<(Vec<u8>, bool)>> {
         loop {
             if self.cut > 0 && self.buf.len() >= self.target && !self.eof {
                 // The cut-off line starts the next piece's buffer (of its full size, read into
@@ -1406,15 +1555,15 @@ impl LineReader {
                 self.scanned -= self.cut;
                 self.cut = 0;
                 self.target = self.chunk_bytes;
-                self.parse(piece, uri, asm)?;
-                return Ok(true);
+                self.parsed = true;
+                return Ok(Some((piece, true)));
             }
             if self.eof {
                 // The last piece: the rest of the file.
                 let piece = std::mem::take(&mut self.buf);
                 asm.files_read += 1;
-                self.parse(piece, uri, asm)?;
-                return Ok(false);
+                self.parsed = true;
+                return Ok(Some((piece, false)));
             }
             if self.buf.len() >= self.target {
                 // No whole line yet: a record longer than a piece is read whole.
@@ -1431,11 +1580,11 @@ impl LineReader {
                              (ignoreCorruptFiles=true: keeping the records read before it)"
                         );
                         asm.files_read += 1;
-                        return Ok(false);
+                        return Ok(None);
                     }
                     // A file that cannot be read is skipped whole, or an error.
                     unreadable(opts, uri, context, e)?;
-                    return Ok(false);
+                    return Ok(None);
                 }
                 self.src.keep_damaged(opts, uri, &e)?;
                 // The whole lines before the damaged part. (The whole-file reader kept the text
@@ -1444,8 +1593,8 @@ impl LineReader {
                 self.buf.truncate(self.cut);
                 let piece = std::mem::take(&mut self.buf);
                 asm.files_read += 1;
-                self.parse(piece, uri, asm)?;
-                return Ok(false);
+                self.parsed = true;
+                return Ok(Some((piece, false)));
             }
             self.begin(false);
         }
@@ -1453,7 +1602,6 @@ impl LineReader {
 
     /// Parses a piece, then keeps its buffer for the next one.
     fn parse(&mut self, mut piece: Vec<u8>, uri: &str, asm: &mut Assembler<'_>) -> Result<()> {
-        self.parsed = true;
         let parsed = parse_piece(&utf8_lossy(&piece), uri, asm, &mut self.at);
         piece.clear();
         self.spare = piece;
