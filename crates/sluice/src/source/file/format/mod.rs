@@ -20,6 +20,7 @@ pub(crate) mod nested;
 pub(crate) mod parquet;
 
 use crate::error::class;
+use crate::sync::MutexExt;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read};
@@ -923,9 +924,8 @@ pub(crate) fn read_files_parallel(
     let fan_out = (cores / threads).max(1);
     let read_run = |run: &[&str]| -> Result<AssembledRows> {
         let mut asm = Assembler::new(opts)?;
-        let mut spare = Vec::new();
         for uri in run {
-            spare = read_file_into(&to_path(uri), uri, context, &mut asm, spare, fan_out)?;
+            read_file_into(&to_path(uri), uri, context, &mut asm, fan_out)?;
         }
         asm.finish()
     };
@@ -975,26 +975,22 @@ pub(crate) fn read_file(
     context: &str,
     asm: &mut Assembler<'_>,
 ) -> Result<()> {
-    read_file_into(path, uri, context, asm, Vec::new(), 1).map(drop)
+    read_file_into(path, uri, context, asm, 1)
 }
 
 /// Reads one file into `asm` (`uri` names it in messages, `context` says what it is part of),
-/// into the text buffer `recycled`, `fan_out` pieces at a time; returns the buffer, empty, for
-/// the next file.
+/// `fan_out` pieces at a time.
 fn read_file_into(
     path: &Path,
     uri: &str,
     context: &str,
     asm: &mut Assembler<'_>,
-    recycled: Vec<u8>,
     fan_out: usize,
-) -> Result<Vec<u8>> {
-    let Some(mut file) = FileReader::open(asm.opts, path, uri, context, CHUNK_BYTES, recycled)
-    else {
-        return Ok(Vec::new());
-    };
-    while file.step(asm, fan_out)? {}
-    Ok(file.recycle())
+) -> Result<()> {
+    if let Some(mut file) = FileReader::open(asm.opts, path, uri, context, CHUNK_BYTES) {
+        while file.step(asm, fan_out)? {}
+    }
+    Ok(())
 }
 
 /// How much file text a read holds at a time (a longer record is held whole).
@@ -1038,7 +1034,6 @@ pub(crate) fn read_files_lazy(
         fan_out,
         counters,
         current: None,
-        spare: Vec::new(),
         ready: VecDeque::new(),
         ended: false,
     })
@@ -1055,8 +1050,6 @@ struct LazyRead {
     counters: Arc<ReadCounters>,
     /// The file being read.
     current: Option<FileReader>,
-    /// The text buffer of the last file read, for the next one.
-    spare: Vec<u8>,
     /// Batches of the last piece read, not returned yet.
     ready: VecDeque<RecordBatch>,
     /// All files read, or an error returned.
@@ -1072,7 +1065,6 @@ impl LazyRead {
         match &mut self.current {
             Some(file) => {
                 if !file.step(&mut asm, self.fan_out)? {
-                    self.spare = file.recycle();
                     self.current = None;
                 }
             }
@@ -1081,15 +1073,8 @@ impl LazyRead {
                     return Ok(false);
                 };
                 let path = (self.to_path)(&uri);
-                let recycled = std::mem::take(&mut self.spare);
-                self.current = FileReader::open(
-                    &opts,
-                    &path,
-                    &uri,
-                    &self.context,
-                    self.chunk_bytes,
-                    recycled,
-                );
+                self.current =
+                    FileReader::open(&opts, &path, &uri, &self.context, self.chunk_bytes);
             }
         }
         let out = asm.finish()?;
@@ -1137,8 +1122,6 @@ struct FileReader {
     uri: String,
     context: String,
     kind: FileKind,
-    /// The text buffer of a line-based file read to its end.
-    spare: Vec<u8>,
 }
 
 enum FileKind {
@@ -1190,7 +1173,6 @@ impl FileReader {
         uri: &str,
         context: &str,
         chunk_bytes: usize,
-        recycled: Vec<u8>,
     ) -> Option<FileReader> {
         let kind = match &opts.kind {
             FormatKind::Parquet => match parquet::open(opts, path, uri, context) {
@@ -1209,7 +1191,7 @@ impl FileReader {
                     if whole {
                         FileKind::Whole(src)
                     } else {
-                        FileKind::Lines(Box::new(LineReader::new(opts, src, chunk_bytes, recycled)))
+                        FileKind::Lines(Box::new(LineReader::new(opts, src, chunk_bytes)))
                     }
                 }
                 Err(e) => match open_failed(opts, uri, context, e) {
@@ -1222,17 +1204,7 @@ impl FileReader {
             uri: uri.to_string(),
             context: context.to_string(),
             kind,
-            spare: Vec::new(),
         })
-    }
-
-    /// The text buffer a line-based file was read into, empty, for the next file (a buffer
-    /// used again is not faulted in and zeroed by the kernel again).
-    fn recycle(&mut self) -> Vec<u8> {
-        match &mut self.kind {
-            FileKind::Lines(lines) => std::mem::take(&mut lines.spare),
-            _ => std::mem::take(&mut self.spare),
-        }
     }
 
     /// Reads the next piece of the file into `asm`; false once the file has been read (its
@@ -1280,8 +1252,6 @@ impl FileReader {
                 let more = lines.step(uri, context, asm, fan_out)?;
                 if more {
                     self.kind = FileKind::Lines(lines);
-                } else {
-                    self.spare = std::mem::take(&mut lines.spare);
                 }
                 Ok(more)
             }
@@ -1390,6 +1360,36 @@ impl TextSource {
     }
 }
 
+/// Text buffers of line-based reads that ended, for the next reads: a buffer used again is not
+/// faulted in and zeroed by the kernel again (that was a tenth of a read's time). At most two
+/// per core (a reader holds its piece and the next), each about a piece of the memory budget.
+static TEXT_BUFFERS: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+/// An empty text buffer, one used before if there is one.
+fn text_buffer() -> Vec<u8> {
+    TEXT_BUFFERS.lock_unpoisoned().pop().unwrap_or_default()
+}
+
+/// Keeps `buf` for a later read, if fewer than two per core are kept.
+fn keep_text_buffer(mut buf: Vec<u8>) {
+    if buf.capacity() == 0 {
+        return;
+    }
+    buf.clear();
+    let most = 2 * std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut kept = TEXT_BUFFERS.lock_unpoisoned();
+    if kept.len() < most {
+        kept.push(buf);
+    }
+}
+
+impl Drop for LineReader {
+    fn drop(&mut self) {
+        keep_text_buffer(std::mem::take(&mut self.buf));
+        keep_text_buffer(std::mem::take(&mut self.spare));
+    }
+}
+
 /// A line-based file read a piece at a time: the bytes are read into a buffer of about
 /// `chunk_bytes`, and the whole lines in it are parsed while the rest (a line cut off) waits for
 /// the next piece. Pieces end right after a line terminator, so they split neither a `\r\n`,
@@ -1417,7 +1417,7 @@ struct LineReader {
 }
 
 impl LineReader {
-    fn new(opts: &ParseOptions, src: TextSource, chunk_bytes: usize, recycled: Vec<u8>) -> Self {
+    fn new(opts: &ParseOptions, src: TextSource, chunk_bytes: usize) -> Self {
         let (sep, header) = match &opts.kind {
             FormatKind::Json(j) => (j.line_sep.clone(), false),
             FormatKind::Csv(c) => (c.line_sep.clone(), c.header),
@@ -1425,14 +1425,12 @@ impl LineReader {
             FormatKind::Parquet => (None, false),
         };
         let chunk_bytes = chunk_bytes.max(1);
-        let mut buf = recycled;
-        buf.clear();
         LineReader {
             src,
             sep: sep.map(String::into_bytes),
             chunk_bytes,
             target: chunk_bytes,
-            buf,
+            buf: text_buffer(),
             spare: Vec::new(),
             scanned: 0,
             cut: 0,
@@ -1525,10 +1523,12 @@ impl LineReader {
             }
             asm.absorb(rows)?;
         }
-        if let Some((mut buf, _)) = pieces.into_iter().next() {
+        let mut buffers = pieces.into_iter().map(|(buf, _)| buf);
+        if let Some(mut buf) = buffers.next() {
             buf.clear();
             self.spare = buf;
         }
+        buffers.for_each(keep_text_buffer);
         match cut_error {
             Some(e) => Err(e),
             None => Ok(more),
@@ -1548,6 +1548,9 @@ impl LineReader {
                 // The cut-off line starts the next piece's buffer (of its full size, read into
                 // without moving).
                 let mut rest = std::mem::take(&mut self.spare);
+                if rest.capacity() == 0 {
+                    rest = text_buffer();
+                }
                 rest.reserve(self.chunk_bytes.max(self.buf.len() - self.cut));
                 rest.extend_from_slice(&self.buf[self.cut..]);
                 self.buf.truncate(self.cut);
