@@ -54,10 +54,18 @@ pub(crate) fn read_piece(
         names.push(f.name().as_str());
         types.push(f.data_type());
     }
+    let quoted = names
+        .iter()
+        .map(|n| {
+            let plain = n.bytes().all(|c| c != b'"' && c != b'\\' && c >= 0x20);
+            plain.then(|| format!("\"{n}\"").into_bytes())
+        })
+        .collect();
     let reader = JsonReader {
         j,
         fields,
         names,
+        quoted,
         types,
     };
     // One row's cells, used again for each record.
@@ -77,6 +85,9 @@ struct JsonReader<'o> {
     j: &'o JsonOptions,
     /// Field name -> position among the data columns.
     fields: HashMap<&'o str, usize>,
+    /// Position -> the field name in double quotes, as a record has it when it lists the field
+    /// in schema order (none for a name that would be escaped in JSON).
+    quoted: Vec<Option<Vec<u8>>>,
     /// Position -> field name: records usually list their fields in schema order, so the field
     /// after the previous one is tried before the map.
     names: Vec<&'o str>,
@@ -198,14 +209,25 @@ impl<'o> JsonReader<'o> {
         let mut next = 0usize;
         loop {
             cur.skip_ws()?;
-            let key = cur.key()?;
+            // The field after the previous one, as its quoted name's bytes; else any key.
+            let expected = self.quoted.get(next).and_then(Option::as_deref);
+            let (key, found): (Cow<'_, str>, _) = match expected {
+                Some(q) if cur.b[cur.pos..].starts_with(q) => {
+                    cur.pos += q.len();
+                    (Cow::Borrowed(self.names[next]), Some(next))
+                }
+                _ => {
+                    let key = cur.key()?;
+                    let found = match self.names.get(next) {
+                        Some(n) if *n == key.as_ref() => Some(next),
+                        _ => self.fields.get(key.as_ref()).copied(),
+                    };
+                    (key, found)
+                }
+            };
             cur.skip_ws()?;
             cur.expect(b':')?;
             cur.skip_ws()?;
-            let found = match self.names.get(next) {
-                Some(n) if *n == key.as_ref() => Some(next),
-                _ => self.fields.get(key.as_ref()).copied(),
-            };
             match found {
                 Some(k) => {
                     next = k + 1;
