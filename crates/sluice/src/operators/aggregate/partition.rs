@@ -16,8 +16,8 @@ use super::keys::key_event_times;
 use super::{AggFn, StreamingAggregate};
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::partition_of;
-use crate::operators::stateful::stores::on_partition_threads;
 use crate::state::StateStore;
+use crate::sync::on_threads;
 use crate::types::OutputMode;
 
 /// What every partition of a batch reads: the row instances (a row per window it falls in),
@@ -101,7 +101,7 @@ impl StreamingAggregate {
             None => std::iter::repeat_with(|| None).take(stores.len()).collect(),
         };
         let this = &*self;
-        let results = on_partition_threads(
+        let results = on_threads(
             stores.iter_mut().zip(part_rows.iter()).zip(touched),
             "an aggregation partition thread panicked",
             |p, ((store, rows), touched)| {
@@ -427,7 +427,7 @@ impl StreamingAggregate {
         evict_us: i64,
     ) -> Result<Vec<PartitionOutput>> {
         let this = &*self;
-        let results = on_partition_threads(
+        let results = on_threads(
             stores.iter_mut().zip(touched),
             "an aggregation partition thread panicked",
             |p, (store, touched)| {

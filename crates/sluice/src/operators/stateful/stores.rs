@@ -1,14 +1,15 @@
 //! A stateful operator's state stores, one per partition, as one batch sees them
-//! ([`PartitionedStores`]), and the one way work is spread over partitions: each partition on a
-//! thread of its own, as Spark runs one task per partition (`on_partition_threads`).
+//! ([`PartitionedStores`]); work is spread over partitions by [`crate::sync::on_threads`], each
+//! partition on a thread of its own, as Spark runs one task per partition.
 
 use std::ops::{Index, IndexMut};
 
-use crate::error::{Result, SluiceError};
+use crate::error::Result;
 use crate::state::{
     DefaultStateStoreProvider, KeyGroups, PairTimes, StateStore, StateStoreId, StateStoreMetrics,
     StateStoreProvider,
 };
+use crate::sync::on_threads;
 use crate::testing::TestHooks;
 use crate::types::BatchId;
 
@@ -22,45 +23,6 @@ pub(crate) fn partition_of(key: &[u8], partitions: usize) -> usize {
         h = h.wrapping_mul(0x100000001b3);
     }
     (h % partitions as u64) as usize
-}
-
-/// Runs `work(p, item)` on every item at once: the first item on the calling thread, each other
-/// item on a scoped thread of its own. Returns the results in item order; a thread that panics
-/// gives an internal error with the message `panicked`. One item runs on the calling thread
-/// without starting any thread.
-pub(crate) fn on_partition_threads<I, T, F>(
-    items: I,
-    panicked: &'static str,
-    work: F,
-) -> Vec<Result<T>>
-where
-    I: IntoIterator,
-    I::IntoIter: ExactSizeIterator,
-    I::Item: Send,
-    T: Send,
-    F: Fn(usize, I::Item) -> Result<T> + Sync,
-{
-    let mut items = items.into_iter().enumerate();
-    let n = items.len();
-    let Some((_, first)) = items.next() else {
-        return Vec::new();
-    };
-    if n == 1 {
-        return vec![work(0, first)];
-    }
-    std::thread::scope(|scope| {
-        let work = &work;
-        let handles: Vec<_> = items
-            .map(|(p, item)| scope.spawn(move || work(p, item)))
-            .collect();
-        let mut out = Vec::with_capacity(n);
-        out.push(work(0, first));
-        out.extend(handles.into_iter().map(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err(SluiceError::internal(panicked)))
-        }));
-        out
-    })
 }
 
 /// Opens one store provider per partition under `state/<op>/<p>/`, each with a time index by
@@ -124,7 +86,7 @@ impl<'a> PartitionedStores<'a> {
     }
 
     /// Every partition's store, in partition order, to update (e.g. on
-    /// `on_partition_threads`).
+    /// `on_threads`).
     pub(crate) fn all_mut(&mut self) -> &mut [&'a mut dyn StateStore] {
         &mut self.stores
     }
@@ -173,7 +135,7 @@ impl<'a> IndexMut<usize> for PartitionedStores<'a> {
 /// Commits every store, in parallel; returns their metrics summed (keys in state, memory
 /// bytes, custom metrics).
 fn commit_all(stores: &mut [&mut dyn StateStore]) -> Result<StateStoreMetrics> {
-    let results = on_partition_threads(
+    let results = on_threads(
         stores.iter_mut(),
         "a state store commit thread panicked",
         |_, s| s.commit().map(|_| ()),
@@ -274,22 +236,6 @@ mod tests {
             allow_key_rename: false,
             hooks,
         }
-    }
-
-    #[test]
-    fn partition_threads_keep_the_item_order_and_report_a_panic() {
-        let out = on_partition_threads(vec![10, 20, 30, 40], "boom", |p, x| {
-            if x == 30 {
-                panic!("a partition fails");
-            }
-            Ok((p, x))
-        });
-        assert_eq!(out.len(), 4);
-        assert_eq!(out[0].as_ref().unwrap(), &(0, 10));
-        assert_eq!(out[1].as_ref().unwrap(), &(1, 20));
-        assert!(out[2].as_ref().unwrap_err().to_string().contains("boom"));
-        assert_eq!(out[3].as_ref().unwrap(), &(3, 40));
-        assert!(on_partition_threads(Vec::<u8>::new(), "boom", |_, x| Ok(x)).is_empty());
     }
 
     #[test]

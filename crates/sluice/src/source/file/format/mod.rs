@@ -20,7 +20,7 @@ pub(crate) mod nested;
 pub(crate) mod parquet;
 
 use crate::error::class;
-use crate::sync::MutexExt;
+use crate::sync::{on_threads, MutexExt};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read};
@@ -934,22 +934,8 @@ pub(crate) fn read_files_parallel(
     }
     // Contiguous runs of about equal size.
     let per = files.len().div_ceil(threads);
-    let results: Vec<Result<AssembledRows>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = files
-            .chunks(per)
-            .map(|run| scope.spawn(move || read_run(run)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(SluiceError::internal(format!(
-                        "a file decoding thread panicked while reading {context}"
-                    )))
-                })
-            })
-            .collect()
-    });
+    let panicked = format!("a file decoding thread panicked while reading {context}");
+    let results = on_threads(files.chunks(per), &panicked, |_, run| read_run(run));
     let mut all = AssembledRows {
         batches: Vec::new(),
         malformed: 0,
@@ -1489,26 +1475,8 @@ impl LineReader {
             parse_piece(&utf8_lossy(piece), uri, &mut part, &mut at)?;
             Ok((part.finish()?, at.lines_before))
         };
-        let parsed: Vec<Result<(AssembledRows, usize)>> = if pieces.len() <= 1 {
-            pieces.iter().map(|(p, at)| parse_one(p, *at)).collect()
-        } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = pieces
-                    .iter()
-                    .map(|(p, at)| scope.spawn(move || parse_one(p, *at)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(SluiceError::internal(format!(
-                                "a thread parsing a piece of {uri} panicked"
-                            )))
-                        })
-                    })
-                    .collect()
-            })
-        };
+        let panicked = format!("a thread parsing a piece of {uri} panicked");
+        let parsed = on_threads(pieces.iter(), &panicked, |_, (p, at)| parse_one(p, *at));
         for (i, result) in parsed.into_iter().enumerate() {
             let (rows, lines_after) = result?;
             let expected = match pieces.get(i + 1) {
