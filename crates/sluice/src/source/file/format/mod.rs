@@ -1356,9 +1356,13 @@ fn text_buffer() -> Vec<u8> {
     TEXT_BUFFERS.lock_unpoisoned().pop().unwrap_or_default()
 }
 
+/// The largest text buffer kept: twice the largest piece (a buffer grown for a record longer
+/// than that is given back to the allocator).
+const MAX_KEPT_TEXT_BUFFER: usize = 128 << 20;
+
 /// Keeps `buf` for a later read, if fewer than two per core are kept.
 fn keep_text_buffer(mut buf: Vec<u8>) {
-    if buf.capacity() == 0 {
+    if buf.capacity() == 0 || buf.capacity() > MAX_KEPT_TEXT_BUFFER {
         return;
     }
     buf.clear();
