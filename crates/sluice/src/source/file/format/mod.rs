@@ -812,37 +812,9 @@ pub(crate) fn for_each_line_from<'t>(
     mut f: impl FnMut(usize, &'t str) -> Result<()>,
 ) -> Result<usize> {
     let mut n = before;
-    if let Some(sep) = line_sep {
-        let mut rest = text;
-        while !rest.is_empty() {
-            n += 1;
-            match rest.find(sep) {
-                Some(i) => {
-                    f(n, &rest[..i])?;
-                    rest = &rest[i + sep.len()..];
-                }
-                None => {
-                    f(n, rest)?;
-                    break;
-                }
-            }
-        }
-        return Ok(n);
-    }
-    let b = text.as_bytes();
-    let mut start = 0;
-    while let Some(k) = memchr::memchr2(b'\n', b'\r', &b[start..]) {
-        let end = start + k;
+    for (start, end) in LineEnds::new(text.as_bytes(), line_sep.map(str::as_bytes)) {
         n += 1;
         f(n, &text[start..end])?;
-        start = end + 1;
-        if b[end] == b'\r' && b.get(start) == Some(&b'\n') {
-            start += 1;
-        }
-    }
-    if start < b.len() {
-        n += 1;
-        f(n, &text[start..])?;
     }
     Ok(n)
 }
@@ -850,30 +822,51 @@ pub(crate) fn for_each_line_from<'t>(
 /// The number of lines [`for_each_line_from`] finds in `text` (the bytes of a piece), counted
 /// without parsing them: a piece's first line number is the one after the pieces before it.
 pub(crate) fn count_lines(text: &[u8], line_sep: Option<&[u8]>) -> usize {
-    let mut n = 0;
-    let mut start = 0;
-    match line_sep {
-        Some(sep) if !sep.is_empty() => {
-            for at in memchr::memmem::find_iter(text, sep) {
-                n += 1;
-                start = at + sep.len();
-            }
+    LineEnds::new(text, line_sep).count()
+}
+
+/// The lines of a text as Hadoop's `LineRecordReader` cuts them, as byte ranges (terminators
+/// left out): at `\n`, `\r\n` or `\r`, or at a custom separator; a final terminator does not
+/// start an extra empty line.
+struct LineEnds<'t> {
+    text: &'t [u8],
+    sep: Option<&'t [u8]>,
+    pos: usize,
+}
+
+impl<'t> LineEnds<'t> {
+    fn new(text: &'t [u8], sep: Option<&'t [u8]>) -> Self {
+        // An empty separator would match everywhere: Hadoop's line ends instead.
+        let sep = sep.filter(|s| !s.is_empty());
+        LineEnds { text, sep, pos: 0 }
+    }
+}
+
+impl Iterator for LineEnds<'_> {
+    type Item = (usize, usize);
+
+    fn next(&mut self) -> Option<(usize, usize)> {
+        let (b, start) = (self.text, self.pos);
+        if start >= b.len() {
+            return None;
         }
-        _ => {
-            while let Some(k) = memchr::memchr2(b'\n', b'\r', &text[start..]) {
-                let end = start + k;
-                n += 1;
-                start = end + 1;
-                if text[end] == b'\r' && text.get(start) == Some(&b'\n') {
-                    start += 1;
+        let (end, next) = match self.sep {
+            Some(sep) => match memchr::memmem::find(&b[start..], sep) {
+                Some(k) => (start + k, start + k + sep.len()),
+                None => (b.len(), b.len()),
+            },
+            None => match memchr::memchr2(b'\n', b'\r', &b[start..]) {
+                Some(k) => {
+                    let end = start + k;
+                    let crlf = b[end] == b'\r' && b.get(end + 1) == Some(&b'\n');
+                    (end, end + 1 + usize::from(crlf))
                 }
-            }
-        }
+                None => (b.len(), b.len()),
+            },
+        };
+        self.pos = next;
+        Some((start, end))
     }
-    if start < text.len() {
-        n += 1;
-    }
-    n
 }
 
 /// Where a piece of a file's text stands in its file, and the state a reader carries from one
