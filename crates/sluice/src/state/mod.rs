@@ -377,6 +377,15 @@ pub trait StateStore: Send {
     fn put(&mut self, key: &[u8], value: &[u8]);
     /// Stages the removal of `key` (a no-op if it is not there).
     fn remove(&mut self, key: &[u8]);
+    /// Stages `key = value` (`Some`), or the removal of `key` (`None`), when the caller knows
+    /// whether the committed version has `key` (`committed`): no lookup in the committed
+    /// version. How an operator that holds its state itself stages its changes
+    /// ([`DefaultStateStoreProvider::held_by_operator`]).
+    fn stage_known(&mut self, key: &[u8], value: Option<&[u8]>, committed: bool);
+    /// Every pair of the committed version the store was opened at (staged changes left out),
+    /// read from the checkpoint's files, in key order: how an operator that holds its state
+    /// itself rebuilds it. An error names the file that failed.
+    fn load_committed(&self, each: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>) -> Result<()>;
     /// Every live pair, staged changes included, in key order.
     fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_>;
     /// The live pairs whose time (the provider's [`PairTimes`]) is before `time`, or at it

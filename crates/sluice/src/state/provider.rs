@@ -663,6 +663,98 @@ impl Committed for InMemory {
     }
 }
 
+/// The committed version of a store whose pairs its operator holds itself
+/// ([`DefaultStateStoreProvider::held_by_operator`]): no pairs in memory, only how many keys
+/// there are and roughly how many bytes they take. The checkpoint's files stay the truth: the
+/// operator stages its changes with [`StateStore::stage_known`] (commits write them as deltas,
+/// maintenance merges snapshots from the files) and rebuilds what it holds with
+/// [`StateStore::load_committed`]. Reads of a held store see its staged changes only.
+#[derive(Default)]
+pub(super) struct HeldByOperator {
+    len: u64,
+    /// Key and value bytes of the pairs put so far and how many: the mean entry size, for the
+    /// memory estimate.
+    put_bytes: u64,
+    puts: u64,
+}
+
+impl Committed for HeldByOperator {
+    fn get(&self, _key: &[u8]) -> Option<&[u8]> {
+        None
+    }
+
+    fn contains_key(&self, _key: &[u8]) -> bool {
+        false
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        match self.puts {
+            0 => 0,
+            n => self.len * (self.put_bytes / n + ENTRY_OVERHEAD),
+        }
+    }
+
+    fn apply(
+        &mut self,
+        staged: &mut Staged,
+        key_delta: i64,
+        _index: IndexChanges,
+        _ix: &Indexing,
+    ) -> Result<()> {
+        for (k, slot) in staged.drain() {
+            if let Some(v) = slot {
+                self.put_bytes += (k.len() + v.len()) as u64;
+                self.puts += 1;
+            }
+        }
+        self.len = (self.len as i64 + key_delta).max(0) as u64;
+        Ok(())
+    }
+
+    fn pairs(&self) -> Vec<(&[u8], &[u8])> {
+        Vec::new()
+    }
+
+    fn index_scan(&self, _each: &mut dyn FnMut(i64, &[u8]) -> Result<bool>) -> Result<()> {
+        Ok(())
+    }
+
+    fn group_scan(
+        &self,
+        _group: &[u8],
+        _groups: &KeyGroups,
+        _each: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    fn clear(&mut self) -> Result<()> {
+        *self = Self::default();
+        Ok(())
+    }
+
+    /// Reads the version through (every file checked, as any load) to count its keys; the
+    /// operator reads it again to hold it ([`StateStore::load_committed`]).
+    fn reload(&mut self, inner: &Inner, version: u64, _ix: &Indexing) -> Result<()> {
+        let (mut len, mut bytes) = (0u64, 0u64);
+        inner.load_pairs(version, |k, v| {
+            len += 1;
+            bytes += (k.len() + v.len()) as u64;
+            Ok(())
+        })?;
+        *self = Self {
+            len,
+            put_bytes: bytes,
+            puts: len,
+        };
+        Ok(())
+    }
+}
+
 /// Spark's `HDFSBackedStateStoreProvider`, with Sluice's file format: the state of one
 /// [`StateStoreId`] in memory, deltas on every commit, snapshots and purges by maintenance.
 /// See the [module doc](crate::state) for the layout, format and cost model.
@@ -788,6 +880,21 @@ impl DefaultStateStoreProvider {
     /// [`Self::with_time_index`]: set before the store is used.
     pub fn with_key_groups(mut self, groups: KeyGroups) -> Self {
         self.store.groups = Some(groups);
+        if self.store.version != 0 {
+            self.store.broken = true;
+        }
+        self
+    }
+
+    /// The store's operator holds the committed version itself (in its own structures, e.g.
+    /// an aggregation's accumulators): the store keeps none of its pairs in memory, writes the
+    /// changes staged with [`StateStore::stage_known`] as deltas and counts keys; the operator
+    /// rebuilds what it holds with [`StateStore::load_committed`] whenever the store's version
+    /// is not the one it holds. No time index or key groups. Set before the store is used.
+    pub fn held_by_operator(mut self) -> Self {
+        self.store.committed = Box::<HeldByOperator>::default();
+        self.store.times = None;
+        self.store.groups = None;
         if self.store.version != 0 {
             self.store.broken = true;
         }
@@ -1041,6 +1148,59 @@ impl MemStore {
     }
 }
 
+impl MemStore {
+    /// Stages `value` for `key` (`None`: its removal); `in_committed` says whether the
+    /// committed version has `key`, asked only when this version has not staged it yet.
+    fn change(&mut self, key: &[u8], value: Option<&[u8]>, in_committed: impl Fn(&Self) -> bool) {
+        let staged = self.staged.get(key).map(|slot| slot.is_some());
+        let live_before = match staged {
+            Some(live) => live,
+            None => in_committed(self),
+        };
+        match value {
+            Some(value) => {
+                if !live_before {
+                    self.staged_key_delta += 1;
+                }
+                let size = entry_size(key.len(), value.len());
+                match self.staged.get_mut(key) {
+                    Some(existing) => {
+                        self.staged_bytes = self
+                            .staged_bytes
+                            .saturating_sub(Self::slot_size(key, existing));
+                        *existing = Some(value.into());
+                    }
+                    None => {
+                        self.staged.insert(key.into(), Some(value.into()));
+                        self.stage_in_group(key);
+                    }
+                }
+                self.staged_bytes += size;
+                self.num_updated += 1;
+            }
+            None => {
+                if live_before {
+                    self.staged_key_delta -= 1;
+                }
+                // A removal is written only for a key the committed version has; one put and
+                // removed within this version leaves nothing to write.
+                let committed = match staged {
+                    Some(_) => in_committed(self),
+                    None => live_before,
+                };
+                if committed {
+                    self.stage(key, None);
+                } else if let Some(slot) = self.staged.remove(key) {
+                    self.staged_bytes = self
+                        .staged_bytes
+                        .saturating_sub(Self::slot_size(key, &slot));
+                }
+                self.num_removed += 1;
+            }
+        }
+    }
+}
+
 impl StateStore for MemStore {
     fn version(&self) -> u64 {
         self.version
@@ -1057,43 +1217,22 @@ impl StateStore for MemStore {
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) {
-        let size = entry_size(key.len(), value.len());
-        match self.staged.get_mut(key) {
-            Some(existing) => {
-                if existing.is_none() {
-                    // Removed earlier in this version: live again.
-                    self.staged_key_delta += 1;
-                }
-                self.staged_bytes = self
-                    .staged_bytes
-                    .saturating_sub(Self::slot_size(key, existing));
-                *existing = Some(value.into());
-            }
-            None => {
-                if !self.committed.contains_key(key) {
-                    self.staged_key_delta += 1;
-                }
-                self.staged.insert(key.into(), Some(value.into()));
-                self.stage_in_group(key);
-            }
-        }
-        self.staged_bytes += size;
-        self.num_updated += 1;
+        self.change(key, Some(value), |s| s.committed.contains_key(key));
     }
 
     fn remove(&mut self, key: &[u8]) {
-        if self.get(key).is_some() {
-            self.staged_key_delta -= 1;
+        self.change(key, None, |s| s.committed.contains_key(key));
+    }
+
+    fn stage_known(&mut self, key: &[u8], value: Option<&[u8]>, committed: bool) {
+        self.change(key, value, |_| committed);
+    }
+
+    fn load_committed(&self, each: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>) -> Result<()> {
+        if self.version == 0 {
+            return Ok(());
         }
-        if self.committed.contains_key(key) {
-            self.stage(key, None);
-        } else if let Some(slot) = self.staged.remove(key) {
-            // Put and removed within this version: nothing to write.
-            self.staged_bytes = self
-                .staged_bytes
-                .saturating_sub(Self::slot_size(key, &slot));
-        }
-        self.num_removed += 1;
+        self.inner.load_pairs(self.version, each)
     }
 
     fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {

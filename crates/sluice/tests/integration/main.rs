@@ -43,6 +43,10 @@ mod engine_dedup_and_joins;
 // store's time index, Spark's rocksdb* custom metrics.
 mod engine_on_disk_state;
 
+// Aggregation state held by the operator: the same rows, progress and delta files as the
+// state kept in the store.
+mod engine_held_state;
+
 // The sessionization example (GroupState, event-time timeouts), with a restart mid-session;
 // processing-time timeouts; output-mode rules.
 mod engine_stateful_processing;

@@ -22,6 +22,7 @@
 //! eviction touches only expired keys.
 
 mod keys;
+mod live;
 mod output;
 mod partition;
 mod session;
@@ -41,6 +42,7 @@ use datafusion::physical_expr::{GroupsAccumulatorAdapter, PhysicalExpr};
 use datafusion::physical_planner::create_aggregate_expr_and_maybe_filter;
 
 use self::keys::{key_event_times, plan_keys, EventTimeKey, KeyPart};
+use self::live::LiveAggregation;
 use self::partition::{PartitionOutput, TouchedKeys};
 use self::session::SessionIndex;
 use super::stateful::context::StateLocation;
@@ -132,6 +134,9 @@ pub(crate) struct StreamingAggregate {
     sessions: Option<SessionIndex>,
     /// The late-row side output is on: this batch's input rows dropped as late.
     late_rows: Option<Vec<RecordBatch>>,
+    /// The state held by the operator between batches (`live`), when its aggregates allow it;
+    /// else the state is kept in the stores and read and written back every batch.
+    live: Option<LiveAggregation>,
 }
 
 impl std::fmt::Debug for StreamingAggregate {
@@ -208,8 +213,26 @@ impl StreamingAggregate {
             partitions: info.partitions,
             sessions: None,
             late_rows: None,
+            live: None,
         }
-        .with_session_index()
+        .with_session_index()?
+        .with_live_state(info)
+    }
+
+    /// Holds the state in the operator ([`live`]) when every aggregate's state can be merged
+    /// in place, the aggregation has grouping keys and is not by session, the output mode
+    /// evicts or emits changes (append, update) and the stores are in memory.
+    fn with_live_state(mut self, info: &StateInfo) -> Result<Self> {
+        let eligible = self.sessions.is_none()
+            && self.layout.key().rows().is_some()
+            && matches!(self.mode, OutputMode::Append | OutputMode::Update)
+            && info.store_conf.kind == crate::state::StateStoreKind::InMemory;
+        if eligible {
+            let none = RecordBatch::new_empty(self.slim_schema.clone());
+            self.live =
+                LiveAggregation::for_aggregates(&self.aggs, |a| self.empty_state(a, &none))?;
+        }
+        Ok(self)
     }
 
     /// Runs one batch over `input` with the stores open, chunk by chunk. A batch whose input
@@ -228,6 +251,11 @@ impl StreamingAggregate {
             // Sessions merge across the batch's rows in memory: not cut into chunks yet.
             let batch = concat_batches(&self.input_schema, &input.collect_all()?)?;
             return self.process_sessions(stores, &batch, late_us, evict_us);
+        }
+        if let Some(mut live) = self.live.take() {
+            let result = self.run_live(&mut live, stores, input, late_us, evict_us);
+            self.live = Some(live);
+            return result;
         }
         let mut totals = PartitionOutput::default();
         let mut dropped = 0u64;
@@ -271,6 +299,49 @@ impl StreamingAggregate {
     }
 }
 
+impl StreamingAggregate {
+    /// [`Self::run`] with the state held by the operator: the held state made the stores'
+    /// version, updated chunk by chunk, then emitted, evicted and staged once. The held state
+    /// is at no version while the batch runs, so a batch that fails part-way rebuilds it.
+    fn run_live(
+        &mut self,
+        live: &mut LiveAggregation,
+        stores: &mut [&mut dyn crate::state::StateStore],
+        input: StageInput,
+        late_us: i64,
+        evict_us: i64,
+    ) -> Result<OperatorOutput> {
+        self.live_open(live, stores)?;
+        let version = live.take_version();
+        let mut dropped = 0u64;
+        let mut updates_ms = 0i64;
+        input.for_each_chunk(|chunk, _| {
+            let batch = concat_batches(&self.input_schema, &chunk)?;
+            drop(chunk);
+            let mut instances = self.assign_instances(&batch, late_us)?;
+            self.keep_late(&batch, std::mem::take(&mut instances.late_rows))?;
+            dropped += instances.dropped;
+            let key_arrays = self.instance_keys(&batch, &mut instances)?;
+            let rows = arrow::compute::take_record_batch(&self.slim(&batch)?, &instances.take_idx)?;
+            drop(batch);
+            updates_ms += self.live_update(live, &rows, &key_arrays, evict_us)?;
+            Ok(())
+        })?;
+        let mut totals = PartitionOutput::default();
+        let mut outputs = Vec::new();
+        for r in self.live_finish(live, stores, evict_us)? {
+            totals.add(r, &mut outputs);
+        }
+        live.ran(version);
+        let rows = concat_batches(&self.output_schema, &outputs)?;
+        Ok(self.report(
+            rows,
+            (totals.updated, totals.removed, dropped),
+            (updates_ms, totals.removals_ms),
+        ))
+    }
+}
+
 impl StatefulOperator for StreamingAggregate {
     fn name(&self) -> &str {
         if self.sessions.is_some() {
@@ -284,10 +355,11 @@ impl StatefulOperator for StreamingAggregate {
     /// column), so eviction reads only the expired keys; not in complete mode (nothing is
     /// evicted).
     fn state_times(&self) -> Result<Option<PairTimes>> {
-        let (Some(et), Some(_), false) = (
+        let (Some(et), Some(_), false, None) = (
             self.event_time_key,
             self.layout.key().rows(),
             self.mode == OutputMode::Complete,
+            &self.live,
         ) else {
             return Ok(None);
         };
@@ -303,6 +375,11 @@ impl StatefulOperator for StreamingAggregate {
     /// Session windows: a session's group is its other grouping keys, to merge with.
     fn state_key_groups(&self) -> Option<KeyGroups> {
         self.session_key_groups()
+    }
+
+    /// The held state (`live`): the stores keep no pairs.
+    fn state_held_by_operator(&self) -> bool {
+        self.live.is_some()
     }
 
     fn state_schema(&self) -> StateSchema {

@@ -72,23 +72,7 @@ impl StreamingAggregate {
         evict_us: i64,
         touched: Option<&mut [TouchedKeys]>,
     ) -> Result<Vec<PartitionOutput>> {
-        let rows_in = instances.num_rows();
-        let key_rows: Option<Rows> = self.layout.key().encode(key_arrays)?;
-        let mut part_rows: Vec<Vec<u32>> = vec![Vec::new(); self.partitions];
-        match &key_rows {
-            Some(rows) => {
-                for r in 0..rows_in {
-                    part_rows[partition_of(rows.row(r).data(), self.partitions)].push(r as u32);
-                }
-            }
-            None => part_rows[partition_of(&[], self.partitions)] = (0..rows_in as u32).collect(),
-        }
-        let times = match (self.event_time_key, self.mode) {
-            (Some(et), OutputMode::Update | OutputMode::Append) => {
-                Some(key_event_times(key_arrays, et)?)
-            }
-            _ => None,
-        };
+        let (key_rows, part_rows, times) = self.split_partitions(instances, key_arrays)?;
         let shared = BatchInstances {
             rows: instances,
             key_arrays,
@@ -109,6 +93,37 @@ impl StreamingAggregate {
             },
         );
         results.into_iter().collect()
+    }
+
+    /// The instances' encoded keys, the instances of each partition (Spark's shuffle), and
+    /// their keys' event times when the output mode evicts.
+    pub(super) fn split_partitions(
+        &self,
+        instances: &RecordBatch,
+        key_arrays: &[ArrayRef],
+    ) -> Result<(
+        Option<Rows>,
+        Vec<Vec<u32>>,
+        Option<TimestampMicrosecondArray>,
+    )> {
+        let rows_in = instances.num_rows();
+        let key_rows: Option<Rows> = self.layout.key().encode(key_arrays)?;
+        let mut part_rows: Vec<Vec<u32>> = vec![Vec::new(); self.partitions];
+        match &key_rows {
+            Some(rows) => {
+                for r in 0..rows_in {
+                    part_rows[partition_of(rows.row(r).data(), self.partitions)].push(r as u32);
+                }
+            }
+            None => part_rows[partition_of(&[], self.partitions)] = (0..rows_in as u32).collect(),
+        }
+        let times = match (self.event_time_key, self.mode) {
+            (Some(et), OutputMode::Update | OutputMode::Append) => {
+                Some(key_event_times(key_arrays, et)?)
+            }
+            _ => None,
+        };
+        Ok((key_rows, part_rows, times))
     }
 
     /// Groups a partition's instances by key.
@@ -373,15 +388,8 @@ impl StreamingAggregate {
                 acc.merge_batch(&with_empty, &merge_groups, n_groups)?;
             }
             let args = self.update_args(a, rows)?;
-            let filter: Option<BooleanArray> = match &a.filter {
-                Some(f) => Some(
-                    f.evaluate(rows)?
-                        .into_array(n)?
-                        .as_any()
-                        .downcast_ref::<BooleanArray>()
-                        .cloned()
-                        .ok_or_else(|| SluiceError::internal("filter"))?,
-                ),
+            let filter = match self.filter_of(a, rows)? {
+                Some(f) => Some(f),
                 None => all_rows.clone(),
             };
             acc.update_batch(&args, group_of_row, filter.as_ref(), n_groups)?;
@@ -395,9 +403,24 @@ impl StreamingAggregate {
         Ok((new_states, finals))
     }
 
+    /// `a`'s FILTER over `rows`, when it has one.
+    pub(super) fn filter_of(&self, a: &AggFn, rows: &RecordBatch) -> Result<Option<BooleanArray>> {
+        let Some(f) = &a.filter else {
+            return Ok(None);
+        };
+        Ok(Some(
+            f.evaluate(rows)?
+                .into_array(rows.num_rows())?
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .cloned()
+                .ok_or_else(|| SluiceError::internal("filter"))?,
+        ))
+    }
+
     /// The arguments of `a` over `rows`, then the ORDER BY expressions of an ordered aggregate
     /// (what DataFusion's aggregate execution passes to `update_batch`).
-    fn update_args(&self, a: &AggFn, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    pub(super) fn update_args(&self, a: &AggFn, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
         let n = rows.num_rows();
         let exprs = a.expr.all_expressions();
         exprs
@@ -410,7 +433,7 @@ impl StreamingAggregate {
 
     /// The state of one group that saw no row (an empty filter makes the accumulator track
     /// it as such), one row per state field: what merging it into a group changes nothing.
-    fn empty_state(&self, a: &AggFn, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    pub(super) fn empty_state(&self, a: &AggFn, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
         let mut acc = a.accumulator()?;
         let args = self.update_args(a, &rows.slice(0, 0))?;
         acc.update_batch(&args, &[], Some(&BooleanArray::from(Vec::<bool>::new())), 1)?;

@@ -145,6 +145,15 @@ pub(crate) trait StatefulOperator: Send {
         None
     }
 
+    /// The operator holds its committed state itself, in memory, between batches: its stores
+    /// keep none of their pairs, only write what it stages with `stage_known` and hand the
+    /// committed version back through `load_committed` when the operator must rebuild
+    /// ([`DefaultStateStoreProvider::held_by_operator`]). Asked once, when the stores open; only
+    /// with the in-memory store kind. The default holds nothing.
+    fn state_held_by_operator(&self) -> bool {
+        false
+    }
+
     /// Runs one batch: `inputs` holds the rows of each input (one entry per child of the
     /// operator, read as its plan runs), `stores` every partition's store at the batch's
     /// version, `ctx` the batch.
@@ -219,6 +228,7 @@ impl OperatorRunner {
                 info,
                 operator.state_times()?,
                 operator.state_key_groups(),
+                operator.state_held_by_operator(),
             )?,
             operator,
             info: info.clone(),

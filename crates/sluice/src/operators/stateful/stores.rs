@@ -26,12 +26,19 @@ pub(crate) fn partition_of(key: &[u8], partitions: usize) -> usize {
 }
 
 /// Opens one store provider per partition under `state/<op>/<p>/`, each with a time index by
-/// `times` and key groups by `groups` when given.
+/// `times` and key groups by `groups` when given, or its pairs held by the operator (`held`,
+/// with the in-memory store kind only).
 pub(crate) fn open_stores(
     info: &StateInfo,
     times: Option<PairTimes>,
     groups: Option<KeyGroups>,
+    held: bool,
 ) -> Result<Vec<DefaultStateStoreProvider>> {
+    if held && info.store_conf.kind != crate::state::StateStoreKind::InMemory {
+        return Err(crate::error::SluiceError::internal(
+            "an operator holding its own state with the on-disk state store",
+        ));
+    }
     (0..info.partitions)
         .map(|p| {
             let provider = DefaultStateStoreProvider::new(
@@ -46,9 +53,14 @@ pub(crate) fn open_stores(
                 Some(t) => provider.with_time_index(t.clone()),
                 None => provider,
             };
-            Ok(match &groups {
+            let provider = match &groups {
                 Some(g) => provider.with_key_groups(g.clone()),
                 None => provider,
+            };
+            Ok(if held {
+                provider.held_by_operator()
+            } else {
+                provider
             })
         })
         .collect()
@@ -188,6 +200,15 @@ mod crash {
         fn remove(&mut self, key: &[u8]) {
             self.inner.remove(key)
         }
+        fn stage_known(&mut self, key: &[u8], value: Option<&[u8]>, committed: bool) {
+            self.inner.stage_known(key, value, committed)
+        }
+        fn load_committed(
+            &self,
+            each: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>,
+        ) -> Result<()> {
+            self.inner.load_committed(each)
+        }
         fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
             self.inner.iter()
         }
@@ -242,7 +263,7 @@ mod tests {
     fn every_partition_commits_its_own_version() {
         let tmp = tempfile::tempdir().unwrap();
         let info = info(tmp.path(), TestHooks::default());
-        let mut providers = open_stores(&info, None, None).unwrap();
+        let mut providers = open_stores(&info, None, None, false).unwrap();
         {
             let mut stores = PartitionedStores::open(&mut providers, 0).unwrap();
             for k in [b"a", b"b", b"c", b"d"] {
@@ -265,7 +286,7 @@ mod tests {
             .unwrap();
         let hooks = TestHooks::from_session(&session);
         let info = info(tmp.path(), hooks);
-        let mut providers = open_stores(&info, None, None).unwrap();
+        let mut providers = open_stores(&info, None, None, false).unwrap();
         // Batch 3 reads version 0 and commits 1; batch 4 reads 1 and must crash committing 2.
         for (batch, version) in [(3, 0), (4, 1)] {
             let mut stores = PartitionedStores::open(&mut providers, version).unwrap();

@@ -1,0 +1,188 @@
+//! Aggregation state held by the operator between batches (the in-memory provider, stores
+//! `held_by_operator`) against the same aggregation with its state read from and written back
+//! to the store every batch (the on-disk provider, which never holds it in the operator): the
+//! same rows batch by batch, the same progress counts, and the same delta files byte for byte,
+//! across restarts and in both output modes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use sluice::{OutputMode, Session, Trigger};
+
+use crate::support::{add_file, dirs, Dirs};
+
+const ROCKSDB: &str = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider";
+
+/// Each batch: (batch id, its rows sorted), and its progress counts (keys in state, updated,
+/// removed, dropped by the watermark).
+type Batches = Vec<(u64, Vec<String>)>;
+type Counts = Vec<(i64, i64, i64, i64, i64)>;
+
+fn random_files(seed: u64, files: usize, rows: usize) -> Vec<String> {
+    let mut x = seed.max(1);
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let base = 1_789_473_600i64; // 2026-09-15T12:00:00Z
+    let mut t = 0i64;
+    (0..files)
+        .map(|_| {
+            let mut f = String::new();
+            for _ in 0..rows {
+                t += (next() % 30) as i64;
+                // Some rows up to 15 minutes late: behind the watermark, or in open windows.
+                let ts = base + t - (next() % 900) as i64;
+                let user = ["a", "b", "c", "d", "e"][(next() % 5) as usize];
+                let v = match next() % 7 {
+                    0 => "null".to_string(),
+                    n => format!("{}", (next() % 2000) as i64 - 1000 + n as i64),
+                };
+                let amount = (next() % 1000) as f64 / 4.0;
+                f.push_str(&format!(
+                    "{{\"ts\": {ts}, \"user\": \"{user}\", \"v\": {v}, \"amount\": {amount}}}\n"
+                ));
+            }
+            f
+        })
+        .collect()
+}
+
+/// Runs the windowed aggregation over `files` (one per batch), the query restarted after
+/// files 3 and 6, with the state store `provider` (default: in memory, held by the operator).
+fn run(provider: Option<&str>, mode: OutputMode, files: &[String], d: &Dirs) -> (Batches, Counts) {
+    let (input, checkpoint) = (&d.input, &d.checkpoint);
+    let seen: Arc<Mutex<Batches>> = Arc::default();
+    let mut counts = Vec::new();
+    let mut next = 0usize;
+    for run in [&files[..3], &files[3..6], &files[6..]] {
+        let mut b = Session::builder().shuffle_partitions(3);
+        if let Some(p) = provider {
+            b = b.config("spark.sql.streaming.stateStore.providerClass", p);
+        }
+        let s = b.build().unwrap();
+        let sink = seen.clone();
+        s.read_stream()
+            .format("json")
+            .schema("ts TIMESTAMP, user STRING, v BIGINT, amount DOUBLE")
+            .unwrap()
+            .load(input.display().to_string())
+            .unwrap()
+            .with_watermark("ts", "10 minutes")
+            .unwrap()
+            .create_or_replace_temp_view("ev")
+            .unwrap();
+        let q = s
+            .sql(
+                "SELECT window, user, count(*) AS n, count(v) AS nv, sum(v) AS total, \
+                 min(v) AS lo, max(v) AS hi, avg(v) AS mean, sum(amount) AS amount, \
+                 max(ts) AS last FROM ev GROUP BY window(ts, '5 minutes'), user",
+            )
+            .unwrap()
+            .write_stream()
+            .output_mode(mode)
+            .option("checkpointLocation", checkpoint.display())
+            .trigger(Trigger::default())
+            .foreach_batch(move |data, id| {
+                let b = data.concat()?;
+                let mut rows: Vec<String> = (0..b.num_rows())
+                    .map(|i| {
+                        b.columns()
+                            .iter()
+                            .map(|c| sluice::sink::console::format_cell(c, i).unwrap())
+                            .collect::<Vec<_>>()
+                            .join("|")
+                    })
+                    .collect();
+                rows.sort();
+                sink.lock().unwrap().push((id, rows));
+                Ok(())
+            })
+            .start()
+            .unwrap();
+        for f in run {
+            add_file(input, &format!("{next:03}.json"), f, next as u64);
+            next += 1;
+            q.process_all_available().unwrap();
+        }
+        q.stop();
+        for p in q.recent_progress() {
+            if let Some(o) = p.state_operators.first() {
+                counts.push((
+                    p.batch_id as i64,
+                    o.num_rows_total,
+                    o.num_rows_updated,
+                    o.num_rows_removed,
+                    o.num_rows_dropped_by_watermark,
+                ));
+            }
+        }
+    }
+    let out = seen.lock().unwrap().clone();
+    (out, counts)
+}
+
+/// Every delta file of operator 0, by partition and name, with its bytes.
+fn deltas(checkpoint: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let state = checkpoint.join("state").join("0");
+    for p in std::fs::read_dir(&state).unwrap() {
+        let p = p.unwrap().path();
+        if !p.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(&p).unwrap() {
+            let f = f.unwrap().path();
+            if f.extension().is_some_and(|e| e == "delta") {
+                let name = format!(
+                    "{}/{}",
+                    p.file_name().unwrap().to_string_lossy(),
+                    f.file_name().unwrap().to_string_lossy()
+                );
+                out.insert(name, std::fs::read(&f).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn held_aggregation_state_writes_what_the_store_held_state_writes() {
+    for (seed, mode) in [(5u64, OutputMode::Update), (17, OutputMode::Append)] {
+        let files = random_files(seed, 9, 40);
+        let (held_dir, stored_dir) = (dirs(), dirs());
+        let held = run(None, mode, &files, &held_dir);
+        let stored = run(Some(ROCKSDB), mode, &files, &stored_dir);
+        assert!(
+            held.0.iter().filter(|(_, rows)| !rows.is_empty()).count() >= 5,
+            "seed {seed}: rows were emitted in most batches: {:?}",
+            held.0
+        );
+        assert!(
+            held.1.iter().any(|c| c.3 > 0) && held.1.iter().any(|c| c.4 > 0),
+            "seed {seed}: groups were evicted and late rows dropped: {:?}",
+            held.1
+        );
+        assert_eq!(held.0, stored.0, "seed {seed} {mode:?}: the rows");
+        assert_eq!(
+            held.1, stored.1,
+            "seed {seed} {mode:?}: the progress counts"
+        );
+        let (a, b) = (deltas(&held_dir.checkpoint), deltas(&stored_dir.checkpoint));
+        assert!(
+            a.len() >= 3 * 9,
+            "seed {seed}: a delta per partition and batch"
+        );
+        assert_eq!(
+            a.keys().collect::<Vec<_>>(),
+            b.keys().collect::<Vec<_>>(),
+            "seed {seed}: the same delta files"
+        );
+        for (name, bytes) in &a {
+            assert!(bytes == &b[name], "seed {seed}: {name} differs");
+        }
+    }
+}
