@@ -29,13 +29,13 @@ mod session;
 
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow::compute::concat_batches;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::DFSchema;
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion::logical_expr::{Aggregate, GroupsAccumulator};
+use datafusion::logical_expr::{Aggregate, EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::{GroupsAccumulatorAdapter, PhysicalExpr};
 #[allow(deprecated)]
@@ -72,6 +72,44 @@ impl AggFn {
                 e.create_accumulator()
             })))
         }
+    }
+
+    /// The FILTER over `rows`, when the aggregate has one.
+    pub(super) fn filter(&self, rows: &RecordBatch) -> Result<Option<BooleanArray>> {
+        let Some(f) = &self.filter else {
+            return Ok(None);
+        };
+        Ok(Some(
+            f.evaluate(rows)?
+                .into_array(rows.num_rows())?
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .cloned()
+                .ok_or_else(|| SluiceError::internal("filter"))?,
+        ))
+    }
+
+    /// The arguments over `rows`, then the ORDER BY expressions of an ordered aggregate (what
+    /// DataFusion's aggregate execution passes to `update_batch`).
+    pub(super) fn update_args(&self, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        let n = rows.num_rows();
+        let exprs = self.expr.all_expressions();
+        exprs
+            .args
+            .iter()
+            .chain(exprs.order_by_exprs.iter())
+            .map(|e| -> Result<ArrayRef> { Ok(e.evaluate(rows)?.into_array(n)?) })
+            .collect()
+    }
+
+    /// The state of one group that saw no row (an empty filter makes the accumulator track
+    /// it as such), one row per state field: what merging it into a group changes nothing.
+    /// `rows` gives the input schema (none of its rows are read).
+    pub(super) fn empty_state(&self, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        let mut acc = self.accumulator()?;
+        let args = self.update_args(&rows.slice(0, 0))?;
+        acc.update_batch(&args, &[], Some(&BooleanArray::from(Vec::<bool>::new())), 1)?;
+        Ok(acc.state(EmitTo::All)?)
     }
 }
 
@@ -229,8 +267,7 @@ impl StreamingAggregate {
             && info.store_conf.kind == crate::state::StateStoreKind::InMemory;
         if eligible {
             let none = RecordBatch::new_empty(self.slim_schema.clone());
-            self.live =
-                LiveAggregation::for_aggregates(&self.aggs, |a| self.empty_state(a, &none))?;
+            self.live = LiveAggregation::for_aggregates(&self.aggs, &none)?;
         }
         Ok(self)
     }

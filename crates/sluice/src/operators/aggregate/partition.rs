@@ -376,7 +376,7 @@ impl StreamingAggregate {
                     acc.merge_batch(old, old_groups, n_groups)?;
                 }
             } else {
-                let empty = self.empty_state(a, rows)?;
+                let empty = a.empty_state(rows)?;
                 let with_empty: Vec<ArrayRef> = old
                     .iter()
                     .zip(&empty)
@@ -387,8 +387,8 @@ impl StreamingAggregate {
                     .collect::<Result<_>>()?;
                 acc.merge_batch(&with_empty, &merge_groups, n_groups)?;
             }
-            let args = self.update_args(a, rows)?;
-            let filter = match self.filter_of(a, rows)? {
+            let args = a.update_args(rows)?;
+            let filter = match a.filter(rows)? {
                 Some(f) => Some(f),
                 None => all_rows.clone(),
             };
@@ -401,43 +401,6 @@ impl StreamingAggregate {
             offset += a.n_state;
         }
         Ok((new_states, finals))
-    }
-
-    /// `a`'s FILTER over `rows`, when it has one.
-    pub(super) fn filter_of(&self, a: &AggFn, rows: &RecordBatch) -> Result<Option<BooleanArray>> {
-        let Some(f) = &a.filter else {
-            return Ok(None);
-        };
-        Ok(Some(
-            f.evaluate(rows)?
-                .into_array(rows.num_rows())?
-                .as_any()
-                .downcast_ref::<BooleanArray>()
-                .cloned()
-                .ok_or_else(|| SluiceError::internal("filter"))?,
-        ))
-    }
-
-    /// The arguments of `a` over `rows`, then the ORDER BY expressions of an ordered aggregate
-    /// (what DataFusion's aggregate execution passes to `update_batch`).
-    pub(super) fn update_args(&self, a: &AggFn, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
-        let n = rows.num_rows();
-        let exprs = a.expr.all_expressions();
-        exprs
-            .args
-            .iter()
-            .chain(exprs.order_by_exprs.iter())
-            .map(|e| -> Result<ArrayRef> { Ok(e.evaluate(rows)?.into_array(n)?) })
-            .collect()
-    }
-
-    /// The state of one group that saw no row (an empty filter makes the accumulator track
-    /// it as such), one row per state field: what merging it into a group changes nothing.
-    pub(super) fn empty_state(&self, a: &AggFn, rows: &RecordBatch) -> Result<Vec<ArrayRef>> {
-        let mut acc = a.accumulator()?;
-        let args = self.update_args(a, &rows.slice(0, 0))?;
-        acc.update_batch(&args, &[], Some(&BooleanArray::from(Vec::<bool>::new())), 1)?;
-        Ok(acc.state(EmitTo::All)?)
     }
 
     /// After the last chunk of a batch larger than one: each partition emits and evicts as one
