@@ -20,13 +20,7 @@ type Batches = Vec<(u64, Vec<String>)>;
 type Counts = Vec<(i64, i64, i64, i64, i64)>;
 
 fn random_files(seed: u64, files: usize, rows: usize) -> Vec<String> {
-    let mut x = seed.max(1);
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(seed);
     let base = 1_789_473_600i64; // 2026-09-15T12:00:00Z
     let mut t = 0i64;
     (0..files)
@@ -87,18 +81,9 @@ fn run(provider: Option<&str>, mode: OutputMode, files: &[String], d: &Dirs) -> 
             .option("checkpointLocation", checkpoint.display())
             .trigger(Trigger::default())
             .foreach_batch(move |data, id| {
-                let b = data.concat()?;
-                let mut rows: Vec<String> = (0..b.num_rows())
-                    .map(|i| {
-                        b.columns()
-                            .iter()
-                            .map(|c| sluice::sink::console::format_cell(c, i).unwrap())
-                            .collect::<Vec<_>>()
-                            .join("|")
-                    })
-                    .collect();
-                rows.sort();
-                sink.lock().unwrap().push((id, rows));
+                sink.lock()
+                    .unwrap()
+                    .push((id, sorted_rows(&data.concat()?)));
                 Ok(())
             })
             .start()
@@ -109,20 +94,67 @@ fn run(provider: Option<&str>, mode: OutputMode, files: &[String], d: &Dirs) -> 
             q.process_all_available().unwrap();
         }
         q.stop();
-        for p in q.recent_progress() {
-            if let Some(o) = p.state_operators.first() {
-                counts.push((
-                    p.batch_id as i64,
-                    o.num_rows_total,
-                    o.num_rows_updated,
-                    o.num_rows_removed,
-                    o.num_rows_dropped_by_watermark,
-                ));
-            }
-        }
+        counts.extend(state_counts(&q));
     }
     let out = seen.lock().unwrap().clone();
     (out, counts)
+}
+
+/// A deterministic pseudo-random sequence (xorshift).
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed.max(1);
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+/// A batch's rows as text, sorted.
+fn sorted_rows(b: &arrow::array::RecordBatch) -> Vec<String> {
+    let mut rows: Vec<String> = (0..b.num_rows())
+        .map(|i| {
+            b.columns()
+                .iter()
+                .map(|c| sluice::sink::console::format_cell(c, i).unwrap())
+                .collect::<Vec<_>>()
+                .join("|")
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The state counts of every progress of `q`.
+fn state_counts(q: &sluice::StreamingQuery) -> Counts {
+    q.recent_progress()
+        .iter()
+        .filter_map(|p| {
+            let o = p.state_operators.first()?;
+            Some((
+                p.batch_id,
+                o.num_rows_total,
+                o.num_rows_updated,
+                o.num_rows_removed,
+                o.num_rows_dropped_by_watermark,
+            ))
+        })
+        .collect()
+}
+
+/// Both checkpoints hold the same delta files (9 batches, 3 partitions), byte for byte.
+fn assert_same_deltas(label: &str, held: &Dirs, stored: &Dirs) {
+    let (a, b) = (deltas(&held.checkpoint), deltas(&stored.checkpoint));
+    assert!(a.len() >= 3 * 9, "{label}: a delta per partition and batch");
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "{label}: the same delta files"
+    );
+    for (name, bytes) in &a {
+        assert!(bytes == &b[name], "{label}: {name} differs");
+    }
 }
 
 /// Every delta file of operator 0, by partition and name, with its bytes.
@@ -171,18 +203,139 @@ fn held_aggregation_state_writes_what_the_store_held_state_writes() {
             held.1, stored.1,
             "seed {seed} {mode:?}: the progress counts"
         );
-        let (a, b) = (deltas(&held_dir.checkpoint), deltas(&stored_dir.checkpoint));
-        assert!(
-            a.len() >= 3 * 9,
-            "seed {seed}: a delta per partition and batch"
-        );
-        assert_eq!(
-            a.keys().collect::<Vec<_>>(),
-            b.keys().collect::<Vec<_>>(),
-            "seed {seed}: the same delta files"
-        );
-        for (name, bytes) in &a {
-            assert!(bytes == &b[name], "seed {seed}: {name} differs");
+        assert_same_deltas(&format!("seed {seed}"), &held_dir, &stored_dir);
+    }
+}
+
+/// Impressions and clicks of a few ads, a file of each per batch, some clicks late.
+fn random_join_files(seed: u64, files: usize, rows: usize) -> Vec<(String, String)> {
+    let mut next = xorshift(seed);
+    let base = 1_793_707_200i64; // 2026-11-03T12:00:00Z
+    let mut t = 0i64;
+    (0..files)
+        .map(|_| {
+            let (mut imp, mut clk) = (String::new(), String::new());
+            for _ in 0..rows {
+                t += (next() % 40) as i64;
+                let ad = format!("a{}", next() % 12);
+                imp.push_str(&format!("{{\"ad\": \"{ad}\", \"it\": {}}}\n", base + t));
+                // A click 0–20 minutes after some impression, or one with no ad.
+                let ad = match next() % 9 {
+                    0 => "null".to_string(),
+                    _ => format!("\"a{}\"", next() % 12),
+                };
+                let ct = base + t + (next() % 1200) as i64 - 300;
+                clk.push_str(&format!("{{\"ad\": {ad}, \"ct\": {ct}}}\n"));
+            }
+            (imp, clk)
+        })
+        .collect()
+}
+
+/// A stream-stream join of `kind` over `files` (a pair per batch), restarted after pairs 3 and
+/// 6, with the state store `provider`.
+fn run_join(
+    provider: Option<&str>,
+    kind: &str,
+    files: &[(String, String)],
+    d: &Dirs,
+) -> (Batches, Counts) {
+    let (imp, clk) = (d.input.join("imp"), d.input.join("clk"));
+    let seen: Arc<Mutex<Batches>> = Arc::default();
+    let mut counts = Vec::new();
+    let mut next = 0usize;
+    let select = if kind == "LEFT SEMI" {
+        "i.ad, i.it"
+    } else {
+        "i.ad, i.it, c.ad AS cad, c.ct"
+    };
+    for run in [&files[..3], &files[3..6], &files[6..]] {
+        let mut b = Session::builder().shuffle_partitions(3);
+        if let Some(p) = provider {
+            b = b.config("spark.sql.streaming.stateStore.providerClass", p);
         }
+        let s = b.build().unwrap();
+        for (name, dir, schema, col) in [
+            ("i", &imp, "ad STRING, it TIMESTAMP", "it"),
+            ("c", &clk, "ad STRING, ct TIMESTAMP", "ct"),
+        ] {
+            std::fs::create_dir_all(dir).unwrap();
+            s.read_stream()
+                .format("json")
+                .schema(schema)
+                .unwrap()
+                .option("maxFilesPerTrigger", "1")
+                .load(dir.display().to_string())
+                .unwrap()
+                .with_watermark(col, "5 minutes")
+                .unwrap()
+                .create_or_replace_temp_view(name)
+                .unwrap();
+        }
+        let sink = seen.clone();
+        let q = s
+            .sql(&format!(
+                "SELECT {select} FROM i {kind} JOIN c ON i.ad = c.ad \
+                 AND c.ct >= i.it AND c.ct <= i.it + INTERVAL 10 MINUTES"
+            ))
+            .unwrap()
+            .write_stream()
+            .output_mode(OutputMode::Append)
+            .option("checkpointLocation", d.checkpoint.display())
+            .foreach_batch(move |data, id| {
+                sink.lock()
+                    .unwrap()
+                    .push((id, sorted_rows(&data.concat()?)));
+                Ok(())
+            })
+            .start()
+            .unwrap();
+        for (i, c) in run {
+            add_file(&imp, &format!("{next:03}.json"), i, 2 * next as u64);
+            add_file(&clk, &format!("{next:03}.json"), c, 2 * next as u64 + 1);
+            next += 1;
+            q.process_all_available().unwrap();
+        }
+        q.stop();
+        counts.extend(state_counts(&q));
+    }
+    let out = seen.lock().unwrap().clone();
+    (out, counts)
+}
+
+#[test]
+fn held_join_state_writes_what_the_store_held_state_writes() {
+    for (seed, kind) in [
+        (3u64, "INNER"),
+        (8, "LEFT OUTER"),
+        (13, "FULL OUTER"),
+        (21, "LEFT SEMI"),
+    ] {
+        let files = random_join_files(seed, 9, 30);
+        let (held_dir, stored_dir) = (dirs(), dirs());
+        let held = run_join(None, kind, &files, &held_dir);
+        let stored = run_join(Some(ROCKSDB), kind, &files, &stored_dir);
+        assert!(
+            held.0.iter().map(|(_, r)| r.len()).sum::<usize>() >= 20,
+            "{kind}: pairs were emitted: {:?}",
+            held.0
+        );
+        assert!(
+            held.1.iter().any(|c| c.3 > 0),
+            "{kind}: rows were evicted: {:?}",
+            held.1
+        );
+        if kind.contains("OUTER") {
+            assert!(
+                held.0
+                    .iter()
+                    .flat_map(|(_, r)| r)
+                    .any(|r| r.ends_with("|null|null")),
+                "{kind}: evicted impressions without a click were emitted with nulls"
+            );
+        }
+        assert_eq!(held.0, stored.0, "{kind}: the rows");
+        assert_eq!(held.1, stored.1, "{kind}: the progress counts");
+        assert_same_deltas(kind, &held_dir, &stored_dir);
     }
 }

@@ -519,7 +519,7 @@ impl StreamingAggregate {
         }
         live.version = None;
         live.parts.clear();
-        let this = &*self;
+        let this = self;
         let fields = &live.fields;
         let parts = on_threads(
             stores.iter_mut(),
@@ -638,10 +638,7 @@ impl StreamingAggregate {
                     out.rows = Some(part.emit(self, p, &dirty)?);
                 }
                 let mut evicted: Vec<u32> = Vec::new();
-                while evicts {
-                    let Some(first) = part.by_time.first_entry() else {
-                        break;
-                    };
+                while let Some(first) = part.by_time.first_entry().filter(|_| evicts) {
                     if *first.key() > evict_us {
                         break;
                     }

@@ -13,7 +13,7 @@ use arrow::row::Rows;
 use datafusion::logical_expr::EmitTo;
 
 use super::keys::key_event_times;
-use super::{AggFn, StreamingAggregate};
+use super::StreamingAggregate;
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::partition_of;
 use crate::state::StateStore;
@@ -50,6 +50,14 @@ impl PartitionOutput {
         rows.extend(other.rows);
     }
 }
+
+/// A chunk's instances split by partition: their encoded keys, each partition's instances, and
+/// their keys' event times (when the output mode evicts).
+pub(super) type SplitInstances = (
+    Option<Rows>,
+    Vec<Vec<u32>>,
+    Option<TimestampMicrosecondArray>,
+);
 
 /// The encoded keys a partition's chunks of one batch updated (a batch larger than a chunk:
 /// they are emitted, and counted as updated, once, after the last chunk).
@@ -101,11 +109,7 @@ impl StreamingAggregate {
         &self,
         instances: &RecordBatch,
         key_arrays: &[ArrayRef],
-    ) -> Result<(
-        Option<Rows>,
-        Vec<Vec<u32>>,
-        Option<TimestampMicrosecondArray>,
-    )> {
+    ) -> Result<SplitInstances> {
         let rows_in = instances.num_rows();
         let key_rows: Option<Rows> = self.layout.key().encode(key_arrays)?;
         let mut part_rows: Vec<Vec<u32>> = vec![Vec::new(); self.partitions];

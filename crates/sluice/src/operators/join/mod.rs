@@ -26,6 +26,7 @@
 //! `bounds` finds the state bounds in the condition.
 
 mod bounds;
+mod held;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -42,6 +43,7 @@ use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
 pub(crate) use self::bounds::check_stream_stream_join;
 use self::bounds::{join_state_bounds, term_times, with_equi_keys, StateBound};
+use self::held::HeldJoin;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::{event_time_column, window_end_micros};
 use super::stateful::{
@@ -81,6 +83,9 @@ pub(crate) struct StreamingJoin {
     left_bound: Option<StateBound>,
     right_bound: Option<StateBound>,
     partitions: usize,
+    /// The state held by the operator between batches (`held`; with the in-memory store
+    /// kind); else it is read from and written back to the stores every batch.
+    held: Option<HeldJoin>,
 }
 
 /// One stored row of either side, as a batch read or wrote it.
@@ -180,6 +185,8 @@ impl StreamingJoin {
             left_bound,
             right_bound,
             partitions: info.partitions,
+            held: (info.store_conf.kind == crate::state::StateStoreKind::InMemory)
+                .then(HeldJoin::default),
         })
     }
 
@@ -199,6 +206,12 @@ impl StreamingJoin {
         let mut dropped = 0i64;
         let left = self.drop_late(left, self.left_event_time, late_us, &mut dropped)?;
         let right = self.drop_late(right, self.right_event_time, late_us, &mut dropped)?;
+        if let Some(mut held) = self.held.take() {
+            let result = self.run_held(&mut held, stores, (&left, &right), evict_us);
+            self.held = Some(held);
+            let (rows, removed) = result?;
+            return Ok(self.report(rows, (&left, &right), removed, dropped));
+        }
         // Sequence numbers: the batch's in the high half, its rows' in the low one, so a
         // replayed batch writes the same keys. (State written before this scheme counted from
         // 0, below every batch's range.)
@@ -214,20 +227,89 @@ impl StreamingJoin {
                 outputs.push(self.with_nulls(side, rows)?);
             }
         }
-        let rows = if outputs.is_empty() {
+        let rows = self.concat_outputs(&outputs)?;
+        Ok(self.report(rows, (&left, &right), evicted.removed, dropped))
+    }
+
+    fn concat_outputs(&self, outputs: &[RecordBatch]) -> Result<RecordBatch> {
+        Ok(if outputs.is_empty() {
             RecordBatch::new_empty(self.output_schema.clone())
         } else {
-            concat_batches(&self.output_schema, &outputs)?
-        };
-        Ok(OperatorOutput {
+            concat_batches(&self.output_schema, outputs)?
+        })
+    }
+
+    /// The batch's output and progress.
+    fn report(
+        &self,
+        rows: RecordBatch,
+        (left, right): (&RecordBatch, &RecordBatch),
+        removed: i64,
+        dropped: i64,
+    ) -> OperatorOutput {
+        OperatorOutput {
             rows: rows.into(),
             progress: StateOperatorProgress {
                 num_rows_updated: (left.num_rows() + right.num_rows()) as i64,
-                num_rows_removed: evicted.removed,
+                num_rows_removed: removed,
                 num_rows_dropped_by_watermark: dropped,
                 ..Default::default()
             },
-        })
+        }
+    }
+
+    /// [`Self::run`] with the state held by the operator (`held`): the same passes and
+    /// eviction over the held rows, then only the changes staged. The held state is at no
+    /// version while the batch runs, so a batch that fails part-way rebuilds it. Returns the
+    /// rows and how many stored rows were evicted.
+    fn run_held(
+        &self,
+        held: &mut HeldJoin,
+        stores: &mut PartitionedStores<'_>,
+        (left, right): (&RecordBatch, &RecordBatch),
+        evict_us: i64,
+    ) -> Result<(RecordBatch, i64)> {
+        let mut seq = (stores.version() + 1) << 32;
+        self.held_open(held, stores.all_mut())?;
+        let version = held.take_version();
+        let semi = self.join_type == JoinType::LeftSemi;
+        let mut outputs = Vec::new();
+        for (side, batch) in [(JoinSide::Left, left), (JoinSide::Right, right)] {
+            let (placed, candidates) = self.held_add_and_probe(held, side, batch, &mut seq)?;
+            if candidates.is_empty() {
+                continue;
+            }
+            let cols = self.held_pairs(held, side, &placed, &candidates)?;
+            let joined = RecordBatch::try_new(self.pair_schema.clone(), cols)?;
+            let accepted = self.accepted(&joined)?;
+            let mut first_matches = Vec::new();
+            for i in &accepted {
+                let (n, p, stored) = candidates[*i as usize];
+                let new = placed[n];
+                let (l, r) = match side {
+                    JoinSide::Left => (new, (p, stored)),
+                    JoinSide::Right => ((p, stored), new),
+                };
+                if Self::held_match(held, l.0, JoinSide::Left, l.1)? && semi {
+                    first_matches.push(*i);
+                }
+                Self::held_match(held, r.0, JoinSide::Right, r.1)?;
+            }
+            outputs.push(self.matched_output(joined, accepted, first_matches)?);
+        }
+        let mut removed = 0;
+        if self.left_bound.is_some() || self.right_bound.is_some() {
+            let (n, unmatched) = self.held_evict(held, evict_us, self.outer_sides())?;
+            removed = n;
+            for side in JoinSide::BOTH {
+                for cols in &unmatched[side.index()] {
+                    outputs.push(self.with_nulls_columns(side, cols.clone())?);
+                }
+            }
+        }
+        self.held_stage(held, stores.all_mut())?;
+        held.ran(version);
+        Ok((self.concat_outputs(&outputs)?, removed))
     }
 
     /// One side's new rows: stores them, then pairs them with the other side's rows of the
@@ -325,20 +407,7 @@ impl StreamingJoin {
             cols.extend(self.decode_rows(JoinSide::Right, &rbytes)?);
             RecordBatch::try_new(self.pair_schema.clone(), cols)?
         };
-        let accepted: Vec<u32> = match &self.filter {
-            Some(f) => {
-                let v = f.evaluate(&joined)?.into_array(joined.num_rows())?;
-                let b = v
-                    .as_any()
-                    .downcast_ref::<BooleanArray>()
-                    .ok_or_else(|| SluiceError::internal("join filter"))?;
-                (0..b.len())
-                    .filter(|i| b.is_valid(*i) && b.value(*i))
-                    .map(|i| i as u32)
-                    .collect()
-            }
-            None => (0..joined.num_rows() as u32).collect(),
-        };
+        let accepted = self.accepted(&joined)?;
         // Rows matched for the first time, stored again once; a left semi join emits a left
         // row on its first match only.
         let semi = self.join_type == JoinType::LeftSemi;
@@ -359,32 +428,60 @@ impl StreamingJoin {
                 }
             }
         }
-        if semi {
+        outputs.push(self.matched_output(joined, accepted, first_matches)?);
+        Ok(())
+    }
+
+    /// The pairs the join condition accepts, by position in `joined`.
+    fn accepted(&self, joined: &RecordBatch) -> Result<Vec<u32>> {
+        Ok(match &self.filter {
+            Some(f) => {
+                let v = f.evaluate(joined)?.into_array(joined.num_rows())?;
+                let b = v
+                    .as_any()
+                    .downcast_ref::<BooleanArray>()
+                    .ok_or_else(|| SluiceError::internal("join filter"))?;
+                (0..b.len())
+                    .filter(|i| b.is_valid(*i) && b.value(*i))
+                    .map(|i| i as u32)
+                    .collect()
+            }
+            None => (0..joined.num_rows() as u32).collect(),
+        })
+    }
+
+    /// The output of one pass: the `accepted` pairs, or for a left semi join the left rows of
+    /// `first_matches` (pairs whose left row matched for the first time).
+    fn matched_output(
+        &self,
+        joined: RecordBatch,
+        accepted: Vec<u32>,
+        first_matches: Vec<u32>,
+    ) -> Result<RecordBatch> {
+        Ok(if self.join_type == JoinType::LeftSemi {
             let left_cols = joined.columns()[..self.left_schema.fields().len()].to_vec();
             let left_only = RecordBatch::try_new(self.output_schema.clone(), left_cols)?;
-            outputs.push(arrow::compute::take_record_batch(
-                &left_only,
-                &UInt32Array::from(first_matches),
-            )?);
+            arrow::compute::take_record_batch(&left_only, &UInt32Array::from(first_matches))?
         } else if accepted.len() == joined.num_rows() {
-            outputs.push(joined);
+            joined
         } else {
-            outputs.push(arrow::compute::take_record_batch(
-                &joined,
-                &UInt32Array::from(accepted),
-            )?);
-        }
-        Ok(())
+            arrow::compute::take_record_batch(&joined, &UInt32Array::from(accepted))?
+        })
+    }
+
+    /// Which sides are outer: their evicted rows that never matched are emitted with nulls.
+    fn outer_sides(&self) -> [bool; 2] {
+        [
+            matches!(self.join_type, JoinType::Left | JoinType::Full),
+            matches!(self.join_type, JoinType::Right | JoinType::Full),
+        ]
     }
 
     /// Evicts the rows behind the state bounds through each store's time index (a range scan:
     /// only the expired rows are read); unmatched rows of an outer side are kept to be emitted
     /// now.
     fn evict(&self, stores: &mut [&mut dyn StateStore], evict_us: i64) -> Result<Evicted> {
-        let emit = [
-            matches!(self.join_type, JoinType::Left | JoinType::Full),
-            matches!(self.join_type, JoinType::Right | JoinType::Full),
-        ];
+        let emit = self.outer_sides();
         let mut out = Evicted {
             removed: 0,
             unmatched: [Vec::new(), Vec::new()],
@@ -476,15 +573,20 @@ impl StreamingJoin {
 
     /// Rows of one side with nulls for the other side, in the output schema.
     fn with_nulls(&self, side: JoinSide, rows: &[Box<[u8]>]) -> Result<RecordBatch> {
+        self.with_nulls_columns(side, self.decode_rows(side, rows)?)
+    }
+
+    /// Columns of one side's rows with nulls for the other side, in the output schema.
+    fn with_nulls_columns(&self, side: JoinSide, cols: Vec<ArrayRef>) -> Result<RecordBatch> {
         let other = match side {
             JoinSide::Left => &self.right_schema,
             JoinSide::Right => &self.left_schema,
         };
-        let cols = self.decode_rows(side, rows)?;
+        let n = cols.first().map_or(0, |c| c.len());
         let nulls: Vec<ArrayRef> = other
             .fields()
             .iter()
-            .map(|f| new_null_array(f.data_type(), rows.len()))
+            .map(|f| new_null_array(f.data_type(), n))
             .collect();
         let all = if side == JoinSide::Left {
             [cols, nulls].concat()
@@ -504,7 +606,7 @@ impl StatefulOperator for StreamingJoin {
     /// time minus its offset, one less when the bound is inclusive), so one scan up to the
     /// eviction watermark finds both sides' expired rows.
     fn state_times(&self) -> Result<Option<PairTimes>> {
-        if self.left_bound.is_none() && self.right_bound.is_none() {
+        if (self.left_bound.is_none() && self.right_bound.is_none()) || self.held.is_some() {
             return Ok(None);
         }
         let types = |s: &SchemaRef| -> Vec<_> {
@@ -559,9 +661,17 @@ impl StatefulOperator for StreamingJoin {
 
     /// A join key's rows of one side are a group: the side and join key before the sequence.
     fn state_key_groups(&self) -> Option<KeyGroups> {
+        if self.held.is_some() {
+            return None;
+        }
         Some(KeyGroups::by_prefix(|k: &[u8]| {
             JoinStateKey::decode(k).ok().map(|key| 5 + key.key.len())
         }))
+    }
+
+    /// The held state (`held`): the stores keep no rows.
+    fn state_held_by_operator(&self) -> bool {
+        self.held.is_some()
     }
 
     fn state_schema(&self) -> StateSchema {

@@ -1,0 +1,564 @@
+//! Join state held by the operator between batches: each partition keeps each side's rows as
+//! Arrow columns, chunk by chunk (a batch's new rows of that side and partition are a chunk),
+//! with an index of the rows by join key and one by the time their side's state bound judges,
+//! instead of row-format pairs in the store read back, decoded and written per batch.
+//!
+//! A batch's candidate pairs take the stored rows straight from the chunks (`interleave`); the
+//! matched flags are flipped in place; eviction pops the time index's buckets before the
+//! eviction watermark and drops a chunk once none of its rows is alive. At the end of the batch
+//! only what changed goes to the store, as the store-held path writes it: each new row still
+//! alive (encoded together, with its final matched flag), each older row whose matched flag
+//! was set, and a removal for each evicted row the committed version has; rows added and
+//! evicted within one batch are never written.
+//!
+//! The stores are opened `held_by_operator`. The held state names the store version it is; a
+//! batch that finds its stores at another version (a restart, a batch run again, a batch that
+//! failed part-way) rebuilds it from the checkpoint's files (`StateStore::load_committed`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use arrow::compute::interleave;
+
+use super::bounds::term_times;
+use super::StreamingJoin;
+use crate::error::{Result, SluiceError};
+use crate::operators::stateful::partition_of;
+use crate::state::layout::join::{JoinSide, JoinStateKey, JoinStateValue};
+use crate::state::StateStore;
+
+/// Where a held row is: (chunk, row in the chunk).
+type Loc = (u32, u32);
+type Hasher = foldhash::fast::RandomState;
+
+/// A row being held: its state key, its join key (`None`: not valid, never looked up), its
+/// matched flag and its time (`None`: never evicted).
+type NewRow<'k> = (Box<[u8]>, Option<&'k [u8]>, bool, Option<i64>);
+
+/// Pairs decoded at a time while the held state is rebuilt.
+const LOAD_CHUNK: usize = 4096;
+
+/// The held join state of every partition.
+#[derive(Default)]
+pub(super) struct HeldJoin {
+    /// The store version held; `None`: rebuild before use.
+    version: Option<u64>,
+    parts: Vec<[HeldSide; 2]>,
+}
+
+/// Rows of one side, added together.
+struct Chunk {
+    columns: Vec<ArrayRef>,
+    /// Each row's state key ([`JoinStateKey`]).
+    state_keys: Vec<Box<[u8]>>,
+    /// Each row's join key is valid (it is in the key index).
+    keyed: Vec<bool>,
+    matched: Vec<bool>,
+    alive: Vec<bool>,
+    /// In the committed version (else added by this batch).
+    committed: Vec<bool>,
+    /// Its matched flag was set by this batch (written again).
+    dirty: Vec<bool>,
+    live: usize,
+}
+
+/// One side's rows in one partition.
+#[derive(Default)]
+struct HeldSide {
+    chunks: Vec<Option<Chunk>>,
+    by_key: HashMap<Box<[u8]>, Vec<Loc>, Hasher>,
+    by_time: BTreeMap<i64, Vec<Loc>>,
+    /// Rows removed this batch that the committed version has: their state keys.
+    removed: Vec<Box<[u8]>>,
+    /// Chunks this batch added or changed.
+    touched: Vec<u32>,
+}
+
+impl HeldSide {
+    fn chunk(&self, c: u32) -> Result<&Chunk> {
+        self.chunks
+            .get(c as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| SluiceError::internal("a held join row in a dropped chunk"))
+    }
+
+    fn chunk_mut(&mut self, c: u32) -> Result<&mut Chunk> {
+        self.chunks
+            .get_mut(c as usize)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| SluiceError::internal("a held join row in a dropped chunk"))
+    }
+
+    fn touch(&mut self, c: u32) {
+        if !self.touched.contains(&c) {
+            self.touched.push(c);
+        }
+    }
+
+    /// Adds a chunk of `columns` and its `rows`, committed or added by this batch.
+    fn add(&mut self, columns: Vec<ArrayRef>, rows: Vec<NewRow<'_>>, committed: bool) -> u32 {
+        let c = self.chunks.len() as u32;
+        let n = rows.len();
+        let mut chunk = Chunk {
+            columns,
+            state_keys: Vec::with_capacity(n),
+            keyed: Vec::with_capacity(n),
+            matched: Vec::with_capacity(n),
+            alive: vec![true; n],
+            committed: vec![committed; n],
+            dirty: vec![false; n],
+            live: n,
+        };
+        for (r, (state_key, key, matched, time)) in rows.into_iter().enumerate() {
+            let loc = (c, r as u32);
+            if let Some(k) = key {
+                match self.by_key.get_mut(k) {
+                    Some(locs) => locs.push(loc),
+                    None => {
+                        self.by_key.insert(k.into(), vec![loc]);
+                    }
+                }
+            }
+            if let Some(t) = time {
+                self.by_time.entry(t).or_default().push(loc);
+            }
+            chunk.state_keys.push(state_key);
+            chunk.keyed.push(key.is_some());
+            chunk.matched.push(matched);
+        }
+        self.chunks.push(Some(chunk));
+        if !committed {
+            self.touch(c);
+        }
+        c
+    }
+
+    /// Takes out every row whose time is before `before`; returns their locations (their
+    /// chunks are dropped by [`Self::drop_dead_chunks`] once read).
+    fn evict(&mut self, before: i64) -> Result<Vec<Loc>> {
+        let mut out = Vec::new();
+        while let Some(first) = self.by_time.first_entry() {
+            if *first.key() >= before {
+                break;
+            }
+            out.extend(first.remove());
+        }
+        for &(c, r) in &out {
+            let chunk = self.chunk_mut(c)?;
+            let r = r as usize;
+            chunk.alive[r] = false;
+            chunk.live -= 1;
+            let committed = chunk.committed[r];
+            let keyed = chunk.keyed[r];
+            let state_key = chunk.state_keys[r].clone();
+            if committed {
+                self.removed.push(state_key.clone());
+            }
+            if keyed {
+                let key = JoinStateKey::decode(&state_key)
+                    .map_err(|e| SluiceError::internal(format!("a held join key: {e}")))?
+                    .key;
+                if let Some(locs) = self.by_key.get_mut(key) {
+                    locs.retain(|l| *l != (c, r as u32));
+                    if locs.is_empty() {
+                        self.by_key.remove(key);
+                    }
+                }
+            }
+            self.touch(c);
+        }
+        Ok(out)
+    }
+
+    /// Drops the chunks without a live row.
+    fn drop_dead_chunks(&mut self) {
+        for slot in &mut self.chunks {
+            if slot.as_ref().is_some_and(|c| c.live == 0) {
+                *slot = None;
+            }
+        }
+        while matches!(self.chunks.last(), Some(None)) {
+            self.chunks.pop();
+        }
+    }
+}
+
+/// The columns of held rows at `locs` (all of one side), gathered from their chunks.
+fn gather(side: &HeldSide, locs: &[Loc], n_columns: usize) -> Result<Vec<ArrayRef>> {
+    let mut chunk_at: HashMap<u32, usize, Hasher> = HashMap::default();
+    let mut chunks: Vec<&Chunk> = Vec::new();
+    let mut indices: Vec<(usize, usize)> = Vec::with_capacity(locs.len());
+    for &(c, r) in locs {
+        let at = match chunk_at.get(&c) {
+            Some(at) => *at,
+            None => {
+                chunks.push(side.chunk(c)?);
+                chunk_at.insert(c, chunks.len() - 1);
+                chunks.len() - 1
+            }
+        };
+        indices.push((at, r as usize));
+    }
+    (0..n_columns)
+        .map(|i| {
+            let arrays: Vec<&dyn Array> = chunks.iter().map(|c| c.columns[i].as_ref()).collect();
+            Ok(interleave(&arrays, &indices)?)
+        })
+        .collect()
+}
+
+impl HeldJoin {
+    pub(super) fn take_version(&mut self) -> Option<u64> {
+        self.version.take()
+    }
+
+    /// The batch that opened the held state at `version` ran through: it holds the next one.
+    pub(super) fn ran(&mut self, version: Option<u64>) {
+        self.version = version.map(|v| v + 1);
+    }
+}
+
+/// Candidate pairs of one side's new rows: (new row in the batch, partition, stored row).
+pub(super) type Candidates = Vec<(usize, usize, Loc)>;
+
+impl StreamingJoin {
+    fn n_columns(&self, side: JoinSide) -> usize {
+        match side {
+            JoinSide::Left => self.left_schema.fields().len(),
+            JoinSide::Right => self.right_schema.fields().len(),
+        }
+    }
+
+    /// Each row's time as its side's state bound judges it, relative to the bound (the
+    /// store-held path's `state_times`); `None` for every row of an unbounded side.
+    fn held_times(&self, side: JoinSide, columns: &[ArrayRef]) -> Result<Vec<Option<i64>>> {
+        let n = columns.first().map_or(0, |c| c.len());
+        let bound = match side {
+            JoinSide::Left => self.left_bound,
+            JoinSide::Right => self.right_bound,
+        };
+        let Some(b) = bound else {
+            return Ok(vec![None; n]);
+        };
+        let col = columns
+            .get(b.term.column)
+            .ok_or_else(|| SluiceError::internal("join state bound column"))?;
+        let shift = b.offset.saturating_add(i64::from(b.inclusive));
+        Ok(term_times(b.term, col)?
+            .into_iter()
+            .map(|t| t.map(|t| t.saturating_sub(shift)))
+            .collect())
+    }
+
+    /// Makes the held state the one of `stores`' version: kept when it is, else rebuilt from
+    /// the checkpoint's files.
+    pub(super) fn held_open(
+        &self,
+        held: &mut HeldJoin,
+        stores: &mut [&mut dyn StateStore],
+    ) -> Result<()> {
+        let version = stores.first().map(|s| s.version());
+        if held.version.is_some() && held.version == version && held.parts.len() == stores.len() {
+            return Ok(());
+        }
+        held.version = None;
+        held.parts.clear();
+        for (p, store) in stores.iter().enumerate() {
+            let mut sides: [HeldSide; 2] = Default::default();
+            let mut pending: [Vec<(Vec<u8>, Vec<u8>)>; 2] = Default::default();
+            store.load_committed(&mut |k, v| {
+                let side = JoinStateKey::decode(&k)
+                    .map_err(|e| {
+                        self.location
+                            .corrupt(Some(p), "a stream-stream join state key", e)
+                    })?
+                    .side;
+                let i = side.index();
+                pending[i].push((k, v));
+                if pending[i].len() == LOAD_CHUNK {
+                    self.load_rows(p, side, &mut sides[i], &std::mem::take(&mut pending[i]))?;
+                }
+                Ok(())
+            })?;
+            for side in JoinSide::BOTH {
+                let i = side.index();
+                self.load_rows(p, side, &mut sides[i], &std::mem::take(&mut pending[i]))?;
+            }
+            held.parts.push(sides);
+        }
+        held.version = version;
+        Ok(())
+    }
+
+    /// Adds stored pairs of one side as a committed chunk.
+    fn load_rows(
+        &self,
+        p: usize,
+        side: JoinSide,
+        into: &mut HeldSide,
+        pairs: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<()> {
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let mut rows = Vec::with_capacity(pairs.len());
+        let mut bytes: Vec<&[u8]> = Vec::with_capacity(pairs.len());
+        for (k, v) in pairs {
+            let key = JoinStateKey::decode(k).map_err(|e| {
+                self.location
+                    .corrupt(Some(p), "a stream-stream join state key", e)
+            })?;
+            let value = JoinStateValue::decode(v).map_err(|e| {
+                self.location
+                    .corrupt(Some(p), "a stream-stream join state value", e)
+            })?;
+            bytes.push(value.row);
+            rows.push((key, value.matched));
+        }
+        let columns = self.decode_rows(side, &bytes)?;
+        let times = self.held_times(side, &columns)?;
+        let rows = rows
+            .into_iter()
+            .zip(pairs)
+            .zip(times)
+            .map(|(((key, matched), (k, _)), time)| {
+                // A row stored under the empty join key has no valid key (never looked up).
+                let join_key = (!key.key.is_empty()).then_some(key.key);
+                (k.as_slice().into(), join_key, matched, time)
+            })
+            .collect();
+        into.add(columns, rows, true);
+        Ok(())
+    }
+
+    /// Holds one side's new rows (a chunk per partition), then finds their candidate pairs
+    /// among the other side's held rows of the same join key.
+    pub(super) fn held_add_and_probe(
+        &self,
+        held: &mut HeldJoin,
+        side: JoinSide,
+        batch: &RecordBatch,
+        seq: &mut u64,
+    ) -> Result<(Vec<(usize, Loc)>, Candidates)> {
+        let exprs = match side {
+            JoinSide::Left => &self.left_keys,
+            JoinSide::Right => &self.right_keys,
+        };
+        let (keys, valid) = self.keys(batch, exprs)?;
+        let times = self.held_times(side, batch.columns())?;
+        // Each new row's partition and state key, in batch order (its sequence number).
+        let mut part_rows: Vec<Vec<u32>> = vec![Vec::new(); self.partitions];
+        let mut state_keys: Vec<Box<[u8]>> = Vec::with_capacity(batch.num_rows());
+        for (i, &valid) in valid.iter().enumerate() {
+            let key: &[u8] = if valid { keys.row(i).data() } else { &[] };
+            state_keys.push(
+                JoinStateKey {
+                    side,
+                    key,
+                    seq: *seq,
+                }
+                .encode()
+                .into(),
+            );
+            *seq += 1;
+            part_rows[partition_of(key, self.partitions)].push(i as u32);
+        }
+        let mut placed: Vec<(usize, Loc)> = vec![(0, (0, 0)); batch.num_rows()];
+        for (p, rows) in part_rows.iter().enumerate() {
+            if rows.is_empty() {
+                continue;
+            }
+            let idx = UInt32Array::from(rows.clone());
+            let columns = batch
+                .columns()
+                .iter()
+                .map(|c| Ok(arrow::compute::take(c, &idx, None)?))
+                .collect::<Result<Vec<_>>>()?;
+            let entries = rows
+                .iter()
+                .map(|&i| {
+                    let i = i as usize;
+                    let key = valid[i].then(|| keys.row(i).data());
+                    (std::mem::take(&mut state_keys[i]), key, false, times[i])
+                })
+                .collect();
+            let c = held.parts[p][side.index()].add(columns, entries, false);
+            for (r, &i) in rows.iter().enumerate() {
+                placed[i as usize] = (p, (c, r as u32));
+            }
+        }
+        // Candidates: each new row with a valid key against the other side's rows of the key.
+        let mut candidates: Candidates = Vec::new();
+        for (i, &valid) in valid.iter().enumerate() {
+            if !valid {
+                continue;
+            }
+            let p = placed[i].0;
+            if let Some(locs) = held.parts[p][side.other().index()]
+                .by_key
+                .get(keys.row(i).data())
+            {
+                candidates.extend(locs.iter().map(|l| (i, p, *l)));
+            }
+        }
+        Ok((placed, candidates))
+    }
+
+    /// The pairs' columns: left then right (`new` are the new rows' places, by batch row).
+    pub(super) fn held_pairs(
+        &self,
+        held: &HeldJoin,
+        side: JoinSide,
+        new: &[(usize, Loc)],
+        candidates: &Candidates,
+    ) -> Result<Vec<ArrayRef>> {
+        let mut new_cols = None;
+        let mut stored_cols = None;
+        for s in [side, side.other()] {
+            // Gathered per partition, then put back in candidate order.
+            let mut by_part: Vec<Vec<(usize, Loc)>> = vec![Vec::new(); self.partitions];
+            for (at, (i, p, l)) in candidates.iter().enumerate() {
+                let (p, loc) = if s == side { new[*i] } else { (*p, *l) };
+                by_part[p].push((at, loc));
+            }
+            let n = self.n_columns(s);
+            let mut parts: Vec<Vec<ArrayRef>> = Vec::new();
+            let mut order: Vec<(usize, usize)> = vec![(0, 0); candidates.len()];
+            for (p, items) in by_part.iter().enumerate() {
+                if items.is_empty() {
+                    continue;
+                }
+                let locs: Vec<Loc> = items.iter().map(|(_, l)| *l).collect();
+                for (k, (at, _)) in items.iter().enumerate() {
+                    order[*at] = (parts.len(), k);
+                }
+                parts.push(gather(&held.parts[p][s.index()], &locs, n)?);
+            }
+            let cols = (0..n)
+                .map(|c| {
+                    let arrays: Vec<&dyn Array> = parts.iter().map(|p| p[c].as_ref()).collect();
+                    Ok(interleave(&arrays, &order)?)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if s == side {
+                new_cols = Some(cols);
+            } else {
+                stored_cols = Some(cols);
+            }
+        }
+        let (new_cols, stored_cols) = (
+            new_cols.unwrap_or_default(),
+            stored_cols.unwrap_or_default(),
+        );
+        Ok(match side {
+            JoinSide::Left => [new_cols, stored_cols].concat(),
+            JoinSide::Right => [stored_cols, new_cols].concat(),
+        })
+    }
+
+    /// Sets the matched flag of the row at `loc` of `side` in partition `p`; returns whether it
+    /// was not set before.
+    pub(super) fn held_match(
+        held: &mut HeldJoin,
+        p: usize,
+        side: JoinSide,
+        (c, r): Loc,
+    ) -> Result<bool> {
+        let s = &mut held.parts[p][side.index()];
+        let chunk = s.chunk_mut(c)?;
+        let r = r as usize;
+        if chunk.matched[r] {
+            return Ok(false);
+        }
+        chunk.matched[r] = true;
+        if chunk.committed[r] {
+            chunk.dirty[r] = true;
+        }
+        s.touch(c);
+        Ok(true)
+    }
+
+    /// Evicts both sides' rows before `evict_us` (times relative to their bounds); returns how
+    /// many, and the unmatched ones of each outer side as rows of that side.
+    pub(super) fn held_evict(
+        &self,
+        held: &mut HeldJoin,
+        evict_us: i64,
+        emit: [bool; 2],
+    ) -> Result<(i64, [Vec<Vec<ArrayRef>>; 2])> {
+        let mut removed = 0i64;
+        let mut unmatched: [Vec<Vec<ArrayRef>>; 2] = Default::default();
+        for part in held.parts.iter_mut() {
+            for side in JoinSide::BOTH {
+                let s = &mut part[side.index()];
+                let evicted = s.evict(evict_us)?;
+                removed += evicted.len() as i64;
+                if emit[side.index()] {
+                    let mut lonely = Vec::new();
+                    for &(c, r) in &evicted {
+                        if !s.chunk(c)?.matched[r as usize] {
+                            lonely.push((c, r));
+                        }
+                    }
+                    if !lonely.is_empty() {
+                        unmatched[side.index()].push(gather(s, &lonely, self.n_columns(side))?);
+                    }
+                }
+            }
+        }
+        Ok((removed, unmatched))
+    }
+
+    /// Stages what the batch changed in each partition's store: removals of evicted committed
+    /// rows, every new row still alive and every older row newly matched (their values
+    /// encoded together per chunk); then the held rows are the committed version.
+    pub(super) fn held_stage(
+        &self,
+        held: &mut HeldJoin,
+        stores: &mut [&mut dyn StateStore],
+    ) -> Result<()> {
+        let mut value = Vec::new();
+        for (part, store) in held.parts.iter_mut().zip(stores.iter_mut()) {
+            for side in JoinSide::BOTH {
+                let s = &mut part[side.index()];
+                for key in s.removed.drain(..) {
+                    store.stage_known(&key, None, true);
+                }
+                let mut touched = std::mem::take(&mut s.touched);
+                touched.sort_unstable();
+                for c in touched {
+                    let Some(chunk) = s.chunks.get_mut(c as usize).and_then(Option::as_mut) else {
+                        continue;
+                    };
+                    let write: Vec<u32> = (0..chunk.alive.len())
+                        .filter(|r| chunk.alive[*r] && (!chunk.committed[*r] || chunk.dirty[*r]))
+                        .map(|r| r as u32)
+                        .collect();
+                    if write.is_empty() {
+                        continue;
+                    }
+                    let idx = UInt32Array::from(write.clone());
+                    let columns = chunk
+                        .columns
+                        .iter()
+                        .map(|col| Ok(arrow::compute::take(col, &idx, None)?))
+                        .collect::<Result<Vec<_>>>()?;
+                    let rows = self.layout.side(side).encode(&columns)?;
+                    for (k, r) in write.iter().enumerate() {
+                        let r = *r as usize;
+                        JoinStateValue {
+                            matched: chunk.matched[r],
+                            row: rows.row(k).as_ref(),
+                        }
+                        .encode_into(&mut value);
+                        store.stage_known(&chunk.state_keys[r], Some(&value), chunk.committed[r]);
+                        chunk.committed[r] = true;
+                        chunk.dirty[r] = false;
+                    }
+                }
+                s.drop_dead_chunks();
+            }
+        }
+        Ok(())
+    }
+}
