@@ -37,6 +37,8 @@ type NewRow<'k> = (Box<[u8]>, Option<&'k [u8]>, bool, Option<i64>);
 
 /// Pairs decoded at a time while the held state is rebuilt.
 const LOAD_CHUNK: usize = 4096;
+/// A chunk at most half alive is rewritten once it has this many rows.
+const COMPACT_MIN: usize = 64;
 
 /// The held join state of every partition.
 #[derive(Default)]
@@ -59,6 +61,8 @@ struct Chunk {
     committed: Vec<bool>,
     /// Its matched flag was set by this batch (written again).
     dirty: Vec<bool>,
+    /// Its time in the time index (`None`: not indexed).
+    times: Vec<Option<i64>>,
     live: usize,
 }
 
@@ -107,6 +111,7 @@ impl HeldSide {
             alive: vec![true; n],
             committed: vec![committed; n],
             dirty: vec![false; n],
+            times: Vec::with_capacity(n),
             live: n,
         };
         for (r, (state_key, key, matched, time)) in rows.into_iter().enumerate() {
@@ -123,6 +128,7 @@ impl HeldSide {
                 self.by_time.entry(t).or_default().push(loc);
             }
             chunk.state_keys.push(state_key);
+            chunk.times.push(time);
             chunk.keyed.push(key.is_some());
             chunk.matched.push(matched);
         }
@@ -170,16 +176,80 @@ impl HeldSide {
         Ok(out)
     }
 
-    /// Drops the chunks without a live row.
-    fn drop_dead_chunks(&mut self) {
-        for slot in &mut self.chunks {
-            if slot.as_ref().is_some_and(|c| c.live == 0) {
-                *slot = None;
+    /// Drops the chunks without a live row, and rewrites those at most half alive with their
+    /// live rows only, so a few long-lived rows do not keep their chunks' dead rows in memory.
+    fn drop_dead_chunks(&mut self) -> Result<()> {
+        for c in 0..self.chunks.len() {
+            let Some(chunk) = &self.chunks[c] else {
+                continue;
+            };
+            if chunk.live == 0 {
+                self.chunks[c] = None;
+            } else if chunk.live * 2 <= chunk.alive.len() && chunk.alive.len() >= COMPACT_MIN {
+                self.compact(c as u32)?;
             }
         }
         while matches!(self.chunks.last(), Some(None)) {
             self.chunks.pop();
         }
+        Ok(())
+    }
+
+    /// Rewrites chunk `c` with its live rows only (after staging: nothing in it is dirty) and
+    /// moves their entries in the key and time indexes.
+    fn compact(&mut self, c: u32) -> Result<()> {
+        let Some(old) = self.chunks[c as usize].take() else {
+            return Ok(());
+        };
+        let keep: Vec<u32> = (0..old.alive.len() as u32)
+            .filter(|r| old.alive[*r as usize])
+            .collect();
+        let idx = UInt32Array::from(keep.clone());
+        let columns = old
+            .columns
+            .iter()
+            .map(|col| Ok(arrow::compute::take(col, &idx, None)?))
+            .collect::<Result<Vec<_>>>()?;
+        let pick = |v: &[bool]| keep.iter().map(|r| v[*r as usize]).collect::<Vec<_>>();
+        let mut chunk = Chunk {
+            columns,
+            state_keys: Vec::with_capacity(keep.len()),
+            keyed: pick(&old.keyed),
+            matched: pick(&old.matched),
+            alive: vec![true; keep.len()],
+            committed: pick(&old.committed),
+            dirty: vec![false; keep.len()],
+            times: keep.iter().map(|r| old.times[*r as usize]).collect(),
+            live: keep.len(),
+        };
+        let mut state_keys = old.state_keys;
+        // Row `keep[j]` becomes row `j <= keep[j]`: in increasing `j`, a moved entry is never
+        // taken for one still to move.
+        let moved = |locs: &mut Vec<Loc>, from: Loc, to: Loc| {
+            if let Some(l) = locs.iter_mut().find(|l| **l == from) {
+                *l = to;
+            }
+        };
+        for (j, r) in keep.iter().enumerate() {
+            let (from, to) = ((c, *r), (c, j as u32));
+            let state_key = std::mem::take(&mut state_keys[*r as usize]);
+            if old.keyed[*r as usize] {
+                let key = JoinStateKey::decode(&state_key)
+                    .map_err(|e| SluiceError::internal(format!("a held join key: {e}")))?
+                    .key;
+                if let Some(locs) = self.by_key.get_mut(key) {
+                    moved(locs, from, to);
+                }
+            }
+            if let Some(t) = old.times[*r as usize] {
+                if let Some(locs) = self.by_time.get_mut(&t) {
+                    moved(locs, from, to);
+                }
+            }
+            chunk.state_keys.push(state_key);
+        }
+        self.chunks[c as usize] = Some(chunk);
+        Ok(())
     }
 }
 
@@ -556,9 +626,107 @@ impl StreamingJoin {
                         chunk.dirty[r] = false;
                     }
                 }
-                s.drop_dead_chunks();
+                s.drop_dead_chunks()?;
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+    use std::sync::Arc;
+
+    fn state_key(key: &[u8], seq: u64) -> Box<[u8]> {
+        JoinStateKey {
+            side: JoinSide::Left,
+            key,
+            seq,
+        }
+        .encode()
+        .into()
+    }
+
+    /// Every row the indexes point at is alive and is the row its state key says (its value is
+    /// its sequence number); returns the values found through the key index.
+    fn check(side: &HeldSide) -> Vec<i64> {
+        let mut found = Vec::new();
+        for locs in side.by_key.values().chain(side.by_time.values()) {
+            for &(c, r) in locs {
+                let chunk = side.chunk(c).unwrap();
+                let r = r as usize;
+                assert!(chunk.alive[r]);
+                let value = chunk.columns[0]
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .value(r);
+                let key = JoinStateKey::decode(&chunk.state_keys[r]).unwrap();
+                assert_eq!(key.seq as i64, value);
+                found.push(value);
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        found
+    }
+
+    #[test]
+    fn a_chunk_mostly_evicted_is_rewritten_and_its_live_rows_are_still_found() {
+        let mut side = HeldSide::default();
+        let keys: Vec<Vec<u8>> = (0..100u8).map(|i| vec![1, i % 7]).collect();
+        let values: ArrayRef = Arc::new(Int64Array::from_iter_values(0..100));
+        // Every tenth row has no time: never evicted.
+        let rows = (0..100)
+            .map(|i| {
+                let time = (i % 10 != 0).then_some(i as i64);
+                (
+                    state_key(&keys[i], i as u64),
+                    Some(keys[i].as_slice()),
+                    false,
+                    time,
+                )
+            })
+            .collect();
+        let c = side.add(vec![values], rows, true);
+        assert_eq!(side.evict(80).unwrap().len(), 72);
+        assert_eq!(
+            side.removed.len(),
+            72,
+            "committed rows are removals to write"
+        );
+        side.drop_dead_chunks().unwrap();
+        let chunk = side.chunk(c).unwrap();
+        assert_eq!(
+            chunk.columns[0].len(),
+            28,
+            "rewritten with its 28 live rows"
+        );
+        let live: Vec<i64> = (0..100).filter(|i| i % 10 == 0 || *i >= 80).collect();
+        assert_eq!(check(&side), live);
+        // Evicting again after the rewrite finds the moved rows by their times.
+        let evicted = side.evict(95).unwrap();
+        let values: Vec<i64> = evicted
+            .iter()
+            .map(|&(c, r)| {
+                side.chunk(c).unwrap().columns[0]
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .value(r as usize)
+            })
+            .collect();
+        let mut sorted = values.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (80..95).filter(|i| i % 10 != 0).collect::<Vec<_>>());
+        side.drop_dead_chunks().unwrap();
+        let live: Vec<i64> = (0..100).filter(|i| i % 10 == 0 || *i >= 95).collect();
+        assert_eq!(check(&side), live);
+        assert_eq!(
+            side.by_key.values().map(Vec::len).sum::<usize>(),
+            live.len()
+        );
     }
 }

@@ -17,11 +17,12 @@
 //! rows whose window `end <= watermark`, as a future row's window ends after its event time. A
 //! side without such a bound keeps its rows forever (allowed for inner joins, as in Spark).
 //!
-//! The state stays in the stores, on either provider: a batch reads the rows of each join key
-//! it sees (a key group of the store, `StateStore::scan_group`) and the rows its watermark
-//! expires (the stores' time index, `StateStore::scan_by_time`), never the whole state, and
-//! writes what it changed: the rows it added, the rows whose `matched` flag it set, and the
-//! rows it evicted.
+//! With the in-memory store kind the operator holds the state between batches (`held`: each
+//! side's rows as Arrow chunks indexed by join key and by bound time). With the on-disk kind
+//! the state stays in the stores: a batch reads the rows of each join key it sees (a key group
+//! of the store, `StateStore::scan_group`) and the rows its watermark expires (the stores' time
+//! index, `StateStore::scan_by_time`), never the whole state. Either way a batch writes what it
+//! changed: the rows it added, the rows whose `matched` flag it set, and the rows it evicted.
 //!
 //! `bounds` finds the state bounds in the condition.
 
