@@ -416,6 +416,9 @@ pub(super) trait Committed: Send {
     fn reload(&mut self, inner: &Inner, version: u64, ix: &Indexing) -> Result<()>;
     /// A version opens: what the last one read may be let go.
     fn open_version(&mut self) {}
+    /// A commit of a held store put `puts` pairs of `bytes` key and value bytes (its changes
+    /// are not in a staged map: [`KnownChanges`]).
+    fn note_puts(&mut self, _puts: u64, _bytes: u64) {}
     /// An error the store met where its contract has no room for one (a failed read of an
     /// on-disk cache): the commit fails with it, so the batch runs again.
     fn take_error(&mut self) -> Option<SluiceError> {
@@ -668,7 +671,7 @@ impl Committed for InMemory {
 /// there are and roughly how many bytes they take. The checkpoint's files stay the truth: the
 /// operator stages its changes with [`StateStore::stage_known`] (commits write them as deltas,
 /// maintenance merges snapshots from the files) and rebuilds what it holds with
-/// [`StateStore::load_committed`]. Reads of a held store see its staged changes only.
+/// [`StateStore::load_committed`]. A held store answers no reads: its operator holds the pairs.
 #[derive(Default)]
 pub(super) struct HeldByOperator {
     len: u64,
@@ -705,14 +708,14 @@ impl Committed for HeldByOperator {
         _index: IndexChanges,
         _ix: &Indexing,
     ) -> Result<()> {
-        for (k, slot) in staged.drain() {
-            if let Some(v) = slot {
-                self.put_bytes += (k.len() + v.len()) as u64;
-                self.puts += 1;
-            }
-        }
+        staged.clear();
         self.len = (self.len as i64 + key_delta).max(0) as u64;
         Ok(())
+    }
+
+    fn note_puts(&mut self, puts: u64, bytes: u64) {
+        self.puts += puts;
+        self.put_bytes += bytes;
     }
 
     fn pairs(&self) -> Vec<(&[u8], &[u8])> {
@@ -893,6 +896,7 @@ impl DefaultStateStoreProvider {
     /// is not the one it holds. No time index or key groups. Set before the store is used.
     pub fn held_by_operator(mut self) -> Self {
         self.store.committed = Box::<HeldByOperator>::default();
+        self.store.held = true;
         self.store.times = None;
         self.store.groups = None;
         if self.store.version != 0 {
@@ -942,6 +946,55 @@ impl Drop for DefaultStateStoreProvider {
     }
 }
 
+/// The changes an operator holding its state stages ([`StateStore::stage_known`] on a store
+/// [`DefaultStateStoreProvider::held_by_operator`]): each key at most once per version (a key
+/// staged twice is two records, which the delta writer refuses as keys out of order), appended
+/// to one buffer with no per-pair allocation or hashing, sorted once at commit.
+#[derive(Default)]
+struct KnownChanges {
+    bytes: Vec<u8>,
+    /// (key range in `bytes`, value range: `None` for a removal).
+    entries: Vec<(std::ops::Range<usize>, Option<std::ops::Range<usize>>)>,
+    put_bytes: u64,
+    puts: u64,
+}
+
+impl KnownChanges {
+    fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
+        let k = self.bytes.len()..self.bytes.len() + key.len();
+        self.bytes.extend_from_slice(key);
+        let v = value.map(|v| {
+            let at = self.bytes.len();
+            self.bytes.extend_from_slice(v);
+            self.put_bytes += (key.len() + v.len()) as u64;
+            self.puts += 1;
+            at..at + v.len()
+        });
+        self.entries.push((k, v));
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.entries.clear();
+        self.put_bytes = 0;
+        self.puts = 0;
+    }
+
+    /// Writes the changes in key order.
+    fn write(&mut self, w: &mut super::format::StateFileWriter<impl io::Write>) -> io::Result<()> {
+        let bytes = &self.bytes;
+        self.entries
+            .sort_unstable_by(|a, b| bytes[a.0.clone()].cmp(&bytes[b.0.clone()]));
+        for (k, v) in &self.entries {
+            match v {
+                Some(v) => w.put(&bytes[k.clone()], &bytes[v.clone()])?,
+                None => w.remove(&bytes[k.clone()])?,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The store: the committed version `version` plus the staged changes.
 struct MemStore {
     inner: Arc<Inner>,
@@ -970,6 +1023,9 @@ struct MemStore {
     commit_time_ms: u64,
     /// Time the last commit took to write and sync its delta file.
     delta_write_ms: u64,
+    /// The operator holds the committed version: its changes are [`KnownChanges`].
+    held: bool,
+    known: KnownChanges,
 }
 
 impl MemStore {
@@ -991,6 +1047,8 @@ impl MemStore {
             num_removed: 0,
             commit_time_ms: 0,
             delta_write_ms: 0,
+            held: false,
+            known: KnownChanges::default(),
         }
     }
 
@@ -1225,7 +1283,26 @@ impl StateStore for MemStore {
     }
 
     fn stage_known(&mut self, key: &[u8], value: Option<&[u8]>, committed: bool) {
-        self.change(key, value, |_| committed);
+        if !self.held {
+            return self.change(key, value, |_| committed);
+        }
+        match value {
+            Some(v) => {
+                if !committed {
+                    self.staged_key_delta += 1;
+                }
+                self.staged_bytes += entry_size(key.len(), v.len());
+                self.num_updated += 1;
+                self.known.push(key, value);
+            }
+            None => {
+                self.num_removed += 1;
+                if committed {
+                    self.staged_key_delta -= 1;
+                    self.known.push(key, None);
+                }
+            }
+        }
     }
 
     fn load_committed(&self, each: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>) -> Result<()> {
@@ -1334,12 +1411,14 @@ impl StateStore for MemStore {
         let path = file_path(&self.inner.dir, FileKind::Delta, new_version);
         let mut staged: Vec<_> = self.staged.iter().collect();
         staged.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let known = &mut self.known;
         let pending = write_pending(
             &path,
             FileKind::Delta,
             new_version,
             self.inner.store_ident(),
             |w| {
+                known.write(w)?;
                 for (k, slot) in staged {
                     match slot {
                         Some(v) => w.put(k, v)?,
@@ -1368,6 +1447,9 @@ impl StateStore for MemStore {
             self.broken = true;
             return Err(e.context(format!("committing state version {new_version}")));
         }
+        self.committed
+            .note_puts(self.known.puts, self.known.put_bytes);
+        self.known.clear();
         self.staged_bytes = 0;
         self.staged_key_delta = 0;
         self.staged_groups.clear();
@@ -1378,6 +1460,7 @@ impl StateStore for MemStore {
     }
 
     fn abort(&mut self) {
+        self.known.clear();
         lock(&self.visited).clear();
         self.staged_groups.clear();
         self.group_error = None;
@@ -1397,5 +1480,101 @@ impl StateStore for MemStore {
             commit_time_ms: self.commit_time_ms,
             custom_metrics: self.committed.custom_metrics(self.delta_write_ms),
         }
+    }
+}
+
+#[cfg(test)]
+mod held_tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn conf() -> StateStoreConf {
+        StateStoreConf {
+            maintenance_interval: Duration::from_secs(3600),
+            ..StateStoreConf::default()
+        }
+    }
+
+    fn committed(store: &dyn StateStore) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        store
+            .load_committed(&mut |k, v| {
+                out.push((String::from_utf8(k).unwrap(), String::from_utf8(v).unwrap()));
+                Ok(())
+            })
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_held_store_writes_known_changes_as_deltas_any_provider_loads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let id = StateStoreId::new(tmp.path(), 0, 0);
+        let mut held = DefaultStateStoreProvider::new(id.clone(), conf())
+            .unwrap()
+            .held_by_operator();
+        {
+            let s = held.get_store(0).unwrap();
+            // Staged out of order: written in key order.
+            for k in ["c", "a", "b"] {
+                s.stage_known(k.as_bytes(), Some(format!("{k}1").as_bytes()), false);
+            }
+            assert_eq!(s.num_keys(), 3);
+            assert_eq!(s.get(b"a"), None, "a held store answers no reads");
+            assert_eq!(s.commit().unwrap(), 1);
+            assert_eq!(s.metrics().num_keys, 3);
+            assert!(s.metrics().memory_used_bytes > 0);
+        }
+        {
+            let s = held.get_store(1).unwrap();
+            s.stage_known(b"a", None, true);
+            s.stage_known(b"b", Some(b"b2"), true);
+            s.stage_known(b"d", Some(b"d2"), false);
+            // Added and removed within the version: nothing to write.
+            s.stage_known(b"e", None, false);
+            assert_eq!(s.num_keys(), 3);
+            s.commit().unwrap();
+        }
+        // What the operator rebuilds from, and what a store-held provider loads: the files.
+        let s = held.get_store(2).unwrap();
+        let want = [("b", "b2"), ("c", "c1"), ("d", "d2")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .to_vec();
+        assert_eq!(committed(s), want);
+        let mut plain = DefaultStateStoreProvider::open_read_only(id.clone(), conf()).unwrap();
+        let s = plain.get_store(2).unwrap();
+        let pairs: Vec<(String, String)> = s
+            .iter()
+            .map(|(k, v)| {
+                (
+                    String::from_utf8(k.to_vec()).unwrap(),
+                    String::from_utf8(v.to_vec()).unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(pairs, want);
+        // A restart counts the keys of the version it opens.
+        let mut again = DefaultStateStoreProvider::new(id, conf())
+            .unwrap()
+            .held_by_operator();
+        assert_eq!(again.get_store(2).unwrap().num_keys(), 3);
+        assert_eq!(committed(again.get_store(1).unwrap()).len(), 3);
+    }
+
+    #[test]
+    fn a_key_staged_twice_in_a_held_store_fails_the_commit_and_stays_staged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut held = DefaultStateStoreProvider::new(StateStoreId::new(tmp.path(), 0, 0), conf())
+            .unwrap()
+            .held_by_operator();
+        let s = held.get_store(0).unwrap();
+        s.stage_known(b"k", Some(b"1"), false);
+        s.stage_known(b"k", Some(b"2"), false);
+        let err = s.commit().unwrap_err().to_string();
+        assert!(err.contains("state version 1"), "{err}");
+        assert_eq!(s.version(), 0, "nothing committed");
+        assert_eq!(s.metrics().num_updated, 2, "the changes stay staged");
+        assert!(s.commit().is_err(), "and fail again");
+        assert_eq!(held.latest_version_on_disk(), 0);
     }
 }
