@@ -45,9 +45,15 @@ fn random_files(seed: u64, files: usize, rows: usize) -> Vec<String> {
         .collect()
 }
 
-/// Runs the windowed aggregation over `files` (one per batch), the query restarted after
-/// files 3 and 6, with the state store `provider` (default: in memory, held by the operator).
-fn run(provider: Option<&str>, mode: OutputMode, files: &[String], d: &Dirs) -> (Batches, Counts) {
+/// Runs the windowed aggregation by `user` (an expression of it) over `files` (one per
+/// batch), the query restarted after files 3 and 6, with the state store `provider` (default:
+/// in memory, held by the operator).
+fn run(
+    provider: Option<&str>,
+    (mode, user): (OutputMode, &str),
+    files: &[String],
+    d: &Dirs,
+) -> (Batches, Counts) {
     let (input, checkpoint) = (&d.input, &d.checkpoint);
     let seen: Arc<Mutex<Batches>> = Arc::default();
     let mut counts = Vec::new();
@@ -70,11 +76,11 @@ fn run(provider: Option<&str>, mode: OutputMode, files: &[String], d: &Dirs) -> 
             .create_or_replace_temp_view("ev")
             .unwrap();
         let q = s
-            .sql(
-                "SELECT window, user, count(*) AS n, count(v) AS nv, sum(v) AS total, \
+            .sql(&format!(
+                "SELECT window, {user} AS u, count(*) AS n, count(v) AS nv, sum(v) AS total, \
                  min(v) AS lo, max(v) AS hi, avg(v) AS mean, sum(amount) AS amount, \
-                 max(ts) AS last FROM ev GROUP BY window(ts, '5 minutes'), user",
-            )
+                 max(ts) AS last FROM ev GROUP BY window(ts, '5 minutes'), {user}"
+            ))
             .unwrap()
             .write_stream()
             .output_mode(mode)
@@ -183,11 +189,17 @@ fn deltas(checkpoint: &Path) -> BTreeMap<String, Vec<u8>> {
 
 #[test]
 fn held_aggregation_state_writes_what_the_store_held_state_writes() {
-    for (seed, mode) in [(5u64, OutputMode::Update), (17, OutputMode::Append)] {
+    // A key of a struct is grouped by its encoded bytes, the others first by DataFusion's
+    // group values.
+    for (seed, mode, user) in [
+        (5u64, OutputMode::Update, "user"),
+        (17, OutputMode::Append, "user"),
+        (29, OutputMode::Update, "named_struct('name', user)"),
+    ] {
         let files = random_files(seed, 9, 40);
         let (held_dir, stored_dir) = (dirs(), dirs());
-        let held = run(None, mode, &files, &held_dir);
-        let stored = run(Some(ROCKSDB), mode, &files, &stored_dir);
+        let held = run(None, (mode, user), &files, &held_dir);
+        let stored = run(Some(ROCKSDB), (mode, user), &files, &stored_dir);
         assert!(
             held.0.iter().filter(|(_, rows)| !rows.is_empty()).count() >= 5,
             "seed {seed}: rows were emitted in most batches: {:?}",

@@ -28,13 +28,13 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{make_array, Array, ArrayData, ArrayRef, RecordBatch, UInt32Array};
+use arrow::array::{make_array, Array, ArrayData, ArrayRef, RecordBatch, StructArray, UInt32Array};
 use arrow::buffer::{Buffer, NullBuffer};
-use arrow::datatypes::{ArrowNativeType, DataType};
+use arrow::datatypes::{ArrowNativeType, DataType, Field, Schema};
 use datafusion::logical_expr::EmitTo;
 
-use super::keys::key_event_times;
-use super::partition::{BatchInstances, PartitionOutput};
+use super::keys::{key_event_times, KeyPart};
+use super::partition::PartitionOutput;
 use super::{AggFn, StreamingAggregate};
 use crate::error::{Result, SluiceError};
 use crate::state::StateStore;
@@ -547,39 +547,80 @@ impl StreamingAggregate {
     }
 
     /// Updates the held groups with one chunk of row instances, each partition on a thread of
-    /// its own.
+    /// its own. The instances are first grouped by their key columns (DataFusion's vectorised
+    /// `GroupValues`), so each distinct key of the chunk is encoded, partitioned and looked up
+    /// once, not once per instance.
     pub(super) fn live_update(
         &self,
         live: &mut LiveAggregation,
         instances: &RecordBatch,
         key_arrays: &[ArrayRef],
-        evict_us: i64,
     ) -> Result<i64> {
-        let (key_rows, part_rows, times) = self.split_partitions(instances, key_arrays)?;
+        let n = instances.num_rows();
+        // The distinct keys (`keys`), and each instance's among them (`None`: one per instance).
+        let (keys, key_of_row): (Vec<ArrayRef>, Option<Vec<usize>>) =
+            match self.distinct_keys(key_arrays)? {
+                Some((key_of_row, first)) => {
+                    let first = UInt32Array::from(first);
+                    let keys = key_arrays
+                        .iter()
+                        .map(|a| Ok(arrow::compute::take(a, &first, None)?))
+                        .collect::<Result<_>>()?;
+                    (keys, Some(key_of_row))
+                }
+                None => (key_arrays.to_vec(), None),
+            };
+        let n_keys = key_of_row.as_ref().map_or(n, |_| keys[0].len());
+        let (key_rows, part_keys, times) = self.split_partitions(n_keys, &keys)?;
         let Some(key_rows) = key_rows.as_ref() else {
             return Err(SluiceError::internal("held aggregation state without keys"));
         };
-        let batch = BatchInstances {
-            rows: instances,
-            key_arrays,
-            key_rows: Some(key_rows),
-            times: times.as_ref(),
-            evict_us,
+        // Each key's position in its partition's list, and each partition's instances.
+        let mut at = vec![0u32; n_keys];
+        for list in &part_keys {
+            for (k, key) in list.iter().enumerate() {
+                at[*key as usize] = k as u32;
+            }
+        }
+        let part_rows: Vec<Vec<u32>> = match &key_of_row {
+            Some(key_of_row) => {
+                let mut part_of = vec![0usize; n_keys];
+                for (p, list) in part_keys.iter().enumerate() {
+                    for key in list {
+                        part_of[*key as usize] = p;
+                    }
+                }
+                let mut rows = vec![Vec::new(); part_keys.len()];
+                for (r, key) in key_of_row.iter().enumerate() {
+                    rows[part_of[*key]].push(r as u32);
+                }
+                rows
+            }
+            None => part_keys.clone(),
         };
         let results = on_threads(
-            live.parts.iter_mut().zip(&part_rows),
+            live.parts.iter_mut().zip(part_keys.iter().zip(&part_rows)),
             "an aggregation partition thread panicked",
-            |_, (part, rows)| -> Result<i64> {
+            |_, (part, (keys, rows))| -> Result<i64> {
                 let t = Instant::now();
                 if rows.is_empty() {
                     return Ok(0);
                 }
+                let slots: Vec<u32> = keys
+                    .iter()
+                    .map(|k| {
+                        let k = *k as usize;
+                        let time = times
+                            .as_ref()
+                            .and_then(|t| t.is_valid(k).then(|| t.value(k)));
+                        part.slot(key_rows.row(k).data(), time).0
+                    })
+                    .collect();
                 let mut group_of_row = Vec::with_capacity(rows.len());
                 let mut groups: Vec<u32> = Vec::new();
                 for r in rows {
-                    let r = *r as usize;
-                    let time = batch.times.and_then(|t| t.is_valid(r).then(|| t.value(r)));
-                    let (slot, _) = part.slot(key_rows.row(r).data(), time);
+                    let key = key_of_row.as_ref().map_or(*r as usize, |g| g[*r as usize]);
+                    let slot = slots[at[key] as usize];
                     let local = &mut part.local[slot as usize];
                     if *local == NONE {
                         *local = groups.len() as u32;
@@ -596,7 +637,7 @@ impl StreamingAggregate {
                     }
                 }
                 let sub = arrow::compute::take_record_batch(
-                    batch.rows,
+                    instances,
                     &UInt32Array::from(rows.to_vec()),
                 )?;
                 let partials = self.partial_states(&sub, &group_of_row, groups.len())?;
@@ -611,6 +652,50 @@ impl StreamingAggregate {
             ms += r?;
         }
         Ok(ms)
+    }
+
+    /// The instances grouped by key: each one's group and each group's first instance, in
+    /// order of first appearance; `None` when the key columns are not ones DataFusion's
+    /// column-wise group values take (then every instance is encoded). A window key is grouped
+    /// by its start (its end follows from it).
+    fn distinct_keys(&self, key_arrays: &[ArrayRef]) -> Result<Option<(Vec<usize>, Vec<u32>)>> {
+        use datafusion::physical_plan::aggregates::group_values::{
+            multi_group_by::supported_schema, new_group_values,
+        };
+        use datafusion::physical_plan::aggregates::order::GroupOrdering;
+        let Some(n) = key_arrays.first().map(|a| a.len()) else {
+            return Ok(None);
+        };
+        let columns: Vec<ArrayRef> = key_arrays
+            .iter()
+            .zip(&self.keys)
+            .map(
+                |(a, k)| match (k, a.as_any().downcast_ref::<StructArray>()) {
+                    (KeyPart::Window { .. }, Some(w)) if w.null_count() == 0 => w.column(0).clone(),
+                    _ => a.clone(),
+                },
+            )
+            .collect();
+        let schema = Arc::new(Schema::new(
+            columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Field::new(format!("k{i}"), c.data_type().clone(), true))
+                .collect::<Vec<_>>(),
+        ));
+        if !supported_schema(&schema) {
+            return Ok(None);
+        }
+        let mut values = new_group_values(schema, &GroupOrdering::None)?;
+        let mut key_of_row = Vec::with_capacity(n);
+        values.intern(&columns, &mut key_of_row)?;
+        let mut first = vec![NONE; values.len()];
+        for (r, g) in key_of_row.iter().enumerate() {
+            if first[*g] == NONE {
+                first[*g] = r as u32;
+            }
+        }
+        Ok(Some((key_of_row, first)))
     }
 
     /// After the batch's last chunk: each partition emits by output mode (update: the groups

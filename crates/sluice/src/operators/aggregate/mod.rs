@@ -361,7 +361,7 @@ impl StreamingAggregate {
             let key_arrays = self.instance_keys(&batch, &mut instances)?;
             let rows = arrow::compute::take_record_batch(&self.slim(&batch)?, &instances.take_idx)?;
             drop(batch);
-            updates_ms += self.live_update(live, &rows, &key_arrays, evict_us)?;
+            updates_ms += self.live_update(live, &rows, &key_arrays)?;
             Ok(())
         })?;
         let mut totals = PartitionOutput::default();

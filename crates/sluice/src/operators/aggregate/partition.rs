@@ -80,7 +80,8 @@ impl StreamingAggregate {
         evict_us: i64,
         touched: Option<&mut [TouchedKeys]>,
     ) -> Result<Vec<PartitionOutput>> {
-        let (key_rows, part_rows, times) = self.split_partitions(instances, key_arrays)?;
+        let (key_rows, part_rows, times) =
+            self.split_partitions(instances.num_rows(), key_arrays)?;
         let shared = BatchInstances {
             rows: instances,
             key_arrays,
@@ -107,10 +108,9 @@ impl StreamingAggregate {
     /// their keys' event times when the output mode evicts.
     pub(super) fn split_partitions(
         &self,
-        instances: &RecordBatch,
+        rows_in: usize,
         key_arrays: &[ArrayRef],
     ) -> Result<SplitInstances> {
-        let rows_in = instances.num_rows();
         let key_rows: Option<Rows> = self.layout.key().encode(key_arrays)?;
         let mut part_rows: Vec<Vec<u32>> = vec![Vec::new(); self.partitions];
         match &key_rows {

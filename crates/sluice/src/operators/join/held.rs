@@ -149,6 +149,9 @@ impl HeldSide {
             }
             out.extend(first.remove());
         }
+        // The evicted rows' join keys: each key's list is filtered once (a key can have many
+        // rows), after every evicted row is marked dead.
+        let mut keys: Vec<Box<[u8]>> = Vec::new();
         for &(c, r) in &out {
             let chunk = self.chunk_mut(c)?;
             let r = r as usize;
@@ -157,21 +160,33 @@ impl HeldSide {
             let committed = chunk.committed[r];
             let keyed = chunk.keyed[r];
             let state_key = chunk.state_keys[r].clone();
-            if committed {
-                self.removed.push(state_key.clone());
-            }
             if keyed {
                 let key = JoinStateKey::decode(&state_key)
                     .map_err(|e| SluiceError::internal(format!("a held join key: {e}")))?
                     .key;
-                if let Some(locs) = self.by_key.get_mut(key) {
-                    locs.retain(|l| *l != (c, r as u32));
-                    if locs.is_empty() {
-                        self.by_key.remove(key);
-                    }
-                }
+                keys.push(key.into());
+            }
+            if committed {
+                self.removed.push(state_key);
             }
             self.touch(c);
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let chunks = &self.chunks;
+        let alive = |&(c, r): &Loc| {
+            chunks
+                .get(c as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|chunk| chunk.alive[r as usize])
+        };
+        for key in keys {
+            if let Some(locs) = self.by_key.get_mut(&key) {
+                locs.retain(alive);
+                if locs.is_empty() {
+                    self.by_key.remove(&key);
+                }
+            }
         }
         Ok(out)
     }
@@ -222,31 +237,47 @@ impl HeldSide {
             times: keep.iter().map(|r| old.times[*r as usize]).collect(),
             live: keep.len(),
         };
-        let mut state_keys = old.state_keys;
-        // Row `keep[j]` becomes row `j <= keep[j]`: in increasing `j`, a moved entry is never
-        // taken for one still to move.
-        let moved = |locs: &mut Vec<Loc>, from: Loc, to: Loc| {
-            if let Some(l) = locs.iter_mut().find(|l| **l == from) {
-                *l = to;
+        // Each old row's new place; each index list that holds a live row of the chunk is
+        // rewritten once (a time bucket can hold a whole window's rows).
+        let mut to = vec![u32::MAX; old.alive.len()];
+        for (j, r) in keep.iter().enumerate() {
+            to[*r as usize] = j as u32;
+        }
+        let remap = |locs: &mut Vec<Loc>| {
+            for l in locs.iter_mut().filter(|l| l.0 == c) {
+                l.1 = to[l.1 as usize];
             }
         };
-        for (j, r) in keep.iter().enumerate() {
-            let (from, to) = ((c, *r), (c, j as u32));
-            let state_key = std::mem::take(&mut state_keys[*r as usize]);
+        let mut times: Vec<i64> = chunk.times.iter().flatten().copied().collect();
+        times.sort_unstable();
+        times.dedup();
+        for t in times {
+            if let Some(locs) = self.by_time.get_mut(&t) {
+                remap(locs);
+            }
+        }
+        let mut state_keys = old.state_keys;
+        let mut keys: Vec<&[u8]> = Vec::new();
+        for r in &keep {
             if old.keyed[*r as usize] {
-                let key = JoinStateKey::decode(&state_key)
-                    .map_err(|e| SluiceError::internal(format!("a held join key: {e}")))?
-                    .key;
-                if let Some(locs) = self.by_key.get_mut(key) {
-                    moved(locs, from, to);
-                }
+                keys.push(
+                    JoinStateKey::decode(&state_keys[*r as usize])
+                        .map_err(|e| SluiceError::internal(format!("a held join key: {e}")))?
+                        .key,
+                );
             }
-            if let Some(t) = old.times[*r as usize] {
-                if let Some(locs) = self.by_time.get_mut(&t) {
-                    moved(locs, from, to);
-                }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
+            if let Some(locs) = self.by_key.get_mut(key) {
+                remap(locs);
             }
-            chunk.state_keys.push(state_key);
+        }
+        for r in &keep {
+            chunk
+                .state_keys
+                .push(std::mem::take(&mut state_keys[*r as usize]));
         }
         self.chunks[c as usize] = Some(chunk);
         Ok(())
