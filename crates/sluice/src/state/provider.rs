@@ -1220,20 +1220,7 @@ impl MemStore {
                 if !live_before {
                     self.staged_key_delta += 1;
                 }
-                let size = entry_size(key.len(), value.len());
-                match self.staged.get_mut(key) {
-                    Some(existing) => {
-                        self.staged_bytes = self
-                            .staged_bytes
-                            .saturating_sub(Self::slot_size(key, existing));
-                        *existing = Some(value.into());
-                    }
-                    None => {
-                        self.staged.insert(key.into(), Some(value.into()));
-                        self.stage_in_group(key);
-                    }
-                }
-                self.staged_bytes += size;
+                self.stage(key, Some(value.into()));
                 self.num_updated += 1;
             }
             None => {

@@ -305,13 +305,7 @@ impl StreamingAggregate {
             if !last && touched.is_none() {
                 touched = Some(vec![TouchedKeys::default(); self.partitions]);
             }
-            // Row instances (which input row feeds which key), their keys, then the partitions.
-            let mut instances = self.assign_instances(&batch, late_us)?;
-            self.keep_late(&batch, std::mem::take(&mut instances.late_rows))?;
-            dropped += instances.dropped;
-            let key_arrays = self.instance_keys(&batch, &mut instances)?;
-            let rows = arrow::compute::take_record_batch(&self.slim(&batch)?, &instances.take_idx)?;
-            drop(batch);
+            let (rows, key_arrays) = self.chunk_instances(batch, late_us, &mut dropped)?;
             let results =
                 self.run_partitions(stores, &rows, &key_arrays, evict_us, touched.as_deref_mut())?;
             for r in results {
@@ -337,6 +331,23 @@ impl StreamingAggregate {
 }
 
 impl StreamingAggregate {
+    /// A chunk's row instances (which input row feeds which key: a row per window it falls
+    /// in), with only the columns the aggregates read, and their key columns; late instances
+    /// are counted in `dropped` and kept for the late-row output when it is on.
+    fn chunk_instances(
+        &mut self,
+        batch: RecordBatch,
+        late_us: i64,
+        dropped: &mut u64,
+    ) -> Result<(RecordBatch, Vec<ArrayRef>)> {
+        let mut instances = self.assign_instances(&batch, late_us)?;
+        self.keep_late(&batch, std::mem::take(&mut instances.late_rows))?;
+        *dropped += instances.dropped;
+        let key_arrays = self.instance_keys(&batch, &mut instances)?;
+        let rows = arrow::compute::take_record_batch(&self.slim(&batch)?, &instances.take_idx)?;
+        Ok((rows, key_arrays))
+    }
+
     /// [`Self::run`] with the state held by the operator: the held state made the stores'
     /// version, updated chunk by chunk, then emitted, evicted and staged once. The held state
     /// is at no version while the batch runs, so a batch that fails part-way rebuilds it.
@@ -355,12 +366,7 @@ impl StreamingAggregate {
         input.for_each_chunk(|chunk, _| {
             let batch = concat_batches(&self.input_schema, &chunk)?;
             drop(chunk);
-            let mut instances = self.assign_instances(&batch, late_us)?;
-            self.keep_late(&batch, std::mem::take(&mut instances.late_rows))?;
-            dropped += instances.dropped;
-            let key_arrays = self.instance_keys(&batch, &mut instances)?;
-            let rows = arrow::compute::take_record_batch(&self.slim(&batch)?, &instances.take_idx)?;
-            drop(batch);
+            let (rows, key_arrays) = self.chunk_instances(batch, late_us, &mut dropped)?;
             updates_ms += self.live_update(live, &rows, &key_arrays)?;
             Ok(())
         })?;
