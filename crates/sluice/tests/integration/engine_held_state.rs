@@ -59,12 +59,7 @@ fn run(
     let mut counts = Vec::new();
     let mut next = 0usize;
     for run in [&files[..3], &files[3..6], &files[6..]] {
-        let mut b = Session::builder().shuffle_partitions(3);
-        if let Some(p) = provider {
-            b = b.config("spark.sql.streaming.stateStore.providerClass", p);
-        }
-        let s = b.build().unwrap();
-        let sink = seen.clone();
+        let s = session_on(provider);
         s.read_stream()
             .format("json")
             .schema("ts TIMESTAMP, user STRING, v BIGINT, amount DOUBLE")
@@ -75,7 +70,7 @@ fn run(
             .unwrap()
             .create_or_replace_temp_view("ev")
             .unwrap();
-        let q = s
+        let writer = s
             .sql(&format!(
                 "SELECT window, {user} AS u, count(*) AS n, count(v) AS nv, sum(v) AS total, \
                  min(v) AS lo, max(v) AS hi, avg(v) AS mean, sum(amount) AS amount, \
@@ -85,15 +80,8 @@ fn run(
             .write_stream()
             .output_mode(mode)
             .option("checkpointLocation", checkpoint.display())
-            .trigger(Trigger::default())
-            .foreach_batch(move |data, id| {
-                sink.lock()
-                    .unwrap()
-                    .push((id, sorted_rows(&data.concat()?)));
-                Ok(())
-            })
-            .start()
-            .unwrap();
+            .trigger(Trigger::default());
+        let q = start_capturing(writer, &seen);
         for f in run {
             add_file(input, &format!("{next:03}.json"), f, next as u64);
             next += 1;
@@ -104,6 +92,33 @@ fn run(
     }
     let out = seen.lock().unwrap().clone();
     (out, counts)
+}
+
+/// A session with three shuffle partitions and the state store `provider` (default: in
+/// memory, the state held by the operator).
+fn session_on(provider: Option<&str>) -> Session {
+    let mut b = Session::builder().shuffle_partitions(3);
+    if let Some(p) = provider {
+        b = b.config("spark.sql.streaming.stateStore.providerClass", p);
+    }
+    b.build().unwrap()
+}
+
+/// Starts `writer`, each batch's rows captured into `seen`, sorted.
+fn start_capturing(
+    writer: sluice::query::DataStreamWriter,
+    seen: &Arc<Mutex<Batches>>,
+) -> sluice::StreamingQuery {
+    let sink = seen.clone();
+    writer
+        .foreach_batch(move |data, id| {
+            sink.lock()
+                .unwrap()
+                .push((id, sorted_rows(&data.concat()?)));
+            Ok(())
+        })
+        .start()
+        .unwrap()
 }
 
 /// A deterministic pseudo-random sequence (xorshift).
@@ -262,11 +277,7 @@ fn run_join(
         "i.ad, i.it, c.ad AS cad, c.ct"
     };
     for run in [&files[..3], &files[3..6], &files[6..]] {
-        let mut b = Session::builder().shuffle_partitions(3);
-        if let Some(p) = provider {
-            b = b.config("spark.sql.streaming.stateStore.providerClass", p);
-        }
-        let s = b.build().unwrap();
+        let s = session_on(provider);
         for (name, dir, schema, col) in [
             ("i", &imp, "ad STRING, it TIMESTAMP", "it"),
             ("c", &clk, "ad STRING, ct TIMESTAMP", "ct"),
@@ -284,8 +295,7 @@ fn run_join(
                 .create_or_replace_temp_view(name)
                 .unwrap();
         }
-        let sink = seen.clone();
-        let q = s
+        let writer = s
             .sql(&format!(
                 "SELECT {select} FROM i {kind} JOIN c ON i.ad = c.ad \
                  AND c.ct >= i.it AND c.ct <= i.it + INTERVAL 10 MINUTES"
@@ -293,15 +303,8 @@ fn run_join(
             .unwrap()
             .write_stream()
             .output_mode(OutputMode::Append)
-            .option("checkpointLocation", d.checkpoint.display())
-            .foreach_batch(move |data, id| {
-                sink.lock()
-                    .unwrap()
-                    .push((id, sorted_rows(&data.concat()?)));
-                Ok(())
-            })
-            .start()
-            .unwrap();
+            .option("checkpointLocation", d.checkpoint.display());
+        let q = start_capturing(writer, &seen);
         for (i, c) in run {
             add_file(&imp, &format!("{next:03}.json"), i, 2 * next as u64);
             add_file(&clk, &format!("{next:03}.json"), c, 2 * next as u64 + 1);

@@ -37,6 +37,7 @@ use super::keys::{key_event_times, KeyPart};
 use super::partition::PartitionOutput;
 use super::{AggFn, StreamingAggregate};
 use crate::error::{Result, SluiceError};
+use crate::operators::stateful::HeldVersion;
 use crate::state::StateStore;
 use crate::sync::on_threads;
 use crate::types::OutputMode;
@@ -65,22 +66,12 @@ struct FieldSpec {
 /// The held state of every partition of one aggregation.
 pub(super) struct LiveAggregation {
     fields: Arc<Vec<FieldSpec>>,
-    /// The store version the partitions hold; `None`: rebuild before use.
-    version: Option<u64>,
+    /// The store version the partitions hold.
+    pub(super) version: HeldVersion,
     parts: Vec<LivePartition>,
 }
 
 impl LiveAggregation {
-    /// The version held, leaving none held while a batch changes the state.
-    pub(super) fn take_version(&mut self) -> Option<u64> {
-        self.version.take()
-    }
-
-    /// The batch that opened the held state at `version` ran through: it holds the next one.
-    pub(super) fn ran(&mut self, version: Option<u64>) {
-        self.version = version.map(|v| v + 1);
-    }
-
     /// The held state for `aggs` over input rows like `rows` (none are read), or `None` when
     /// some aggregate keeps a state field it cannot merge in place.
     pub(super) fn for_aggregates(aggs: &[AggFn], rows: &RecordBatch) -> Result<Option<Self>> {
@@ -116,7 +107,7 @@ impl LiveAggregation {
         }
         Ok(Some(Self {
             fields: Arc::new(fields),
-            version: None,
+            version: HeldVersion::default(),
             parts: Vec::new(),
         }))
     }
@@ -513,11 +504,10 @@ impl StreamingAggregate {
         live: &mut LiveAggregation,
         stores: &mut [&mut dyn StateStore],
     ) -> Result<()> {
-        let version = stores.first().map(|s| s.version());
-        if live.version.is_some() && live.version == version && live.parts.len() == stores.len() {
+        if live.version.is_current(stores, live.parts.len()) {
             return Ok(());
         }
-        live.version = None;
+        live.version.clear();
         live.parts.clear();
         let this = self;
         let fields = &live.fields;
@@ -542,7 +532,7 @@ impl StreamingAggregate {
             },
         );
         live.parts = parts.into_iter().collect::<Result<_>>()?;
-        live.version = version;
+        live.version.built(stores);
         Ok(())
     }
 

@@ -360,7 +360,7 @@ impl StreamingAggregate {
         evict_us: i64,
     ) -> Result<OperatorOutput> {
         self.live_open(live, stores)?;
-        let version = live.take_version();
+        let version = live.version.begin();
         let mut dropped = 0u64;
         let mut updates_ms = 0i64;
         input.for_each_chunk(|chunk, _| {
@@ -375,7 +375,7 @@ impl StreamingAggregate {
         for r in self.live_finish(live, stores, evict_us)? {
             totals.add(r, &mut outputs);
         }
-        live.ran(version);
+        live.version.ran(version);
         let rows = concat_batches(&self.output_schema, &outputs)?;
         Ok(self.report(
             rows,

@@ -23,7 +23,7 @@ use arrow::compute::interleave;
 use super::bounds::term_times;
 use super::StreamingJoin;
 use crate::error::{Result, SluiceError};
-use crate::operators::stateful::partition_of;
+use crate::operators::stateful::{partition_of, HeldVersion};
 use crate::state::layout::join::{JoinSide, JoinStateKey, JoinStateValue};
 use crate::state::StateStore;
 
@@ -43,8 +43,8 @@ const COMPACT_MIN: usize = 64;
 /// The held join state of every partition.
 #[derive(Default)]
 pub(super) struct HeldJoin {
-    /// The store version held; `None`: rebuild before use.
-    version: Option<u64>,
+    /// The store version held.
+    pub(super) version: HeldVersion,
     parts: Vec<[HeldSide; 2]>,
 }
 
@@ -308,17 +308,6 @@ fn gather(side: &HeldSide, locs: &[Loc], n_columns: usize) -> Result<Vec<ArrayRe
         .collect()
 }
 
-impl HeldJoin {
-    pub(super) fn take_version(&mut self) -> Option<u64> {
-        self.version.take()
-    }
-
-    /// The batch that opened the held state at `version` ran through: it holds the next one.
-    pub(super) fn ran(&mut self, version: Option<u64>) {
-        self.version = version.map(|v| v + 1);
-    }
-}
-
 /// Candidate pairs of one side's new rows: (new row in the batch, partition, stored row).
 pub(super) type Candidates = Vec<(usize, usize, Loc)>;
 
@@ -358,11 +347,10 @@ impl StreamingJoin {
         held: &mut HeldJoin,
         stores: &mut [&mut dyn StateStore],
     ) -> Result<()> {
-        let version = stores.first().map(|s| s.version());
-        if held.version.is_some() && held.version == version && held.parts.len() == stores.len() {
+        if held.version.is_current(stores, held.parts.len()) {
             return Ok(());
         }
-        held.version = None;
+        held.version.clear();
         held.parts.clear();
         for (p, store) in stores.iter().enumerate() {
             let mut sides: [HeldSide; 2] = Default::default();
@@ -387,7 +375,7 @@ impl StreamingJoin {
             }
             held.parts.push(sides);
         }
-        held.version = version;
+        held.version.built(stores);
         Ok(())
     }
 

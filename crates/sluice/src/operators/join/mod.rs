@@ -272,7 +272,7 @@ impl StreamingJoin {
     ) -> Result<(RecordBatch, i64)> {
         let mut seq = (stores.version() + 1) << 32;
         self.held_open(held, stores.all_mut())?;
-        let version = held.take_version();
+        let version = held.version.begin();
         let semi = self.join_type == JoinType::LeftSemi;
         let mut outputs = Vec::new();
         for (side, batch) in [(JoinSide::Left, left), (JoinSide::Right, right)] {
@@ -309,7 +309,7 @@ impl StreamingJoin {
             }
         }
         self.held_stage(held, stores.all_mut())?;
-        held.ran(version);
+        held.version.ran(version);
         Ok((self.concat_outputs(&outputs)?, removed))
     }
 

@@ -37,7 +37,7 @@ use crate::types::WatermarkMs;
 pub(crate) use context::{BatchContext, StateInfo};
 pub(crate) use input::{Chunking, StageInput};
 pub(crate) use output::OutputRows;
-pub(crate) use stores::{partition_of, PartitionedStores};
+pub(crate) use stores::{partition_of, HeldVersion, PartitionedStores};
 
 /// What one batch of an operator produced: its output rows and its progress.
 ///

@@ -66,6 +66,41 @@ pub(crate) fn open_stores(
         .collect()
 }
 
+/// The store version an operator's held state is (`StatefulOperator::state_held_by_operator`):
+/// none before it is built and while a batch changes it, so a batch that fails part-way leaves
+/// it to be rebuilt from the stores.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HeldVersion(Option<u64>);
+
+impl HeldVersion {
+    /// Whether the held state, of `partitions` partitions, is the version `stores` are open at.
+    pub(crate) fn is_current(&self, stores: &[&mut dyn StateStore], partitions: usize) -> bool {
+        self.0.is_some()
+            && self.0 == stores.first().map(|s| s.version())
+            && partitions == stores.len()
+    }
+
+    /// The held state was built from `stores`: it is their version.
+    pub(crate) fn built(&mut self, stores: &[&mut dyn StateStore]) {
+        self.0 = stores.first().map(|s| s.version());
+    }
+
+    /// A batch starts changing the held state: no version is held until [`Self::ran`].
+    pub(crate) fn begin(&mut self) -> Option<u64> {
+        self.0.take()
+    }
+
+    /// The batch that began at `version` ran through: the held state is the next version.
+    pub(crate) fn ran(&mut self, version: Option<u64>) {
+        self.0 = version.map(|v| v + 1);
+    }
+
+    /// Nothing is held (the state is being rebuilt).
+    pub(crate) fn clear(&mut self) {
+        self.0 = None;
+    }
+}
+
 /// Every partition's state store, open at the batch's version (each opened once for the whole
 /// batch). Index it by partition (`stores[p]`); [`PartitionedStores::partition_of`] says which
 /// partition a key belongs to. The operator reads and stages changes; the framework commits.
