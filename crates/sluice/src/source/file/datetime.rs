@@ -89,11 +89,16 @@ fn iso_utc_micros(b: &[u8]) -> Option<i64> {
     {
         return None;
     }
-    let digit = |i: usize| -> Option<i64> { b[i].is_ascii_digit().then(|| (b[i] - b'0') as i64) };
-    let two = |i: usize| -> Option<i64> { Some(digit(i)? * 10 + digit(i + 1)?) };
-    let year = two(0)? * 100 + two(2)?;
-    let (month, day) = (two(5)?, two(8)?);
-    let (hour, minute, second) = (two(11)?, two(14)?, two(17)?);
+    // Every digit position checked at once, then read without further checks.
+    const DIGITS: [usize; 14] = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
+    let digit = |i: usize| i64::from(b[i].wrapping_sub(b'0'));
+    if DIGITS.iter().any(|&i| b[i].wrapping_sub(b'0') > 9) {
+        return None;
+    }
+    let two = |i: usize| digit(i) * 10 + digit(i + 1);
+    let year = two(0) * 100 + two(2);
+    let (month, day) = (two(5), two(8));
+    let (hour, minute, second) = (two(11), two(14), two(17));
     let mut i = 19;
     let mut micros = 0i64;
     if b.get(i) == Some(&b'.') {

@@ -138,8 +138,12 @@ impl<'o> JsonReader<'o> {
         }
         match cur.peek() {
             Some(b'{') => {
-                cells.clear();
-                cells.resize(self.types.len(), Cell::Null);
+                if cells.len() == self.types.len() {
+                    cells.fill(Cell::Null);
+                } else {
+                    cells.clear();
+                    cells.resize(self.types.len(), Cell::Null);
+                }
                 match self.object(&mut cur, cells) {
                     Ok(partial) => asm.record(cells, partial.map(Bad::Partial), rr),
                     Err(e) => asm.record(&[], Some(Bad::Malformed(e.0)), rr),
@@ -549,10 +553,12 @@ fn convert_number<'a>(n: Num<'a>, dt: &DataType) -> Conv<'a> {
             Ok(v) => Ok(Cell::F32(v)),
             Err(_) => fail(),
         },
-        (DataType::Float64, Num::Int(t) | Num::Float(t)) => match t.parse::<f64>() {
-            Ok(v) => Ok(Cell::F64(v)),
-            Err(_) => fail(),
-        },
+        (DataType::Float64, Num::Int(t) | Num::Float(t)) => {
+            match short_decimal(t).or_else(|| t.parse::<f64>().ok()) {
+                Some(v) => Ok(Cell::F64(v)),
+                None => fail(),
+            }
+        }
         (DataType::Float32, Num::Special(v)) => Ok(Cell::F32(*v as f32)),
         (DataType::Float64, Num::Special(v)) => Ok(Cell::F64(*v)),
         (DataType::Decimal128(p, s), Num::Int(t) | Num::Float(t)) => match parse_decimal(t, *p, *s)
@@ -608,6 +614,70 @@ fn write_json_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// The position of the first `"`, `\\` or control character (below 0x20) in `b` at or after
+/// `pos` (`b.len()` if none), found eight bytes at a time: a byte equal to one of them is
+/// flagged in the word's high bits, and the lowest flag is exact (carries only go upwards).
+fn plain_run_end(b: &[u8], mut pos: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    while let Some(chunk) = b.get(pos..pos + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let hits = zero_byte(w ^ (ONES * u64::from(b'"')))
+            | zero_byte(w ^ (ONES * u64::from(b'\\')))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
+        if hits != 0 {
+            return pos + (hits.trailing_zeros() / 8) as usize;
+        }
+        pos += 8;
+    }
+    while let Some(&c) = b.get(pos) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        pos += 1;
+    }
+    pos
+}
+
+/// A decimal number text of at most 15 digits and no exponent, read exactly as `str::parse`
+/// reads it (Clinger's fast path): its digits as an integer (exact in an `f64`) divided by a
+/// power of ten up to 1e15 (exact too) is one correctly rounded operation on exact values.
+/// None for any other text (the caller parses it in full).
+fn short_decimal(t: &str) -> Option<f64> {
+    const POW10: [f64; 16] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    ];
+    let b = t.as_bytes();
+    let (neg, digits) = match b.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, b),
+    };
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
+    }
+    let mut mantissa = 0u64;
+    let mut count = 0usize;
+    let mut point = None;
+    for (i, &c) in digits.iter().enumerate() {
+        match c {
+            b'0'..=b'9' => {
+                mantissa = mantissa * 10 + u64::from(c - b'0');
+                count += 1;
+            }
+            b'.' if point.is_none() => point = Some(digits.len() - i - 1),
+            _ => return None,
+        }
+    }
+    if count == 0 || count > 15 {
+        return None;
+    }
+    let v = mantissa as f64 / POW10[point.unwrap_or(0)];
+    Some(if neg { -v } else { v })
+}
+
 /// A position in one record's text.
 struct Cursor<'a> {
     s: &'a str,
@@ -661,7 +731,21 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Skips whitespace (and comments, when allowed). Records usually have none or one space
+    /// between tokens: that is decided here, inline; the rest goes to [`Self::skip_ws_rest`].
+    #[inline]
     fn skip_ws(&mut self) -> JResult<()> {
+        if self.peek() == Some(b' ') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b' ' | b'\t' | b'\n' | b'\r' | b'/') => self.skip_ws_rest(),
+            _ => Ok(()),
+        }
+    }
+
+    #[inline(never)]
+    fn skip_ws_rest(&mut self) -> JResult<()> {
         loop {
             match self.peek() {
                 Some(b' ' | b'\t' | b'\n' | b'\r') => self.pos += 1,
@@ -835,6 +919,10 @@ impl<'a> Cursor<'a> {
         self.pos += 1;
         let start = self.pos;
         let allow_ctrl = self.j.allow_unquoted_control_chars;
+        if q == b'"' && !allow_ctrl {
+            // Eight bytes at a time to the first quote, backslash or control character.
+            self.pos = plain_run_end(self.b, self.pos);
+        }
         loop {
             match self.peek() {
                 None => return Err(JErr("unexpected end of input inside a string".into())),
@@ -1606,5 +1694,115 @@ mod tests {
         assert_eq!(malformed, 1, "{got:?}");
         let (got, malformed, _) = parse(&o, &[r#"/* c */ {a: 1, b: "z"}"#]).unwrap();
         assert_eq!((got, malformed), (vec![vec![json!(1), json!("z")]], 0));
+    }
+
+    /// The fast path for short decimals gives `str::parse`'s value bit for bit whenever it
+    /// answers, and answers for the usual amounts and prices.
+    #[test]
+    fn short_decimals_read_as_str_parse_reads_them() {
+        let mut texts: Vec<String> = [
+            "0",
+            "-0",
+            "0.0",
+            "-0.0",
+            "22.32",
+            "0.1",
+            "0.3",
+            "-7.5",
+            "00.5",
+            "5e3",
+            "1.5E-3",
+            "123456789012345",
+            "1234567890123456",
+            "99999999999999.9",
+            "999999999999999.9",
+            "1.000000000000001",
+            "0.000000000000001",
+            "9007199254740993",
+            "-",
+            "",
+            ".",
+        ]
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+        // Pseudo-random digit strings with a point anywhere (xorshift, fixed seed).
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let len = 1 + (next() % 18) as usize;
+            let mut t: String = (0..len)
+                .map(|_| char::from(b'0' + (next() % 10) as u8))
+                .collect();
+            let point = (next() % (len as u64 + 1)) as usize;
+            if point > 0 && point < len {
+                t.insert(point, '.');
+            }
+            if next() % 3 == 0 {
+                t.insert(0, '-');
+            }
+            texts.push(t);
+        }
+        let mut answered = 0;
+        for t in &texts {
+            if let Some(v) = short_decimal(t) {
+                let expected: f64 = t.parse().unwrap();
+                assert_eq!(v.to_bits(), expected.to_bits(), "{t}");
+                answered += 1;
+            }
+        }
+        assert!(answered > texts.len() / 2, "{answered} of {}", texts.len());
+        for t in ["22.32", "-0.0", "0.1", "123456789012345", "00.5"] {
+            assert!(short_decimal(t).is_some(), "{t}");
+        }
+        for t in ["1234567890123456", "5e3", "1.5E-3", "-", "", "."] {
+            assert_eq!(short_decimal(t), None, "{t}");
+        }
+    }
+
+    /// The word-at-a-time scan stops where a byte-by-byte scan stops: at the first `"`, `\\`
+    /// or control character, wherever it is in a word and whatever surrounds it.
+    #[test]
+    fn plain_runs_end_where_a_byte_scan_ends() {
+        let stops = [b'"', b'\\', 0x00, 0x1f, b'\n', b'\t'];
+        let fillers = [
+            b'a', b' ', b'!', b'#', b'[', b'\'', 0x20, 0x7f, 0x80, 0xe2, 0xff,
+        ];
+        let naive = |b: &[u8], mut pos: usize| {
+            while pos < b.len() && !(b[pos] == b'"' || b[pos] == b'\\' || b[pos] < 0x20) {
+                pos += 1;
+            }
+            pos
+        };
+        for len in 0..40 {
+            for &fill in &fillers {
+                let plain = vec![fill; len];
+                for start in 0..=len {
+                    assert_eq!(plain_run_end(&plain, start), len, "{len} {fill}");
+                }
+                for at in 0..len {
+                    for &stop in &stops {
+                        let mut b = plain.clone();
+                        b[at] = stop;
+                        // A second stop later must not move the first.
+                        if at + 3 < len {
+                            b[at + 3] = b'"';
+                        }
+                        for start in 0..=len {
+                            assert_eq!(
+                                plain_run_end(&b, start),
+                                naive(&b, start),
+                                "len {len} fill {fill} stop {stop} at {at} start {start}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -29,9 +29,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
-    Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder, RecordBatch,
-    RecordBatchOptions, StringBuilder, TimestampMicrosecondBuilder,
+    ArrayRef, AsArray, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder,
+    Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder,
+    RecordBatch, RecordBatchOptions, StringBuilder, TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
@@ -505,24 +505,26 @@ enum ColBuilder {
 }
 
 impl ColBuilder {
-    fn new(f: &Field) -> Result<Self> {
+    /// A builder for `f`'s column with room for `rows` values (and `bytes` of string data):
+    /// sized as the batch before, a batch's builders do not grow by doubling.
+    fn new(f: &Field, rows: usize, bytes: usize) -> Result<Self> {
         Ok(match f.data_type() {
-            DataType::Utf8 => ColBuilder::Utf8(StringBuilder::new()),
-            DataType::Boolean => ColBuilder::Bool(BooleanBuilder::new()),
-            DataType::Int8 => ColBuilder::I8(Int8Builder::new()),
-            DataType::Int16 => ColBuilder::I16(Int16Builder::new()),
-            DataType::Int32 => ColBuilder::I32(Int32Builder::new()),
-            DataType::Int64 => ColBuilder::I64(Int64Builder::new()),
-            DataType::Float32 => ColBuilder::F32(Float32Builder::new()),
-            DataType::Float64 => ColBuilder::F64(Float64Builder::new()),
-            DataType::Decimal128(p, s) => {
-                ColBuilder::Dec(Decimal128Builder::new().with_precision_and_scale(*p, *s)?)
-            }
-            DataType::Date32 => ColBuilder::Date(Date32Builder::new()),
-            DataType::Timestamp(TimeUnit::Microsecond, tz) => {
-                ColBuilder::Ts(TimestampMicrosecondBuilder::new().with_timezone_opt(tz.clone()))
-            }
-            DataType::Binary => ColBuilder::Binary(BinaryBuilder::new()),
+            DataType::Utf8 => ColBuilder::Utf8(StringBuilder::with_capacity(rows, bytes)),
+            DataType::Boolean => ColBuilder::Bool(BooleanBuilder::with_capacity(rows)),
+            DataType::Int8 => ColBuilder::I8(Int8Builder::with_capacity(rows)),
+            DataType::Int16 => ColBuilder::I16(Int16Builder::with_capacity(rows)),
+            DataType::Int32 => ColBuilder::I32(Int32Builder::with_capacity(rows)),
+            DataType::Int64 => ColBuilder::I64(Int64Builder::with_capacity(rows)),
+            DataType::Float32 => ColBuilder::F32(Float32Builder::with_capacity(rows)),
+            DataType::Float64 => ColBuilder::F64(Float64Builder::with_capacity(rows)),
+            DataType::Decimal128(p, s) => ColBuilder::Dec(
+                Decimal128Builder::with_capacity(rows).with_precision_and_scale(*p, *s)?,
+            ),
+            DataType::Date32 => ColBuilder::Date(Date32Builder::with_capacity(rows)),
+            DataType::Timestamp(TimeUnit::Microsecond, tz) => ColBuilder::Ts(
+                TimestampMicrosecondBuilder::with_capacity(rows).with_timezone_opt(tz.clone()),
+            ),
+            DataType::Binary => ColBuilder::Binary(BinaryBuilder::with_capacity(rows, bytes)),
             dt if nested::is_nested(dt) => ColBuilder::Nested(dt.clone(), Vec::new()),
             other => {
                 return Err(SluiceError::not_supported_yet(format!(
@@ -624,7 +626,7 @@ impl<'o> Assembler<'o> {
                 .schema
                 .fields()
                 .iter()
-                .map(|f| ColBuilder::new(f))
+                .map(|f| ColBuilder::new(f, 0, 0))
                 .collect::<Result<Vec<_>>>()?,
         };
         Ok(Self {
@@ -735,11 +737,19 @@ impl<'o> Assembler<'o> {
         if self.pending == 0 {
             return Ok(());
         }
-        let columns: Vec<ArrayRef> = self
-            .builders
-            .iter_mut()
-            .map(|b| b.finish())
-            .collect::<Result<_>>()?;
+        let rows = self.pending;
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.builders.len());
+        for (b, f) in self.builders.iter_mut().zip(self.opts.schema.fields()) {
+            let column = b.finish()?;
+            let bytes = match column.data_type() {
+                DataType::Utf8 => column.as_string::<i32>().value_data().len(),
+                DataType::Binary => column.as_binary::<i32>().value_data().len(),
+                _ => 0,
+            };
+            // The next batch's builder, sized as this one.
+            *b = ColBuilder::new(f, rows, bytes)?;
+            columns.push(column);
+        }
         let options = RecordBatchOptions::new().with_row_count(Some(self.pending));
         let batch = RecordBatch::try_new_with_options(self.opts.schema.clone(), columns, &options)?;
         self.batches.push(batch);
@@ -2041,7 +2051,7 @@ mod tests {
 pub fn parse_json_documents(docs: &[Option<&str>], schema: &SchemaRef) -> Result<RecordBatch> {
     let dt = DataType::Struct(schema.fields().clone());
     let arr = parse_json_values(docs, &dt, &std::collections::HashMap::new())?;
-    let s = arrow::array::AsArray::as_struct(arr.as_ref());
+    let s = arr.as_struct();
     Ok(RecordBatch::try_new_with_options(
         nullable_schema(schema),
         s.columns().to_vec(),
