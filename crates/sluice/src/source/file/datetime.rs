@@ -80,24 +80,18 @@ pub(crate) fn parse_timestamp_micros(s: &str) -> Option<i64> {
 /// positions: the same value as [`parse_timestamp_general`] gives it; None for anything else
 /// (which the general parser then reads).
 fn iso_utc_micros(b: &[u8]) -> Option<i64> {
-    if b.len() < 19
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
+    if b.len() < 19 || !matches!(b[10], b'T' | b' ') || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    // Every digit position of the time checked at once, then read without further checks.
+    let digit = |i: usize| i64::from(b[i].wrapping_sub(b'0'));
+    if [11, 12, 14, 15, 17, 18]
+        .iter()
+        .any(|&i| b[i].wrapping_sub(b'0') > 9)
     {
         return None;
     }
-    // Every digit position checked at once, then read without further checks.
-    const DIGITS: [usize; 14] = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
-    let digit = |i: usize| i64::from(b[i].wrapping_sub(b'0'));
-    if DIGITS.iter().any(|&i| b[i].wrapping_sub(b'0') > 9) {
-        return None;
-    }
     let two = |i: usize| digit(i) * 10 + digit(i + 1);
-    let year = two(0) * 100 + two(2);
-    let (month, day) = (two(5), two(8));
     let (hour, minute, second) = (two(11), two(14), two(17));
     let mut i = 19;
     let mut micros = 0i64;
@@ -122,8 +116,41 @@ fn iso_utc_micros(b: &[u8]) -> Option<i64> {
     if !matches!(&b[i..], [] | [b'Z']) || hour > 23 || minute > 59 || second > 59 {
         return None;
     }
-    let days = days_from_civil(year, month, day)?;
+    let days = iso_date_days(b)?;
     Some((days * SECONDS_PER_DAY + hour * 3600 + minute * 60 + second) * MICROS_PER_SECOND + micros)
+}
+
+thread_local! {
+    /// The date (`yyyy-mm-dd`, as two words) last read by [`iso_date_days`] and its day
+    /// number: a file's timestamps mostly share their date, so most reads are one compare.
+    static LAST_ISO_DATE: std::cell::Cell<(u64, u16, i64)> =
+        const { std::cell::Cell::new((0, 0, 0)) };
+}
+
+/// The day number of the `yyyy-mm-dd` at the start of `b` (at least 10 bytes), or None. A
+/// date equal to the last one read on this thread is not read again (the zero words it starts
+/// with match no text of digits).
+fn iso_date_days(b: &[u8]) -> Option<i64> {
+    let mut head = [0u8; 8];
+    head.copy_from_slice(&b[..8]);
+    let key = (u64::from_le_bytes(head), u16::from_le_bytes([b[8], b[9]]));
+    let (k8, k2, days) = LAST_ISO_DATE.with(std::cell::Cell::get);
+    if (k8, k2) == key {
+        return Some(days);
+    }
+    if b[4] != b'-'
+        || b[7] != b'-'
+        || [0, 1, 2, 3, 5, 6, 8, 9]
+            .iter()
+            .any(|&i| b[i].wrapping_sub(b'0') > 9)
+    {
+        return None;
+    }
+    let digit = |i: usize| i64::from(b[i] - b'0');
+    let two = |i: usize| digit(i) * 10 + digit(i + 1);
+    let days = days_from_civil(two(0) * 100 + two(2), two(5), two(8))?;
+    LAST_ISO_DATE.with(|last| last.set((key.0, key.1, days)));
+    Some(days)
 }
 
 /// [`parse_timestamp_micros`] of a trimmed string, any form Spark accepts.

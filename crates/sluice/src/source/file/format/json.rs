@@ -723,12 +723,18 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    #[inline]
     fn expect(&mut self, c: u8) -> JResult<()> {
         if self.eat(c) {
             Ok(())
         } else {
-            Err(self.unexpected(&format!("`{}`", c as char)))
+            Err(self.expected_char(c))
         }
+    }
+
+    #[cold]
+    fn expected_char(&self, c: u8) -> JErr {
+        self.unexpected(&format!("`{}`", c as char))
     }
 
     /// Skips whitespace (and comments, when allowed). Records usually have none or one space
