@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use sluice::{OutputMode, Session, Trigger};
 
-use crate::support::{add_file, dirs, Dirs};
+use crate::support::{add_file, dirs, impressions_and_clicks, Dirs};
 
 const ROCKSDB: &str = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider";
 
@@ -278,23 +278,7 @@ fn run_join(
     };
     for run in [&files[..3], &files[3..6], &files[6..]] {
         let s = session_on(provider);
-        for (name, dir, schema, col) in [
-            ("i", &imp, "ad STRING, it TIMESTAMP", "it"),
-            ("c", &clk, "ad STRING, ct TIMESTAMP", "ct"),
-        ] {
-            std::fs::create_dir_all(dir).unwrap();
-            s.read_stream()
-                .format("json")
-                .schema(schema)
-                .unwrap()
-                .option("maxFilesPerTrigger", "1")
-                .load(dir.display().to_string())
-                .unwrap()
-                .with_watermark(col, "5 minutes")
-                .unwrap()
-                .create_or_replace_temp_view(name)
-                .unwrap();
-        }
+        impressions_and_clicks(&s, &imp, &clk, &[("maxFilesPerTrigger", "1")]);
         let writer = s
             .sql(&format!(
                 "SELECT {select} FROM i {kind} JOIN c ON i.ad = c.ad \

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use sluice::{OutputMode, Trigger};
 
-use crate::support::{add_file, dirs, session};
+use crate::support::{add_file, dirs, impressions_and_clicks, session};
 
 /// numRowsTotal after every batch of a stream-stream join of two file streams, fed pairs of
 /// files one trigger at a time.
@@ -91,22 +91,7 @@ fn a_left_semi_join_emits_each_left_row_once_on_its_first_match() {
     let d = dirs();
     let (imp, clk) = (d.input.join("imp"), d.input.join("clk"));
     let s = session();
-    for (name, dir, schema, col) in [
-        ("i", &imp, "ad STRING, it TIMESTAMP", "it"),
-        ("c", &clk, "ad STRING, ct TIMESTAMP", "ct"),
-    ] {
-        std::fs::create_dir_all(dir).unwrap();
-        s.read_stream()
-            .format("json")
-            .schema(schema)
-            .unwrap()
-            .load(dir.display().to_string())
-            .unwrap()
-            .with_watermark(col, "5 minutes")
-            .unwrap()
-            .create_or_replace_temp_view(name)
-            .unwrap();
-    }
+    impressions_and_clicks(&s, &imp, &clk, &[]);
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let sink = seen.clone();
     let q = s
@@ -147,22 +132,7 @@ fn equal_windows_as_join_keys_bound_the_state_and_a_count_can_follow_the_join() 
     let d = dirs();
     let (imp, clk) = (d.input.join("imp"), d.input.join("clk"));
     let s = session();
-    for (name, dir, schema, col) in [
-        ("i", &imp, "ad STRING, it TIMESTAMP", "it"),
-        ("c", &clk, "ad STRING, ct TIMESTAMP", "ct"),
-    ] {
-        std::fs::create_dir_all(dir).unwrap();
-        s.read_stream()
-            .format("json")
-            .schema(schema)
-            .unwrap()
-            .load(dir.display().to_string())
-            .unwrap()
-            .with_watermark(col, "5 minutes")
-            .unwrap()
-            .create_or_replace_temp_view(name)
-            .unwrap();
-    }
+    impressions_and_clicks(&s, &imp, &clk, &[]);
     // A left outer join needs a bound: equal 10-minute windows give one.
     let q = s
         .sql("SELECT i.ad, i.it FROM i LEFT JOIN c ON i.ad = c.ad AND window(i.it, '10 minutes') = window(c.ct, '10 minutes')")
@@ -226,22 +196,7 @@ fn changing_the_join_type_on_restart_is_refused() {
     let (imp, clk) = (d.input.join("imp"), d.input.join("clk"));
     let run = |kind: &str| {
         let s = session();
-        for (name, dir, schema, col) in [
-            ("i", &imp, "ad STRING, it TIMESTAMP", "it"),
-            ("c", &clk, "ad STRING, ct TIMESTAMP", "ct"),
-        ] {
-            std::fs::create_dir_all(dir).unwrap();
-            s.read_stream()
-                .format("json")
-                .schema(schema)
-                .unwrap()
-                .load(dir.display().to_string())
-                .unwrap()
-                .with_watermark(col, "5 minutes")
-                .unwrap()
-                .create_or_replace_temp_view(name)
-                .unwrap();
-        }
+        impressions_and_clicks(&s, &imp, &clk, &[]);
         let q = s
             .sql(&format!("SELECT i.ad, i.it, c.ct FROM i {kind} JOIN c ON i.ad = c.ad AND c.ct >= i.it AND c.ct <= i.it + INTERVAL 10 MINUTES"))
             .unwrap()

@@ -50,6 +50,29 @@ pub fn session() -> Session {
     Session::builder().shuffle_partitions(2).build().unwrap()
 }
 
+/// Registers the views `i` (impressions `ad STRING, it TIMESTAMP`, JSON files in `imp`) and `c`
+/// (clicks `ad STRING, ct TIMESTAMP` in `clk`) of the stream-stream join tests: file streams
+/// with the reader `options`, each with a 5-minute watermark on its time.
+pub fn impressions_and_clicks(s: &Session, imp: &Path, clk: &Path, options: &[(&str, &str)]) {
+    for (name, dir, schema, time) in [
+        ("i", imp, "ad STRING, it TIMESTAMP", "it"),
+        ("c", clk, "ad STRING, ct TIMESTAMP", "ct"),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut reader = s.read_stream().format("json").schema(schema).unwrap();
+        for (k, v) in options {
+            reader = reader.option(*k, *v);
+        }
+        reader
+            .load(dir.display().to_string())
+            .unwrap()
+            .with_watermark(time, "5 minutes")
+            .unwrap()
+            .create_or_replace_temp_view(name)
+            .unwrap();
+    }
+}
+
 /// `{"ts": "2026-09-15T<t>:00Z", "user": ..}` lines, one per `(hh:mm, user)`.
 pub fn events(rows: &[(&str, &str)]) -> String {
     rows.iter()
