@@ -219,12 +219,7 @@ impl HeldSide {
         let keep: Vec<u32> = (0..old.alive.len() as u32)
             .filter(|r| old.alive[*r as usize])
             .collect();
-        let idx = UInt32Array::from(keep.clone());
-        let columns = old
-            .columns
-            .iter()
-            .map(|col| Ok(arrow::compute::take(col, &idx, None)?))
-            .collect::<Result<Vec<_>>>()?;
+        let columns = take_rows(&old.columns, &keep)?;
         let pick = |v: &[bool]| keep.iter().map(|r| v[*r as usize]).collect::<Vec<_>>();
         let mut chunk = Chunk {
             columns,
@@ -457,12 +452,7 @@ impl StreamingJoin {
             if rows.is_empty() {
                 continue;
             }
-            let idx = UInt32Array::from(rows.clone());
-            let columns = batch
-                .columns()
-                .iter()
-                .map(|c| Ok(arrow::compute::take(c, &idx, None)?))
-                .collect::<Result<Vec<_>>>()?;
+            let columns = take_rows(batch.columns(), rows)?;
             let entries = rows
                 .iter()
                 .map(|&i| {
@@ -626,12 +616,7 @@ impl StreamingJoin {
                     if write.is_empty() {
                         continue;
                     }
-                    let idx = UInt32Array::from(write.clone());
-                    let columns = chunk
-                        .columns
-                        .iter()
-                        .map(|col| Ok(arrow::compute::take(col, &idx, None)?))
-                        .collect::<Result<Vec<_>>>()?;
+                    let columns = take_rows(&chunk.columns, &write)?;
                     let rows = self.layout.side(side).encode(&columns)?;
                     for (k, r) in write.iter().enumerate() {
                         let r = *r as usize;
@@ -650,6 +635,15 @@ impl StreamingJoin {
         }
         Ok(())
     }
+}
+
+/// The `rows` of each of `columns`, in that order.
+fn take_rows(columns: &[ArrayRef], rows: &[u32]) -> Result<Vec<ArrayRef>> {
+    let idx = UInt32Array::from(rows.to_vec());
+    columns
+        .iter()
+        .map(|c| Ok(arrow::compute::take(c, &idx, None)?))
+        .collect()
 }
 
 #[cfg(test)]
