@@ -90,6 +90,18 @@ enum Command {
     /// SparkSession.builder.remote("sc://127.0.0.1:15002") and run on Sluice; stops on SIGTERM
     /// or Ctrl-C after each query's current batch
     Connect(ConnectArgs),
+    /// Serve a worker for queries on a cluster: a driver whose queries set
+    /// sluice.distributed.workers (or --workers) to this address runs its batches' plans here;
+    /// prints one line once it listens
+    Worker(WorkerArgs),
+}
+
+/// `sluice worker`.
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// Where to listen (host:port; port 0 picks a free one and prints it)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7078")]
+    pub listen: String,
 }
 
 /// `sluice connect`.
@@ -102,6 +114,10 @@ pub struct ConnectArgs {
     /// it needs pyspark-client installed
     #[arg(long, value_name = "PYTHON")]
     pub python: Option<String>,
+    /// Run every query's batches on these workers (host:port,...; each a `sluice worker`), as
+    /// the conf sluice.distributed.workers, which a session's own value overrides
+    #[arg(long, value_name = "HOST:PORT,...")]
+    pub workers: Option<String>,
 }
 
 /// `sluice run`: a pipeline file, or a built-in pipeline.
@@ -142,6 +158,10 @@ pub struct RunArgs {
     /// http://HOST:PORT/?token=TOKEN); default: $SLUICE_UI_TOKEN
     #[arg(long, value_name = "TOKEN", requires = "ui")]
     pub ui_token: Option<String>,
+    /// Run the queries' batches on these workers (host:port,...; each a `sluice worker`), as the
+    /// conf sluice.distributed.workers, which a pipeline's SET overrides
+    #[arg(long, value_name = "HOST:PORT,...")]
+    pub workers: Option<String>,
 
     /// A built-in pipeline over JSON files {"id": N, "ts": "...", "user": "..."} written to
     /// parquet (instead of a pipeline file)
@@ -270,6 +290,20 @@ fn main() -> ExitCode {
     // Sink formats outside the engine, for every session of this process.
     #[cfg(feature = "delta")]
     sluice_delta::register();
+    // Queries that name workers run their batches on them.
+    #[cfg(feature = "distributed")]
+    sluice_distributed::register();
+    let workers = match &cli.command {
+        Some(Command::Run(args)) => args.workers.as_deref(),
+        Some(Command::Connect(args)) => args.workers.as_deref(),
+        _ => None,
+    };
+    if let Some(workers) = workers {
+        if let Err(e) = sluice::conf::set_default_distributed_workers(workers) {
+            status::print_line(&format!("error: --workers: {e}"));
+            return ExitCode::from(2);
+        }
+    }
     let result = match cli.command {
         Some(Command::Demo { dir }) => demo(dir),
         Some(Command::Run(args)) => match args.file.clone() {
@@ -281,6 +315,7 @@ fn main() -> ExitCode {
         Some(Command::Checkpoint(c)) => inspect::checkpoint(c),
         Some(Command::State(c)) => inspect::state(c),
         Some(Command::Connect(args)) => connect(args),
+        Some(Command::Worker(args)) => worker(args),
         None => {
             // Bare `sluice`: the help, as `sluice --help` prints it.
             let _ = <Cli as clap::CommandFactory>::command().print_help();
@@ -323,6 +358,35 @@ fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
          PROTOC=$(scripts/protoc)), or run scripts/connect, which does both"
             .to_string(),
     )
+}
+
+/// `sluice worker`: a datafusion-distributed worker (built with the `distributed` feature).
+#[cfg(feature = "distributed")]
+fn worker(args: WorkerArgs) -> Result<ExitCode, String> {
+    use std::net::ToSocketAddrs;
+    let listen = args
+        .listen
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("--listen {}: not a host:port", args.listen))?;
+    sluice_distributed::worker::serve(listen, |addr| {
+        // One line on stdout, which scripts wait for (the port, when 0 was asked for).
+        println!("Sluice worker listening on {addr}");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sluice worker` in a build without workers.
+#[cfg(not(feature = "distributed"))]
+fn worker(args: WorkerArgs) -> Result<ExitCode, String> {
+    let _ = args;
+    Err("this sluice was built without workers; build it with \
+         `cargo build -p sluice-cli --features distributed`"
+        .to_string())
 }
 
 const DEMO_FILES: [(&str, &str); 3] = [

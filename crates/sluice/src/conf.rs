@@ -78,6 +78,10 @@ pub const FILE_SOURCE_LOG_CLEANUP_DELAY: &str = "spark.sql.streaming.fileSource.
 /// sides) spill to disk past their share. Sluice only; Spark bounds a task by its executor's
 /// memory instead.
 pub const MEMORY_LIMIT: &str = "sluice.memory.limit";
+/// Sluice only: the workers (`host:port,...`, each a `sluice worker`) a query runs each batch's
+/// plan on, the process that runs the query keeping the loop (Spark's driver). Unset: the
+/// batch runs in this process.
+pub const DISTRIBUTED_WORKERS: &str = "sluice.distributed.workers";
 /// [`MEMORY_LIMIT`]'s default: 256 MiB.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 256 << 20;
 /// Spark's default of [`MIN_BATCHES_TO_RETAIN`].
@@ -148,6 +152,8 @@ pub struct StreamingConf {
     pub file_source_log: LogCleanup,
     /// [`MEMORY_LIMIT`].
     pub memory: MemoryBudget,
+    /// [`DISTRIBUTED_WORKERS`]: the workers' `host:port`s, none to run on this process alone.
+    pub distributed_workers: Vec<String>,
 }
 
 /// How a query's memory budget ([`MEMORY_LIMIT`]) is shared: the pieces a file source reads at
@@ -248,6 +254,7 @@ impl Default for StreamingConf {
             file_sink_log: LogCleanup::default(),
             file_source_log: LogCleanup::default(),
             memory: MemoryBudget::default(),
+            distributed_workers: Vec::new(),
         }
     }
 }
@@ -295,6 +302,10 @@ impl StreamingConf {
             checkpoint_location: get(CHECKPOINT_LOCATION),
             ansi_enabled: parse_bool(&get, ANSI_ENABLED)?.unwrap_or(d.ansi_enabled),
             memory: MemoryBudget::from_lookup(&get)?,
+            distributed_workers: match get(DISTRIBUTED_WORKERS) {
+                Some(v) => parse_workers(&v)?,
+                None => default_workers(),
+            },
         })
     }
 }
@@ -405,6 +416,50 @@ fn parse_time_ms(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Opt
                 })
         })
         .transpose()
+}
+
+fn process_workers() -> &'static std::sync::RwLock<Vec<String>> {
+    static WORKERS: std::sync::OnceLock<std::sync::RwLock<Vec<String>>> =
+        std::sync::OnceLock::new();
+    WORKERS.get_or_init(Default::default)
+}
+
+/// Sets the process's default of [`DISTRIBUTED_WORKERS`] (`--workers` of `sluice run` and
+/// `sluice connect`, as Spark's `--master`): the workers of every query whose session does not
+/// set the key. Checked as the key's value is.
+pub fn set_default_distributed_workers(workers: &str) -> Result<()> {
+    use crate::sync::RwLockExt;
+    *process_workers().write_unpoisoned() = parse_workers(workers)?;
+    Ok(())
+}
+
+fn default_workers() -> Vec<String> {
+    use crate::sync::RwLockExt;
+    process_workers().read_unpoisoned().clone()
+}
+
+/// The workers of [`DISTRIBUTED_WORKERS`]: `host:port`s separated by commas (blank entries
+/// ignored), each checked for its port.
+pub fn parse_workers(v: &str) -> Result<Vec<String>> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let port = w
+                .rsplit_once(':')
+                .map(|(host, port)| (host, port.parse::<u16>()));
+            match port {
+                Some((host, Ok(port))) if !host.is_empty() && port > 0 => Ok(w.to_string()),
+                _ => Err(SluiceError::query(
+                    class::INVALID_CONF_VALUE,
+                    format!(
+                        "{DISTRIBUTED_WORKERS} must list workers as host:port separated by \
+                         commas (e.g. 10.0.0.5:7078,10.0.0.6:7078), got {w:?}"
+                    ),
+                )),
+            }
+        })
+        .collect()
 }
 
 pub(crate) fn parse_bool(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bool>> {

@@ -25,6 +25,7 @@
 //! | [`inspect`] | a checkpoint read from outside its query: `sluice checkpoint describe`, `sluice state read` |
 //! | [`checkpoint`] | the checkpoint directory (`CheckpointDir` builds every path) and its logs: `metadata`, `offsets/`, `commits/`, recovery |
 //! | [`storage`] | every file call, on a local path or an object store (`s3://`, `gs://`, `abfss://`): Spark's `CheckpointFileManager` over Hadoop's `FileSystem`, with conditional creates, retries and counters |
+//! | [`distributed`] | a query on a cluster (`sluice.distributed.workers`): the hook through which each batch's plan runs on workers while this process keeps the loop (Spark's driver) |
 //! | [`state`] | the versioned state store contract (`StateStore`, `StateStoreProvider`) and the default provider under `state/<op>/<partition>/` |
 //! | [`testing`] | test hooks (feature `testing`): injected crashes and stops, no-ops without the feature |
 //! | [`redact`] | secrets are never printed: which option and conf keys are secrets (Spark's `spark.redaction.regex`, extended), the secret values the process was given, and `redact_text` on every message, log line and description on its way out |
@@ -54,6 +55,7 @@
 pub mod catalog;
 pub mod checkpoint;
 pub mod conf;
+pub mod distributed;
 pub mod error;
 pub mod frame;
 #[doc(hidden)]

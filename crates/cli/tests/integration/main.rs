@@ -30,3 +30,8 @@ mod cli;
 // deltalake (feature `delta`).
 #[cfg(feature = "delta")]
 mod s3_delta_chaos;
+
+// A query on three `sluice worker` processes, its checkpoint on S3: the rows of one process,
+// with and without a worker SIGKILLed (feature `distributed`).
+#[cfg(feature = "distributed")]
+mod distributed;

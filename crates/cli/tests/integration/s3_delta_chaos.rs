@@ -7,44 +7,12 @@
 //! printed; replay with `SLUICE_CHAOS_SEED=<seed>`. The test name contains `s3`.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::Rng;
-
-fn endpoint() -> String {
-    std::env::var("SLUICE_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:9000".into())
-}
-
-fn new_bucket() -> String {
-    let ep = endpoint();
-    let addr = ep
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_string();
-    let Ok(mut s) = std::net::TcpStream::connect(&addr) else {
-        panic!("no S3 server answers at {ep}: run `scripts/s3-server start` first (the README's test command does)");
-    };
-    let b = format!("chaos-{}", std::process::id());
-    write!(
-        s,
-        "PUT /{b} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    b
-}
-
-const S3A: [(&str, &str); 4] = [
-    ("fs.s3a.access.key", "test"),
-    ("fs.s3a.secret.key", "test"),
-    ("fs.s3a.path.style.access", "true"),
-    ("fs.s3a.endpoint.region", "us-east-1"),
-];
+use crate::support::{endpoint, new_bucket, Rng, S3A};
 
 fn pipeline(bucket: &str) -> String {
     let mut sql = format!("SET 'spark.hadoop.fs.s3a.endpoint' = '{}';\n", endpoint());
@@ -77,7 +45,7 @@ fn s3_file_to_delta_keeps_every_row_exactly_once_across_30_sigkills() {
         });
     println!("chaos seed {seed} (replay with SLUICE_CHAOS_SEED={seed})");
     let mut rng = Rng(seed.max(1));
-    let bucket = new_bucket();
+    let bucket = new_bucket("chaos");
     let conf: BTreeMap<String, String> = S3A
         .iter()
         .map(|(k, v)| (format!("spark.hadoop.{k}"), v.to_string()))

@@ -55,3 +55,42 @@ impl Rng {
         self.0
     }
 }
+
+#[cfg(any(feature = "delta", feature = "distributed"))]
+/// The local S3 server (`scripts/s3-server start`): `$SLUICE_S3_ENDPOINT`.
+pub fn endpoint() -> String {
+    std::env::var("SLUICE_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:9000".into())
+}
+
+#[cfg(any(feature = "delta", feature = "distributed"))]
+/// A new bucket on the local S3 server, named `<prefix>-<pid>`.
+pub fn new_bucket(prefix: &str) -> String {
+    use std::io::{Read, Write};
+    let ep = endpoint();
+    let addr = ep
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let Ok(mut s) = std::net::TcpStream::connect(&addr) else {
+        panic!("no S3 server answers at {ep}: run `scripts/s3-server start` first (the README's test command does)");
+    };
+    let b = format!("{prefix}-{}", std::process::id());
+    write!(
+        s,
+        "PUT /{b} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    b
+}
+
+#[cfg(any(feature = "delta", feature = "distributed"))]
+/// The Hadoop keys (after `spark.hadoop.`) of the local S3 server's test account.
+pub const S3A: [(&str, &str); 4] = [
+    ("fs.s3a.access.key", "test"),
+    ("fs.s3a.secret.key", "test"),
+    ("fs.s3a.path.style.access", "true"),
+    ("fs.s3a.endpoint.region", "us-east-1"),
+];

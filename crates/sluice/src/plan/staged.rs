@@ -6,6 +6,7 @@
 use crate::error::class;
 use crate::sync::MutexExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -54,6 +55,8 @@ pub(crate) struct StagedPlan {
     incompatible: Option<SluiceError>,
     /// How the stateful operators' inputs are cut into chunks (from the memory budget).
     chunking: Chunking,
+    /// The cluster the batches run on (`sluice.distributed.workers`), if any.
+    cluster: Option<Arc<dyn crate::distributed::Cluster>>,
 }
 
 /// One stateful operator: DataFusion computes its inputs (one plan per child, reading sources
@@ -107,7 +110,11 @@ impl StagedPlan {
         query_conf: &StreamingConf,
         hooks: TestHooks,
     ) -> Result<Self> {
-        let state = session.df_state();
+        let cluster = crate::distributed::for_workers(&query_conf.distributed_workers)?;
+        let state = match &cluster {
+            Some(c) => c.batch_state(session.df_state(), &query_conf.distributed_workers)?,
+            None => session.df_state(),
+        };
         let partitions = pinned.shuffle_partitions;
         let allow_rename = query_conf.allow_key_rename;
         let store_conf = crate::state::StateStoreConf {
@@ -155,11 +162,17 @@ impl StagedPlan {
             stages,
             last: IncrementalExecution::new(state, rest, partitions),
             incompatible,
+            cluster,
             chunking: Chunking {
                 bytes: query_conf.memory.stateful_chunk_bytes(),
                 rows: hooks.stateful_input_chunk_rows(),
             },
         })
+    }
+
+    /// The cluster the batches run on (`sluice.distributed.workers`), if any.
+    pub(crate) fn cluster(&self) -> Option<&Arc<dyn crate::distributed::Cluster>> {
+        self.cluster.as_ref()
     }
 
     /// True when the plan defines a watermark (progress then reports `eventTime.watermark`).

@@ -77,6 +77,9 @@ struct Batch {
     output_rows: usize,
 }
 
+/// How many times one batch runs again after losing a worker before the query fails.
+const MAX_WORKER_LOSSES: usize = 3;
+
 impl MicroBatchExecution {
     /// Opens the checkpoint, plans the query and starts the loop on its own thread.
     pub(crate) fn start(
@@ -105,12 +108,13 @@ impl MicroBatchExecution {
             None => None,
         };
         let explain = core.session.block_on(plan.explain())?;
+        let on_workers = plan.cluster().is_some();
         let execution = MicroBatchExecution {
             committed: vec![None; sources.len()],
             tracker: WatermarkTracker::new(core.pinned.watermark_policy, 0),
             core,
             plan,
-            sources: MicroBatchSources::new(sources),
+            sources: MicroBatchSources::new(sources, on_workers),
             trigger,
             late_sink,
             batch_id: 0,
@@ -216,12 +220,32 @@ impl MicroBatchExecution {
             durations,
             ..Batch::default()
         };
-        let inputs = self.get_batch(&mut batch)?;
-        let out = self.add_batch(&mut batch, inputs)?;
+        let mut lost = 0;
+        let out = loop {
+            let inputs = self.get_batch(&mut batch)?;
+            match self.add_batch(&mut batch, inputs) {
+                Err(e) if lost < MAX_WORKER_LOSSES && self.lost_a_worker(&e) => {
+                    // The batch runs again, with the same offsets, on the workers that answer;
+                    // nothing of it was committed (the sink takes batch N once, by its id).
+                    lost += 1;
+                    log::warn!("batch {id} is run again on the workers that answer: {e}");
+                    batch.output_rows = 0;
+                    batch.late_rows_written = None;
+                }
+                out => break out?,
+            }
+        };
         self.core.check_crash(CrashPoint::AfterSink, batch.id)?;
         let start_offsets = self.commit(&mut batch, &out.watermarks())?;
         self.report(batch, start_offsets, out, trigger_start);
         Ok(())
+    }
+
+    /// Whether `error` says the cluster lost a worker (the batch can run again on the others).
+    fn lost_a_worker(&self, error: &crate::error::SluiceError) -> bool {
+        self.plan
+            .cluster()
+            .is_some_and(|c| c.is_worker_lost(error, &self.core.conf.distributed_workers))
     }
 
     /// getBatch: each source's rows of `(committed, end]`, by relation id.

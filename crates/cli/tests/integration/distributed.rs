@@ -1,0 +1,316 @@
+//! A query on a cluster (feature `distributed`): three `sluice worker` processes on 127.0.0.1,
+//! the query's driver in this process, its checkpoint on the local S3 server (`scripts/s3-server
+//! start`). A windowed aggregation, a stream-stream join and a deduplication give the same rows
+//! on the workers as in one process, plainly and with a worker SIGKILLed at a random moment (the
+//! batch it was in runs again on the other two: every row once). The seed of the moment is
+//! printed; replay with `SLUICE_CHAOS_SEED=<seed>`. The test names contain `s3`.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use sluice::{Session, StreamFrame, Trigger};
+
+use crate::support::{add_file, endpoint, new_bucket, Rng, S3A};
+
+/// A `sluice worker` process, killed when dropped; its log lines (RUST_LOG=info) kept.
+struct Worker {
+    child: Child,
+    address: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Worker {
+    fn start() -> Worker {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["worker", "--listen", "127.0.0.1:0"])
+            .env("RUST_LOG", "sluice_distributed=info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let address = line
+            .trim()
+            .strip_prefix("Sluice worker listening on ")
+            .unwrap_or_else(|| panic!("the worker said {line:?}"))
+            .to_string();
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Worker {
+            child,
+            address,
+            log,
+        }
+    }
+
+    /// How many tasks the worker logged it ran.
+    fn tasks(&self) -> usize {
+        self.log.lock().unwrap().matches("running a task").count()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A session whose checkpoints go to the local S3 server, on `workers` when given.
+fn session(workers: Option<&[Worker]>) -> Session {
+    let mut b = Session::builder()
+        .shuffle_partitions(3)
+        .config("spark.hadoop.fs.s3a.endpoint", endpoint());
+    for (k, v) in S3A {
+        b = b.config(format!("spark.hadoop.{k}"), v);
+    }
+    if let Some(workers) = workers {
+        let list: Vec<&str> = workers.iter().map(|w| w.address.as_str()).collect();
+        b = b.config("sluice.distributed.workers", list.join(","));
+    }
+    b.build().unwrap()
+}
+
+/// Six files of 120 events `{id, user, ts}`: ids repeat once (two rows each), users `u0`..`u4`,
+/// event times moving ten minutes per file.
+fn write_events(dir: &Path) {
+    for k in 0..6u64 {
+        let body: String = (0..120u64)
+            .map(|j| {
+                let (id, minute) = ((k * 120 + j) / 2, k * 10 + j % 10);
+                let (h, m) = (10 + minute / 60, minute % 60);
+                format!(
+                    "{{\"id\": {id}, \"user\": \"u{}\", \"ts\": \"2026-09-15T{h:02}:{m:02}:00Z\"}}\n",
+                    j % 5
+                )
+            })
+            .collect();
+        add_file(dir, &format!("{k}.json"), &body, k);
+    }
+}
+
+/// One file per batch of `dir`, watermarked by `ts` (10 minutes), as the view `name`.
+fn events(s: &Session, dir: &Path, name: &str) -> StreamFrame {
+    let frame = s
+        .read_stream()
+        .format("json")
+        .schema("id BIGINT, user STRING, ts TIMESTAMP")
+        .unwrap()
+        .option("maxFilesPerTrigger", 1)
+        .load(dir.display().to_string())
+        .unwrap()
+        .with_watermark("ts", "10 minutes")
+        .unwrap();
+    frame.create_or_replace_temp_view(name).unwrap();
+    frame
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Query {
+    Windowed,
+    Join,
+    Dedup,
+}
+
+fn frame(s: &Session, q: Query, input: &Path) -> StreamFrame {
+    let ev = events(s, input, "ev");
+    match q {
+        Query::Windowed => s
+            .sql(
+                "SELECT window.start AS start, user, count(*) AS n, sum(id) AS ids FROM ev \
+                 WHERE id % 7 <> 3 GROUP BY window(ts, '10 minutes'), user",
+            )
+            .unwrap(),
+        Query::Join => {
+            events(s, input, "ev2");
+            s.sql(
+                "SELECT a.id, a.user, b.ts FROM ev a JOIN ev2 b ON a.id = b.id + 1 \
+                 AND b.ts BETWEEN a.ts - INTERVAL 20 MINUTES AND a.ts",
+            )
+            .unwrap()
+        }
+        Query::Dedup => ev.drop_duplicates(["id"]).unwrap(),
+    }
+}
+
+/// Every row a batch gave, as text, sorted.
+fn rows_of(batches: &[RecordBatch]) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in batches {
+        let fmts: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &FormatOptions::default()).unwrap())
+            .collect();
+        for i in 0..b.num_rows() {
+            out.push(
+                fmts.iter()
+                    .map(|f| f.value(i).to_string())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            );
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Runs `q` over the events to its end (available now) with its checkpoint in a new folder of
+/// `bucket`; returns its rows, sorted, and how many batches ran. `kill` SIGKILLs that worker
+/// after that many milliseconds.
+fn run(
+    q: Query,
+    input: &Path,
+    bucket: &str,
+    workers: Option<&mut [Worker]>,
+    kill: Option<(usize, u64)>,
+) -> (Vec<String>, usize) {
+    let s = session(workers.as_deref());
+    let checkpoint = format!("s3a://{bucket}/ck-{q:?}-{}", rand_suffix());
+    let out: Arc<Mutex<Vec<RecordBatch>>> = Arc::default();
+    let sink = out.clone();
+    let query = frame(&s, q, input)
+        .write_stream()
+        .option("checkpointLocation", &checkpoint)
+        .output_mode(sluice::OutputMode::Append)
+        .trigger(Trigger::AvailableNow)
+        .foreach_batch(move |data, _| {
+            sink.lock()
+                .unwrap()
+                .extend(data.partitions.iter().flatten().cloned());
+            Ok(())
+        })
+        .start()
+        .unwrap();
+    if let (Some(workers), Some((victim, after_ms))) = (workers, kill) {
+        std::thread::sleep(Duration::from_millis(after_ms));
+        let w = &mut workers[victim];
+        w.child.kill().unwrap();
+        w.child.wait().unwrap();
+    }
+    query.await_termination().unwrap();
+    let batches = query.recent_progress().len();
+    let rows = rows_of(&out.lock().unwrap());
+    (rows, batches)
+}
+
+fn rand_suffix() -> u64 {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+fn three_workers() -> Vec<Worker> {
+    sluice_distributed::register();
+    (0..3).map(|_| Worker::start()).collect()
+}
+
+#[test]
+fn s3_windowed_join_and_dedup_on_three_workers_give_the_rows_of_one_process() {
+    let bucket = new_bucket("cluster");
+    let input = tempfile::tempdir().unwrap();
+    write_events(input.path());
+    let mut workers = three_workers();
+    for q in [Query::Windowed, Query::Join, Query::Dedup] {
+        let (alone, n) = run(q, input.path(), &bucket, None, None);
+        assert!(!alone.is_empty() && n >= 6, "{q:?}: {n} batches");
+        let before: Vec<usize> = workers.iter().map(Worker::tasks).collect();
+        let (cluster, _) = run(q, input.path(), &bucket, Some(&mut workers), None);
+        assert_eq!(cluster, alone, "{q:?} on three workers");
+        // the batches' work ran on the workers, on more than one of them
+        let busy = workers
+            .iter()
+            .zip(&before)
+            .filter(|(w, b)| w.tasks() > **b)
+            .count();
+        assert!(busy >= 2, "{q:?}: {busy} workers ran tasks");
+    }
+}
+
+#[test]
+fn s3_a_worker_sigkilled_at_a_random_moment_loses_no_row_and_repeats_none() {
+    let seed = std::env::var("SLUICE_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    println!("SLUICE_CHAOS_SEED={seed}");
+    let mut rng = Rng(seed);
+    let bucket = new_bucket("cluster-kill");
+    let input = tempfile::tempdir().unwrap();
+    write_events(input.path());
+    for q in [Query::Windowed, Query::Join, Query::Dedup] {
+        let (alone, _) = run(q, input.path(), &bucket, None, None);
+        let mut workers = three_workers();
+        let victim = (rng.next() % 3) as usize;
+        let after_ms = rng.next() % 400;
+        let (cluster, _) = run(
+            q,
+            input.path(),
+            &bucket,
+            Some(&mut workers),
+            Some((victim, after_ms)),
+        );
+        assert_eq!(
+            cluster, alone,
+            "{q:?}: worker {victim} killed after {after_ms} ms (seed {seed})"
+        );
+    }
+}
+
+#[test]
+fn a_query_whose_workers_do_not_answer_fails_and_says_how_to_start_them() {
+    sluice_distributed::register();
+    let input = tempfile::tempdir().unwrap();
+    write_events(input.path());
+    let checkpoint = tempfile::tempdir().unwrap();
+    // a port nothing listens on: bound, then closed
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let s = Session::builder()
+        .config("sluice.distributed.workers", format!("127.0.0.1:{port}"))
+        .build()
+        .unwrap();
+    let started = events(&s, input.path(), "ev")
+        .write_stream()
+        .option("checkpointLocation", checkpoint.path().display())
+        .trigger(Trigger::AvailableNow)
+        .format("noop")
+        .start();
+    // refused when the query is planned, or in its first batch
+    let err = match started {
+        Err(e) => e.to_string(),
+        Ok(q) => q.await_termination().unwrap_err().to_string(),
+    };
+    assert!(
+        err.contains("none of the workers") && err.contains("sluice worker --listen"),
+        "{err}"
+    );
+}

@@ -1,0 +1,188 @@
+//! Where a batch's plan leaves the driver: [`OnWorkers`], the physical optimizer rule that puts
+//! the stateless work over a batch's rows on the workers and the rest on the driver.
+//!
+//! A source's rows (an in-memory scan) become a [`BatchRowsExec`] split over the workers; the
+//! nodes above it that work row by row or partition by partition and that the wire carries
+//! (projections, filters, partial aggregations, ..) run with it, on every worker; a
+//! `NetworkCoalesceExec` brings their output back to the driver below the first node that needs
+//! all of it, or that must run where the query loop is (a watermark node, whose event times the
+//! driver reads; a stateful operator's input is the end of its stage plan). The rule places the
+//! boundaries itself, so datafusion-distributed does not add its own.
+
+use std::sync::Arc;
+
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::Result;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
+use datafusion_distributed::NetworkCoalesceExec;
+use datafusion_proto::physical_plan::AsExecutionPlan;
+use datafusion_proto::protobuf::PhysicalPlanNode;
+
+use crate::resolver::Workers;
+use crate::rows::{BatchRowsExec, SluiceCodec};
+
+/// The rule (added after DataFusion's own physical optimizer rules).
+#[derive(Debug)]
+pub(crate) struct OnWorkers {
+    pub(crate) workers: Workers,
+}
+
+/// A subtree that can run on the workers, and on how many tasks.
+struct Shippable {
+    tasks: usize,
+}
+
+impl PhysicalOptimizerRule for OnWorkers {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let workers = self.workers.urls()?.len();
+        let (plan, ship) = place(plan, workers)?;
+        let plan = match ship {
+            Some(s) => coalesce(plan, s)?,
+            None => plan,
+        };
+        // The driver's part of a distributed plan is one partition (datafusion-distributed's
+        // `DistributedExec` runs one); a plan that stays on the driver keeps its partitions.
+        if has_boundary(&plan) && plan.output_partitioning().partition_count() > 1 {
+            return Ok(Arc::new(CoalescePartitionsExec::new(plan)));
+        }
+        Ok(plan)
+    }
+
+    fn name(&self) -> &str {
+        "sluice_on_workers"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// `plan` with its shippable subtrees cut from the driver's part, and whether `plan` itself
+/// can run on the workers.
+fn place(
+    plan: Arc<dyn ExecutionPlan>,
+    workers: usize,
+) -> Result<(Arc<dyn ExecutionPlan>, Option<Shippable>)> {
+    if let Some(rows) = batch_rows(&plan) {
+        let tasks = workers.min(rows.num_rows());
+        let plan: Arc<dyn ExecutionPlan> = Arc::new(rows);
+        // Fewer than two tasks: nothing to gain from the wire.
+        return Ok(match tasks >= 2 {
+            true => (plan, Some(Shippable { tasks })),
+            false => (plan, None),
+        });
+    }
+    let children = plan.children().into_iter().cloned().collect::<Vec<_>>();
+    if children.is_empty() {
+        return Ok((plan, None));
+    }
+    let mut placed = Vec::with_capacity(children.len());
+    for child in children {
+        placed.push(place(child, workers)?);
+    }
+    if placed.len() == 1 && runs_on_workers(&plan) {
+        let (child, ship) = placed.pop().expect("one child");
+        let plan = with_children(plan, vec![child])?;
+        return Ok(match ship.filter(|_| encodes(&plan)) {
+            Some(s) => (plan, Some(s)),
+            None => (plan, None),
+        });
+    }
+    let children = placed
+        .into_iter()
+        .map(|(child, ship)| match ship {
+            Some(s) => coalesce(child, s),
+            None => Ok(child),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((with_children(plan, children)?, None))
+}
+
+/// Whether part of `plan` runs on the workers.
+fn has_boundary(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    plan.is::<NetworkCoalesceExec>() || plan.children().into_iter().any(has_boundary)
+}
+
+/// `plan` run on `s.tasks` workers, its output gathered on the driver.
+fn coalesce(plan: Arc<dyn ExecutionPlan>, s: Shippable) -> Result<Arc<dyn ExecutionPlan>> {
+    Ok(Arc::new(NetworkCoalesceExec::try_new(plan, s.tasks, 1)?))
+}
+
+/// A scan of a batch's in-memory rows, as a [`BatchRowsExec`] (the rows projected as the scan
+/// reads them), unless it has a limit.
+fn batch_rows(plan: &Arc<dyn ExecutionPlan>) -> Option<BatchRowsExec> {
+    let source = plan.downcast_ref::<DataSourceExec>()?;
+    let memory = source.data_source().downcast_ref::<MemorySourceConfig>()?;
+    if datafusion::datasource::source::DataSource::fetch(memory).is_some() {
+        return None;
+    }
+    let rows = memory
+        .partitions()
+        .iter()
+        .flatten()
+        .map(|b| match memory.projection() {
+            Some(p) => b.project(p),
+            None => Ok(b.clone()),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    Some(BatchRowsExec::new(
+        plan.schema(),
+        &rows,
+        plan.output_partitioning().partition_count(),
+    ))
+}
+
+/// A node that works row by row, or partition by partition, and keeps no state between
+/// batches: it runs wherever its input's rows are.
+fn runs_on_workers(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    plan.is::<ProjectionExec>()
+        || plan.is::<FilterExec>()
+        || plan.is::<CooperativeExec>()
+        || plan
+            .downcast_ref::<RepartitionExec>()
+            .is_some_and(|r| matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)))
+        || plan
+            .downcast_ref::<AggregateExec>()
+            .is_some_and(|a| *a.mode() == AggregateMode::Partial)
+}
+
+/// Whether the wire carries the node `plan` (its expressions included: a function the proto
+/// format cannot name keeps the node on the driver). Its input is left out (an empty one).
+fn encodes(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let empty = plan
+        .children()
+        .into_iter()
+        .map(|c| Arc::new(EmptyExec::new(c.schema())) as Arc<dyn ExecutionPlan>)
+        .collect();
+    let Ok(alone) = with_children(Arc::clone(plan), empty) else {
+        return false;
+    };
+    PhysicalPlanNode::try_from_physical_plan(alone, &SluiceCodec).is_ok()
+}
+
+/// `plan` over `children`, its properties computed again.
+fn with_children(
+    plan: Arc<dyn ExecutionPlan>,
+    children: Vec<Arc<dyn ExecutionPlan>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    plan.replace_children(
+        children,
+        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+    )
+}

@@ -1,0 +1,61 @@
+//! A Sluice query on a cluster (`sluice.distributed.workers`), on `datafusion-distributed`:
+//! `sluice worker` serves the workers ([`worker::serve`]); [`register`] lets every query of the
+//! process that names workers run each batch's plan over them, while this process keeps the
+//! query loop (offsets, commits, watermark, progress), as Spark's driver.
+//!
+//! What runs where, for now: the driver reads the sources (every source's rows are read before
+//! the batch) and runs the stateful operators and watermark nodes; the stateless work over the
+//! rows (projections, filters, partial aggregations) runs on the workers, the rows split into
+//! one slice per worker and sent with the plan ([`boundary`]). A batch that loses a worker runs
+//! again, with the same offsets, on the workers that answer.
+
+mod boundary;
+mod resolver;
+mod rows;
+pub mod worker;
+
+use std::sync::Arc;
+
+use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion_distributed::{DistributedExt, SessionStateBuilderExt};
+use sluice::distributed::Cluster;
+use sluice::error::{Result, SluiceError};
+
+pub use rows::SluiceCodec;
+
+/// Lets every query of the process that sets `sluice.distributed.workers` run on the workers.
+pub fn register() {
+    sluice::distributed::register_cluster(Arc::new(DataFusionDistributed));
+}
+
+/// The [`Cluster`] on datafusion-distributed.
+#[derive(Debug)]
+struct DataFusionDistributed;
+
+impl Cluster for DataFusionDistributed {
+    fn batch_state(&self, local: SessionState, workers: &[String]) -> Result<SessionState> {
+        let workers = resolver::Workers {
+            addresses: workers.to_vec(),
+        };
+        Ok(SessionStateBuilder::new_from_existing(local)
+            .with_physical_optimizer_rule(Arc::new(boundary::OnWorkers {
+                workers: workers.clone(),
+            }))
+            .with_distributed_worker_resolver(workers)
+            .with_distributed_planner()
+            .with_distributed_user_codec(SluiceCodec)
+            .with_distributed_desired_task_count_handler(rows::desired_tasks)
+            .with_distributed_scale_up_leaf_node_handler(rows::scale_up)
+            .build())
+    }
+
+    fn is_worker_lost(&self, _error: &SluiceError, workers: &[String]) -> bool {
+        // A batch that failed while one of its workers is gone is run again on the others
+        // (whatever the error said: a lost worker surfaces as a transport error, a broken
+        // stream or a task that is not found).
+        let workers = resolver::Workers {
+            addresses: workers.to_vec(),
+        };
+        workers.one_is_lost()
+    }
+}

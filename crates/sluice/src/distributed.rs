@@ -1,0 +1,57 @@
+//! A query on a cluster (`sluice.distributed.workers`): the engine's hook for running each
+//! batch's plan on workers, as Spark's driver runs a micro-batch's tasks on executors. The query
+//! loop (offsets, commits, watermark, progress) stays in the process that started the query.
+//!
+//! The engine does not know how plans travel: a [`Cluster`] registered with
+//! [`register_cluster`] (the `sluice-distributed` crate, on `datafusion-distributed`) turns the
+//! session's DataFusion state into one that plans a batch over the workers. Without one, a query
+//! that names workers fails before its first batch, with the build that has one.
+
+use std::sync::{Arc, OnceLock, RwLock};
+
+use datafusion::execution::SessionState;
+
+use crate::conf::DISTRIBUTED_WORKERS;
+use crate::error::{class, Result, SluiceError};
+use crate::sync::RwLockExt;
+
+/// A way to run a batch's plan on workers.
+pub trait Cluster: std::fmt::Debug + Send + Sync {
+    /// The DataFusion state a query's batches are planned with when it runs on `workers` (the
+    /// `host:port`s of [`DISTRIBUTED_WORKERS`]), built from `local`, the session's state.
+    fn batch_state(&self, local: SessionState, workers: &[String]) -> Result<SessionState>;
+
+    /// Whether the batch that failed with `error` on `workers` lost one of them: the batch is
+    /// then run again, with the same offsets, on the workers that answer.
+    fn is_worker_lost(&self, error: &SluiceError, workers: &[String]) -> bool;
+}
+
+fn cluster() -> &'static RwLock<Option<Arc<dyn Cluster>>> {
+    static CLUSTER: OnceLock<RwLock<Option<Arc<dyn Cluster>>>> = OnceLock::new();
+    CLUSTER.get_or_init(Default::default)
+}
+
+/// Sets the process's [`Cluster`] (`sluice_distributed::register()` sets its own).
+pub fn register_cluster(c: Arc<dyn Cluster>) {
+    *cluster().write_unpoisoned() = Some(c);
+}
+
+/// The registered cluster, when `workers` names any.
+pub(crate) fn for_workers(workers: &[String]) -> Result<Option<Arc<dyn Cluster>>> {
+    if workers.is_empty() {
+        return Ok(None);
+    }
+    match cluster().read_unpoisoned().clone() {
+        Some(c) => Ok(Some(c)),
+        None => Err(SluiceError::query(
+            class::INVALID_CONF_VALUE,
+            format!(
+                "{DISTRIBUTED_WORKERS} is set ({}), but this build of Sluice cannot run a batch \
+                 on workers; use the `sluice` binary built with the feature `distributed` \
+                 (cargo build --release --features sluice-cli/distributed), or unset \
+                 {DISTRIBUTED_WORKERS} to run the query in this process",
+                workers.join(",")
+            ),
+        )),
+    }
+}
