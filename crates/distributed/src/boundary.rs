@@ -11,24 +11,28 @@
 
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::Result;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
+use datafusion::physical_plan::{
+    ExecutionPlan, ExecutionPlanProperties, Partitioning, PlanProperties,
+};
 use datafusion_distributed::NetworkCoalesceExec;
 use datafusion_proto::physical_plan::AsExecutionPlan;
 use datafusion_proto::protobuf::PhysicalPlanNode;
 
+use crate::gather::{ConcatExec, InOrderExec};
 use crate::resolver::Workers;
 use crate::rows::{BatchRowsExec, SluiceCodec};
 
@@ -38,9 +42,11 @@ pub(crate) struct OnWorkers {
     pub(crate) workers: Workers,
 }
 
-/// A subtree that can run on the workers, and on how many tasks.
+/// A subtree that can run on the workers, on how many tasks, and the properties (partitions)
+/// of its root as planned for one process.
 struct Shippable {
     tasks: usize,
+    original: Arc<PlanProperties>,
 }
 
 impl PhysicalOptimizerRule for OnWorkers {
@@ -58,7 +64,7 @@ impl PhysicalOptimizerRule for OnWorkers {
         // The driver's part of a distributed plan is one partition (datafusion-distributed's
         // `DistributedExec` runs one); a plan that stays on the driver keeps its partitions.
         if has_boundary(&plan) && plan.output_partitioning().partition_count() > 1 {
-            return Ok(Arc::new(CoalescePartitionsExec::new(plan)));
+            return Ok(Arc::new(ConcatExec::new(plan)));
         }
         Ok(plan)
     }
@@ -78,14 +84,16 @@ fn place(
     plan: Arc<dyn ExecutionPlan>,
     workers: usize,
 ) -> Result<(Arc<dyn ExecutionPlan>, Option<Shippable>)> {
-    if let Some(rows) = batch_rows(&plan) {
-        let tasks = workers.min(rows.num_rows());
-        let plan: Arc<dyn ExecutionPlan> = Arc::new(rows);
+    if let Some((schema, parts)) = batch_rows(&plan) {
+        let rows: usize = parts.iter().flatten().map(|b| b.num_rows()).sum();
+        let tasks = workers.min(rows);
         // Fewer than two tasks: nothing to gain from the wire.
-        return Ok(match tasks >= 2 {
-            true => (plan, Some(Shippable { tasks })),
-            false => (plan, None),
-        });
+        if tasks < 2 {
+            return Ok((plan, None));
+        }
+        let original = Arc::clone(plan.properties());
+        let rows = Arc::new(BatchRowsExec::for_tasks(schema, parts, tasks));
+        return Ok((rows, Some(Shippable { tasks, original })));
     }
     let children = plan.children().into_iter().cloned().collect::<Vec<_>>();
     if children.is_empty() {
@@ -95,13 +103,13 @@ fn place(
     for child in children {
         placed.push(place(child, workers)?);
     }
-    if placed.len() == 1 && runs_on_workers(&plan) {
-        let (child, ship) = placed.pop().expect("one child");
-        let plan = with_children(plan, vec![child])?;
-        return Ok(match ship.filter(|_| encodes(&plan)) {
-            Some(s) => (plan, Some(s)),
-            None => (plan, None),
-        });
+    let ships = placed.len() == 1 && placed[0].1.is_some();
+    if ships && runs_on_workers(&plan) && encodes(&plan) {
+        if let Some((child, Some(s))) = placed.pop() {
+            let original = Arc::clone(plan.properties());
+            let shipped = with_children(plan, vec![child])?;
+            return Ok((shipped, Some(Shippable { original, ..s })));
+        }
     }
     let children = placed
         .into_iter()
@@ -118,34 +126,35 @@ fn has_boundary(plan: &Arc<dyn ExecutionPlan>) -> bool {
     plan.is::<NetworkCoalesceExec>() || plan.children().into_iter().any(has_boundary)
 }
 
-/// `plan` run on `s.tasks` workers, its output gathered on the driver.
+/// `plan` run on `s.tasks` workers, its output gathered on the driver in the partitions it
+/// has in one process ([`InOrderExec`]).
 fn coalesce(plan: Arc<dyn ExecutionPlan>, s: Shippable) -> Result<Arc<dyn ExecutionPlan>> {
-    Ok(Arc::new(NetworkCoalesceExec::try_new(plan, s.tasks, 1)?))
+    let network = Arc::new(NetworkCoalesceExec::try_new(plan, s.tasks, 1)?);
+    Ok(Arc::new(InOrderExec::new(network, s.original, s.tasks)))
 }
 
-/// A scan of a batch's in-memory rows, as a [`BatchRowsExec`] (the rows projected as the scan
-/// reads them), unless it has a limit.
-fn batch_rows(plan: &Arc<dyn ExecutionPlan>) -> Option<BatchRowsExec> {
+/// A scan of a batch's in-memory rows: its schema and each partition's rows (projected as the
+/// scan reads them), unless it has a limit.
+fn batch_rows(plan: &Arc<dyn ExecutionPlan>) -> Option<(SchemaRef, Vec<Vec<RecordBatch>>)> {
     let source = plan.downcast_ref::<DataSourceExec>()?;
     let memory = source.data_source().downcast_ref::<MemorySourceConfig>()?;
     if datafusion::datasource::source::DataSource::fetch(memory).is_some() {
         return None;
     }
-    let rows = memory
+    let parts = memory
         .partitions()
         .iter()
-        .flatten()
-        .map(|b| match memory.projection() {
-            Some(p) => b.project(p),
-            None => Ok(b.clone()),
+        .map(|part| {
+            part.iter()
+                .map(|b| match memory.projection() {
+                    Some(p) => b.project(p),
+                    None => Ok(b.clone()),
+                })
+                .collect::<Result<Vec<_>, _>>()
         })
         .collect::<Result<Vec<_>, _>>()
         .ok()?;
-    Some(BatchRowsExec::new(
-        plan.schema(),
-        &rows,
-        plan.output_partitioning().partition_count(),
-    ))
+    Some((plan.schema(), parts))
 }
 
 /// A node that works row by row, or partition by partition, and keeps no state between

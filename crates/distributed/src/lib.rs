@@ -10,6 +10,7 @@
 //! again, with the same offsets, on the workers that answer.
 
 mod boundary;
+mod gather;
 mod resolver;
 mod rows;
 pub mod worker;

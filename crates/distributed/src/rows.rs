@@ -23,9 +23,10 @@ use datafusion_distributed::{
 };
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
-/// A batch's rows (one source's, projected as its scan reads them) in `partitions` partitions.
-/// Before the plan is split over the workers it holds every row; each task's variant holds that
-/// task's slice ([`scale_up`]).
+/// A batch's rows (one source's, or an operator's output, projected as its scan reads them), in
+/// the scan's partitions. Before the plan is split over the workers it holds every partition;
+/// task `t`'s variant holds a contiguous run of them ([`scale_up`]), so the tasks' partitions,
+/// in task order, are the scan's partitions in order (then empty ones).
 #[derive(Debug, Clone)]
 pub(crate) struct BatchRowsExec {
     parts: Vec<Vec<RecordBatch>>,
@@ -34,16 +35,26 @@ pub(crate) struct BatchRowsExec {
 }
 
 impl BatchRowsExec {
-    /// `rows` dealt into `partitions` partitions of about as many rows each (batches are sliced,
-    /// not copied).
-    pub(crate) fn new(schema: SchemaRef, rows: &[RecordBatch], partitions: usize) -> Self {
-        Self::from_parts(schema.clone(), deal(rows, partitions.max(1)))
+    /// The rows of each partition.
+    pub(crate) fn from_parts(schema: SchemaRef, parts: Vec<Vec<RecordBatch>>) -> Self {
+        let n = parts.len();
+        Self::declaring(schema, parts, n)
     }
 
-    fn from_parts(schema: SchemaRef, parts: Vec<Vec<RecordBatch>>) -> Self {
+    /// Every partition cut into `tasks` pieces of about as many rows each (partition `i`'s are
+    /// pieces `i * tasks ..`, in order), to be split over `tasks` tasks ([`scale_up`]): it
+    /// declares the partitions of one task's variant, and runs only once split.
+    pub(crate) fn for_tasks(schema: SchemaRef, parts: Vec<Vec<RecordBatch>>, tasks: usize) -> Self {
+        let tasks = tasks.max(1);
+        let per_task = parts.len().max(1);
+        let pieces = parts.iter().flat_map(|p| pieces(p, tasks)).collect();
+        Self::declaring(schema, pieces, per_task)
+    }
+
+    fn declaring(schema: SchemaRef, parts: Vec<Vec<RecordBatch>>, partitions: usize) -> Self {
         let properties = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(parts.len()),
+            Partitioning::UnknownPartitioning(partitions),
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
@@ -58,33 +69,49 @@ impl BatchRowsExec {
     pub(crate) fn num_rows(&self) -> usize {
         self.parts.iter().flatten().map(|b| b.num_rows()).sum()
     }
+
+    /// How many partitions hold rows (the most tasks the rows can be split into).
+    pub(crate) fn partitions(&self) -> usize {
+        self.parts.len()
+    }
 }
 
-/// `rows` cut into `n` runs of about as many rows each, in order.
-fn deal(rows: &[RecordBatch], n: usize) -> Vec<Vec<RecordBatch>> {
+/// `rows` cut into `n` runs of about as many rows each, in order (batches sliced, not copied).
+fn pieces(rows: &[RecordBatch], n: usize) -> Vec<Vec<RecordBatch>> {
     let total: usize = rows.iter().map(|b| b.num_rows()).sum();
     let per = total.div_ceil(n).max(1);
-    let mut parts = vec![Vec::new(); n];
-    let (mut part, mut filled) = (0, 0);
+    let mut out = vec![Vec::new(); n];
+    let (mut piece, mut filled) = (0, 0);
     for batch in rows {
         let mut offset = 0;
         while offset < batch.num_rows() {
-            if filled == per && part + 1 < n {
-                part += 1;
+            if filled == per && piece + 1 < n {
+                piece += 1;
                 filled = 0;
             }
-            let take = (per - filled).min(batch.num_rows() - offset);
-            let take = if part + 1 == n {
-                batch.num_rows() - offset
-            } else {
-                take
+            let take = match piece + 1 == n {
+                true => batch.num_rows() - offset,
+                false => (per - filled).min(batch.num_rows() - offset),
             };
-            parts[part].push(batch.slice(offset, take));
+            out[piece].push(batch.slice(offset, take));
             offset += take;
             filled += take;
         }
     }
-    parts
+    out
+}
+
+/// `parts` in `tasks` contiguous runs of `ceil(parts / tasks)` partitions each, the last ones
+/// filled up with empty partitions.
+fn runs(parts: &[Vec<RecordBatch>], tasks: usize) -> Vec<Vec<Vec<RecordBatch>>> {
+    let per = parts.len().div_ceil(tasks.max(1)).max(1);
+    (0..tasks.max(1))
+        .map(|t| {
+            (t * per..(t + 1) * per)
+                .map(|i| parts.get(i).cloned().unwrap_or_default())
+                .collect()
+        })
+        .collect()
 }
 
 impl DisplayAs for BatchRowsExec {
@@ -133,6 +160,9 @@ impl ExecutionPlan for BatchRowsExec {
         partition: usize,
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        if self.parts.len() != self.properties.partitioning.partition_count() {
+            return internal_err!("BatchRowsExec runs once split over its tasks");
+        }
         let Some(rows) = self.parts.get(partition) else {
             return internal_err!(
                 "BatchRowsExec has {} partitions, partition {partition} was asked for",
@@ -147,31 +177,34 @@ impl ExecutionPlan for BatchRowsExec {
     }
 }
 
-/// How many tasks a batch's rows run on: one per worker, at most one per row.
+/// How many tasks a batch's rows run on: one per worker, at most one per partition.
 pub(crate) fn desired_tasks(
     event: DesiredTaskCountEvent,
 ) -> Option<Result<DesiredTaskCountEventResponse>> {
     let rows = event.plan.downcast_ref::<BatchRowsExec>()?;
-    Some(Ok(DesiredTaskCountEventResponse::desired(
-        rows.num_rows().max(1),
+    Some(Ok(DesiredTaskCountEventResponse::maximum(
+        rows.partitions().max(1),
     )))
 }
 
-/// The rows split into one variant per task, each with the same number of partitions.
+/// The partitions split into one variant per task, contiguous runs of as many partitions each.
 pub(crate) fn scale_up(
     event: ScaleUpLeafNodeEvent,
 ) -> Option<Result<ScaleUpLeafNodeEventResponse>> {
     let rows = event.plan.downcast_ref::<BatchRowsExec>()?;
-    let partitions = rows.parts.len();
-    let all: Vec<RecordBatch> = rows.parts.iter().flatten().cloned().collect();
-    let variants = deal(&all, event.task_count.max(1))
+    let declared = rows.properties.partitioning.partition_count();
+    if rows.parts.len().div_ceil(event.task_count.max(1)).max(1) != declared {
+        return Some(internal_err!(
+            "BatchRowsExec of {} partitions planned as {declared} per task, split over {} tasks",
+            rows.parts.len(),
+            event.task_count
+        ));
+    }
+    let variants = runs(&rows.parts, event.task_count)
         .into_iter()
-        .map(|task_rows| {
-            Arc::new(BatchRowsExec::new(
-                rows.schema.clone(),
-                &task_rows,
-                partitions,
-            )) as Arc<dyn ExecutionPlan>
+        .map(|parts| {
+            Arc::new(BatchRowsExec::from_parts(rows.schema.clone(), parts))
+                as Arc<dyn ExecutionPlan>
         })
         .collect::<Vec<_>>();
     Some(
@@ -274,31 +307,54 @@ mod tests {
     }
 
     #[test]
-    fn rows_are_dealt_in_order_into_runs_of_about_as_many_rows() {
+    fn a_partition_is_cut_in_order_into_pieces_of_about_as_many_rows() {
         let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
         let rows = vec![
             batch(&schema, 0, 4),
             batch(&schema, 4, 3),
             batch(&schema, 7, 3),
         ];
-        let parts = deal(&rows, 3);
         assert_eq!(
-            values(&parts),
+            values(&pieces(&rows, 3)),
             vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]]
         );
-        // more parts than rows: the first rows one each, the rest empty; nothing lost
-        let parts = deal(&rows[1..2], 5);
+        let few = pieces(&rows[1..2], 5);
         assert_eq!(
-            values(&parts),
+            values(&few),
             vec![vec![4], vec![5], vec![6], vec![], vec![]]
         );
-        assert_eq!(values(&deal(&[], 2)), vec![Vec::<i64>::new(), vec![]]);
+        assert_eq!(values(&pieces(&[], 2)), vec![Vec::<i64>::new(), vec![]]);
+    }
+
+    #[test]
+    fn tasks_take_contiguous_runs_of_partitions_in_order() {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let parts: Vec<Vec<RecordBatch>> =
+            (0..5).map(|p| vec![batch(&schema, p * 10, 2)]).collect();
+        let tasks = runs(&parts, 2);
+        assert_eq!(
+            values(&tasks[0]),
+            vec![vec![0, 1], vec![10, 11], vec![20, 21]]
+        );
+        assert_eq!(values(&tasks[1]), vec![vec![30, 31], vec![40, 41], vec![]]);
+        // the tasks' partitions in task order are the partitions in order
+        let flat: Vec<Vec<RecordBatch>> = tasks.into_iter().flatten().collect();
+        assert_eq!(values(&flat[..5]), values(&parts));
+        assert_eq!(
+            runs(&parts, 5).iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![1; 5]
+        );
     }
 
     #[test]
     fn the_codec_carries_every_partition_and_row() {
         let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
-        let exec = BatchRowsExec::new(schema.clone(), &[batch(&schema, 0, 10)], 3);
+        let parts = vec![
+            vec![batch(&schema, 0, 4)],
+            vec![],
+            vec![batch(&schema, 4, 6)],
+        ];
+        let exec = BatchRowsExec::from_parts(schema.clone(), parts);
         let (codec, converter) = (
             SluiceCodec,
             datafusion_proto::physical_plan::DefaultPhysicalProtoConverter {},
