@@ -55,3 +55,30 @@ pub fn summary_line(outcomes: &[ScenarioOutcome]) -> String {
     let passed = outcomes.iter().filter(|o| o.passed).count();
     format!("{passed} passed, {} failed", outcomes.len() - passed)
 }
+
+/// `crates/conformance/expected-failures.txt` as `name -> reason`: `name  reason` lines are
+/// scenarios that fail plainly (and so in every variant); `name [variant]  reason` lines are
+/// scenarios that pass plainly but fail in that crash-matrix variant (key `name [variant]`).
+pub fn expected_failures_file() -> std::collections::BTreeMap<String, String> {
+    let text = include_str!("../expected-failures.txt");
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (name, rest) = l.split_once(char::is_whitespace).unwrap_or((l, ""));
+            let rest = rest.trim();
+            match rest.strip_prefix('[').and_then(|r| r.split_once(']')) {
+                Some((variant, why)) => (format!("{name} [{variant}]"), why.trim().to_string()),
+                None => (name.to_string(), rest.to_string()),
+            }
+        })
+        .collect()
+}
+
+/// The scenarios of `expected-failures.txt` that fail plainly.
+pub fn expected_plain_failures() -> std::collections::BTreeMap<String, String> {
+    expected_failures_file()
+        .into_iter()
+        .filter(|(k, _)| !k.contains(" ["))
+        .collect()
+}

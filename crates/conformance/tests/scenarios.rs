@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use sluice_conformance::ScenarioOutcome;
+use sluice_conformance::{expected_failures_file, expected_plain_failures as expected_failures};
 
 fn scenarios_dir() -> PathBuf {
     if let Ok(d) = std::env::var("SLUICE_CONFORMANCE_DIR") {
@@ -20,33 +21,6 @@ fn scenarios_dir() -> PathBuf {
 /// Sluice's own corpus, kept in the repo.
 fn own_scenarios_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios")
-}
-
-/// `name  reason` lines: the scenario fails plainly (and so in every variant). A name followed
-/// by a variant, `name [variant]  reason`, is a scenario that passes plainly but fails in that
-/// crash-matrix variant.
-fn expected_failures_file() -> BTreeMap<String, String> {
-    let text = include_str!("../expected-failures.txt");
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let (name, rest) = l.split_once(char::is_whitespace).unwrap_or((l, ""));
-            let rest = rest.trim();
-            match rest.strip_prefix('[').and_then(|r| r.split_once(']')) {
-                Some((variant, why)) => (format!("{name} [{variant}]"), why.trim().to_string()),
-                None => (name.to_string(), rest.to_string()),
-            }
-        })
-        .collect()
-}
-
-/// The scenarios expected to fail plainly.
-fn expected_failures() -> BTreeMap<String, String> {
-    expected_failures_file()
-        .into_iter()
-        .filter(|(k, _)| !k.contains(" ["))
-        .collect()
 }
 
 /// The `name` of every scenario file of both corpora (that the public one is found is checked

@@ -9,7 +9,12 @@
 //! driver reads; a stateful operator's input is the end of its stage plan). The rule places the
 //! boundaries itself, so datafusion-distributed does not add its own.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+use datafusion::physical_expr::ScalarFunctionExpr;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -24,10 +29,7 @@ use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::{
-    ExecutionPlan, ExecutionPlanProperties, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PlanProperties};
 use datafusion_distributed::NetworkCoalesceExec;
 use datafusion_proto::physical_plan::AsExecutionPlan;
 use datafusion_proto::protobuf::PhysicalPlanNode;
@@ -63,8 +65,15 @@ impl PhysicalOptimizerRule for OnWorkers {
         };
         // The driver's part of a distributed plan is one partition (datafusion-distributed's
         // `DistributedExec` runs one); a plan that stays on the driver keeps its partitions.
-        if has_boundary(&plan) && plan.output_partitioning().partition_count() > 1 {
-            return Ok(Arc::new(ConcatExec::new(plan)));
+        let plan: Arc<dyn ExecutionPlan> =
+            if has_boundary(&plan) && plan.output_partitioning().partition_count() > 1 {
+                Arc::new(ConcatExec::new(plan))
+            } else {
+                plan
+            };
+        if log::log_enabled!(log::Level::Debug) && has_boundary(&plan) {
+            let shown = datafusion::physical_plan::displayable(plan.as_ref()).indent(true);
+            log::debug!("a batch's plan on the workers:\n{shown}");
         }
         Ok(plan)
     }
@@ -104,7 +113,7 @@ fn place(
         placed.push(place(child, workers)?);
     }
     let ships = placed.len() == 1 && placed[0].1.is_some();
-    if ships && runs_on_workers(&plan) && encodes(&plan) {
+    if ships && runs_on_workers(&plan) && functions_travel(&plan) && encodes(&plan) {
         if let Some((child, Some(s))) = placed.pop() {
             let original = Arc::clone(plan.properties());
             let shipped = with_children(plan, vec![child])?;
@@ -158,14 +167,13 @@ fn batch_rows(plan: &Arc<dyn ExecutionPlan>) -> Option<(SchemaRef, Vec<Vec<Recor
 }
 
 /// A node that works row by row, or partition by partition, and keeps no state between
-/// batches: it runs wherever its input's rows are.
+/// batches: it runs wherever its input's rows are. (Not a round-robin repartition: the
+/// workers' stages drop one at their head, which would change the partitions the driver
+/// reads.)
 fn runs_on_workers(plan: &Arc<dyn ExecutionPlan>) -> bool {
     plan.is::<ProjectionExec>()
         || plan.is::<FilterExec>()
         || plan.is::<CooperativeExec>()
-        || plan
-            .downcast_ref::<RepartitionExec>()
-            .is_some_and(|r| matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)))
         || plan
             .downcast_ref::<AggregateExec>()
             .is_some_and(|a| *a.mode() == AggregateMode::Partial)
@@ -194,4 +202,59 @@ fn with_children(
         children,
         ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
     )
+}
+
+/// The functions a worker has: a default session's (the worker's session is one).
+struct WorkerFunctions {
+    scalars: HashMap<String, Arc<ScalarUDF>>,
+    aggregates: HashMap<String, Arc<AggregateUDF>>,
+}
+
+fn worker_functions() -> Option<&'static WorkerFunctions> {
+    static FUNCTIONS: OnceLock<Option<WorkerFunctions>> = OnceLock::new();
+    FUNCTIONS
+        .get_or_init(|| {
+            let session = sluice::Session::builder().build().ok()?;
+            let state = session.context().state();
+            let functions = WorkerFunctions {
+                scalars: state.scalar_functions().clone(),
+                aggregates: state.aggregate_functions().clone(),
+            };
+            // Kept for the process: its runtime may not be dropped where plans are made.
+            std::mem::forget(session);
+            Some(functions)
+        })
+        .as_ref()
+}
+
+/// Whether every function of the node `plan` is, by name, the same function on a worker (a
+/// function sent by name resolves in the worker's registry: one built for this query's conf, or
+/// one simplified away under a name the worker gives another function, stays on the driver).
+fn functions_travel(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let Some(worker) = worker_functions() else {
+        return false;
+    };
+    let mut travel = true;
+    let _ = plan.apply_expressions(&mut |expr| {
+        expr.apply(|e| {
+            if let Some(f) = e.downcast_ref::<ScalarFunctionExpr>() {
+                let fun = f.fun();
+                if worker.scalars.get(fun.name()).is_none_or(|w| **w != *fun) {
+                    travel = false;
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })
+    });
+    if let Some(aggregate) = plan.downcast_ref::<AggregateExec>() {
+        travel &= aggregate.aggr_expr().iter().all(|a| {
+            let fun = a.fun();
+            worker
+                .aggregates
+                .get(fun.name())
+                .is_some_and(|w| **w == *fun)
+        });
+    }
+    travel
 }

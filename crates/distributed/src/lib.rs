@@ -18,6 +18,7 @@ pub mod worker;
 use std::sync::Arc;
 
 use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion_distributed::grpc::DefaultChannelResolver;
 use datafusion_distributed::{DistributedExt, SessionStateBuilderExt};
 use sluice::distributed::Cluster;
 use sluice::error::{Result, SluiceError};
@@ -38,15 +39,23 @@ impl Cluster for DataFusionDistributed {
         let workers = resolver::Workers {
             addresses: workers.to_vec(),
         };
+        // datafusion-distributed's own placements are off: a plan where `OnWorkers` placed no
+        // boundary stays on the driver (unions and joins would otherwise ship Sluice's nodes).
         Ok(SessionStateBuilder::new_from_existing(local)
             .with_physical_optimizer_rule(Arc::new(boundary::OnWorkers {
                 workers: workers.clone(),
             }))
             .with_distributed_worker_resolver(workers)
+            // One channel cache per query: the default one is kept per `RuntimeEnv` address,
+            // which a later session can reuse after the earlier one (and the runtime its
+            // channels ran on) is gone.
+            .with_distributed_channel_resolver(DefaultChannelResolver::default())
             .with_distributed_planner()
             .with_distributed_user_codec(SluiceCodec)
             .with_distributed_desired_task_count_handler(rows::desired_tasks)
             .with_distributed_scale_up_leaf_node_handler(rows::scale_up)
+            .with_distributed_children_isolator_unions(false)?
+            .with_distributed_broadcast_joins(false)?
             .build())
     }
 

@@ -69,11 +69,6 @@ impl BatchRowsExec {
     pub(crate) fn num_rows(&self) -> usize {
         self.parts.iter().flatten().map(|b| b.num_rows()).sum()
     }
-
-    /// How many partitions hold rows (the most tasks the rows can be split into).
-    pub(crate) fn partitions(&self) -> usize {
-        self.parts.len()
-    }
 }
 
 /// `rows` cut into `n` runs of about as many rows each, in order (batches sliced, not copied).
@@ -177,14 +172,14 @@ impl ExecutionPlan for BatchRowsExec {
     }
 }
 
-/// How many tasks a batch's rows run on: one per worker, at most one per partition.
+/// How many tasks a leaf runs on when datafusion-distributed places the network boundaries
+/// itself (a plan where [`crate::boundary::OnWorkers`] placed none): one, so such a plan stays on
+/// the driver (the planner would otherwise send Sluice's nodes, which only the driver can run).
+/// The rows `OnWorkers` ships are split by the task counts of the boundaries it places.
 pub(crate) fn desired_tasks(
-    event: DesiredTaskCountEvent,
+    _event: DesiredTaskCountEvent,
 ) -> Option<Result<DesiredTaskCountEventResponse>> {
-    let rows = event.plan.downcast_ref::<BatchRowsExec>()?;
-    Some(Ok(DesiredTaskCountEventResponse::maximum(
-        rows.partitions().max(1),
-    )))
+    Some(Ok(DesiredTaskCountEventResponse::maximum(1)))
 }
 
 /// The partitions split into one variant per task, contiguous runs of as many partitions each.

@@ -2,8 +2,9 @@
 //! with Sluice's functions (Spark's, as the driver's session has them) and Sluice's nodes.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use datafusion::execution::SessionState;
+use datafusion::execution::{FunctionRegistry, SessionState};
 use datafusion_distributed::{
     DistributedExt, Worker, WorkerPlanRewriteEvent, WorkerPlanRewriteEventResponse,
     WorkerQueryContext,
@@ -48,15 +49,49 @@ async fn serve_on(
         .map_err(|e| sluice::error::SluiceError::internal(format!("sluice worker: {e}")))
 }
 
-fn worker_state(ctx: WorkerQueryContext, functions: &SessionState) -> SessionState {
-    ctx.builder
-        .with_scalar_functions(functions.scalar_functions().values().cloned().collect())
-        .with_aggregate_functions(functions.aggregate_functions().values().cloned().collect())
-        .with_window_functions(functions.window_functions().values().cloned().collect())
+/// The state a task runs in: the config and runtime datafusion-distributed gives the task, and
+/// the Sluice session's functions, each name (aliases included) resolving to the same function
+/// as on the driver.
+fn worker_state(ctx: WorkerQueryContext, sluice: &SessionState) -> SessionState {
+    let mut state = ctx
+        .builder
         .with_distributed_user_codec(SluiceCodec)
         .with_distributed_worker_plan_rewrite_handler(|event: WorkerPlanRewriteEvent<'_>| {
             log::info!("running a task: {}", event.plan.name());
             Ok(WorkerPlanRewriteEventResponse::new(event.plan))
         })
-        .build()
+        .build();
+    same_functions(&mut state, sluice);
+    state
+}
+
+/// Registers `sluice`'s functions in `state` until every name of `sluice`'s registry resolves to
+/// the same function in both (registering a function takes its name and every alias, so a name
+/// another function claims as an alias is registered again after it).
+fn same_functions(state: &mut SessionState, sluice: &SessionState) {
+    for _ in 0..8 {
+        let mut changed = false;
+        for (name, f) in sluice.scalar_functions() {
+            if state.scalar_functions().get(name) != Some(f) {
+                let _ = state.register_udf(Arc::clone(f));
+                changed = true;
+            }
+        }
+        for (name, f) in sluice.aggregate_functions() {
+            if state.aggregate_functions().get(name) != Some(f) {
+                let _ = state.register_udaf(Arc::clone(f));
+                changed = true;
+            }
+        }
+        for (name, f) in sluice.window_functions() {
+            if state.window_functions().get(name) != Some(f) {
+                let _ = state.register_udwf(Arc::clone(f));
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+    log::warn!("a worker's function names do not all resolve as the driver's");
 }

@@ -3,7 +3,8 @@
 //! start`). A windowed aggregation, a stream-stream join and a deduplication give the same rows
 //! on the workers as in one process, plainly and with a worker SIGKILLed at a random moment (the
 //! batch it was in runs again on the other two: every row once). The seed of the moment is
-//! printed; replay with `SLUICE_CHAOS_SEED=<seed>`. The test names contain `s3`.
+//! printed; replay with `SLUICE_CHAOS_SEED=<seed>`. The test names contain `s3`. Both
+//! conformance corpora, run on two workers, pass as they pass in one process.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -313,4 +314,34 @@ fn a_query_whose_workers_do_not_answer_fails_and_says_how_to_start_them() {
         err.contains("none of the workers") && err.contains("sluice worker --listen"),
         "{err}"
     );
+}
+
+#[test]
+fn both_conformance_corpora_on_two_workers_pass_as_in_one_process() {
+    sluice_distributed::register();
+    let workers: Vec<Worker> = (0..2).map(|_| Worker::start()).collect();
+    let list: Vec<&str> = workers.iter().map(|w| w.address.as_str()).collect();
+    let conf = vec![("sluice.distributed.workers".to_string(), list.join(","))];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let public = std::env::var("SLUICE_CONFORMANCE_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| root.join("../../shared/conformance/scenarios"));
+    let own = root.join("conformance/scenarios");
+    let outcomes = sluice_conformance::run_paths_with(
+        &[public, own],
+        &[sluice_conformance::Variant::Plain],
+        &conf,
+        false,
+    )
+    .unwrap();
+    assert!(outcomes.len() > 150, "{} scenarios", outcomes.len());
+    let expected = sluice_conformance::expected_plain_failures();
+    let wrong: Vec<String> = outcomes
+        .iter()
+        .filter(|o| o.passed == expected.contains_key(&o.name))
+        .map(|o| format!("{}: {}", o.name, o.message.as_deref().unwrap_or("passed")))
+        .collect();
+    assert!(wrong.is_empty(), "on two workers:\n{}", wrong.join("\n"));
+    // the scenarios' batches ran on both workers
+    assert!(workers.iter().all(|w| w.tasks() > 0));
 }
