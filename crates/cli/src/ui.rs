@@ -729,6 +729,8 @@ struct QueryHistory {
     batches_total: u64,
     input_rows_total: u64,
     dropped_by_watermark_total: u64,
+    /// Tasks run per worker (a query on a cluster), summed over every micro-batch.
+    worker_tasks_total: BTreeMap<String, u64>,
 }
 
 /// The figures of a query's last progress that `/metrics` shows.
@@ -743,6 +745,19 @@ struct Latest {
     state: Option<(i64, i64)>,
     watermark_ms: Option<i64>,
     event_time_max_ms: Option<i64>,
+    /// `(worker, tasks, task milliseconds)` of a query on a cluster.
+    workers: Vec<(String, u64, u64)>,
+}
+
+/// One sample per worker: its `worker` label and `value`.
+fn worker_values(
+    workers: &[(String, u64, u64)],
+    value: impl Fn(&(String, u64, u64)) -> f64,
+) -> Vec<(Option<String>, f64)> {
+    workers
+        .iter()
+        .map(|w| (Some(format!("worker=\"{}\"", label_value(&w.0))), value(w)))
+        .collect()
 }
 
 /// ISO-8601 (`2026-09-15T12:10:00.000Z`) to epoch milliseconds.
@@ -802,6 +817,9 @@ impl History {
         q.batches_total += 1;
         q.input_rows_total += p.num_input_rows.max(0) as u64;
         q.dropped_by_watermark_total += dropped.max(0) as u64;
+        for w in &p.workers {
+            *q.worker_tasks_total.entry(w.address.clone()).or_default() += w.num_tasks;
+        }
         q.latest = Some(Latest {
             batch_id: p.batch_id,
             num_input_rows: p.num_input_rows,
@@ -824,6 +842,11 @@ impl History {
             }),
             watermark_ms: p.event_time.get("watermark").and_then(|s| epoch_ms(s)),
             event_time_max_ms: p.event_time.get("max").and_then(|s| epoch_ms(s)),
+            workers: p
+                .workers
+                .iter()
+                .map(|w| (w.address.clone(), w.num_tasks, w.task_duration_ms))
+                .collect(),
         });
     }
 
@@ -961,6 +984,39 @@ impl History {
                 }),
             ),
             (
+                "sluice_worker_tasks",
+                "gauge",
+                "Tasks each worker ran for the last micro-batch (a query on a cluster).",
+                Box::new(|q| {
+                    q.latest
+                        .as_ref()
+                        .map(|l| worker_values(&l.workers, |(_, n, _)| *n as f64))
+                        .unwrap_or_default()
+                }),
+            ),
+            (
+                "sluice_worker_task_duration_ms",
+                "gauge",
+                "Each worker's task durations for the last micro-batch, added up, in milliseconds.",
+                Box::new(|q| {
+                    q.latest
+                        .as_ref()
+                        .map(|l| worker_values(&l.workers, |(_, _, ms)| *ms as f64))
+                        .unwrap_or_default()
+                }),
+            ),
+            (
+                "sluice_worker_tasks_total",
+                "counter",
+                "Tasks each worker ran, summed over every micro-batch.",
+                Box::new(|q| {
+                    q.worker_tasks_total
+                        .iter()
+                        .map(|(w, n)| (Some(format!("worker=\"{}\"", label_value(w))), *n as f64))
+                        .collect()
+                }),
+            ),
+            (
                 "sluice_batches_total",
                 "counter",
                 "Micro-batches that reported progress.",
@@ -1048,7 +1104,8 @@ mod tests {
                 "numStateStoreInstances": 2, "customMetrics": {}
             }],
             "sources": [],
-            "sink": {"description": "noop", "numOutputRows": 0, "metrics": {}}
+            "sink": {"description": "noop", "numOutputRows": 0, "metrics": {}},
+            "workers": [{"address": "10.0.0.5:7078", "numTasks": 3, "taskDurationMs": 25}]
         }))
         .expect("a progress document")
     }
@@ -1108,6 +1165,9 @@ mod tests {
             format!("sluice_input_rows_total{{{labels}}} 200"),
             format!("sluice_watermark_ms{{{labels}}} {}", 1_789_474_200_000i64),
             format!("sluice_event_time_lag_ms{{{labels}}} 3500"),
+            format!("sluice_worker_tasks{{{labels},worker=\"10.0.0.5:7078\"}} 3"),
+            format!("sluice_worker_task_duration_ms{{{labels},worker=\"10.0.0.5:7078\"}} 25"),
+            format!("sluice_worker_tasks_total{{{labels},worker=\"10.0.0.5:7078\"}} 6"),
         ] {
             assert!(m.lines().any(|l| l == line), "no line {line:?} in\n{m}");
         }

@@ -37,11 +37,14 @@ use datafusion_proto::protobuf::PhysicalPlanNode;
 use crate::gather::{ConcatExec, InOrderExec};
 use crate::resolver::Workers;
 use crate::rows::{BatchRowsExec, SluiceCodec};
+use crate::tasks::TaskLog;
 
 /// The rule (added after DataFusion's own physical optimizer rules).
 #[derive(Debug)]
 pub(crate) struct OnWorkers {
     pub(crate) workers: Workers,
+    /// Where the driver records the tasks it reads.
+    pub(crate) log: Arc<TaskLog>,
 }
 
 /// A subtree that can run on the workers, on how many tasks, and the properties (partitions)
@@ -58,9 +61,9 @@ impl PhysicalOptimizerRule for OnWorkers {
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let workers = self.workers.urls()?.len();
-        let (plan, ship) = place(plan, workers)?;
+        let (plan, ship) = place(plan, workers, &self.log)?;
         let plan = match ship {
-            Some(s) => coalesce(plan, s)?,
+            Some(s) => coalesce(plan, s, &self.log)?,
             None => plan,
         };
         // The driver's part of a distributed plan is one partition (datafusion-distributed's
@@ -92,6 +95,7 @@ impl PhysicalOptimizerRule for OnWorkers {
 fn place(
     plan: Arc<dyn ExecutionPlan>,
     workers: usize,
+    log: &Arc<TaskLog>,
 ) -> Result<(Arc<dyn ExecutionPlan>, Option<Shippable>)> {
     if let Some((schema, parts)) = batch_rows(&plan) {
         let rows: usize = parts.iter().flatten().map(|b| b.num_rows()).sum();
@@ -110,7 +114,7 @@ fn place(
     }
     let mut placed = Vec::with_capacity(children.len());
     for child in children {
-        placed.push(place(child, workers)?);
+        placed.push(place(child, workers, log)?);
     }
     let ships = placed.len() == 1 && placed[0].1.is_some();
     if ships && runs_on_workers(&plan) && functions_travel(&plan) && encodes(&plan) {
@@ -123,7 +127,7 @@ fn place(
     let children = placed
         .into_iter()
         .map(|(child, ship)| match ship {
-            Some(s) => coalesce(child, s),
+            Some(s) => coalesce(child, s, log),
             None => Ok(child),
         })
         .collect::<Result<Vec<_>>>()?;
@@ -137,9 +141,18 @@ fn has_boundary(plan: &Arc<dyn ExecutionPlan>) -> bool {
 
 /// `plan` run on `s.tasks` workers, its output gathered on the driver in the partitions it
 /// has in one process ([`InOrderExec`]).
-fn coalesce(plan: Arc<dyn ExecutionPlan>, s: Shippable) -> Result<Arc<dyn ExecutionPlan>> {
+fn coalesce(
+    plan: Arc<dyn ExecutionPlan>,
+    s: Shippable,
+    log: &Arc<TaskLog>,
+) -> Result<Arc<dyn ExecutionPlan>> {
     let network = Arc::new(NetworkCoalesceExec::try_new(plan, s.tasks, 1)?);
-    Ok(Arc::new(InOrderExec::new(network, s.original, s.tasks)))
+    Ok(Arc::new(InOrderExec::new(
+        network,
+        s.original,
+        s.tasks,
+        Arc::clone(log),
+    )))
 }
 
 /// A scan of a batch's in-memory rows: its schema and each partition's rows (projected as the

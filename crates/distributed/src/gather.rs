@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{internal_err, Result};
@@ -12,7 +13,10 @@ use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExp
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::stream::RecordBatchReceiverStream;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion_distributed::{NetworkBoundaryExt, Stage};
 use futures::StreamExt;
+
+use crate::tasks::TaskLog;
 
 /// The partitions of `input` (a `NetworkCoalesceExec` whose tasks each ran a contiguous run of
 /// pieces, `pieces` per partition of the plan in one process) put back together, with the
@@ -22,6 +26,7 @@ pub(crate) struct InOrderExec {
     input: Arc<dyn ExecutionPlan>,
     properties: Arc<PlanProperties>,
     pieces: usize,
+    log: Arc<TaskLog>,
 }
 
 impl InOrderExec {
@@ -29,14 +34,46 @@ impl InOrderExec {
         input: Arc<dyn ExecutionPlan>,
         properties: Arc<PlanProperties>,
         pieces: usize,
+        log: Arc<TaskLog>,
     ) -> Self {
         Self {
             input,
             properties,
             pieces: pieces.max(1),
+            log,
         }
     }
+
+    /// When a piece's rows are all read: its task's worker and how long it took are recorded
+    /// (once the plan runs, the input's stage knows its workers: task `t` runs on the `t`-th).
+    fn recorder(&self) -> Option<OnEnd> {
+        let nb = self.input.as_network_boundary()?;
+        let Stage::Remote(stage) = nb.input_stage() else {
+            return None;
+        };
+        let tasks = stage.workers.len().max(1);
+        let per_task = (self.input.properties().partitioning.partition_count() / tasks).max(1);
+        let key = format!("{}/{}", stage.query_id, stage.num);
+        let workers: Vec<String> = stage
+            .workers
+            .iter()
+            .map(|u| match (u.host_str(), u.port()) {
+                (Some(h), Some(p)) => format!("{h}:{p}"),
+                _ => u.to_string(),
+            })
+            .collect();
+        let log = Arc::clone(&self.log);
+        Some(Arc::new(move |piece: usize, took: Duration| {
+            let task = piece / per_task;
+            if let Some(w) = workers.get(task) {
+                log.record(&key, task, w.clone(), took);
+            }
+        }))
+    }
 }
+
+/// Called with a partition's index and how long its rows took, once they are all read.
+type OnEnd = Arc<dyn Fn(usize, Duration) + Send + Sync>;
 
 impl DisplayAs for InOrderExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
@@ -80,6 +117,7 @@ impl ExecutionPlan for InOrderExec {
             input,
             Arc::clone(&self.properties),
             self.pieces,
+            Arc::clone(&self.log),
         )))
     }
 
@@ -99,7 +137,12 @@ impl ExecutionPlan for InOrderExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let first = partition * self.pieces;
-        in_order(&self.input, first..first + self.pieces, context)
+        in_order(
+            &self.input,
+            first..first + self.pieces,
+            context,
+            self.recorder(),
+        )
     }
 }
 
@@ -183,27 +226,34 @@ impl ExecutionPlan for ConcatExec {
             return internal_err!("ConcatExec has one partition, {partition} was asked for");
         }
         let count = self.input.properties().partitioning.partition_count();
-        in_order(&self.input, 0..count, context)
+        in_order(&self.input, 0..count, context, None)
     }
 }
 
 /// The partitions `range` of `input` one after another, each run at once on a task of its own,
-/// a few batches ahead of its reader.
+/// a few batches ahead of its reader; `on_end` is told when each has given its last row.
 fn in_order(
     input: &Arc<dyn ExecutionPlan>,
     range: std::ops::Range<usize>,
     context: Arc<TaskContext>,
+    on_end: Option<OnEnd>,
 ) -> Result<SendableRecordBatchStream> {
     let mut streams = Vec::with_capacity(range.len());
     for i in range {
         let mut builder = RecordBatchReceiverStream::builder(input.schema(), AHEAD);
         let (tx, input, ctx) = (builder.tx(), Arc::clone(input), Arc::clone(&context));
+        let on_end = on_end.clone();
         builder.spawn(async move {
+            let start = Instant::now();
             let mut rows = input.execute(i, ctx)?;
             while let Some(batch) = rows.next().await {
-                if tx.send(batch).await.is_err() {
-                    break;
+                let failed = batch.is_err();
+                if tx.send(batch).await.is_err() || failed {
+                    return Ok(());
                 }
+            }
+            if let Some(on_end) = on_end {
+                on_end(i, start.elapsed());
             }
             Ok(())
         });

@@ -13,6 +13,7 @@ mod boundary;
 mod gather;
 mod resolver;
 mod rows;
+mod tasks;
 pub mod worker;
 
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion_distributed::grpc::DefaultChannelResolver;
 use datafusion_distributed::{DistributedExt, SessionStateBuilderExt};
-use sluice::distributed::Cluster;
+use sluice::distributed::{Cluster, OnCluster};
 use sluice::error::{Result, SluiceError};
 
 pub use rows::SluiceCodec;
@@ -35,15 +36,17 @@ pub fn register() {
 struct DataFusionDistributed;
 
 impl Cluster for DataFusionDistributed {
-    fn batch_state(&self, local: SessionState, workers: &[String]) -> Result<SessionState> {
+    fn batch_state(&self, local: SessionState, workers: &[String]) -> Result<OnCluster> {
         let workers = resolver::Workers {
             addresses: workers.to_vec(),
         };
+        let log = Arc::new(tasks::TaskLog::default());
         // datafusion-distributed's own placements are off: a plan where `OnWorkers` placed no
         // boundary stays on the driver (unions and joins would otherwise ship Sluice's nodes).
-        Ok(SessionStateBuilder::new_from_existing(local)
+        let state = SessionStateBuilder::new_from_existing(local)
             .with_physical_optimizer_rule(Arc::new(boundary::OnWorkers {
                 workers: workers.clone(),
+                log: Arc::clone(&log),
             }))
             .with_distributed_worker_resolver(workers)
             // One channel cache per query: the default one is kept per `RuntimeEnv` address,
@@ -56,7 +59,8 @@ impl Cluster for DataFusionDistributed {
             .with_distributed_scale_up_leaf_node_handler(rows::scale_up)
             .with_distributed_children_isolator_unions(false)?
             .with_distributed_broadcast_joins(false)?
-            .build())
+            .build();
+        Ok(OnCluster { state, tasks: log })
     }
 
     fn is_worker_lost(&self, _error: &SluiceError, workers: &[String]) -> bool {

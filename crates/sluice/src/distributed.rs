@@ -13,17 +13,34 @@ use datafusion::execution::SessionState;
 
 use crate::conf::DISTRIBUTED_WORKERS;
 use crate::error::{class, Result, SluiceError};
+use crate::progress::WorkerProgress;
 use crate::sync::RwLockExt;
 
 /// A way to run a batch's plan on workers.
 pub trait Cluster: std::fmt::Debug + Send + Sync {
-    /// The DataFusion state a query's batches are planned with when it runs on `workers` (the
-    /// `host:port`s of [`DISTRIBUTED_WORKERS`]), built from `local`, the session's state.
-    fn batch_state(&self, local: SessionState, workers: &[String]) -> Result<SessionState>;
+    /// How a query's batches are planned when it runs on `workers` (the `host:port`s of
+    /// [`DISTRIBUTED_WORKERS`]): the DataFusion state, built from `local` (the session's), and
+    /// the query's record of the tasks they run.
+    fn batch_state(&self, local: SessionState, workers: &[String]) -> Result<OnCluster>;
 
     /// Whether the batch that failed with `error` on `workers` lost one of them: the batch is
     /// then run again, with the same offsets, on the workers that answer.
     fn is_worker_lost(&self, error: &SluiceError, workers: &[String]) -> bool;
+}
+
+/// A query's batches on a cluster: the state they are planned with and their tasks' record.
+#[derive(Debug)]
+pub struct OnCluster {
+    /// The DataFusion state every plan of the query's batches is made with.
+    pub state: SessionState,
+    /// The tasks those plans ran on the workers.
+    pub tasks: Arc<dyn WorkerTasks>,
+}
+
+/// A query's record of the tasks its batches ran on workers, for its progress (`workers`).
+pub trait WorkerTasks: std::fmt::Debug + Send + Sync {
+    /// The tasks run since the last call, per worker, by address.
+    fn take(&self) -> Vec<WorkerProgress>;
 }
 
 fn cluster() -> &'static RwLock<Option<Arc<dyn Cluster>>> {

@@ -45,6 +45,23 @@ pub struct StreamingQueryProgress {
     /// uses an object store (`s3://`, `gs://`, ... paths).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub object_store: Option<ObjectStoreProgress>,
+    /// `workers` (Sluice only): for a query on a cluster (`sluice.distributed.workers`), the
+    /// tasks of this trigger each worker ran, by address.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub workers: Vec<WorkerProgress>,
+}
+
+/// The tasks one worker ran for a trigger (Sluice only).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerProgress {
+    /// `address`: the worker's `host:port`.
+    pub address: String,
+    /// `numTasks`: the tasks it ran (a task re-run after a lost worker counts again).
+    pub num_tasks: u64,
+    /// `taskDurationMs`: its tasks' durations added up, each from the moment the driver asked
+    /// for its rows to its last row.
+    pub task_duration_ms: u64,
 }
 
 /// What a trigger asked of object stores (Sluice only; counted over the whole process, so two
@@ -222,6 +239,7 @@ mod tests {
                 metrics: BTreeMap::new(),
             },
             object_store: None,
+            workers: Vec::new(),
         };
         let v: serde_json::Value = serde_json::from_str(&p.json()).unwrap();
         for key in [

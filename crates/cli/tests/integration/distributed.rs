@@ -6,6 +6,7 @@
 //! printed; replay with `SLUICE_CHAOS_SEED=<seed>`. The test names contain `s3`. Both
 //! conformance corpora, run on two workers, pass as they pass in one process.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -176,16 +177,23 @@ fn rows_of(batches: &[RecordBatch]) -> Vec<String> {
     out
 }
 
+/// What a run gave: its rows (sorted), how many batches ran, and the tasks its progress says
+/// each worker ran (`workers`), by address.
+struct Ran {
+    rows: Vec<String>,
+    batches: usize,
+    tasks: BTreeMap<String, u64>,
+}
+
 /// Runs `q` over the events to its end (available now) with its checkpoint in a new folder of
-/// `bucket`; returns its rows, sorted, and how many batches ran. `kill` SIGKILLs that worker
-/// after that many milliseconds.
+/// `bucket`. `kill` SIGKILLs that worker after that many milliseconds.
 fn run(
     q: Query,
     input: &Path,
     bucket: &str,
     workers: Option<&mut [Worker]>,
     kill: Option<(usize, u64)>,
-) -> (Vec<String>, usize) {
+) -> Ran {
     let s = session(workers.as_deref());
     let checkpoint = format!("s3a://{bucket}/ck-{q:?}-{}", rand_suffix());
     let out: Arc<Mutex<Vec<RecordBatch>>> = Arc::default();
@@ -210,9 +218,17 @@ fn run(
         w.child.wait().unwrap();
     }
     query.await_termination().unwrap();
-    let batches = query.recent_progress().len();
+    let progress = query.recent_progress();
+    let mut tasks = BTreeMap::new();
+    for w in progress.iter().flat_map(|p| &p.workers) {
+        *tasks.entry(w.address.clone()).or_default() += w.num_tasks;
+    }
     let rows = rows_of(&out.lock().unwrap());
-    (rows, batches)
+    Ran {
+        rows,
+        batches: progress.len(),
+        tasks,
+    }
 }
 
 fn rand_suffix() -> u64 {
@@ -232,18 +248,25 @@ fn s3_windowed_join_and_dedup_on_three_workers_give_the_rows_of_one_process() {
     write_events(input.path());
     let mut workers = three_workers();
     for q in [Query::Windowed, Query::Join, Query::Dedup] {
-        let (alone, n) = run(q, input.path(), &bucket, None, None);
-        assert!(!alone.is_empty() && n >= 6, "{q:?}: {n} batches");
+        let alone = run(q, input.path(), &bucket, None, None);
+        assert!(
+            !alone.rows.is_empty() && alone.batches >= 6 && alone.tasks.is_empty(),
+            "{q:?}: {} batches",
+            alone.batches
+        );
         let before: Vec<usize> = workers.iter().map(Worker::tasks).collect();
-        let (cluster, _) = run(q, input.path(), &bucket, Some(&mut workers), None);
-        assert_eq!(cluster, alone, "{q:?} on three workers");
-        // the batches' work ran on the workers, on more than one of them
-        let busy = workers
+        let cluster = run(q, input.path(), &bucket, Some(&mut workers), None);
+        assert_eq!(cluster.rows, alone.rows, "{q:?} on three workers");
+        // the batches' work ran on the workers, on more than one of them, and the progress
+        // counts each worker's tasks as the worker ran them
+        let ran: BTreeMap<String, u64> = workers
             .iter()
             .zip(&before)
             .filter(|(w, b)| w.tasks() > **b)
-            .count();
-        assert!(busy >= 2, "{q:?}: {busy} workers ran tasks");
+            .map(|(w, b)| (w.address.clone(), (w.tasks() - b) as u64))
+            .collect();
+        assert!(ran.len() >= 2, "{q:?}: {ran:?}");
+        assert_eq!(cluster.tasks, ran, "{q:?}: progress `workers`");
     }
 }
 
@@ -265,17 +288,18 @@ fn s3_a_worker_sigkilled_at_a_random_moment_loses_no_row_and_repeats_none() {
     let input = tempfile::tempdir().unwrap();
     write_events(input.path());
     for q in [Query::Windowed, Query::Join, Query::Dedup] {
-        let (alone, _) = run(q, input.path(), &bucket, None, None);
+        let alone = run(q, input.path(), &bucket, None, None).rows;
         let mut workers = three_workers();
         let victim = (rng.next() % 3) as usize;
         let after_ms = rng.next() % 400;
-        let (cluster, _) = run(
+        let cluster = run(
             q,
             input.path(),
             &bucket,
             Some(&mut workers),
             Some((victim, after_ms)),
-        );
+        )
+        .rows;
         assert_eq!(
             cluster, alone,
             "{q:?}: worker {victim} killed after {after_ms} ms (seed {seed})"
@@ -344,4 +368,31 @@ fn both_conformance_corpora_on_two_workers_pass_as_in_one_process() {
     assert!(wrong.is_empty(), "on two workers:\n{}", wrong.join("\n"));
     // the scenarios' batches ran on both workers
     assert!(workers.iter().all(|w| w.tasks() > 0));
+}
+
+#[test]
+fn a_continuous_query_on_workers_is_refused_and_says_how_to_run_it() {
+    sluice_distributed::register();
+    let checkpoint = tempfile::tempdir().unwrap();
+    let s = Session::builder()
+        .config("sluice.distributed.workers", "127.0.0.1:7078")
+        .build()
+        .unwrap();
+    let err = s
+        .read_stream()
+        .format("rate")
+        .load_source()
+        .unwrap()
+        .write_stream()
+        .option("checkpointLocation", checkpoint.path().display())
+        .trigger(Trigger::Continuous(Duration::from_millis(300)))
+        .format("console")
+        .start()
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("continuous query on workers") && err.contains("micro-batch trigger"),
+        "{err}"
+    );
 }

@@ -57,6 +57,8 @@ pub(crate) struct StagedPlan {
     chunking: Chunking,
     /// The cluster the batches run on (`sluice.distributed.workers`), if any.
     cluster: Option<Arc<dyn crate::distributed::Cluster>>,
+    /// The tasks the batches ran on the cluster's workers.
+    worker_tasks: Option<Arc<dyn crate::distributed::WorkerTasks>>,
 }
 
 /// One stateful operator: DataFusion computes its inputs (one plan per child, reading sources
@@ -111,9 +113,12 @@ impl StagedPlan {
         hooks: TestHooks,
     ) -> Result<Self> {
         let cluster = crate::distributed::for_workers(&query_conf.distributed_workers)?;
-        let state = match &cluster {
-            Some(c) => c.batch_state(session.df_state(), &query_conf.distributed_workers)?,
-            None => session.df_state(),
+        let (state, worker_tasks) = match &cluster {
+            Some(c) => {
+                let on = c.batch_state(session.df_state(), &query_conf.distributed_workers)?;
+                (on.state, Some(on.tasks))
+            }
+            None => (session.df_state(), None),
         };
         let partitions = pinned.shuffle_partitions;
         let allow_rename = query_conf.allow_key_rename;
@@ -163,6 +168,7 @@ impl StagedPlan {
             last: IncrementalExecution::new(state, rest, partitions),
             incompatible,
             cluster,
+            worker_tasks,
             chunking: Chunking {
                 bytes: query_conf.memory.stateful_chunk_bytes(),
                 rows: hooks.stateful_input_chunk_rows(),
@@ -173,6 +179,14 @@ impl StagedPlan {
     /// The cluster the batches run on (`sluice.distributed.workers`), if any.
     pub(crate) fn cluster(&self) -> Option<&Arc<dyn crate::distributed::Cluster>> {
         self.cluster.as_ref()
+    }
+
+    /// The tasks each worker ran since the last call (none for a query in one process).
+    pub(crate) fn take_worker_tasks(&self) -> Vec<crate::progress::WorkerProgress> {
+        self.worker_tasks
+            .as_ref()
+            .map(|t| t.take())
+            .unwrap_or_default()
     }
 
     /// True when the plan defines a watermark (progress then reports `eventTime.watermark`).

@@ -146,6 +146,13 @@ impl ContinuousExecution {
             resume_after_committed_epoch,
             |provider, ctx, start| provider.create_continuous_reader(ctx, start),
         )?;
+        if !core.conf.distributed_workers.is_empty() {
+            return Err(SluiceError::not_supported_yet(format!(
+                "a continuous query on workers ({} is set); run it with a micro-batch trigger, \
+                 or unset the key to run it in this process",
+                crate::conf::DISTRIBUTED_WORKERS
+            )));
+        }
         let committed_epoch = core.checkpoint.commit_log().get_latest()?.map(|(e, _)| e);
         let plan = ContinuousPlan::try_new(&core.session, &spec.plan)?;
         let explain = plan.explain(&spec.plan);
@@ -245,6 +252,7 @@ impl ContinuousExecution {
                 num_output_rows: stats.output_rows as i64,
                 metrics: self.core.sink.metrics(),
             },
+            workers: Vec::new(),
         });
         self.epoch += 1;
         *stats = EpochStats::new(self.readers.len());

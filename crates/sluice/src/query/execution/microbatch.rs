@@ -359,6 +359,7 @@ impl MicroBatchExecution {
                 num_output_rows: batch.output_rows as i64,
                 metrics,
             },
+            workers: self.plan.take_worker_tasks(),
         });
     }
 }

@@ -136,6 +136,8 @@ pub(crate) struct TriggerProgress {
     pub event_time: BTreeMap<String, String>,
     pub state_operators: Vec<StateOperatorProgress>,
     pub sink: SinkProgress,
+    /// The tasks each worker ran (a query on a cluster).
+    pub workers: Vec<crate::progress::WorkerProgress>,
 }
 
 /// The input rate of a run's first trigger, which has no previous trigger to measure from.
@@ -227,6 +229,7 @@ impl ProgressReporter {
             sources,
             sink: t.sink,
             object_store: self.object_store_counts(),
+            workers: t.workers,
         };
         for l in &self.listeners {
             l.on_query_progress(&progress);
