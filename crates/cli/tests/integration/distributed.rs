@@ -396,3 +396,67 @@ fn a_continuous_query_on_workers_is_refused_and_says_how_to_run_it() {
         "{err}"
     );
 }
+
+/// `sluice run` of a pipeline file on two workers, named by `--workers` or by the pipeline's
+/// own `SET`: the batches' tasks run on them and its progress (`--progress json`) says so.
+#[test]
+fn sluice_run_takes_its_workers_from_the_flag_or_from_a_pipeline_set() {
+    let workers: Vec<Worker> = (0..2).map(|_| Worker::start()).collect();
+    let list = format!("{},{}", workers[0].address, workers[1].address);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    for k in 0..3u64 {
+        let body: String = (0..50u64)
+            .map(|j| {
+                format!(
+                    "{{\"event_time\": \"2026-09-15T10:{:02}:00Z\", \"user\": \"u{}\", \
+                     \"action\": \"buy\", \"amount\": {j}.5}}\n",
+                    k * 10 + j % 10,
+                    j % 4
+                )
+            })
+            .collect();
+        add_file(&input, &format!("{k}.json"), &body, k);
+    }
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/windowed_to_parquet.sql");
+    let with_set = dir.path().join("with_set.sql");
+    std::fs::write(
+        &with_set,
+        format!(
+            "SET 'sluice.distributed.workers' = '{list}';\n{}",
+            std::fs::read_to_string(&example).unwrap()
+        ),
+    )
+    .unwrap();
+    for (name, pipeline, flag) in [("flag", &example, true), ("set", &with_set, false)] {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        c.arg("run").arg(pipeline).args(["--progress", "json"]);
+        for (k, v) in [
+            ("input", input.clone()),
+            ("output", dir.path().join(format!("out-{name}"))),
+            ("checkpoint", dir.path().join(format!("ck-{name}"))),
+        ] {
+            c.arg("--set").arg(format!("{k}={}", v.display()));
+        }
+        c.args(["--set", "trigger=available-now"]);
+        if flag {
+            c.args(["--workers", &list]);
+        }
+        let out = c.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{name}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tasks: u64 = stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .flat_map(|p| p["workers"].as_array().cloned().unwrap_or_default())
+            .map(|w| w["numTasks"].as_u64().unwrap())
+            .sum();
+        assert!(tasks >= 3, "{name}: {tasks} tasks in\n{stdout}");
+    }
+    assert!(workers.iter().all(|w| w.tasks() > 0));
+}
