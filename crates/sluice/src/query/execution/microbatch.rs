@@ -109,6 +109,16 @@ impl MicroBatchExecution {
         };
         let explain = core.session.block_on(plan.explain())?;
         let on_workers = plan.cluster().is_some();
+        if on_workers {
+            log::warn!(
+                "writing to {}: its batches run on the workers of {}; this process reads each \
+                 batch's sources whole before it runs (sluice.memory.limit does not bound a \
+                 batch there yet): keep batches small with maxFilesPerTrigger / \
+                 maxBytesPerTrigger / maxOffsetsPerTrigger",
+                core.sink_description,
+                crate::conf::DISTRIBUTED_WORKERS
+            );
+        }
         let execution = MicroBatchExecution {
             committed: vec![None; sources.len()],
             tracker: WatermarkTracker::new(core.pinned.watermark_policy, 0),
