@@ -34,7 +34,7 @@ use datafusion_distributed::NetworkCoalesceExec;
 use datafusion_proto::physical_plan::AsExecutionPlan;
 use datafusion_proto::protobuf::PhysicalPlanNode;
 
-use crate::gather::{ConcatExec, InOrderExec};
+use crate::gather::GatherExec;
 use crate::resolver::Workers;
 use crate::rows::{BatchRowsExec, SluiceCodec};
 use crate::tasks::TaskLog;
@@ -70,7 +70,7 @@ impl PhysicalOptimizerRule for OnWorkers {
         // `DistributedExec` runs one); a plan that stays on the driver keeps its partitions.
         let plan: Arc<dyn ExecutionPlan> =
             if has_boundary(&plan) && plan.output_partitioning().partition_count() > 1 {
-                Arc::new(ConcatExec::new(plan))
+                Arc::new(GatherExec::concat(plan))
             } else {
                 plan
             };
@@ -140,14 +140,14 @@ fn has_boundary(plan: &Arc<dyn ExecutionPlan>) -> bool {
 }
 
 /// `plan` run on `s.tasks` workers, its output gathered on the driver in the partitions it
-/// has in one process ([`InOrderExec`]).
+/// has in one process ([`GatherExec::in_order`]).
 fn coalesce(
     plan: Arc<dyn ExecutionPlan>,
     s: Shippable,
     log: &Arc<TaskLog>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let network = Arc::new(NetworkCoalesceExec::try_new(plan, s.tasks, 1)?);
-    Ok(Arc::new(InOrderExec::new(
+    Ok(Arc::new(GatherExec::in_order(
         network,
         s.original,
         s.tasks,

@@ -1,8 +1,10 @@
-//! The driver's side of the wire: [`InOrderExec`] gives the workers' output back in the
-//! partitions the plan has in one process, and [`ConcatExec`] makes one partition of the driver's
-//! part (datafusion-distributed runs one), the partitions one after another, in order.
+//! The driver's side of the wire: [`GatherExec`] reads its input's partitions in order, in
+//! groups. Over the workers' output ([`GatherExec::in_order`]) it gives back the partitions the
+//! plan has in one process; at the head of the driver's part ([`GatherExec::concat`]) it makes
+//! one partition (datafusion-distributed runs one), the partitions one after another.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,26 +13,33 @@ use datafusion::common::{internal_err, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
-use datafusion::physical_plan::stream::RecordBatchReceiverStream;
+use datafusion::physical_plan::stream::{RecordBatchReceiverStream, RecordBatchStreamAdapter};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use datafusion_distributed::{NetworkBoundaryExt, Stage};
 use futures::StreamExt;
 
 use crate::tasks::TaskLog;
 
-/// The partitions of `input` (a `NetworkCoalesceExec` whose tasks each ran a contiguous run of
-/// pieces, `pieces` per partition of the plan in one process) put back together, with the
-/// properties the plan has in one process: partition `i` is pieces `i * pieces ..` in order.
+/// Output partition `i` is the input partitions `i * group .. (i + 1) * group`, one after
+/// another; each input partition runs at once on a task of its own, a few batches ahead of its
+/// reader.
 #[derive(Debug)]
-pub(crate) struct InOrderExec {
+pub(crate) struct GatherExec {
     input: Arc<dyn ExecutionPlan>,
     properties: Arc<PlanProperties>,
-    pieces: usize,
-    log: Arc<TaskLog>,
+    group: usize,
+    /// Where the tasks read are recorded, when the input is the workers' output.
+    log: Option<Arc<TaskLog>>,
 }
 
-impl InOrderExec {
-    pub(crate) fn new(
+/// How many batches each input partition runs ahead of the one being read.
+const AHEAD: usize = 4;
+
+impl GatherExec {
+    /// `input`, a `NetworkCoalesceExec` whose tasks each ran a contiguous run of pieces,
+    /// `pieces` per partition of the plan in one process, put back into those partitions, with
+    /// `properties`, the plan's in one process. The tasks read are recorded in `log`.
+    pub(crate) fn in_order(
         input: Arc<dyn ExecutionPlan>,
         properties: Arc<PlanProperties>,
         pieces: usize,
@@ -39,14 +48,33 @@ impl InOrderExec {
         Self {
             input,
             properties,
-            pieces: pieces.max(1),
-            log,
+            group: pieces.max(1),
+            log: Some(log),
+        }
+    }
+
+    /// Every partition of `input` as one partition, in partition order (as
+    /// `collect_partitioned` gives them in one process).
+    pub(crate) fn concat(input: Arc<dyn ExecutionPlan>) -> Self {
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(input.schema()),
+            Partitioning::UnknownPartitioning(1),
+            input.properties().emission_type,
+            input.properties().boundedness,
+        ));
+        let group = input.properties().partitioning.partition_count().max(1);
+        Self {
+            input,
+            properties,
+            group,
+            log: None,
         }
     }
 
     /// When a piece's rows are all read: its task's worker and how long it took are recorded
     /// (once the plan runs, the input's stage knows its workers: task `t` runs on the `t`-th).
     fn recorder(&self) -> Option<OnEnd> {
+        let log = Arc::clone(self.log.as_ref()?);
         let nb = self.input.as_network_boundary()?;
         let Stage::Remote(stage) = nb.input_stage() else {
             return None;
@@ -62,7 +90,6 @@ impl InOrderExec {
                 _ => u.to_string(),
             })
             .collect();
-        let log = Arc::clone(&self.log);
         Some(Arc::new(move |piece: usize, took: Duration| {
             let task = piece / per_task;
             if let Some(w) = workers.get(task) {
@@ -72,22 +99,23 @@ impl InOrderExec {
     }
 }
 
-/// Called with a partition's index and how long its rows took, once they are all read.
+/// Called with an input partition's index and how long its rows took, once all are read.
 type OnEnd = Arc<dyn Fn(usize, Duration) + Send + Sync>;
 
-impl DisplayAs for InOrderExec {
+impl DisplayAs for GatherExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
             f,
-            "InOrderExec: partitions={}",
-            self.properties.partitioning.partition_count()
+            "GatherExec: partitions={}, {} input partitions each",
+            self.properties.partitioning.partition_count(),
+            self.group
         )
     }
 }
 
-impl ExecutionPlan for InOrderExec {
+impl ExecutionPlan for GatherExec {
     fn name(&self) -> &str {
-        "InOrderExec"
+        "GatherExec"
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
@@ -111,14 +139,14 @@ impl ExecutionPlan for InOrderExec {
         _options: ReplaceChildrenOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let (Some(input), true) = (children.pop(), children.is_empty()) else {
-            return internal_err!("InOrderExec has one child");
+            return internal_err!("GatherExec has one child");
         };
-        Ok(Arc::new(Self::new(
+        Ok(Arc::new(Self {
             input,
-            Arc::clone(&self.properties),
-            self.pieces,
-            Arc::clone(&self.log),
-        )))
+            properties: Arc::clone(&self.properties),
+            group: self.group,
+            log: self.log.clone(),
+        }))
     }
 
     fn with_new_children(
@@ -136,97 +164,13 @@ impl ExecutionPlan for InOrderExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let first = partition * self.pieces;
-        in_order(
-            &self.input,
-            first..first + self.pieces,
-            context,
-            self.recorder(),
-        )
-    }
-}
-
-/// Every partition of `input` as one partition: each partition runs at once on a task of its
-/// own, a few batches ahead, and their rows come out partition after partition, in order (as
-/// `collect_partitioned` gives them in one process).
-#[derive(Debug)]
-pub(crate) struct ConcatExec {
-    input: Arc<dyn ExecutionPlan>,
-    properties: Arc<PlanProperties>,
-}
-
-/// How many batches each partition runs ahead of the one being read.
-const AHEAD: usize = 4;
-
-impl ConcatExec {
-    pub(crate) fn new(input: Arc<dyn ExecutionPlan>) -> Self {
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(input.schema()),
-            Partitioning::UnknownPartitioning(1),
-            input.properties().emission_type,
-            input.properties().boundedness,
-        ));
-        Self { input, properties }
-    }
-}
-
-impl DisplayAs for ConcatExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "ConcatExec")
-    }
-}
-
-impl ExecutionPlan for ConcatExec {
-    fn name(&self) -> &str {
-        "ConcatExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let (Some(input), true) = (children.pop(), children.is_empty()) else {
-            return internal_err!("ConcatExec has one child");
-        };
-        Ok(Arc::new(Self::new(input)))
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-        )
-    }
-
-    fn execute(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
-        if partition != 0 {
-            return internal_err!("ConcatExec has one partition, {partition} was asked for");
+        if partition >= self.properties.partitioning.partition_count() {
+            return internal_err!("GatherExec has no partition {partition}");
         }
-        let count = self.input.properties().partitioning.partition_count();
-        in_order(&self.input, 0..count, context, None)
+        let first = partition * self.group;
+        let inputs = self.input.properties().partitioning.partition_count();
+        let range = first.min(inputs)..(first + self.group).min(inputs);
+        in_order(&self.input, range, context, self.recorder())
     }
 }
 
@@ -234,7 +178,7 @@ impl ExecutionPlan for ConcatExec {
 /// a few batches ahead of its reader; `on_end` is told when each has given its last row.
 fn in_order(
     input: &Arc<dyn ExecutionPlan>,
-    range: std::ops::Range<usize>,
+    range: Range<usize>,
     context: Arc<TaskContext>,
     on_end: Option<OnEnd>,
 ) -> Result<SendableRecordBatchStream> {
@@ -259,10 +203,8 @@ fn in_order(
         });
         streams.push(builder.build());
     }
-    Ok(Box::pin(
-        datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
-            input.schema(),
-            futures::stream::iter(streams).flatten(),
-        ),
-    ))
+    Ok(Box::pin(RecordBatchStreamAdapter::new(
+        input.schema(),
+        futures::stream::iter(streams).flatten(),
+    )))
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use arrow::array::{Array, Int64Array, StringArray, TimestampMicrosecondArray};
 
@@ -110,15 +110,7 @@ fn chaos(pipeline: &str, root: &Path, seed: u64, kills: usize) -> Vec<(i64, i64,
 }
 
 fn seed() -> u64 {
-    std::env::var("SLUICE_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
+    crate::support::chaos_seed()
 }
 
 fn kills() -> usize {

@@ -17,7 +17,7 @@ use arrow::array::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use sluice::{Session, StreamFrame, Trigger};
 
-use crate::support::{add_file, endpoint, new_bucket, Rng, S3A};
+use crate::support::{add_file, chaos_rng, endpoint, new_bucket, S3A};
 
 /// A `sluice worker` process, killed when dropped; its log lines (RUST_LOG=info) kept.
 struct Worker {
@@ -272,18 +272,8 @@ fn s3_windowed_join_and_dedup_on_three_workers_give_the_rows_of_one_process() {
 
 #[test]
 fn s3_a_worker_sigkilled_at_a_random_moment_loses_no_row_and_repeats_none() {
-    let seed = std::env::var("SLUICE_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    println!("SLUICE_CHAOS_SEED={seed}");
-    let mut rng = Rng(seed);
+    let mut rng = chaos_rng();
+    let seed = rng.0;
     let bucket = new_bucket("cluster-kill");
     let input = tempfile::tempdir().unwrap();
     write_events(input.path());

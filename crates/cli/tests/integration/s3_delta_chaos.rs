@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{endpoint, new_bucket, Rng, S3A};
+use crate::support::{chaos_rng, endpoint, new_bucket, S3A};
 
 fn pipeline(bucket: &str) -> String {
     let mut sql = format!("SET 'spark.hadoop.fs.s3a.endpoint' = '{}';\n", endpoint());
@@ -34,17 +34,8 @@ fn s3_file_to_delta_keeps_every_row_exactly_once_across_30_sigkills() {
     let python = std::env::var("SLUICE_TEST_PYTHON").unwrap_or_else(|_| {
         panic!("$SLUICE_TEST_PYTHON is not set: scripts/test sets it (the venv with Python deltalake, scripts/connect-venv)")
     });
-    let seed = std::env::var("SLUICE_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    println!("chaos seed {seed} (replay with SLUICE_CHAOS_SEED={seed})");
-    let mut rng = Rng(seed.max(1));
+    let mut rng = chaos_rng();
+    let seed = rng.0;
     let bucket = new_bucket("chaos");
     let conf: BTreeMap<String, String> = S3A
         .iter()

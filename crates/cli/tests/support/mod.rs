@@ -44,6 +44,29 @@ pub fn ts_events(times: &[&str]) -> String {
         .collect()
 }
 
+/// A chaos test's seed: `$SLUICE_CHAOS_SEED`, or the clock (never 0).
+pub fn chaos_seed() -> u64 {
+    std::env::var("SLUICE_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
+        .max(1)
+}
+
+/// A random generator for a chaos test, seeded by [`chaos_seed`]; the seed is printed so that a
+/// failure can be replayed.
+#[cfg(any(feature = "delta", feature = "distributed"))]
+pub fn chaos_rng() -> Rng {
+    let seed = chaos_seed();
+    println!("chaos seed {seed} (replay with SLUICE_CHAOS_SEED={seed})");
+    Rng(seed)
+}
+
 /// A xorshift generator: the chaos tests' random kill times and inputs, replayable by seed.
 pub struct Rng(pub u64);
 
