@@ -5,7 +5,7 @@
 //! corpora); every other scenario must pass, and a listed scenario that starts passing fails
 //! the plain test until it is taken off the list.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use sluice_conformance::ScenarioOutcome;

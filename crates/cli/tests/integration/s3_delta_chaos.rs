@@ -7,7 +7,6 @@
 //! printed; replay with `SLUICE_CHAOS_SEED=<seed>`. The test name contains `s3`.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
