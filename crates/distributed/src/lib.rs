@@ -6,7 +6,7 @@
 //! What runs where, for now: the driver reads the sources (every source's rows are read before
 //! the batch) and runs the stateful operators and watermark nodes; the stateless work over the
 //! rows (projections, filters, partial aggregations) runs on the workers, the rows split into
-//! one slice per worker and sent with the plan ([`boundary`]). A batch that loses a worker runs
+//! one slice per worker and sent with the plan (`boundary.rs`). A batch that loses a worker runs
 //! again, with the same offsets, on the workers that answer.
 
 mod boundary;

@@ -208,8 +208,8 @@ pub(crate) fn scale_up(
     )
 }
 
-/// Carries Sluice's nodes to the workers: a [`BatchRowsExec`] as its partition count, then each
-/// partition's rows as an Arrow IPC stream (length first).
+/// Carries Sluice's nodes to the workers: a `BatchRowsExec` (a batch's rows) as its partition
+/// count, then each partition's rows as an Arrow IPC stream (length first).
 #[derive(Debug, Default)]
 pub struct SluiceCodec;
 
