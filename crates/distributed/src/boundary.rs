@@ -3,8 +3,8 @@
 //!
 //! A source's rows (an in-memory scan) become a [`BatchRowsExec`] split over the workers; the
 //! nodes above it that work row by row or partition by partition and that the wire carries
-//! (projections, filters, partial aggregations, ..) run with it, on every worker; a
-//! `NetworkCoalesceExec` brings their output back to the driver below the first node that needs
+//! (projections, filters, Spark's generators, partial aggregations) run with it, on every
+//! worker; a `NetworkCoalesceExec` brings their output back to the driver below the first node that needs
 //! all of it, or that must run where the query loop is (a watermark node, whose event times the
 //! driver reads; a stateful operator's input is the end of its stage plan). The rule places the
 //! boundaries itself, so datafusion-distributed does not add its own.
@@ -34,9 +34,10 @@ use datafusion_distributed::NetworkCoalesceExec;
 use datafusion_proto::physical_plan::AsExecutionPlan;
 use datafusion_proto::protobuf::PhysicalPlanNode;
 
+use crate::codec::SluiceCodec;
 use crate::gather::GatherExec;
 use crate::resolver::Workers;
-use crate::rows::{BatchRowsExec, SluiceCodec};
+use crate::rows::BatchRowsExec;
 use crate::tasks::TaskLog;
 
 /// The rule (added after DataFusion's own physical optimizer rules).
@@ -184,7 +185,8 @@ fn batch_rows(plan: &Arc<dyn ExecutionPlan>) -> Option<(SchemaRef, Vec<Vec<Recor
 /// workers' stages drop one at their head, which would change the partitions the driver
 /// reads.)
 fn runs_on_workers(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    plan.is::<ProjectionExec>()
+    sluice::distributed::generate_parts(plan).is_some()
+        || plan.is::<ProjectionExec>()
         || plan.is::<FilterExec>()
         || plan.is::<CooperativeExec>()
         || plan

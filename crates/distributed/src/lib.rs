@@ -5,11 +5,12 @@
 //!
 //! What runs where, for now: the driver reads the sources (every source's rows are read before
 //! the batch) and runs the stateful operators and watermark nodes; the stateless work over the
-//! rows (projections, filters, partial aggregations) runs on the workers, the rows split into
-//! one slice per worker and sent with the plan (`boundary.rs`). A batch that loses a worker runs
-//! again, with the same offsets, on the workers that answer.
+//! rows (projections, filters, Spark's generators, partial aggregations) runs on the workers,
+//! the rows split into one slice per worker and sent with the plan (`boundary.rs`). A batch
+//! that loses a worker runs again, with the same offsets, on the workers that answer.
 
 mod boundary;
+mod codec;
 mod gather;
 mod resolver;
 mod rows;
@@ -24,7 +25,7 @@ use datafusion_distributed::{DistributedExt, SessionStateBuilderExt};
 use sluice::distributed::{Cluster, OnCluster};
 use sluice::error::{Result, SluiceError};
 
-pub use rows::SluiceCodec;
+pub use codec::SluiceCodec;
 
 /// Lets every query of the process that sets `sluice.distributed.workers` run on the workers.
 pub fn register() {

@@ -1,6 +1,6 @@
 //! A batch's rows on their way to the workers: [`BatchRowsExec`], the leaf that takes the place of
 //! a source's in-memory rows in a batch's plan, split into one slice per task (each task's rows
-//! travel with its plan, as Arrow IPC), and [`SluiceCodec`], which carries it over the wire.
+//! travel with its plan, as Arrow IPC).
 
 use std::fmt;
 use std::io::Cursor;
@@ -21,7 +21,6 @@ use datafusion_distributed::{
     DesiredTaskCountEvent, DesiredTaskCountEventResponse, DistributedLeafExec,
     ScaleUpLeafNodeEvent, ScaleUpLeafNodeEventResponse,
 };
-use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
 /// A batch's rows (one source's, or an operator's output, projected as its scan reads them), in
 /// the scan's partitions. Before the plan is split over the workers it holds every partition;
@@ -107,6 +106,50 @@ fn runs(parts: &[Vec<RecordBatch>], tasks: usize) -> Vec<Vec<Vec<RecordBatch>>> 
                 .collect()
         })
         .collect()
+}
+
+impl BatchRowsExec {
+    /// The partition count, then each partition's rows as an Arrow IPC stream (length first).
+    pub(crate) fn encode(&self, buf: &mut Vec<u8>) -> Result<()> {
+        buf.extend_from_slice(&(self.parts.len() as u32).to_le_bytes());
+        for part in &self.parts {
+            let mut ipc = Vec::new();
+            let mut writer = StreamWriter::try_new(&mut ipc, &self.schema)?;
+            for batch in part {
+                writer.write(batch)?;
+            }
+            writer.finish()?;
+            drop(writer);
+            buf.extend_from_slice(&(ipc.len() as u64).to_le_bytes());
+            buf.extend_from_slice(&ipc);
+        }
+        Ok(())
+    }
+
+    /// What [`Self::encode`] wrote.
+    pub(crate) fn decode(buf: &[u8]) -> Result<Self> {
+        let mut at = 0usize;
+        let mut take = |n: usize| -> Result<&[u8]> {
+            let out = buf
+                .get(at..at + n)
+                .ok_or_else(|| DataFusionError::Internal("a truncated BatchRowsExec".into()))?;
+            at += n;
+            Ok(out)
+        };
+        let count = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
+        let mut schema = None;
+        let mut parts = Vec::with_capacity(count);
+        for _ in 0..count {
+            let len = u64::from_le_bytes(take(8)?.try_into().expect("8 bytes")) as usize;
+            let reader = StreamReader::try_new(Cursor::new(take(len)?), None)?;
+            schema.get_or_insert_with(|| reader.schema());
+            parts.push(reader.collect::<Result<Vec<_>, _>>()?);
+        }
+        let Some(schema) = schema else {
+            return internal_err!("a BatchRowsExec without partitions");
+        };
+        Ok(Self::from_parts(schema, parts))
+    }
 }
 
 impl DisplayAs for BatchRowsExec {
@@ -208,70 +251,6 @@ pub(crate) fn scale_up(
     )
 }
 
-/// Carries Sluice's nodes to the workers: a `BatchRowsExec` (a batch's rows) as its partition
-/// count, then each partition's rows as an Arrow IPC stream (length first).
-#[derive(Debug, Default)]
-pub struct SluiceCodec;
-
-impl PhysicalExtensionCodec for SluiceCodec {
-    fn try_decode(
-        &self,
-        buf: &[u8],
-        inputs: &[Arc<dyn ExecutionPlan>],
-        _ctx: &TaskContext,
-        _proto_converter: &dyn PhysicalProtoConverterExtension,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if !inputs.is_empty() {
-            return internal_err!("BatchRowsExec has no inputs, got {}", inputs.len());
-        }
-        let mut at = 0usize;
-        let mut take = |n: usize| -> Result<&[u8]> {
-            let out = buf
-                .get(at..at + n)
-                .ok_or_else(|| DataFusionError::Internal("a truncated BatchRowsExec".into()))?;
-            at += n;
-            Ok(out)
-        };
-        let count = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
-        let mut schema = None;
-        let mut parts = Vec::with_capacity(count);
-        for _ in 0..count {
-            let len = u64::from_le_bytes(take(8)?.try_into().expect("8 bytes")) as usize;
-            let reader = StreamReader::try_new(Cursor::new(take(len)?), None)?;
-            schema.get_or_insert_with(|| reader.schema());
-            parts.push(reader.collect::<Result<Vec<_>, _>>()?);
-        }
-        let Some(schema) = schema else {
-            return internal_err!("a BatchRowsExec without partitions");
-        };
-        Ok(Arc::new(BatchRowsExec::from_parts(schema, parts)))
-    }
-
-    fn try_encode(
-        &self,
-        node: Arc<dyn ExecutionPlan>,
-        buf: &mut Vec<u8>,
-        _proto_converter: &dyn PhysicalProtoConverterExtension,
-    ) -> Result<()> {
-        let Some(rows) = node.downcast_ref::<BatchRowsExec>() else {
-            return internal_err!("Sluice's codec cannot encode {}", node.name());
-        };
-        buf.extend_from_slice(&(rows.parts.len() as u32).to_le_bytes());
-        for part in &rows.parts {
-            let mut ipc = Vec::new();
-            let mut writer = StreamWriter::try_new(&mut ipc, &rows.schema)?;
-            for batch in part {
-                writer.write(batch)?;
-            }
-            writer.finish()?;
-            drop(writer);
-            buf.extend_from_slice(&(ipc.len() as u64).to_le_bytes());
-            buf.extend_from_slice(&ipc);
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,7 +321,7 @@ mod tests {
     }
 
     #[test]
-    fn the_codec_carries_every_partition_and_row() {
+    fn encoded_rows_come_back_with_every_partition_and_row() {
         let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
         let parts = vec![
             vec![batch(&schema, 0, 4)],
@@ -350,17 +329,9 @@ mod tests {
             vec![batch(&schema, 4, 6)],
         ];
         let exec = BatchRowsExec::from_parts(schema.clone(), parts);
-        let (codec, converter) = (
-            SluiceCodec,
-            datafusion_proto::physical_plan::DefaultPhysicalProtoConverter {},
-        );
         let mut buf = Vec::new();
-        codec
-            .try_encode(Arc::new(exec.clone()), &mut buf, &converter)
-            .unwrap();
-        let ctx = TaskContext::default();
-        let back = codec.try_decode(&buf, &[], &ctx, &converter).unwrap();
-        let back = back.downcast_ref::<BatchRowsExec>().unwrap();
+        exec.encode(&mut buf).unwrap();
+        let back = BatchRowsExec::decode(&buf).unwrap();
         assert_eq!(back.schema, schema);
         assert_eq!(values(&back.parts), values(&exec.parts));
         assert_eq!(back.properties.partitioning.partition_count(), 3);

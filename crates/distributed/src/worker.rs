@@ -11,7 +11,7 @@ use datafusion_distributed::{
 };
 use tonic::transport::Server;
 
-use crate::rows::SluiceCodec;
+use crate::codec::SluiceCodec;
 
 /// Serves a worker on `listen` until the process ends, on the runtime of a default Sluice
 /// session, whose functions (Spark's function library and Sluice's own) it has, so a plan's

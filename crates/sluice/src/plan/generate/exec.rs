@@ -362,6 +362,62 @@ impl GenerateExec {
     }
 }
 
+impl GenerateExec {
+    /// The node as parts another crate can carry (`crate::distributed::generate_parts`).
+    pub(crate) fn parts(&self) -> crate::distributed::GenerateParts {
+        let (generator, stack_rows) = match self.f {
+            GenFn::Explode { with_pos: false } => ("explode", 0),
+            GenFn::Explode { with_pos: true } => ("posexplode", 0),
+            GenFn::Inline => ("inline", 0),
+            GenFn::Stack { rows } => ("stack", rows),
+            GenFn::JsonTuple => ("json_tuple", 0),
+        };
+        crate::distributed::GenerateParts {
+            generator: generator.to_string(),
+            stack_rows,
+            outer: self.outer,
+            args: self.args.clone(),
+            kept: self.kept.clone(),
+            generated: self.schema.fields()[self.kept.len()..]
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect(),
+        }
+    }
+
+    /// The node over `input` from its parts; `None` for a generator it does not know.
+    pub(crate) fn from_parts(
+        input: Arc<dyn ExecutionPlan>,
+        parts: crate::distributed::GenerateParts,
+    ) -> Option<Self> {
+        let f = match parts.generator.as_str() {
+            "explode" => GenFn::Explode { with_pos: false },
+            "posexplode" => GenFn::Explode { with_pos: true },
+            "inline" => GenFn::Inline,
+            "stack" => GenFn::Stack {
+                rows: parts.stack_rows,
+            },
+            "json_tuple" => GenFn::JsonTuple,
+            _ => return None,
+        };
+        if parts
+            .kept
+            .iter()
+            .any(|&i| i >= input.schema().fields().len())
+        {
+            return None;
+        }
+        Some(Self::new(
+            input,
+            f,
+            parts.outer,
+            parts.args,
+            parts.kept,
+            parts.generated,
+        ))
+    }
+}
+
 impl DisplayAs for GenerateExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
