@@ -37,17 +37,17 @@ stop_workers() {
   pids=()
 }
 trap stop_workers EXIT
-# start_workers N: N workers on free ports; prints their list (host:port,...).
+# start_workers N: N workers on free ports; their list (host:port,...) in $worker_list.
 start_workers() {
-  local list="" i
+  local i
+  worker_list=""
   for i in $(seq "$1"); do
     local log="$DIR/worker-$i.log"
     "$SLUICE_BIN" worker --listen 127.0.0.1:0 >"$log" 2>&1 &
     pids+=("$!")
     for _ in $(seq 100); do grep -q "listening on" "$log" && break; sleep 0.1; done
-    list="$list${list:+,}$(sed -n 's/^Sluice worker listening on //p' "$log")"
+    worker_list="$worker_list${worker_list:+,}$(sed -n 's/^Sluice worker listening on //p' "$log")"
   done
-  echo "$list"
 }
 # Peak RSS of the running workers, in bytes, space separated.
 workers_rss() {
@@ -68,7 +68,8 @@ for run in $(seq "$RUNS"); do
     for workload in windowed overhead; do
       conf=()
       if [ "$n" -gt 0 ]; then
-        conf=(--conf "sluice.distributed.workers=$(start_workers "$n")")
+        start_workers "$n"
+        conf=(--conf "sluice.distributed.workers=$worker_list")
       fi
       if [ "$workload" = windowed ]; then
         args=(--workload windowed --input "$DIR/events-$ROWS")
@@ -94,7 +95,7 @@ def med(bench, key, n):
 def wrss(n):
     v = [max(r["worker_rss"]) for r in rows if r["bench"] == "windowed" and r["workers"] == n and r["worker_rss"]]
     return statistics.median(v) / 2**20 if v else 0.0
-print("windowed workload (median of the runs) and the stateless 1-row-batch overhead")
+print("windowed workload (median of the runs) and the per-batch overhead (2-row batches)")
 print(f"{'workers':>7} {'rows/s':>12} {'driver RSS MB':>14} {'worker RSS MB':>14} {'batch ms (2 rows)':>17}")
 for n in ns:
     print(f"{n:>7} {med('windowed', 'rows_per_second', n):>12,.0f} {med('windowed', 'peak_rss_bytes', n) / 2**20:>14.0f} "
