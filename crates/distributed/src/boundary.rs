@@ -185,7 +185,7 @@ fn batch_rows(plan: &Arc<dyn ExecutionPlan>) -> Option<(SchemaRef, Vec<Vec<Recor
 /// workers' stages drop one at their head, which would change the partitions the driver
 /// reads.)
 fn runs_on_workers(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    sluice::distributed::generate_parts(plan).is_some()
+    sluice::generate_parts(plan).is_some()
         || plan.is::<ProjectionExec>()
         || plan.is::<FilterExec>()
         || plan.is::<CooperativeExec>()

@@ -14,7 +14,8 @@ use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 use datafusion_proto::protobuf;
 use prost::Message;
-use sluice::distributed::{generate_exec, generate_parts, GenerateParts};
+use sluice::distributed::GenerateParts;
+use sluice::{generate_exec, generate_parts};
 
 use crate::rows::BatchRowsExec;
 

@@ -12,11 +12,9 @@ use std::sync::{Arc, OnceLock, RwLock};
 use arrow::datatypes::Field;
 use datafusion::execution::SessionState;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_plan::ExecutionPlan;
 
 use crate::conf::DISTRIBUTED_WORKERS;
 use crate::error::{class, Result, SluiceError};
-use crate::plan::generate::exec::GenerateExec;
 use crate::progress::WorkerProgress;
 use crate::sync::RwLockExt;
 
@@ -78,7 +76,8 @@ pub(crate) fn for_workers(workers: &[String]) -> Result<Option<Arc<dyn Cluster>>
 }
 
 /// A `GenerateExec` (Spark's generators: `explode`, `posexplode`, `inline`, `stack`,
-/// `json_tuple`, their `_outer` forms) as the parts a [`Cluster`] carries to its workers.
+/// `json_tuple`, their `_outer` forms) as the parts a [`Cluster`] carries to its workers
+/// ([`crate::generate_parts`], [`crate::generate_exec`]).
 #[derive(Debug, Clone)]
 pub struct GenerateParts {
     /// `explode`, `posexplode`, `inline`, `stack` or `json_tuple`.
@@ -93,28 +92,4 @@ pub struct GenerateParts {
     pub kept: Vec<usize>,
     /// The generated columns, after the kept ones.
     pub generated: Vec<Field>,
-}
-
-/// `plan`'s parts when it is a `GenerateExec`.
-pub fn generate_parts(plan: &Arc<dyn ExecutionPlan>) -> Option<GenerateParts> {
-    plan.downcast_ref::<GenerateExec>().map(GenerateExec::parts)
-}
-
-/// The `GenerateExec` of `parts` over `input`; an error for parts that do not make one (an
-/// unknown generator, a kept column `input` does not have).
-pub fn generate_exec(
-    input: Arc<dyn ExecutionPlan>,
-    parts: GenerateParts,
-) -> Result<Arc<dyn ExecutionPlan>> {
-    let what = format!(
-        "{} over {} columns",
-        parts.generator,
-        input.schema().fields().len()
-    );
-    match GenerateExec::from_parts(input, parts) {
-        Some(exec) => Ok(Arc::new(exec)),
-        None => Err(SluiceError::internal(format!(
-            "a generator node that does not fit its input: {what}"
-        ))),
-    }
 }

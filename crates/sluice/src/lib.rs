@@ -90,6 +90,8 @@ pub use frame::{GroupedFrame, KeyedFrame, StreamFrame};
 pub use operators::flat_map_groups_with_state::{GroupState, GroupStateTimeout};
 pub use operators::window::{session_window, sliding_window, window};
 pub use pipeline::Pipeline;
+/// Spark's generator node as parts a cluster carries to its workers (`sluice-distributed`).
+pub use plan::generate::exec::{generate_exec, generate_parts};
 pub use plan::generate::{
     explode, explode_outer, inline, inline_outer, multi_alias, posexplode, posexplode_outer, stack,
 };

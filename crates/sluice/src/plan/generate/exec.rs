@@ -418,6 +418,31 @@ impl GenerateExec {
     }
 }
 
+/// `plan`'s parts when it is a `GenerateExec` (for a [`crate::distributed::Cluster`] to carry
+/// it to its workers).
+pub fn generate_parts(plan: &Arc<dyn ExecutionPlan>) -> Option<crate::distributed::GenerateParts> {
+    plan.downcast_ref::<GenerateExec>().map(GenerateExec::parts)
+}
+
+/// The `GenerateExec` of `parts` over `input`; an error for parts that do not make one (an
+/// unknown generator, a kept column `input` does not have).
+pub fn generate_exec(
+    input: Arc<dyn ExecutionPlan>,
+    parts: crate::distributed::GenerateParts,
+) -> crate::error::Result<Arc<dyn ExecutionPlan>> {
+    let what = format!(
+        "{} over {} columns",
+        parts.generator,
+        input.schema().fields().len()
+    );
+    match GenerateExec::from_parts(input, parts) {
+        Some(exec) => Ok(Arc::new(exec)),
+        None => Err(crate::error::SluiceError::internal(format!(
+            "a generator node that does not fit its input: {what}"
+        ))),
+    }
+}
+
 impl DisplayAs for GenerateExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
