@@ -64,13 +64,63 @@ impl Cluster for DataFusionDistributed {
         Ok(OnCluster { state, tasks: log })
     }
 
-    fn is_worker_lost(&self, _error: &SluiceError, workers: &[String]) -> bool {
+    fn is_worker_lost(&self, error: &SluiceError, workers: &[String]) -> bool {
         // A batch that failed while one of its workers is gone is run again on the others
         // (whatever the error said: a lost worker surfaces as a transport error, a broken
-        // stream or a task that is not found).
+        // stream or a task that is not found); so is one whose connection to a worker broke
+        // (a dying worker's connections can close before its port does, so the probe may still
+        // find it: the next plan's probe leaves it out).
         let workers = resolver::Workers {
             addresses: workers.to_vec(),
         };
-        workers.one_is_lost()
+        broken_wire(&error.to_string()) || workers.one_is_lost()
+    }
+}
+
+/// Whether `message` is the transport's (a connection to a worker closed, reset, refused or
+/// cancelled; an HTTP/2 stream broken), not the query's.
+fn broken_wire(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "transport error",
+        "h2 protocol error",
+        "broken pipe",
+        "connection refused",
+        "connection closed",
+        "connection reset",
+        "operation was canceled",
+        "service was not ready",
+    ]
+    .iter()
+    .any(|needle| m.contains(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::broken_wire;
+
+    #[test]
+    fn transport_failures_are_told_from_the_querys_own_errors() {
+        for seen in [
+            "batch 1: External error: code: 'The operation was cancelled', message: \"operation \
+             was canceled\", source: tonic::transport::Error(Transport, hyper::Error(Canceled, \
+             \"connection closed\"))",
+            "batch 3: External error: code: 'Unknown error', message: \"transport error\", \
+             source: tonic::transport::Error(Transport, hyper::Error(Io, Custom { kind: \
+             BrokenPipe, error: \"stream closed because of a broken pipe\" }))",
+            "batch 0: External error: code: 'Unknown error', message: \"h2 protocol error: error \
+             reading a body from connection\"",
+            "batch 0: tonic::transport::Error(Transport, ConnectError(ConnectError(\"tcp connect \
+             error\", 127.0.0.1:34207, Os { code: 111, kind: ConnectionRefused, message: \
+             \"Connection refused\" })))",
+        ] {
+            assert!(broken_wire(seen), "{seen}");
+        }
+        for own in [
+            "[CAST_INVALID_INPUT] batch 2: The value 'x' of the type \"STRING\" cannot be cast",
+            "[MALFORMED_RECORD_IN_PARSING.WITHOUT_SUGGESTION] batch 1: reading FileStreamSource",
+        ] {
+            assert!(!broken_wire(own), "{own}");
+        }
     }
 }
