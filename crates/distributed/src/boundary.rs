@@ -61,21 +61,29 @@ impl PhysicalOptimizerRule for OnWorkers {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let workers = self.workers.urls()?.len();
-        let (plan, ship) = place(plan, workers, &self.log)?;
+        // The workers are probed once per plan, and only when it has rows to ship.
+        let mut answering = None;
+        let mut workers = || -> Result<usize> {
+            if answering.is_none() {
+                answering = Some(self.workers.urls()?.len());
+            }
+            Ok(answering.unwrap_or(0))
+        };
+        let (plan, ship) = place(plan, &mut workers, &self.log)?;
         let plan = match ship {
             Some(s) => coalesce(plan, s, &self.log)?,
             None => plan,
         };
         // The driver's part of a distributed plan is one partition (datafusion-distributed's
         // `DistributedExec` runs one); a plan that stays on the driver keeps its partitions.
-        let plan: Arc<dyn ExecutionPlan> =
-            if has_boundary(&plan) && plan.output_partitioning().partition_count() > 1 {
-                Arc::new(GatherExec::concat(plan))
-            } else {
-                plan
-            };
-        if log::log_enabled!(log::Level::Debug) && has_boundary(&plan) {
+        if !has_boundary(&plan) {
+            return Ok(plan);
+        }
+        let plan: Arc<dyn ExecutionPlan> = match plan.output_partitioning().partition_count() {
+            1 => plan,
+            _ => Arc::new(GatherExec::concat(plan)),
+        };
+        if log::log_enabled!(log::Level::Debug) {
             let shown = datafusion::physical_plan::displayable(plan.as_ref()).indent(true);
             log::debug!("a batch's plan on the workers:\n{shown}");
         }
@@ -95,13 +103,13 @@ impl PhysicalOptimizerRule for OnWorkers {
 /// can run on the workers.
 fn place(
     plan: Arc<dyn ExecutionPlan>,
-    workers: usize,
+    workers: &mut dyn FnMut() -> Result<usize>,
     log: &Arc<TaskLog>,
 ) -> Result<(Arc<dyn ExecutionPlan>, Option<Shippable>)> {
     if let Some((schema, parts)) = batch_rows(&plan) {
         let rows: usize = parts.iter().flatten().map(|b| b.num_rows()).sum();
-        let tasks = workers.min(rows);
         // Fewer than two tasks: nothing to gain from the wire.
+        let tasks = if rows < 2 { rows } else { workers()?.min(rows) };
         if tasks < 2 {
             return Ok((plan, None));
         }
