@@ -227,6 +227,39 @@ fn with_children(
     )
 }
 
+/// Whether every function of `exprs` (logical expressions, a stateful operator's) is, by name,
+/// the same function on a worker.
+pub(crate) fn exprs_travel(exprs: &[datafusion::logical_expr::Expr]) -> bool {
+    use datafusion::logical_expr::Expr;
+    let Some(worker) = worker_functions() else {
+        return false;
+    };
+    let mut travel = true;
+    for expr in exprs {
+        let _ = expr.apply(|e| {
+            let same = match e {
+                Expr::ScalarFunction(f) => worker
+                    .scalars
+                    .get(f.func.name())
+                    .is_some_and(|w| **w == *f.func),
+                Expr::AggregateFunction(f) => worker
+                    .aggregates
+                    .get(f.func.name())
+                    .is_some_and(|w| **w == *f.func),
+                Expr::WindowFunction(_) | Expr::ScalarSubquery(_) | Expr::Exists(_) => false,
+                _ => true,
+            };
+            travel &= same;
+            Ok(if same {
+                TreeNodeRecursion::Continue
+            } else {
+                TreeNodeRecursion::Stop
+            })
+        });
+    }
+    travel
+}
+
 /// The functions a worker has: a default session's (the worker's session is one).
 struct WorkerFunctions {
     scalars: HashMap<String, Arc<ScalarUDF>>,

@@ -14,6 +14,7 @@ mod codec;
 mod gather;
 mod resolver;
 mod rows;
+mod state;
 mod tasks;
 pub mod worker;
 
@@ -74,6 +75,30 @@ impl Cluster for DataFusionDistributed {
             addresses: workers.to_vec(),
         };
         broken_wire(&error.to_string()) || workers.one_is_lost()
+    }
+
+    fn answering(&self, workers: &[String]) -> Result<Vec<String>> {
+        let workers = resolver::Workers {
+            addresses: workers.to_vec(),
+        };
+        let answering: Vec<String> = workers.answering().into_iter().map(String::from).collect();
+        if answering.is_empty() {
+            // The error that names the workers and how to start them.
+            workers.urls().map_err(SluiceError::from)?;
+        }
+        Ok(answering)
+    }
+
+    fn exprs_travel(&self, exprs: &[datafusion::logical_expr::Expr]) -> bool {
+        boundary::exprs_travel(exprs)
+    }
+
+    fn run_state_task(
+        &self,
+        worker: &str,
+        task: sluice::distributed::StateTask,
+    ) -> Result<sluice::distributed::StateTaskOutput> {
+        state::run_on(worker, task)
     }
 }
 

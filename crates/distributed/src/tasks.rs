@@ -13,6 +13,8 @@ use sluice::progress::WorkerProgress;
 #[derive(Debug, Default)]
 pub(crate) struct TaskLog {
     tasks: Mutex<HashMap<String, (String, Duration)>>,
+    /// Stateful tasks recorded, to name each one.
+    stateful: std::sync::atomic::AtomicU64,
 }
 
 impl TaskLog {
@@ -40,6 +42,13 @@ impl WorkerTasks for TaskLog {
             w.task_duration_ms += took.as_millis() as u64;
         }
         per.into_values().collect()
+    }
+
+    fn ran(&self, worker: &str, took: Duration) {
+        let n = self
+            .stateful
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.record("stateful", n as usize, worker.to_string(), took);
     }
 }
 

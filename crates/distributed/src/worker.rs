@@ -28,6 +28,7 @@ async fn serve_on(
     listening: impl FnOnce(SocketAddr),
     functions: SessionState,
 ) -> sluice::error::Result<()> {
+    let state_tasks = crate::state::StateTasks::server(&functions);
     let worker = Worker::from_session_builder(move |ctx: WorkerQueryContext| {
         let functions = functions.clone();
         async move { Ok(worker_state(ctx, &functions)) }
@@ -46,6 +47,7 @@ async fn serve_on(
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     Server::builder()
         .add_service(worker.into_worker_server())
+        .add_service(state_tasks)
         .serve_with_incoming(incoming)
         .await
         .map_err(|e| sluice::error::SluiceError::internal(format!("sluice worker: {e}")))

@@ -9,8 +9,13 @@
 
 use std::sync::{Arc, OnceLock, RwLock};
 
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
 use arrow::datatypes::Field;
+use datafusion::common::DFSchemaRef;
 use datafusion::execution::SessionState;
+use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::conf::DISTRIBUTED_WORKERS;
@@ -28,6 +33,44 @@ pub trait Cluster: std::fmt::Debug + Send + Sync {
     /// Whether the batch that failed with `error` on `workers` lost one of them: the batch is
     /// then run again, with the same offsets, on the workers that answer.
     fn is_worker_lost(&self, error: &SluiceError, workers: &[String]) -> bool;
+
+    /// The workers of `workers` that answer now, in the order given: a stateful operator's
+    /// state partitions are shared out among them, in that order, for one batch.
+    /// Fails when none answers.
+    fn answering(&self, workers: &[String]) -> Result<Vec<String>>;
+
+    /// Whether every function of `exprs` is, by name, the same function on a worker, so that a
+    /// stateful operator built from them there computes what it computes here.
+    fn exprs_travel(&self, exprs: &[Expr]) -> bool;
+
+    /// Runs one [`StateTask`] on `worker` (a `host:port` of [`Cluster::answering`]) and waits
+    /// for its output. A worker runs it with [`crate::run_state_task`].
+    fn run_state_task(&self, worker: &str, task: StateTask) -> Result<StateTaskOutput>;
+}
+
+/// A stateful operator's batch on one worker: the state partitions it owns, the rows of those
+/// partitions, and what it needs to build the operator. Its parts are what a [`Cluster`]
+/// carries: `spec` is the engine's own text, `schemas` and `exprs` are DataFusion's logical
+/// schemas and expressions (the operator's node, for the worker to build it as the driver did).
+#[derive(Debug, Clone)]
+pub struct StateTask {
+    /// The operator, its state and the batch (JSON, read by [`crate::run_state_task`]).
+    pub spec: String,
+    /// The logical schemas of the operator's node (its input's, its output's).
+    pub schemas: Vec<DFSchemaRef>,
+    /// The expression lists of the operator's node (an aggregation's keys and aggregates).
+    pub exprs: Vec<Vec<Expr>>,
+    /// Each input's rows for this task (one entry per input of the operator).
+    pub inputs: Vec<Vec<RecordBatch>>,
+}
+
+/// What a [`StateTask`] gives back: its output rows and its part of the operator's progress.
+#[derive(Debug, Clone)]
+pub struct StateTaskOutput {
+    /// The operator's output rows from the task's partitions.
+    pub rows: Vec<RecordBatch>,
+    /// The task's `StateOperatorProgress`, as JSON.
+    pub progress: String,
 }
 
 /// A query's batches on a cluster: the state they are planned with and their tasks' record.
@@ -43,6 +86,9 @@ pub struct OnCluster {
 pub trait WorkerTasks: std::fmt::Debug + Send + Sync {
     /// The tasks run since the last call, per worker, by address.
     fn take(&self) -> Vec<WorkerProgress>;
+
+    /// Records a task `worker` ran, which took `took` (a stateful operator's task).
+    fn ran(&self, worker: &str, took: Duration);
 }
 
 fn cluster() -> &'static RwLock<Option<Arc<dyn Cluster>>> {

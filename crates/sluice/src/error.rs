@@ -318,6 +318,55 @@ impl SluiceError {
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// The error as text for another process of a cluster (a worker's error, for its driver to
+    /// fail with): its fault, class and message. [`SluiceError::from_wire`] reads it back.
+    pub fn to_wire(&self) -> String {
+        let fault = match self.fault {
+            Fault::Query => "query",
+            Fault::Input => "input",
+            Fault::Checkpoint => "checkpoint",
+            Fault::Connector => "connector",
+            Fault::NotSupportedYet => "notSupportedYet",
+            Fault::Internal => "internal",
+        };
+        serde_json::json!({"fault": fault, "class": self.class, "message": self.message})
+            .to_string()
+    }
+
+    /// The error [`SluiceError::to_wire`] wrote, or `None` for other text.
+    pub fn from_wire(text: &str) -> Option<Self> {
+        let v: serde_json::Value = serde_json::from_str(text).ok()?;
+        let fault = match v.get("fault")?.as_str()? {
+            "query" => Fault::Query,
+            "input" => Fault::Input,
+            "checkpoint" => Fault::Checkpoint,
+            "connector" => Fault::Connector,
+            "notSupportedYet" => Fault::NotSupportedYet,
+            "internal" => Fault::Internal,
+            _ => return None,
+        };
+        let class = intern_class(v.get("class")?.as_str()?);
+        Some(Self::new(fault, class, v.get("message")?.as_str()?))
+    }
+}
+
+/// A class named by another process, as the `&'static str` every class is (each distinct name
+/// is kept once for the life of the process).
+fn intern_class(name: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static CLASSES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut classes = CLASSES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = classes.get(name) {
+        return c;
+    }
+    let c: &'static str = Box::leak(name.to_string().into_boxed_str());
+    classes.insert(c);
+    c
 }
 
 impl Clone for SluiceError {

@@ -626,7 +626,7 @@ impl MemoryStream {
 }
 
 /// Conf keys object stores are built from (`spark.hadoop.fs.s3a.endpoint`, ...).
-fn is_storage_key(key: &str) -> bool {
+pub(crate) fn is_storage_key(key: &str) -> bool {
     key.starts_with("spark.hadoop.") || key.starts_with("sluice.storage.")
 }
 

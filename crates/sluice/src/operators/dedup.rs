@@ -33,8 +33,8 @@ use super::stateful::event_time::{
     event_time_column, is_event_time, key_event_time_index, to_micros,
 };
 use super::stateful::{
-    BatchContext, OperatorOutput, OutputRows, PartitionedStores, StageInput, StateInfo,
-    StatefulOperator,
+    partition_of, BatchContext, OperatorOutput, OutputRows, PartitionedStores, Routed, Routing,
+    StageInput, StateInfo, StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
 use crate::progress::StateOperatorProgress;
@@ -480,6 +480,41 @@ impl StatefulOperator for StreamingDeduplicate {
     fn keep_late_rows(&mut self) -> Result<SchemaRef> {
         self.late_rows = Some(Vec::new());
         Ok(self.input_schema.clone())
+    }
+
+    /// A worker drops late rows itself, so the late-row output keeps the operator here.
+    fn routes(&self) -> bool {
+        self.late_rows.is_none()
+    }
+
+    /// Each row goes to the owner of its key's partition, late or not (its worker drops it).
+    fn route(
+        &mut self,
+        mut inputs: Vec<StageInput>,
+        _ctx: &BatchContext,
+        routing: Routing,
+    ) -> Result<Routed> {
+        let input = inputs
+            .pop()
+            .ok_or_else(|| SluiceError::internal("a deduplication without its input"))?;
+        let mut routed = Routed::new(routing, 1);
+        input.for_each_chunk(|chunk, _| {
+            let batch = concat_batches(&self.input_schema, &chunk)?;
+            drop(chunk);
+            let keys: Vec<ArrayRef> = self
+                .key_columns
+                .iter()
+                .map(|c| batch.column(*c).clone())
+                .collect();
+            let partitions: Vec<usize> = match self.layout.key().encode(&keys)? {
+                Some(rows) => (0..batch.num_rows())
+                    .map(|i| partition_of(rows.row(i).data(), routing.partitions))
+                    .collect(),
+                None => vec![partition_of(&[], routing.partitions); batch.num_rows()],
+            };
+            routed.push(0, &batch, &partitions)
+        })?;
+        Ok(routed)
     }
 
     fn take_late_rows(&mut self) -> Vec<RecordBatch> {

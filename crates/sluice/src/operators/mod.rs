@@ -21,14 +21,17 @@ pub(crate) mod window;
 #[cfg(test)]
 mod golden_tests;
 
-use datafusion::logical_expr::{Aggregate, Join, LogicalPlan};
+use std::sync::Arc;
+
+use datafusion::common::DFSchemaRef;
+use datafusion::logical_expr::{Aggregate, EmptyRelation, Expr, Join, LogicalPlan};
 
 use self::aggregate::StreamingAggregate;
 use self::dedup::{Deduplicate, StreamingDeduplicate};
 use self::flat_map_groups_with_state::{FlatMapGroupsWithState, StreamingFlatMapGroupsWithState};
 use self::join::StreamingJoin;
 use self::stateful::{OperatorRunner, StateInfo, StatefulOperator};
-use crate::error::Result;
+use crate::error::{Result, SluiceError};
 use crate::types::OutputMode;
 
 /// A stateful node of a logical plan: what [`create_operator`] builds an operator for.
@@ -63,7 +66,7 @@ impl StatefulNode {
                         let (qualifier, field) = schema.qualified_field_with_unqualified_name(k)?;
                         let column =
                             datafusion::common::Column::new(qualifier.cloned(), field.name());
-                        Ok(datafusion::logical_expr::Expr::Column(column).sort(true, true))
+                        Ok(Expr::Column(column).sort(true, true))
                     })
                     .collect::<Result<Vec<_>>>()?;
                 vec![
@@ -86,13 +89,100 @@ pub(crate) fn create_operator(
     mode: OutputMode,
     info: &StateInfo,
 ) -> Result<OperatorRunner> {
-    let operator: Box<dyn StatefulOperator> = match node {
+    OperatorRunner::try_new(build_operator(node, mode, info)?, info)
+}
+
+/// The operator for `node` (not yet driven: [`OperatorRunner`] drives it).
+pub(crate) fn build_operator(
+    node: &StatefulNode,
+    mode: OutputMode,
+    info: &StateInfo,
+) -> Result<Box<dyn StatefulOperator>> {
+    Ok(match node {
         StatefulNode::Aggregate(agg) => Box::new(StreamingAggregate::try_new(agg, mode, info)?),
         StatefulNode::Join(j) => Box::new(StreamingJoin::try_new(j, info)?),
         StatefulNode::FlatMapGroupsWithState(f) => {
             Box::new(StreamingFlatMapGroupsWithState::try_new(f, info)?)
         }
         StatefulNode::Deduplicate(d) => Box::new(StreamingDeduplicate::try_new(d, info)?),
-    };
-    OperatorRunner::try_new(operator, info)
+    })
+}
+
+/// Which operator a node is, for a worker to build it ([`StatefulNode::to_parts`]).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum NodeSpec {
+    /// An aggregation: schemas `[input, output]`, expressions `[keys, aggregates]`.
+    Aggregate,
+    /// A deduplication: schemas `[input]`.
+    Deduplicate {
+        keys: Vec<String>,
+        within_watermark: bool,
+    },
+}
+
+impl StatefulNode {
+    /// The node as parts a cluster carries to a worker: which operator, its logical schemas and
+    /// expressions (its inputs are not carried: the worker is handed their rows). `None` for
+    /// the operators that do not run on workers yet (stream-stream joins, and
+    /// `flatMapGroupsWithState`, whose function is Rust code of the driver's process).
+    pub(crate) fn to_parts(&self) -> Option<(NodeSpec, Vec<DFSchemaRef>, Vec<Vec<Expr>>)> {
+        match self {
+            StatefulNode::Aggregate(agg) => Some((
+                NodeSpec::Aggregate,
+                vec![Arc::clone(agg.input.schema()), Arc::clone(&agg.schema)],
+                vec![agg.group_expr.clone(), agg.aggr_expr.clone()],
+            )),
+            StatefulNode::Deduplicate(d) => Some((
+                NodeSpec::Deduplicate {
+                    keys: d.keys.clone(),
+                    within_watermark: d.within_watermark,
+                },
+                vec![Arc::clone(d.input.schema())],
+                vec![],
+            )),
+            StatefulNode::Join(_) | StatefulNode::FlatMapGroupsWithState(_) => None,
+        }
+    }
+
+    /// The node of [`Self::to_parts`]'s parts, its inputs empty relations of their schemas.
+    pub(crate) fn from_parts(
+        spec: &NodeSpec,
+        schemas: &[DFSchemaRef],
+        exprs: &[Vec<Expr>],
+    ) -> Result<StatefulNode> {
+        let empty = |schema: &DFSchemaRef| {
+            Arc::new(LogicalPlan::EmptyRelation(EmptyRelation {
+                produce_one_row: false,
+                schema: Arc::clone(schema),
+            }))
+        };
+        let missing = || SluiceError::internal("a stateful node's parts are missing some");
+        Ok(match spec {
+            NodeSpec::Aggregate => {
+                let (Some(input), Some(output), Some(keys), Some(aggs)) =
+                    (schemas.first(), schemas.get(1), exprs.first(), exprs.get(1))
+                else {
+                    return Err(missing());
+                };
+                StatefulNode::Aggregate(Aggregate::try_new_with_schema(
+                    empty(input),
+                    keys.clone(),
+                    aggs.clone(),
+                    Arc::clone(output),
+                )?)
+            }
+            NodeSpec::Deduplicate {
+                keys,
+                within_watermark,
+            } => {
+                let input = schemas.first().ok_or_else(missing)?;
+                StatefulNode::Deduplicate(Deduplicate::try_new(
+                    empty(input).as_ref().clone(),
+                    keys.clone(),
+                    *within_watermark,
+                )?)
+            }
+        })
+    }
 }

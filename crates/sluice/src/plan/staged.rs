@@ -16,6 +16,7 @@ use crate::checkpoint::CheckpointDir;
 use crate::conf::{PinnedConf, StreamingConf};
 use crate::error::{Result, SluiceError};
 use crate::operators::create_operator;
+use crate::operators::stateful::remote::{OnWorkers, Remote};
 use crate::operators::stateful::{BatchContext, Chunking, OperatorRunner, StageInput, StateInfo};
 use crate::operators::watermark::{watermark_nodes, EventTimeStats};
 use crate::plan::incremental::{BatchInputs, PlannedBatch};
@@ -129,6 +130,19 @@ impl StagedPlan {
             local_cache: query_conf.local_cache,
             ..Default::default()
         };
+        let on_workers = cluster.as_ref().map(|c| OnWorkers {
+            cluster: Arc::clone(c),
+            workers: query_conf.distributed_workers.clone(),
+            log: worker_tasks.clone(),
+            plan: uuid::Uuid::new_v4().to_string(),
+            storage: session
+                .conf_keys()
+                .into_iter()
+                .filter(|k| crate::session::is_storage_key(k))
+                .filter_map(|k| session.conf(&k).map(|v| (k, v)))
+                .collect(),
+            chunk_bytes: query_conf.memory.stateful_chunk_bytes(),
+        });
         let mut stages = Vec::new();
         let mut rest = plan;
         let mut incompatible = None;
@@ -143,7 +157,15 @@ impl StagedPlan {
                 hooks,
             };
             let operator = match create_operator(&node, mode, &info) {
-                Ok(op) => op,
+                Ok(mut op) => {
+                    let remote = on_workers
+                        .as_ref()
+                        .and_then(|on| Remote::for_node(&node, mode, &info, on));
+                    if let Some(remote) = remote {
+                        op.on_workers(remote);
+                    }
+                    op
+                }
                 Err(e) if is_state_schema_error(&e) => {
                     incompatible = Some(e);
                     break;

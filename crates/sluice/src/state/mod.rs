@@ -409,6 +409,11 @@ pub trait StateStore: Send {
     fn abort(&mut self);
     /// Size and activity numbers.
     fn metrics(&self) -> StateStoreMetrics;
+    /// The partition's state is on another worker of a cluster: this store stands for it, has
+    /// no pairs and takes no changes. False for every store that holds state.
+    fn is_elsewhere(&self) -> bool {
+        false
+    }
 }
 
 /// Owns the state of one store id and hands out its versions.

@@ -29,7 +29,7 @@ mod session;
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
 use arrow::compute::concat_batches;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::DFSchema;
@@ -48,7 +48,8 @@ use self::session::SessionIndex;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::key_event_time_index;
 use super::stateful::{
-    BatchContext, OperatorOutput, PartitionedStores, StageInput, StateInfo, StatefulOperator,
+    partition_of, BatchContext, OperatorOutput, PartitionedStores, Routed, Routing, StageInput,
+    StateInfo, StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
 use crate::state::layout::aggregate::AggregateLayout;
@@ -175,6 +176,9 @@ pub(crate) struct StreamingAggregate {
     /// The state held by the operator between batches (`live`), when its aggregates allow it;
     /// else the state is kept in the stores and read and written back every batch.
     live: Option<LiveAggregation>,
+    /// On a worker: the input is the driver's row instances and their keys
+    /// ([`Self::routed_schema`]), late ones already dropped.
+    routed_in: bool,
 }
 
 impl std::fmt::Debug for StreamingAggregate {
@@ -252,6 +256,7 @@ impl StreamingAggregate {
             sessions: None,
             late_rows: None,
             live: None,
+            routed_in: false,
         }
         .with_session_index()?
         .with_live_state(info)
@@ -300,7 +305,7 @@ impl StreamingAggregate {
         // The keys each partition's chunks touched, once the batch has more than one chunk.
         let mut touched: Option<Vec<TouchedKeys>> = None;
         input.for_each_chunk(|chunk, last| {
-            let batch = concat_batches(&self.input_schema, &chunk)?;
+            let batch = concat_batches(&self.chunk_schema(), &chunk)?;
             drop(chunk);
             if !last && touched.is_none() {
                 touched = Some(vec![TouchedKeys::default(); self.partitions]);
@@ -340,6 +345,16 @@ impl StreamingAggregate {
         late_us: i64,
         dropped: &mut u64,
     ) -> Result<(RecordBatch, Vec<ArrayRef>)> {
+        if self.routed_in {
+            let n = self.slim_schema.fields().len();
+            let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+            let rows = RecordBatch::try_new_with_options(
+                self.slim_schema.clone(),
+                batch.columns()[..n].to_vec(),
+                &options,
+            )?;
+            return Ok((rows, batch.columns()[n..].to_vec()));
+        }
         let mut instances = self.assign_instances(&batch, late_us)?;
         self.keep_late(&batch, std::mem::take(&mut instances.late_rows))?;
         *dropped += instances.dropped;
@@ -364,7 +379,7 @@ impl StreamingAggregate {
         let mut dropped = 0u64;
         let mut updates_ms = 0i64;
         input.for_each_chunk(|chunk, _| {
-            let batch = concat_batches(&self.input_schema, &chunk)?;
+            let batch = concat_batches(&self.chunk_schema(), &chunk)?;
             drop(chunk);
             let (rows, key_arrays) = self.chunk_instances(batch, late_us, &mut dropped)?;
             updates_ms += self.live_update(live, &rows, &key_arrays)?;
@@ -382,6 +397,38 @@ impl StreamingAggregate {
             (totals.updated, totals.removed, dropped),
             (updates_ms, totals.removals_ms),
         ))
+    }
+}
+
+impl StreamingAggregate {
+    /// The schema of a chunk of this operator's input: its input rows', or on a worker the
+    /// routed instances'.
+    fn chunk_schema(&self) -> SchemaRef {
+        if self.routed_in {
+            self.routed_schema()
+        } else {
+            self.input_schema.clone()
+        }
+    }
+
+    /// The rows a worker is handed ([`StatefulOperator::route`]): each row instance's columns
+    /// the aggregates read, then its key columns.
+    fn routed_schema(&self) -> SchemaRef {
+        let mut fields: Vec<Arc<Field>> = self.slim_schema.fields().iter().cloned().collect();
+        fields.extend(self.key_fields.iter().enumerate().map(|(i, f)| {
+            Arc::new(Field::new(format!("#key{i}"), f.data_type().clone(), true))
+        }));
+        Arc::new(Schema::new(fields))
+    }
+
+    /// The state partition of each of `n` instances, by their keys.
+    fn instance_partitions(&self, n: usize, key_arrays: &[ArrayRef]) -> Result<Vec<usize>> {
+        Ok(match self.layout.key().encode(key_arrays)? {
+            Some(rows) => (0..n)
+                .map(|i| partition_of(rows.row(i).data(), self.partitions))
+                .collect(),
+            None => vec![partition_of(&[], self.partitions); n],
+        })
     }
 }
 
@@ -449,6 +496,49 @@ impl StatefulOperator for StreamingAggregate {
             kept.clear();
         }
         self.run(stores.all_mut(), input, ctx)
+    }
+
+    /// Session windows merge across partitions of a batch in memory: they stay on the driver.
+    fn routes(&self) -> bool {
+        self.sessions.is_none()
+    }
+
+    /// The driver assigns each row its instances (a row per window it falls in), drops the late
+    /// ones (kept for the late-row output when it is on) and routes each instance by its key.
+    fn route(
+        &mut self,
+        mut inputs: Vec<StageInput>,
+        ctx: &BatchContext,
+        routing: Routing,
+    ) -> Result<Routed> {
+        let input = inputs
+            .pop()
+            .ok_or_else(|| SluiceError::internal("an aggregation without its input"))?;
+        if let Some(kept) = &mut self.late_rows {
+            kept.clear();
+        }
+        let late_us = ctx.late_watermark.as_micros().0;
+        let schema = self.routed_schema();
+        let mut routed = Routed::new(routing, 1);
+        let mut dropped = 0u64;
+        input.for_each_chunk(|chunk, _| {
+            let batch = concat_batches(&self.input_schema, &chunk)?;
+            drop(chunk);
+            let (rows, key_arrays) = self.chunk_instances(batch, late_us, &mut dropped)?;
+            let n = rows.num_rows();
+            let partitions = self.instance_partitions(n, &key_arrays)?;
+            let mut columns = rows.columns().to_vec();
+            columns.extend(key_arrays);
+            let options = RecordBatchOptions::new().with_row_count(Some(n));
+            let batch = RecordBatch::try_new_with_options(schema.clone(), columns, &options)?;
+            routed.push(0, &batch, &partitions)
+        })?;
+        routed.dropped_by_watermark = dropped as i64;
+        Ok(routed)
+    }
+
+    fn on_worker(&mut self) {
+        self.routed_in = true;
     }
 
     /// A no-data batch emits or evicts when the watermark moved and bounds the state (not in

@@ -170,6 +170,10 @@ impl StreamingAggregate {
         rows: &[u32],
         touched: Option<&mut TouchedKeys>,
     ) -> Result<PartitionOutput> {
+        if store.is_elsewhere() {
+            // Another worker's partition: none of this task's rows are in it.
+            return Ok(PartitionOutput::default());
+        }
         let t_updates = Instant::now();
         let (group_indices, first_row, group_keys) = self.group(p, batch, rows);
         let n_groups = group_keys.len();

@@ -20,8 +20,10 @@ pub(crate) mod context;
 pub(crate) mod event_time;
 pub(crate) mod input;
 pub(crate) mod output;
+pub(crate) mod remote;
 pub(crate) mod stores;
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,6 +39,7 @@ use crate::types::WatermarkMs;
 pub(crate) use context::{BatchContext, StateInfo};
 pub(crate) use input::{Chunking, StageInput};
 pub(crate) use output::OutputRows;
+pub(crate) use remote::{Routed, Routing};
 pub(crate) use stores::{partition_of, HeldVersion, PartitionedStores};
 
 /// What one batch of an operator produced: its output rows and its progress.
@@ -189,6 +192,32 @@ pub(crate) trait StatefulOperator: Send {
     fn take_late_rows(&mut self) -> Vec<RecordBatch> {
         Vec::new()
     }
+
+    /// The operator can run on a cluster's workers ([`remote`]): [`Self::route`] splits its
+    /// input by state partition. The default cannot.
+    fn routes(&self) -> bool {
+        false
+    }
+
+    /// On the driver of a cluster: splits `inputs` by the state partition of each row's key
+    /// (what each row changes in the state: Spark's shuffle by key), for `routing`'s tasks;
+    /// what a worker's operator is handed after [`Self::on_worker`]. The rows of one key go
+    /// to one task, so the workers' outputs together are this process's.
+    fn route(
+        &mut self,
+        _inputs: Vec<StageInput>,
+        _ctx: &BatchContext,
+        _routing: Routing,
+    ) -> Result<Routed> {
+        Err(SluiceError::internal(format!(
+            "{} does not run on workers",
+            self.name()
+        )))
+    }
+
+    /// The operator runs on a worker: its inputs are what [`Self::route`] gave. The default
+    /// changes nothing (an operator whose routed rows are its input rows).
+    fn on_worker(&mut self) {}
 }
 
 /// Drives one [`StatefulOperator`]: checks (or records) its state schema and opens its stores
@@ -198,6 +227,10 @@ pub(crate) struct OperatorRunner {
     operator: Box<dyn StatefulOperator>,
     providers: Vec<DefaultStateStoreProvider>,
     info: StateInfo,
+    /// The partitions whose stores this process holds (all of them, but on a worker).
+    owned: Range<usize>,
+    /// The operator runs on a cluster's workers.
+    remote: Option<remote::Remote>,
 }
 
 impl std::fmt::Debug for OperatorRunner {
@@ -217,6 +250,15 @@ impl OperatorRunner {
     /// `info.checkpoint`, then opens its stores. A schema that does not fit the checkpoint fails
     /// with a class `crate::state::schema::is_state_schema_error` recognises.
     pub(crate) fn try_new(operator: Box<dyn StatefulOperator>, info: &StateInfo) -> Result<Self> {
+        Self::owning(operator, info, 0..info.partitions)
+    }
+
+    /// [`Self::try_new`] with the stores of the partitions `owned` only (a worker's).
+    pub(crate) fn owning(
+        operator: Box<dyn StatefulOperator>,
+        info: &StateInfo,
+        owned: Range<usize>,
+    ) -> Result<Self> {
         check_state_schema(
             &info.checkpoint,
             info.operator_id,
@@ -226,13 +268,32 @@ impl OperatorRunner {
         Ok(Self {
             providers: stores::open_stores(
                 info,
+                owned.clone(),
                 operator.state_times()?,
                 operator.state_key_groups(),
                 operator.state_held_by_operator(),
             )?,
             operator,
             info: info.clone(),
+            owned,
+            remote: None,
         })
+    }
+
+    /// Runs the operator's batches on a cluster's workers (`remote`) when it can route its
+    /// input there (session windows stay): this process then keeps no store of it.
+    pub(crate) fn on_workers(&mut self, remote: remote::Remote) {
+        if !self.operator.routes() {
+            log::info!(
+                "stateful operator {} ({}) runs on the driver: it does not run on workers yet",
+                self.info.operator_id,
+                self.operator.name()
+            );
+            return;
+        }
+        self.providers.clear();
+        self.owned = 0..0;
+        self.remote = Some(remote);
     }
 
     /// Runs batch `ctx.batch_id`: opens every store at that version, runs the operator, commits
@@ -242,9 +303,28 @@ impl OperatorRunner {
         inputs: Vec<StageInput>,
         ctx: &BatchContext,
     ) -> Result<OperatorOutput> {
+        if let Some(remote) = self.remote.take() {
+            let out = if self.operator.routes() {
+                remote.process(self, inputs, ctx)
+            } else {
+                Err(SluiceError::internal(format!(
+                    "{} on workers cannot route its input",
+                    self.operator.name()
+                )))
+            };
+            self.remote = Some(remote);
+            return out;
+        }
         let result = {
-            let mut stores =
-                PartitionedStores::open(&mut self.providers, ctx.batch_id.state_version())?;
+            let mut elsewhere: Vec<stores::ElsewhereStore> = (self.owned.len()..self.info.partitions)
+                .map(|_| Default::default())
+                .collect();
+            let mut stores = PartitionedStores::open(
+                &mut self.providers,
+                &mut elsewhere,
+                self.owned.clone(),
+                ctx.batch_id.state_version(),
+            )?;
             self.operator
                 .process(inputs, &mut stores, ctx)
                 .and_then(|mut out| {
@@ -259,7 +339,7 @@ impl OperatorRunner {
                         p.custom_metrics.insert(name.to_string(), n as i64);
                     }
                     p.num_shuffle_partitions = self.info.partitions as i64;
-                    p.num_state_store_instances = self.info.partitions as i64;
+                    p.num_state_store_instances = self.owned.len() as i64;
                     Ok(out)
                 })
         };
@@ -283,8 +363,25 @@ impl OperatorRunner {
     }
 
     /// See [`StatefulOperator::keep_late_rows`].
+    /// An operator that cannot route its input with the late rows kept runs in this process.
     pub(crate) fn keep_late_rows(&mut self) -> Result<SchemaRef> {
-        self.operator.keep_late_rows()
+        let schema = self.operator.keep_late_rows()?;
+        if self.remote.is_some() && !self.operator.routes() {
+            log::info!(
+                "stateful operator {} runs on the driver: its late rows are kept",
+                self.info.operator_id
+            );
+            self.remote = None;
+            self.owned = 0..self.info.partitions;
+            self.providers = stores::open_stores(
+                &self.info,
+                self.owned.clone(),
+                self.operator.state_times()?,
+                self.operator.state_key_groups(),
+                self.operator.state_held_by_operator(),
+            )?;
+        }
+        Ok(schema)
     }
 
     /// See [`StatefulOperator::take_late_rows`].

@@ -104,6 +104,20 @@ impl OutputRows {
         Ok(())
     }
 
+    /// The rows in memory (read back from the spill file when they were spilled), at least one
+    /// batch (an empty one when there are no rows), so that they carry their schema.
+    pub(crate) fn into_batches(self) -> Result<Vec<RecordBatch>> {
+        let schema = self.schema.clone();
+        let mut batches = match self.into_relation(&schema, 2)? {
+            RelationRows::Batches(b) => b,
+            _ => return Err(SluiceError::internal("output rows read back lazily")),
+        };
+        if batches.is_empty() {
+            batches.push(RecordBatch::new_empty(schema));
+        }
+        Ok(batches)
+    }
+
     /// The rows as a relation of `schema` (the same columns; names and nullability from it)
     /// that the plan scans `scans` times: in memory, or read back from the spill file as the
     /// plan pulls them (read back first when the plan scans them more than once).

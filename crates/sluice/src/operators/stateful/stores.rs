@@ -2,12 +2,12 @@
 //! ([`PartitionedStores`]); work is spread over partitions by [`crate::sync::on_threads`], each
 //! partition on a thread of its own, as Spark runs one task per partition.
 
-use std::ops::{Index, IndexMut};
+use std::ops::{Index, IndexMut, Range};
 
-use crate::error::Result;
+use crate::error::{Result, SluiceError};
 use crate::state::{
     DefaultStateStoreProvider, KeyGroups, PairTimes, StateStore, StateStoreId, StateStoreMetrics,
-    StateStoreProvider,
+    StateStoreProvider, TimedPair,
 };
 use crate::sync::on_threads;
 use crate::testing::TestHooks;
@@ -25,21 +25,22 @@ pub(crate) fn partition_of(key: &[u8], partitions: usize) -> usize {
     (h % partitions as u64) as usize
 }
 
-/// Opens one store provider per partition under `state/<op>/<p>/`, each with a time index by
-/// `times` and key groups by `groups` when given, or its pairs held by the operator (`held`,
-/// with the in-memory store kind only).
+/// Opens one store provider per partition of `owned` under `state/<op>/<p>/`, each with a time
+/// index by `times` and key groups by `groups` when given, or its pairs held by the operator
+/// (`held`, with the in-memory store kind only).
 pub(crate) fn open_stores(
     info: &StateInfo,
+    owned: Range<usize>,
     times: Option<PairTimes>,
     groups: Option<KeyGroups>,
     held: bool,
 ) -> Result<Vec<DefaultStateStoreProvider>> {
     if held && info.store_conf.kind != crate::state::StateStoreKind::InMemory {
-        return Err(crate::error::SluiceError::internal(
+        return Err(SluiceError::internal(
             "an operator holding its own state with the on-disk state store",
         ));
     }
-    (0..info.partitions)
+    owned
         .map(|p| {
             let provider = DefaultStateStoreProvider::new(
                 StateStoreId {
@@ -104,22 +105,51 @@ impl HeldVersion {
 /// Every partition's state store, open at the batch's version (each opened once for the whole
 /// batch). Index it by partition (`stores[p]`); [`PartitionedStores::partition_of`] says which
 /// partition a key belongs to. The operator reads and stages changes; the framework commits.
+///
+/// On a worker of a cluster only the partitions the worker owns have their store; the others are
+/// [`ElsewhereStore`]s (empty, and a write to one fails the commit): the rows a worker is given
+/// are those of its partitions, so an operator never reads or writes another's.
 pub(crate) struct PartitionedStores<'a> {
     stores: Vec<&'a mut dyn StateStore>,
+    owned: Range<usize>,
     version: u64,
 }
 
 impl<'a> PartitionedStores<'a> {
-    /// Opens every provider's store at `version`.
+    /// Opens every provider's store at `version`: `providers` are the partitions `owned`, of
+    /// `elsewhere.len() + owned.len()` in all, `elsewhere` stands for the others, in order.
     pub(crate) fn open(
         providers: &'a mut [DefaultStateStoreProvider],
+        elsewhere: &'a mut [ElsewhereStore],
+        owned: Range<usize>,
         version: u64,
     ) -> Result<Self> {
-        let stores = providers
+        let mut open = providers
             .iter_mut()
             .map(|p| p.get_store(version))
-            .collect::<Result<_>>()?;
-        Ok(Self { stores, version })
+            .collect::<Result<Vec<_>>>()?
+            .into_iter();
+        let mut others = elsewhere.iter_mut();
+        let total = open.len() + others.len();
+        let mut stores: Vec<&'a mut dyn StateStore> = Vec::with_capacity(total);
+        for p in 0..total {
+            let store: Option<&'a mut dyn StateStore> = if owned.contains(&p) {
+                open.next().map(|s| s as &mut dyn StateStore)
+            } else {
+                others.next().map(|s| {
+                    s.version = version;
+                    s as &mut dyn StateStore
+                })
+            };
+            stores.push(store.ok_or_else(|| {
+                SluiceError::internal("state stores opened for a partition range they miss")
+            })?);
+        }
+        Ok(Self {
+            stores,
+            owned,
+            version,
+        })
     }
 
     /// The state version the stores were opened at (the batch id).
@@ -146,10 +176,18 @@ impl<'a> PartitionedStores<'a> {
         hooks: &TestHooks,
         batch_id: BatchId,
     ) -> Result<StateStoreMetrics> {
+        if let Some(p) = (0..self.stores.len()).find(|p| {
+            let m = self.stores[*p].metrics();
+            !self.owned.contains(p) && m.num_updated + m.num_removed > 0
+        }) {
+            return Err(SluiceError::internal(format!(
+                "a stateful operator changed state partition {p}, which another worker owns"
+            )));
+        }
+        let owned = &mut self.stores[self.owned.clone()];
         #[cfg(feature = "testing")]
         if hooks.crashes_at(crate::testing::CrashPoint::InStateCommit, batch_id.0) {
-            let mut failing: Vec<crash::CrashInCommit<'_>> = self
-                .stores
+            let mut failing: Vec<crash::CrashInCommit<'_>> = owned
                 .iter_mut()
                 .enumerate()
                 .map(|(p, s)| crash::CrashInCommit::new(&mut **s, p == 0))
@@ -162,7 +200,68 @@ impl<'a> PartitionedStores<'a> {
         }
         #[cfg(not(feature = "testing"))]
         let _ = (hooks, batch_id);
-        commit_all(&mut self.stores)
+        commit_all(owned)
+    }
+}
+
+/// The store of a partition another worker owns ([`PartitionedStores`]): no pairs, and what is
+/// staged in it is counted, so that the commit refuses it instead of losing it.
+#[derive(Debug, Default)]
+pub(crate) struct ElsewhereStore {
+    version: u64,
+    staged: u64,
+}
+
+impl StateStore for ElsewhereStore {
+    fn version(&self) -> u64 {
+        self.version
+    }
+    fn get(&self, _key: &[u8]) -> Option<&[u8]> {
+        None
+    }
+    fn put(&mut self, _key: &[u8], _value: &[u8]) {
+        self.staged += 1;
+    }
+    fn remove(&mut self, _key: &[u8]) {
+        self.staged += 1;
+    }
+    fn stage_known(&mut self, _key: &[u8], _value: Option<&[u8]>, _committed: bool) {
+        self.staged += 1;
+    }
+    fn load_committed(&self, _each: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>) -> Result<()> {
+        Ok(())
+    }
+    fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
+        Box::new(std::iter::empty())
+    }
+    fn scan_by_time(&self, _time: i64, _inclusive: bool) -> Result<Vec<TimedPair>> {
+        Ok(Vec::new())
+    }
+    fn first_time(&self) -> Result<Option<i64>> {
+        Ok(None)
+    }
+    fn scan_group(&self, _group: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(Vec::new())
+    }
+    fn num_keys(&self) -> u64 {
+        0
+    }
+    fn commit(&mut self) -> Result<u64> {
+        Err(SluiceError::internal(
+            "a commit of a state partition another worker owns",
+        ))
+    }
+    fn abort(&mut self) {
+        self.staged = 0;
+    }
+    fn metrics(&self) -> StateStoreMetrics {
+        StateStoreMetrics {
+            num_updated: self.staged,
+            ..Default::default()
+        }
+    }
+    fn is_elsewhere(&self) -> bool {
+        true
     }
 }
 

@@ -1,0 +1,396 @@
+//! Stateful operators' tasks on the workers ([`sluice::distributed::StateTask`]): carried as an
+//! Arrow Flight action (`sluice.stateTask`) on the worker's port, beside datafusion-distributed's
+//! own service. The task's node goes as DataFusion's proto messages (its schemas as `DfSchema`,
+//! its expressions as a `LogicalExprList`, functions by name), its rows as Arrow IPC; the worker
+//! answers with its output rows (Arrow IPC) and its progress, or with the error it failed with
+//! (class and message kept, [`SluiceError::to_wire`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arrow::array::RecordBatch;
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use datafusion::common::{DFSchema, DFSchemaRef};
+use datafusion::execution::{SessionState, TaskContext};
+use datafusion::logical_expr::Expr;
+use datafusion_proto::logical_plan::from_proto::parse_exprs;
+use datafusion_proto::logical_plan::to_proto::serialize_exprs;
+use datafusion_proto::logical_plan::DefaultLogicalExtensionCodec;
+use datafusion_proto::protobuf;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use prost::Message;
+use sluice::distributed::{StateTask, StateTaskOutput};
+use sluice::error::{Result, SluiceError};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status, Streaming};
+
+/// The Flight action a stateful task is.
+const STATE_TASK: &str = "sluice.stateTask";
+
+/// A task's or an output's bytes may be as large as a batch's rows.
+const MAX_MESSAGE: usize = usize::MAX;
+
+fn wire_error(what: &str, e: impl std::fmt::Display) -> SluiceError {
+    SluiceError::internal(format!("a stateful task's {what}: {e}"))
+}
+
+/// Length-prefixed sections, in order.
+#[derive(Default)]
+struct Sections(Vec<u8>);
+
+impl Sections {
+    fn push(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+/// Reads [`Sections`] back.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn next(&mut self) -> Result<&'a [u8]> {
+        let short = || wire_error("message", "it ends early");
+        let len: [u8; 8] = self.0.get(..8).ok_or_else(short)?.try_into().map_err(|_| short())?;
+        let len = u64::from_le_bytes(len) as usize;
+        let bytes = self.0.get(8..8 + len).ok_or_else(short)?;
+        self.0 = &self.0[8 + len..];
+        Ok(bytes)
+    }
+
+    fn count(&mut self) -> Result<usize> {
+        let b = self.next()?;
+        let b: [u8; 8] = b.try_into().map_err(|_| wire_error("message", "a bad count"))?;
+        Ok(u64::from_le_bytes(b) as usize)
+    }
+}
+
+fn count(s: &mut Sections, n: usize) {
+    s.push(&(n as u64).to_le_bytes());
+}
+
+/// Rows as an Arrow IPC stream (none: an empty section).
+fn ipc(batches: &[RecordBatch]) -> Result<Vec<u8>> {
+    let Some(first) = batches.first() else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let mut w = StreamWriter::try_new(&mut out, &first.schema())?;
+    for b in batches {
+        w.write(b)?;
+    }
+    w.finish()?;
+    drop(w);
+    Ok(out)
+}
+
+fn from_ipc(bytes: &[u8]) -> Result<Vec<RecordBatch>> {
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    StreamReader::try_new(bytes, None)?
+        .map(|b| b.map_err(SluiceError::from))
+        .collect()
+}
+
+/// A task as bytes.
+pub(crate) fn encode_task(task: &StateTask) -> Result<Vec<u8>> {
+    let codec = DefaultLogicalExtensionCodec {};
+    let mut s = Sections::default();
+    s.push(task.spec.as_bytes());
+    count(&mut s, task.schemas.len());
+    for schema in &task.schemas {
+        let proto = protobuf::DfSchema::try_from(schema.as_ref()).map_err(|e| wire_error("schema", e))?;
+        s.push(&proto.encode_to_vec());
+    }
+    count(&mut s, task.exprs.len());
+    for exprs in &task.exprs {
+        let expr = serialize_exprs(exprs, &codec).map_err(|e| wire_error("expressions", e))?;
+        s.push(&protobuf::LogicalExprList { expr }.encode_to_vec());
+    }
+    count(&mut s, task.inputs.len());
+    for input in &task.inputs {
+        s.push(&ipc(input)?);
+    }
+    Ok(s.0)
+}
+
+/// A task from bytes; its functions resolve in `functions` (the worker's).
+pub(crate) fn decode_task(bytes: &[u8], functions: &TaskContext) -> Result<StateTask> {
+    let codec = DefaultLogicalExtensionCodec {};
+    let mut r = Reader(bytes);
+    let spec = String::from_utf8(r.next()?.to_vec()).map_err(|e| wire_error("spec", e))?;
+    let mut schemas: Vec<DFSchemaRef> = Vec::new();
+    for _ in 0..r.count()? {
+        let proto = protobuf::DfSchema::decode(r.next()?).map_err(|e| wire_error("schema", e))?;
+        schemas.push(Arc::new(
+            DFSchema::try_from(&proto).map_err(|e| wire_error("schema", e))?,
+        ));
+    }
+    let mut exprs: Vec<Vec<Expr>> = Vec::new();
+    for _ in 0..r.count()? {
+        let list = protobuf::LogicalExprList::decode(r.next()?)
+            .map_err(|e| wire_error("expressions", e))?;
+        exprs.push(
+            parse_exprs(&list.expr, functions, &codec).map_err(|e| wire_error("expressions", e))?,
+        );
+    }
+    let mut inputs = Vec::new();
+    for _ in 0..r.count()? {
+        inputs.push(from_ipc(r.next()?)?);
+    }
+    Ok(StateTask {
+        spec,
+        schemas,
+        exprs,
+        inputs,
+    })
+}
+
+fn encode_output(out: &StateTaskOutput) -> Result<Vec<u8>> {
+    let mut s = Sections::default();
+    s.push(out.progress.as_bytes());
+    s.push(&ipc(&out.rows)?);
+    Ok(s.0)
+}
+
+fn decode_output(bytes: &[u8]) -> Result<StateTaskOutput> {
+    let mut r = Reader(bytes);
+    let progress = String::from_utf8(r.next()?.to_vec()).map_err(|e| wire_error("progress", e))?;
+    Ok(StateTaskOutput {
+        rows: from_ipc(r.next()?)?,
+        progress,
+    })
+}
+
+/// The driver's side: runs `task` on `worker` and waits for its output.
+pub(crate) fn run_on(worker: &str, task: StateTask) -> Result<StateTaskOutput> {
+    let body = encode_task(&task)?;
+    client_runtime().block_on(async {
+        let mut client = FlightServiceClient::new(channel(worker)?)
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE);
+        let action = Action {
+            r#type: STATE_TASK.to_string(),
+            body: body.into(),
+        };
+        let mut results = client
+            .do_action(action)
+            .await
+            .map_err(|s| from_status(worker, s))?
+            .into_inner();
+        let first = results
+            .next()
+            .await
+            .ok_or_else(|| wire_error("answer", format!("worker {worker} sent none")))?
+            .map_err(|s| from_status(worker, s))?;
+        decode_output(&first.body)
+    })
+}
+
+/// A worker's error: the one it failed with when it says (class and message kept), else the
+/// transport's.
+fn from_status(worker: &str, status: Status) -> SluiceError {
+    if status.code() == tonic::Code::Aborted {
+        if let Some(e) = SluiceError::from_wire(status.message()) {
+            return e;
+        }
+    }
+    SluiceError::connector(
+        sluice::error::class::IO_ERROR,
+        format!("a stateful task on worker {worker}: {status}"),
+    )
+}
+
+/// Channels by worker, made once (each reconnects when its worker comes back).
+fn channel(worker: &str) -> Result<Channel> {
+    static CHANNELS: OnceLock<Mutex<HashMap<String, Channel>>> = OnceLock::new();
+    let mut channels = CHANNELS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = channels.get(worker) {
+        return Ok(c.clone());
+    }
+    let c = Endpoint::from_shared(format!("http://{worker}"))
+        .map_err(|e| wire_error("worker address", e))?
+        .tcp_nodelay(true)
+        .connect_lazy();
+    channels.insert(worker.to_string(), c.clone());
+    Ok(c)
+}
+
+/// The runtime the driver's stateful tasks wait on (their callers are plain threads).
+fn client_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("sluice-state-tasks")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime for stateful tasks")
+    })
+}
+
+/// The worker's side: the Flight service that runs stateful tasks.
+#[derive(Clone)]
+pub(crate) struct StateTasks {
+    functions: Arc<TaskContext>,
+}
+
+impl StateTasks {
+    /// Tasks whose functions resolve in `functions` (the worker's session state).
+    pub(crate) fn server(functions: &SessionState) -> FlightServiceServer<StateTasks> {
+        FlightServiceServer::new(StateTasks {
+            functions: functions.task_ctx(),
+        })
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE)
+    }
+}
+
+type Stream<T> = BoxStream<'static, std::result::Result<T, Status>>;
+
+fn unimplemented<T>() -> std::result::Result<T, Status> {
+    Err(Status::unimplemented(
+        "a sluice worker answers datafusion-distributed's service and the action sluice.stateTask",
+    ))
+}
+
+#[tonic::async_trait]
+impl FlightService for StateTasks {
+    type HandshakeStream = Stream<HandshakeResponse>;
+    type ListFlightsStream = Stream<FlightInfo>;
+    type DoGetStream = Stream<FlightData>;
+    type DoPutStream = Stream<PutResult>;
+    type DoActionStream = Stream<arrow_flight::Result>;
+    type ListActionsStream = Stream<ActionType>;
+    type DoExchangeStream = Stream<FlightData>;
+
+    async fn handshake(
+        &self,
+        _r: Request<Streaming<HandshakeRequest>>,
+    ) -> std::result::Result<Response<Self::HandshakeStream>, Status> {
+        unimplemented()
+    }
+    async fn list_flights(
+        &self,
+        _r: Request<Criteria>,
+    ) -> std::result::Result<Response<Self::ListFlightsStream>, Status> {
+        unimplemented()
+    }
+    async fn get_flight_info(
+        &self,
+        _r: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        unimplemented()
+    }
+    async fn poll_flight_info(
+        &self,
+        _r: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<PollInfo>, Status> {
+        unimplemented()
+    }
+    async fn get_schema(
+        &self,
+        _r: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<SchemaResult>, Status> {
+        unimplemented()
+    }
+    async fn do_get(
+        &self,
+        _r: Request<Ticket>,
+    ) -> std::result::Result<Response<Self::DoGetStream>, Status> {
+        unimplemented()
+    }
+    async fn do_put(
+        &self,
+        _r: Request<Streaming<FlightData>>,
+    ) -> std::result::Result<Response<Self::DoPutStream>, Status> {
+        unimplemented()
+    }
+    async fn do_exchange(
+        &self,
+        _r: Request<Streaming<FlightData>>,
+    ) -> std::result::Result<Response<Self::DoExchangeStream>, Status> {
+        unimplemented()
+    }
+    async fn list_actions(
+        &self,
+        _r: Request<Empty>,
+    ) -> std::result::Result<Response<Self::ListActionsStream>, Status> {
+        let kinds = vec![Ok(ActionType {
+            r#type: STATE_TASK.to_string(),
+            description: "runs a stateful operator's partitions for one batch".to_string(),
+        })];
+        Ok(Response::new(futures::stream::iter(kinds).boxed()))
+    }
+
+    async fn do_action(
+        &self,
+        request: Request<Action>,
+    ) -> std::result::Result<Response<Self::DoActionStream>, Status> {
+        let action = request.into_inner();
+        if action.r#type != STATE_TASK {
+            return unimplemented();
+        }
+        let functions = Arc::clone(&self.functions);
+        let ran = tokio::task::spawn_blocking(move || {
+            let task = decode_task(&action.body, &functions)?;
+            log::info!("running a task: stateful operator ({} bytes)", action.body.len());
+            let out = sluice::run_state_task(task)?;
+            encode_output(&out)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("a stateful task panicked: {e}")))?;
+        let body = ran.map_err(|e| Status::aborted(e.to_wire()))?;
+        let result = arrow_flight::Result { body: body.into() };
+        Ok(Response::new(futures::stream::iter(vec![Ok(result)]).boxed()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::logical_expr::{col, lit};
+
+    #[test]
+    fn a_task_and_its_output_cross_the_wire_unchanged() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1, 2, 3]))])
+                .unwrap();
+        let df = Arc::new(DFSchema::try_from(schema.as_ref().clone()).unwrap());
+        let task = StateTask {
+            spec: "{\"a\":1}".into(),
+            schemas: vec![df.clone()],
+            exprs: vec![vec![col("k") + lit(1i64)], vec![]],
+            inputs: vec![vec![batch.clone()], vec![]],
+        };
+        let session = sluice::Session::builder().build().unwrap();
+        let ctx = session.context().state().task_ctx();
+        let back = decode_task(&encode_task(&task).unwrap(), &ctx).unwrap();
+        assert_eq!(back.spec, task.spec);
+        assert_eq!(back.schemas, task.schemas);
+        assert_eq!(back.exprs, task.exprs);
+        assert_eq!(back.inputs, task.inputs);
+        let out = StateTaskOutput {
+            rows: vec![batch],
+            progress: "{}".into(),
+        };
+        let back = decode_output(&encode_output(&out).unwrap()).unwrap();
+        assert_eq!(back.rows, out.rows);
+        assert_eq!(back.progress, out.progress);
+    }
+}

@@ -1,0 +1,449 @@
+//! A stateful operator on a cluster's workers (`sluice.distributed.workers`), as Spark runs a
+//! stateful operator's partition `p` in a task on an executor.
+//!
+//! The driver keeps the operator's plan and routing: each batch it shares the state partitions
+//! out among the workers that answer (worker `t` of `T` owns the partitions `p` with
+//! `p * T / P == t`, a contiguous range), splits the operator's input by the partition of each
+//! row's state key ([`StatefulOperator::route`]: Spark's shuffle by the key) and sends each
+//! worker its rows with what it needs to build the operator ([`StateTask`]). A worker
+//! ([`run_state_task`]) builds the operator as the driver did, opens the stores of its
+//! partitions at the batch's version from the shared checkpoint, runs the batch and commits
+//! version N + 1 of them, and sends back its output rows and progress; the driver concatenates
+//! them in partition order and sums the progress, as Spark sums its tasks'. A worker keeps its
+//! operator and open stores between batches while it owns the same partitions of the same
+//! query; when the workers change (one lost, one added), every partition's new owner loads it
+//! from the checkpoint.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use arrow::array::{RecordBatch, UInt32Array};
+use arrow::compute::{concat_batches, take_record_batch};
+use serde::{Deserialize, Serialize};
+
+use super::{BatchContext, Chunking, OperatorOutput, OperatorRunner, StageInput, StateInfo};
+use crate::checkpoint::CheckpointDir;
+use crate::distributed::{Cluster, StateTask, StateTaskOutput, WorkerTasks};
+use crate::error::{Result, SluiceError};
+use crate::operators::{NodeSpec, StatefulNode};
+use crate::progress::StateOperatorProgress;
+use crate::state::{LocalCacheMemory, StateStoreConf, StateStoreKind};
+use crate::sync::{on_threads, MutexExt};
+use crate::testing::TestHooks;
+use crate::types::{BatchId, OperatorId, OutputMode, WatermarkMs};
+
+/// How one batch's state partitions are shared out: `tasks` workers, `partitions` partitions.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Routing {
+    pub partitions: usize,
+    pub tasks: usize,
+}
+
+impl Routing {
+    /// The task (worker) that owns partition `p`.
+    pub(crate) fn task_of(&self, p: usize) -> usize {
+        p * self.tasks / self.partitions
+    }
+
+    /// The partitions task `t` owns.
+    fn owned(&self, t: usize) -> Range<usize> {
+        let start = (0..self.partitions)
+            .find(|p| self.task_of(*p) >= t)
+            .unwrap_or(self.partitions);
+        let end = (start..self.partitions)
+            .find(|p| self.task_of(*p) > t)
+            .unwrap_or(self.partitions);
+        start..end
+    }
+}
+
+/// An operator's input split by task ([`StatefulOperator::route`]).
+///
+/// [`StatefulOperator::route`]: super::StatefulOperator::route
+#[derive(Debug)]
+pub(crate) struct Routed {
+    routing: Routing,
+    /// Per task, per input, its rows.
+    tasks: Vec<Vec<Vec<RecordBatch>>>,
+    /// Rows the driver dropped as late while routing (`numRowsDroppedByWatermark`).
+    pub dropped_by_watermark: i64,
+}
+
+impl Routed {
+    /// Nothing routed yet, for an operator of `inputs` inputs.
+    pub(crate) fn new(routing: Routing, inputs: usize) -> Self {
+        Self {
+            tasks: vec![vec![Vec::new(); inputs]; routing.tasks],
+            routing,
+            dropped_by_watermark: 0,
+        }
+    }
+
+    /// Routes the rows of `batch` (of input `input`), row `i` to the owner of `partitions[i]`.
+    pub(crate) fn push(
+        &mut self,
+        input: usize,
+        batch: &RecordBatch,
+        partitions: &[usize],
+    ) -> Result<()> {
+        let mut per_task: Vec<Vec<u32>> = vec![Vec::new(); self.routing.tasks];
+        for (i, p) in partitions.iter().enumerate() {
+            per_task[self.routing.task_of(*p)].push(i as u32);
+        }
+        for (t, rows) in per_task.into_iter().enumerate() {
+            if !rows.is_empty() {
+                let rows = take_record_batch(batch, &UInt32Array::from(rows))?;
+                self.tasks[t][input].push(rows);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The driver's side of an operator on workers.
+pub(crate) struct Remote {
+    cluster: Arc<dyn Cluster>,
+    workers: Vec<String>,
+    log: Option<Arc<dyn WorkerTasks>>,
+    spec: TaskSpec,
+    schemas: Vec<datafusion::common::DFSchemaRef>,
+    exprs: Vec<Vec<datafusion::logical_expr::Expr>>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Remote({})", self.workers.join(","))
+    }
+}
+
+/// What a query's stateful operators need to run on a cluster.
+#[derive(Debug, Clone)]
+pub(crate) struct OnWorkers {
+    pub cluster: Arc<dyn Cluster>,
+    pub workers: Vec<String>,
+    pub log: Option<Arc<dyn WorkerTasks>>,
+    /// The query's plan, named once (a worker keeps an operator per plan and operator id).
+    pub plan: String,
+    /// The session's object store options, for the workers to reach the checkpoint.
+    pub storage: Vec<(String, String)>,
+    /// How a worker cuts its input into chunks.
+    pub chunk_bytes: usize,
+}
+
+impl Remote {
+    /// How `node`'s operator (state as `info` says, output mode `mode`) runs on the workers, or
+    /// `None` when it runs in this process: not every operator goes yet (stream-stream joins and
+    /// `flatMapGroupsWithState` stay), and an operator whose expressions use a function that is
+    /// not the same on a worker stays too.
+    pub(crate) fn for_node(
+        node: &StatefulNode,
+        mode: OutputMode,
+        info: &StateInfo,
+        on: &OnWorkers,
+    ) -> Option<Remote> {
+        let (node_spec, schemas, exprs) = node.to_parts()?;
+        if !exprs.iter().all(|e| on.cluster.exprs_travel(e)) {
+            log::info!(
+                "stateful operator {} runs on the driver: a function of it is not the same on a \
+                 worker",
+                info.operator_id
+            );
+            return None;
+        }
+        let store = &info.store_conf;
+        Some(Remote {
+            cluster: Arc::clone(&on.cluster),
+            workers: on.workers.clone(),
+            log: on.log.clone(),
+            spec: TaskSpec {
+                node: node_spec,
+                mode: mode_name(mode).to_string(),
+                plan: on.plan.clone(),
+                checkpoint: info.checkpoint.root().to_string_lossy().into_owned(),
+                operator_id: info.operator_id.0,
+                partitions: info.partitions,
+                owned: (0, 0),
+                store: StoreSpec {
+                    min_deltas_for_snapshot: store.min_deltas_for_snapshot,
+                    min_versions_to_retain: store.min_versions_to_retain,
+                    on_disk: store.kind == StateStoreKind::OnDisk,
+                    cache_bytes: store.local_cache.cache_bytes,
+                    write_buffer_bytes: store.local_cache.write_buffer_bytes,
+                },
+                allow_key_rename: info.allow_key_rename,
+                batch: BatchSpec::default(),
+                storage: on.storage.clone(),
+                chunk_bytes: on.chunk_bytes,
+            },
+            schemas,
+            exprs,
+        })
+    }
+
+    /// Runs one batch of `runner`'s operator on the workers that answer.
+    pub(crate) fn process(
+        &self,
+        runner: &mut OperatorRunner,
+        inputs: Vec<StageInput>,
+        ctx: &BatchContext,
+    ) -> Result<OperatorOutput> {
+        let workers = self.cluster.answering(&self.workers)?;
+        let routing = Routing {
+            partitions: self.spec.partitions,
+            tasks: workers.len().min(self.spec.partitions).max(1),
+        };
+        let routed = runner.operator.route(inputs, ctx, routing)?;
+        let dropped = routed.dropped_by_watermark;
+        let tasks: Vec<(String, StateTask)> = routed
+            .tasks
+            .into_iter()
+            .enumerate()
+            .map(|(t, inputs)| {
+                let owned = routing.owned(t);
+                let mut spec = self.spec.clone();
+                spec.owned = (owned.start, owned.end);
+                spec.batch = BatchSpec::of(ctx);
+                let task = StateTask {
+                    spec: serde_json::to_string(&spec)
+                        .map_err(|e| SluiceError::internal(format!("a state task's spec: {e}")))?,
+                    schemas: self.schemas.clone(),
+                    exprs: self.exprs.clone(),
+                    inputs,
+                };
+                Ok((workers[t].clone(), task))
+            })
+            .collect::<Result<_>>()?;
+        let outputs = on_threads(
+            tasks.into_iter(),
+            "a state task thread panicked",
+            |_, (worker, task)| {
+                let t = Instant::now();
+                let out = self.cluster.run_state_task(&worker, task);
+                if let (Some(log), Ok(_)) = (&self.log, &out) {
+                    log.ran(&worker, t.elapsed());
+                }
+                out
+            },
+        );
+        let mut rows: Vec<RecordBatch> = Vec::new();
+        let mut progress = StateOperatorProgress::default();
+        for out in outputs {
+            let out = out?;
+            rows.extend(out.rows);
+            let p: StateOperatorProgress = serde_json::from_str(&out.progress).map_err(|e| {
+                SluiceError::internal(format!("a worker's state progress does not parse: {e}"))
+            })?;
+            add_progress(&mut progress, p);
+        }
+        progress.num_rows_dropped_by_watermark += dropped;
+        progress.num_shuffle_partitions = self.spec.partitions as i64;
+        let schema = rows
+            .first()
+            .map(|b| b.schema())
+            .ok_or_else(|| SluiceError::internal("a state task without its output's schema"))?;
+        Ok(OperatorOutput {
+            rows: concat_batches(&schema, &rows)?.into(),
+            progress,
+        })
+    }
+}
+
+/// Adds one task's progress to the operator's (Spark sums its tasks' figures).
+fn add_progress(sum: &mut StateOperatorProgress, p: StateOperatorProgress) {
+    if sum.operator_name.is_empty() {
+        sum.operator_name = p.operator_name;
+    }
+    sum.num_rows_total += p.num_rows_total;
+    sum.num_rows_updated += p.num_rows_updated;
+    sum.num_rows_removed += p.num_rows_removed;
+    sum.all_updates_time_ms += p.all_updates_time_ms;
+    sum.all_removals_time_ms += p.all_removals_time_ms;
+    sum.commit_time_ms += p.commit_time_ms;
+    sum.num_rows_dropped_by_watermark += p.num_rows_dropped_by_watermark;
+    sum.memory_used_bytes += p.memory_used_bytes;
+    sum.num_state_store_instances += p.num_state_store_instances;
+    for (k, v) in p.custom_metrics {
+        *sum.custom_metrics.entry(k).or_default() += v;
+    }
+}
+
+fn mode_name(mode: OutputMode) -> &'static str {
+    match mode {
+        OutputMode::Append => "append",
+        OutputMode::Update => "update",
+        OutputMode::Complete => "complete",
+    }
+}
+
+/// A [`StateTask`]'s spec: the operator, its state, the partitions the worker owns, the batch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskSpec {
+    node: NodeSpec,
+    mode: String,
+    plan: String,
+    checkpoint: String,
+    operator_id: u32,
+    partitions: usize,
+    owned: (usize, usize),
+    store: StoreSpec,
+    allow_key_rename: bool,
+    batch: BatchSpec,
+    storage: Vec<(String, String)>,
+    chunk_bytes: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoreSpec {
+    min_deltas_for_snapshot: u64,
+    min_versions_to_retain: u64,
+    on_disk: bool,
+    cache_bytes: u64,
+    write_buffer_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BatchSpec {
+    id: u64,
+    timestamp_ms: i64,
+    late_watermark_ms: i64,
+    eviction_watermark_ms: i64,
+}
+
+impl BatchSpec {
+    fn of(ctx: &BatchContext) -> Self {
+        Self {
+            id: ctx.batch_id.0,
+            timestamp_ms: ctx.batch_timestamp_ms,
+            late_watermark_ms: ctx.late_watermark.0,
+            eviction_watermark_ms: ctx.eviction_watermark.0,
+        }
+    }
+}
+
+/// A worker's operators, by plan and operator id, with the partitions their stores hold.
+type Held = HashMap<(String, u32), (Range<usize>, OperatorRunner)>;
+
+/// At most this many operators are kept on a worker between batches (the oldest plan's go).
+const HELD_OPERATORS: usize = 64;
+
+fn held() -> &'static Mutex<Held> {
+    static HELD: OnceLock<Mutex<Held>> = OnceLock::new();
+    HELD.get_or_init(Default::default)
+}
+
+/// Runs a [`StateTask`] on this worker: the operator it names (kept from the last batch when
+/// this worker owned the same partitions of it), its partitions' stores at the batch's version,
+/// version N + 1 committed on the checkpoint. Blocking.
+pub fn run_state_task(task: StateTask) -> Result<StateTaskOutput> {
+    let spec: TaskSpec = serde_json::from_str(&task.spec)
+        .map_err(|e| SluiceError::internal(format!("a state task's spec does not parse: {e}")))?;
+    if !spec.storage.is_empty() {
+        let conf: HashMap<String, String> = spec.storage.iter().cloned().collect();
+        crate::storage::configure(conf.iter());
+    }
+    let owned = spec.owned.0..spec.owned.1;
+    let key = (spec.plan.clone(), spec.operator_id);
+    let kept = held().lock_unpoisoned().remove(&key);
+    let mut runner = match kept {
+        Some((range, runner)) if range == owned => runner,
+        _ => build_runner(&spec, &task, owned.clone())?,
+    };
+    let chunking = Chunking {
+        bytes: spec.chunk_bytes,
+        rows: None,
+    };
+    let inputs = task
+        .inputs
+        .into_iter()
+        .map(|b| StageInput::from_batches(b, chunking))
+        .collect();
+    let ctx = BatchContext {
+        batch_id: BatchId(spec.batch.id),
+        batch_timestamp_ms: spec.batch.timestamp_ms,
+        late_watermark: WatermarkMs(spec.batch.late_watermark_ms),
+        eviction_watermark: WatermarkMs(spec.batch.eviction_watermark_ms),
+    };
+    // A batch that fails leaves no operator behind: the next attempt loads from the checkpoint.
+    let out = runner.process(inputs, &ctx)?;
+    let progress = serde_json::to_string(&out.progress)
+        .map_err(|e| SluiceError::internal(format!("a state task's progress: {e}")))?;
+    let rows = out.rows.into_batches()?;
+    let mut kept = held().lock_unpoisoned();
+    if kept.len() >= HELD_OPERATORS {
+        let old: Vec<_> = kept.keys().filter(|k| k.0 != spec.plan).cloned().collect();
+        for k in old {
+            kept.remove(&k);
+        }
+    }
+    kept.insert(key, (owned, runner));
+    Ok(StateTaskOutput { rows, progress })
+}
+
+/// Builds the operator of `task` over the partitions `owned`, as the driver built it.
+fn build_runner(spec: &TaskSpec, task: &StateTask, owned: Range<usize>) -> Result<OperatorRunner> {
+    let node = StatefulNode::from_parts(&spec.node, &task.schemas, &task.exprs)?;
+    let mode = match spec.mode.as_str() {
+        "append" => OutputMode::Append,
+        "update" => OutputMode::Update,
+        "complete" => OutputMode::Complete,
+        other => {
+            return Err(SluiceError::internal(format!(
+                "a state task in output mode {other:?}"
+            )))
+        }
+    };
+    let info = StateInfo {
+        checkpoint: CheckpointDir::new(std::path::Path::new(&spec.checkpoint)),
+        operator_id: OperatorId(spec.operator_id),
+        partitions: spec.partitions,
+        store_conf: StateStoreConf {
+            min_deltas_for_snapshot: spec.store.min_deltas_for_snapshot,
+            min_versions_to_retain: spec.store.min_versions_to_retain,
+            kind: if spec.store.on_disk {
+                StateStoreKind::OnDisk
+            } else {
+                StateStoreKind::InMemory
+            },
+            local_cache: LocalCacheMemory {
+                cache_bytes: spec.store.cache_bytes,
+                write_buffer_bytes: spec.store.write_buffer_bytes,
+            },
+            ..Default::default()
+        },
+        allow_key_rename: spec.allow_key_rename,
+        hooks: TestHooks::default(),
+    };
+    let mut operator = crate::operators::build_operator(&node, mode, &info)?;
+    operator.on_worker();
+    OperatorRunner::owning(operator, &info, owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_partition_has_one_owner_and_owners_hold_ranges_in_order() {
+        for partitions in [1usize, 2, 5, 7, 200] {
+            for tasks in 1..=partitions.min(9) {
+                let r = Routing { partitions, tasks };
+                let ranges: Vec<Range<usize>> = (0..tasks).map(|t| r.owned(t)).collect();
+                let mut next = 0;
+                for (t, range) in ranges.iter().enumerate() {
+                    assert_eq!(range.start, next, "{partitions} partitions, {tasks} tasks");
+                    assert!(!range.is_empty(), "task {t} owns nothing");
+                    for p in range.clone() {
+                        assert_eq!(r.task_of(p), t);
+                    }
+                    next = range.end;
+                }
+                assert_eq!(next, partitions);
+            }
+        }
+    }
+}
