@@ -22,12 +22,15 @@ use crate::nexmark::{peak_rss_bytes, rss_bytes, rss_samples_mb};
   sluice bench --workload kafka-fill --input events-2000000 --topic bench-events
   sluice bench --workload kafka --sink parquet --topic bench-events --max-offsets-per-trigger 200000")]
 pub struct BenchArgs {
-    /// windowed|stateless|overhead: the queries of shared/bench/bench_spark.py over --input;
+    /// windowed|stateless|overhead: the queries of shared/bench/bench_spark.py over --input
+    /// (windowed-spark: windowed with the session's Spark `sum`/`count`, as SQL and PySpark
+    /// resolve them, where windowed uses DataFusion's);
     /// decode: the same files to Arrow, nothing else; nexmark: a Nexmark query over generated
     /// events; latency: end-to-end latency p50/p99/max (ms); kafka-fill: --input's lines to
     /// --topic; kafka: --topic to --sink parquet|kafka (benches/kafka_compare.sh)
     #[arg(long, value_name = "WORKLOAD", value_parser = [
-        "windowed", "stateless", "overhead", "decode", "nexmark", "latency", "kafka-fill", "kafka"
+        "windowed", "windowed-spark", "stateless", "overhead", "decode", "nexmark", "latency",
+        "kafka-fill", "kafka"
     ])]
     pub workload: String,
     /// windowed|stateless|overhead|decode: the input files (from shared/bench/gen_events.py)
@@ -239,13 +242,25 @@ pub fn bench(args: BenchArgs) -> Result<(), String> {
             .option("maxFilesPerTrigger", max_files)
             .load(input.display().to_string())?;
         let ckpt = workdir.join("checkpoint");
+        // windowed: DataFusion's `sum` and `count`; windowed-spark: Spark's, as SQL and PySpark
+        // resolve them (the session's functions, which a query's workers have too).
+        let aggregate = |name: &str, arg: sluice::Expr| -> sluice::Result<sluice::Expr> {
+            use datafusion::execution::FunctionRegistry as _;
+            if workload == "windowed" {
+                return Ok(match name {
+                    "sum" => datafusion::functions_aggregate::expr_fn::sum(arg),
+                    _ => datafusion::functions_aggregate::expr_fn::count(arg),
+                });
+            }
+            Ok(session.context().udaf(name)?.call(vec![arg]))
+        };
         let writer = match workload.as_str() {
-            "windowed" => events
+            "windowed" | "windowed-spark" => events
                 .with_watermark("ts", "10 minutes")?
                 .group_by([sluice::window(col("ts"), "1 minute"), col("user")])
                 .agg([
-                    datafusion::functions_aggregate::expr_fn::sum(col("amount")).alias("total"),
-                    datafusion::functions_aggregate::expr_fn::count(lit(1)).alias("n"),
+                    aggregate("sum", col("amount"))?.alias("total"),
+                    aggregate("count", lit(1))?.alias("n"),
                 ])?
                 .write_stream()
                 .output_mode(OutputMode::Update)

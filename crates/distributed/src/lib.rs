@@ -4,10 +4,13 @@
 //! query loop (offsets, commits, watermark, progress), as Spark's driver.
 //!
 //! What runs where, for now: the driver reads the sources (every source's rows are read before
-//! the batch) and runs the stateful operators and watermark nodes; the stateless work over the
-//! rows (projections, filters, Spark's generators, partial aggregations) runs on the workers,
-//! the rows split into one slice per worker and sent with the plan (`boundary.rs`). A batch
-//! that loses a worker runs again, with the same offsets, on the workers that answer.
+//! the batch) and runs the watermark nodes, stream-stream joins, session windows and
+//! `flatMapGroupsWithState`; the stateless work over the rows (projections, filters, Spark's
+//! generators, partial aggregations) runs on the workers, the rows split into one slice per
+//! worker and sent with the plan (`boundary.rs`); streaming aggregations' and deduplications'
+//! state partitions are on the workers, each worker owning a range of them for the batch, its
+//! rows routed to it by key (`state.rs`). A batch that loses a worker runs again, with the same
+//! offsets, on the workers that answer, which then own the lost worker's partitions.
 
 mod boundary;
 mod codec;

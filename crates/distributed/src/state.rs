@@ -48,7 +48,8 @@ struct Sections(Vec<u8>);
 
 impl Sections {
     fn push(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        self.0
+            .extend_from_slice(&(bytes.len() as u64).to_le_bytes());
         self.0.extend_from_slice(bytes);
     }
 }
@@ -59,7 +60,12 @@ struct Reader<'a>(&'a [u8]);
 impl<'a> Reader<'a> {
     fn next(&mut self) -> Result<&'a [u8]> {
         let short = || wire_error("message", "it ends early");
-        let len: [u8; 8] = self.0.get(..8).ok_or_else(short)?.try_into().map_err(|_| short())?;
+        let len: [u8; 8] = self
+            .0
+            .get(..8)
+            .ok_or_else(short)?
+            .try_into()
+            .map_err(|_| short())?;
         let len = u64::from_le_bytes(len) as usize;
         let bytes = self.0.get(8..8 + len).ok_or_else(short)?;
         self.0 = &self.0[8 + len..];
@@ -68,7 +74,9 @@ impl<'a> Reader<'a> {
 
     fn count(&mut self) -> Result<usize> {
         let b = self.next()?;
-        let b: [u8; 8] = b.try_into().map_err(|_| wire_error("message", "a bad count"))?;
+        let b: [u8; 8] = b
+            .try_into()
+            .map_err(|_| wire_error("message", "a bad count"))?;
         Ok(u64::from_le_bytes(b) as usize)
     }
 }
@@ -108,7 +116,8 @@ pub(crate) fn encode_task(task: &StateTask) -> Result<Vec<u8>> {
     s.push(task.spec.as_bytes());
     count(&mut s, task.schemas.len());
     for schema in &task.schemas {
-        let proto = protobuf::DfSchema::try_from(schema.as_ref()).map_err(|e| wire_error("schema", e))?;
+        let proto =
+            protobuf::DfSchema::try_from(schema.as_ref()).map_err(|e| wire_error("schema", e))?;
         s.push(&proto.encode_to_vec());
     }
     count(&mut s, task.exprs.len());
@@ -346,7 +355,10 @@ impl FlightService for StateTasks {
         let functions = Arc::clone(&self.functions);
         let ran = tokio::task::spawn_blocking(move || {
             let task = decode_task(&action.body, &functions)?;
-            log::info!("running a task: stateful operator ({} bytes)", action.body.len());
+            log::info!(
+                "running a task: stateful operator ({} bytes)",
+                action.body.len()
+            );
             let out = sluice::run_state_task(task)?;
             encode_output(&out)
         })
@@ -354,7 +366,9 @@ impl FlightService for StateTasks {
         .map_err(|e| Status::internal(format!("a stateful task panicked: {e}")))?;
         let body = ran.map_err(|e| Status::aborted(e.to_wire()))?;
         let result = arrow_flight::Result { body: body.into() };
-        Ok(Response::new(futures::stream::iter(vec![Ok(result)]).boxed()))
+        Ok(Response::new(
+            futures::stream::iter(vec![Ok(result)]).boxed(),
+        ))
     }
 }
 
@@ -368,9 +382,11 @@ mod tests {
     #[test]
     fn a_task_and_its_output_cross_the_wire_unchanged() {
         let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
-        let batch =
-            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1, 2, 3]))])
-                .unwrap();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int64Array::from(vec![1, 2, 3]))],
+        )
+        .unwrap();
         let df = Arc::new(DFSchema::try_from(schema.as_ref().clone()).unwrap());
         let task = StateTask {
             spec: "{\"a\":1}".into(),

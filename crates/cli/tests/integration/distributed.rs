@@ -28,8 +28,12 @@ struct Worker {
 
 impl Worker {
     fn start() -> Worker {
+        Worker::start_at("127.0.0.1:0")
+    }
+
+    fn start_at(listen: &str) -> Worker {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["worker", "--listen", "127.0.0.1:0"])
+            .args(["worker", "--listen", listen])
             .env("RUST_LOG", "sluice_distributed=info")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -69,6 +73,15 @@ impl Worker {
     fn tasks(&self) -> usize {
         self.log.lock().unwrap().matches("running a task").count()
     }
+
+    /// How many of them were a stateful operator's partitions.
+    fn state_tasks(&self) -> usize {
+        self.log
+            .lock()
+            .unwrap()
+            .matches("running a task: stateful operator")
+            .count()
+    }
 }
 
 impl Drop for Worker {
@@ -80,15 +93,20 @@ impl Drop for Worker {
 
 /// A session whose checkpoints go to the local S3 server, on `workers` when given.
 fn session(workers: Option<&[Worker]>) -> Session {
+    let list: Option<Vec<&str>> = workers.map(|w| w.iter().map(|w| w.address.as_str()).collect());
+    session_on(list.map(|l| l.join(",")))
+}
+
+/// A session whose checkpoints go to the local S3 server, on the workers of `list` when given.
+fn session_on(list: Option<String>) -> Session {
     let mut b = Session::builder()
         .shuffle_partitions(3)
         .config("spark.hadoop.fs.s3a.endpoint", endpoint());
     for (k, v) in S3A {
         b = b.config(format!("spark.hadoop.{k}"), v);
     }
-    if let Some(workers) = workers {
-        let list: Vec<&str> = workers.iter().map(|w| w.address.as_str()).collect();
-        b = b.config("sluice.distributed.workers", list.join(","));
+    if let Some(list) = list {
+        b = b.config("sluice.distributed.workers", list);
     }
     b.build().unwrap()
 }
@@ -96,7 +114,12 @@ fn session(workers: Option<&[Worker]>) -> Session {
 /// Six files of 120 events `{id, user, ts}`: ids repeat once (two rows each), users `u0`..`u4`,
 /// event times moving ten minutes per file.
 fn write_events(dir: &Path) {
-    for k in 0..6u64 {
+    write_files(dir, 0..6);
+}
+
+/// The files `ks` of [`write_events`].
+fn write_files(dir: &Path, ks: std::ops::Range<u64>) {
+    for k in ks {
         let body: String = (0..120u64)
             .map(|j| {
                 let (id, minute) = ((k * 120 + j) / 2, k * 10 + j % 10);
@@ -183,6 +206,8 @@ struct Ran {
     rows: Vec<String>,
     batches: usize,
     tasks: BTreeMap<String, u64>,
+    /// Each batch's state stores of its stateful operator (`numStateStoreInstances`).
+    stores: Vec<i64>,
 }
 
 /// Runs `q` over the events to its end (available now) with its checkpoint in a new folder of
@@ -196,6 +221,24 @@ fn run(
 ) -> Ran {
     let s = session(workers.as_deref());
     let checkpoint = format!("s3a://{bucket}/ck-{q:?}-{}", rand_suffix());
+    let (query, out) = start(&s, q, input, &checkpoint);
+    if let (Some(workers), Some((victim, after_ms))) = (workers, kill) {
+        std::thread::sleep(Duration::from_millis(after_ms));
+        let w = &mut workers[victim];
+        w.child.kill().unwrap();
+        w.child.wait().unwrap();
+    }
+    ran(query, &out)
+}
+
+/// Starts `q` over `input` to its end (available now) with its checkpoint at `checkpoint`; its
+/// rows go to the vector returned.
+fn start(
+    s: &Session,
+    q: Query,
+    input: &Path,
+    checkpoint: &str,
+) -> (sluice::StreamingQuery, Arc<Mutex<Vec<RecordBatch>>>) {
     let out: Arc<Mutex<Vec<RecordBatch>>> = Arc::default();
     let sink = out.clone();
     let query = frame(&s, q, input)
@@ -211,12 +254,11 @@ fn run(
         })
         .start()
         .unwrap();
-    if let (Some(workers), Some((victim, after_ms))) = (workers, kill) {
-        std::thread::sleep(Duration::from_millis(after_ms));
-        let w = &mut workers[victim];
-        w.child.kill().unwrap();
-        w.child.wait().unwrap();
-    }
+    (query, out)
+}
+
+/// What `query` gave once it ended.
+fn ran(query: sluice::StreamingQuery, out: &Mutex<Vec<RecordBatch>>) -> Ran {
     query.await_termination().unwrap();
     let progress = query.recent_progress();
     let mut tasks = BTreeMap::new();
@@ -228,6 +270,11 @@ fn run(
         rows,
         batches: progress.len(),
         tasks,
+        stores: progress
+            .iter()
+            .flat_map(|p| p.state_operators.first())
+            .map(|o| o.num_state_store_instances)
+            .collect(),
     }
 }
 
@@ -255,8 +302,27 @@ fn s3_windowed_join_and_dedup_on_three_workers_give_the_rows_of_one_process() {
             alone.batches
         );
         let before: Vec<usize> = workers.iter().map(Worker::tasks).collect();
+        let state_before: Vec<usize> = workers.iter().map(Worker::state_tasks).collect();
         let cluster = run(q, input.path(), &bucket, Some(&mut workers), None);
         assert_eq!(cluster.rows, alone.rows, "{q:?} on three workers");
+        // the aggregation's and the deduplication's state: a partition on each worker, every
+        // batch (the join's stays on the driver)
+        if !matches!(q, Query::Join) {
+            for (w, b) in workers.iter().zip(&state_before) {
+                assert!(
+                    w.state_tasks() >= *b + cluster.batches,
+                    "{q:?}: {} ran {} of {} batches' state",
+                    w.address,
+                    w.state_tasks() - b,
+                    cluster.batches
+                );
+            }
+            assert!(
+                cluster.stores.iter().all(|n| *n == 3),
+                "{:?}",
+                cluster.stores
+            );
+        }
         // the batches' work ran on the workers, on more than one of them, and the progress
         // counts each worker's tasks as the worker ran them
         let ran: BTreeMap<String, u64> = workers
@@ -268,6 +334,52 @@ fn s3_windowed_join_and_dedup_on_three_workers_give_the_rows_of_one_process() {
         assert!(ran.len() >= 2, "{q:?}: {ran:?}");
         assert_eq!(cluster.tasks, ran, "{q:?}: progress `workers`");
     }
+}
+
+/// A worker started between two runs of a query takes state partitions in the next batch: it
+/// loads them from the checkpoint the others committed, and the rows are those of one process.
+#[test]
+fn s3_a_worker_added_between_batches_takes_state_partitions_from_the_checkpoint() {
+    sluice_distributed::register();
+    let bucket = new_bucket("cluster-grow");
+    // where the third worker will listen: a free port now
+    let late = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let workers: Vec<Worker> = (0..2).map(|_| Worker::start()).collect();
+    let list = format!("{},{},{late}", workers[0].address, workers[1].address);
+    // the first three files, a run, the last three, a second run on the same checkpoint
+    let two_runs = |list: Option<&str>, late_worker: &mut Option<Worker>| {
+        let input = tempfile::tempdir().unwrap();
+        write_files(input.path(), 0..3);
+        let checkpoint = format!("s3a://{bucket}/ck-grow-{}", rand_suffix());
+        let s = session_on(list.map(String::from));
+        let (q, out) = start(&s, Query::Windowed, input.path(), &checkpoint);
+        let one = ran(q, &out);
+        if list.is_some() {
+            *late_worker = Some(Worker::start_at(&late));
+        }
+        write_files(input.path(), 3..6);
+        let s = session_on(list.map(String::from));
+        let (q, out) = start(&s, Query::Windowed, input.path(), &checkpoint);
+        let two = ran(q, &out);
+        (one, two)
+    };
+    let (alone_one, alone_two) = two_runs(None, &mut None);
+    let mut third = None;
+    let (one, two) = two_runs(Some(&list), &mut third);
+    let third = third.unwrap();
+    assert_eq!(one.rows, alone_one.rows, "before the third worker");
+    assert_eq!(two.rows, alone_two.rows, "with the third worker");
+    assert!(!two.rows.is_empty());
+    assert!(
+        third.state_tasks() >= two.batches,
+        "the third worker ran {} of {} batches' state",
+        third.state_tasks(),
+        two.batches
+    );
+    assert!(one.stores.iter().chain(&two.stores).all(|n| *n == 3));
 }
 
 #[test]

@@ -415,9 +415,11 @@ impl StreamingAggregate {
     /// the aggregates read, then its key columns.
     fn routed_schema(&self) -> SchemaRef {
         let mut fields: Vec<Arc<Field>> = self.slim_schema.fields().iter().cloned().collect();
-        fields.extend(self.key_fields.iter().enumerate().map(|(i, f)| {
-            Arc::new(Field::new(format!("#key{i}"), f.data_type().clone(), true))
-        }));
+        fields.extend(
+            self.key_fields.iter().enumerate().map(|(i, f)| {
+                Arc::new(Field::new(format!("#key{i}"), f.data_type().clone(), true))
+            }),
+        );
         Arc::new(Schema::new(fields))
     }
 

@@ -316,7 +316,8 @@ impl OperatorRunner {
             return out;
         }
         let result = {
-            let mut elsewhere: Vec<stores::ElsewhereStore> = (self.owned.len()..self.info.partitions)
+            let mut elsewhere: Vec<stores::ElsewhereStore> = (self.owned.len()
+                ..self.info.partitions)
                 .map(|_| Default::default())
                 .collect();
             let mut stores = PartitionedStores::open(

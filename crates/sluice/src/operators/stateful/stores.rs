@@ -397,9 +397,9 @@ mod tests {
     fn every_partition_commits_its_own_version() {
         let tmp = tempfile::tempdir().unwrap();
         let info = info(tmp.path(), TestHooks::default());
-        let mut providers = open_stores(&info, None, None, false).unwrap();
+        let mut providers = open_stores(&info, 0..3, None, None, false).unwrap();
         {
-            let mut stores = PartitionedStores::open(&mut providers, 0).unwrap();
+            let mut stores = PartitionedStores::open(&mut providers, &mut [], 0..3, 0).unwrap();
             for k in [b"a", b"b", b"c", b"d"] {
                 let p = stores.partition_of(k);
                 stores[p].put(k, b"1");
@@ -408,6 +408,46 @@ mod tests {
             assert_eq!(keys, 4);
         }
         assert!(providers.iter().all(|p| p.latest_version_on_disk() == 1));
+    }
+
+    /// A worker's stores: its partitions' own, the others' standing in, empty; its commit
+    /// writes its partitions only, and refuses a change staged in another's.
+    #[test]
+    fn a_worker_commits_its_own_partitions_and_refuses_another_s() {
+        let tmp = tempfile::tempdir().unwrap();
+        let info = info(tmp.path(), TestHooks::default());
+        let mut all = open_stores(&info, 0..3, None, None, false).unwrap();
+        {
+            let mut stores = PartitionedStores::open(&mut all, &mut [], 0..3, 0).unwrap();
+            for p in 0..3 {
+                stores[p].put(b"k", b"v0");
+            }
+            stores.commit(&info.hooks, BatchId(0)).unwrap();
+        }
+        // the worker owning partition 1 loads version 1 from the checkpoint alone
+        let mut mine = open_stores(&info, 1..2, None, None, false).unwrap();
+        let mut others = vec![ElsewhereStore::default(), ElsewhereStore::default()];
+        {
+            let mut stores = PartitionedStores::open(&mut mine, &mut others, 1..2, 1).unwrap();
+            assert_eq!(stores[1].get(b"k"), Some(&b"v0"[..]));
+            assert!(stores[0].get(b"k").is_none() && stores[2].is_elsewhere());
+            stores[1].put(b"k", b"v1");
+            let m = stores.commit(&info.hooks, BatchId(1)).unwrap();
+            assert_eq!(m.num_keys, 1);
+        }
+        assert_eq!(mine[0].latest_version_on_disk(), 2);
+        assert_eq!(
+            all[0].latest_version_on_disk(),
+            1,
+            "partition 0 is not the worker's"
+        );
+        {
+            let mut stores = PartitionedStores::open(&mut mine, &mut others, 1..2, 2).unwrap();
+            stores[2].put(b"x", b"y");
+            let err = stores.commit(&info.hooks, BatchId(2)).unwrap_err();
+            assert!(err.to_string().contains("partition 2"), "{err}");
+        }
+        assert_eq!(mine[0].latest_version_on_disk(), 2, "nothing committed");
     }
 
     #[cfg(feature = "testing")]
@@ -420,10 +460,11 @@ mod tests {
             .unwrap();
         let hooks = TestHooks::from_session(&session);
         let info = info(tmp.path(), hooks);
-        let mut providers = open_stores(&info, None, None, false).unwrap();
+        let mut providers = open_stores(&info, 0..3, None, None, false).unwrap();
         // Batch 3 reads version 0 and commits 1; batch 4 reads 1 and must crash committing 2.
         for (batch, version) in [(3, 0), (4, 1)] {
-            let mut stores = PartitionedStores::open(&mut providers, version).unwrap();
+            let mut stores =
+                PartitionedStores::open(&mut providers, &mut [], 0..3, version).unwrap();
             for p in 0..stores.all_mut().len() {
                 stores[p].put(b"k", b"v");
             }
