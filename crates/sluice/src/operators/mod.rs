@@ -23,8 +23,8 @@ mod golden_tests;
 
 use std::sync::Arc;
 
-use datafusion::common::DFSchemaRef;
-use datafusion::logical_expr::{Aggregate, EmptyRelation, Expr, Join, LogicalPlan};
+use datafusion::common::{DFSchemaRef, JoinType, NullEquality};
+use datafusion::logical_expr::{Aggregate, EmptyRelation, Expr, Join, JoinConstraint, LogicalPlan};
 
 use self::aggregate::StreamingAggregate;
 use self::dedup::{Deduplicate, StreamingDeduplicate};
@@ -119,6 +119,33 @@ pub(crate) enum NodeSpec {
         keys: Vec<String>,
         within_watermark: bool,
     },
+    /// A stream-stream join: schemas `[left, right]`, expressions `[left keys, right keys,
+    /// filter (none or one)]`.
+    Join {
+        join_type: String,
+        using: bool,
+        nulls_equal: bool,
+        null_aware: bool,
+    },
+}
+
+/// A join type by its name in DataFusion's `Display`, and back.
+fn join_type_named(name: &str) -> Result<JoinType> {
+    [
+        JoinType::Inner,
+        JoinType::Left,
+        JoinType::Right,
+        JoinType::Full,
+        JoinType::LeftSemi,
+        JoinType::RightSemi,
+        JoinType::LeftAnti,
+        JoinType::RightAnti,
+        JoinType::LeftMark,
+        JoinType::RightMark,
+    ]
+    .into_iter()
+    .find(|t| t.to_string() == name)
+    .ok_or_else(|| SluiceError::internal(format!("a join of type {name:?} from the driver")))
 }
 
 impl StatefulNode {
@@ -141,7 +168,21 @@ impl StatefulNode {
                 vec![Arc::clone(d.input.schema())],
                 vec![],
             )),
-            StatefulNode::Join(_) | StatefulNode::FlatMapGroupsWithState(_) => None,
+            StatefulNode::Join(j) => Some((
+                NodeSpec::Join {
+                    join_type: j.join_type.to_string(),
+                    using: j.join_constraint == JoinConstraint::Using,
+                    nulls_equal: j.null_equality == NullEquality::NullEqualsNull,
+                    null_aware: j.null_aware,
+                },
+                vec![Arc::clone(j.left.schema()), Arc::clone(j.right.schema())],
+                vec![
+                    j.on.iter().map(|(l, _)| l.clone()).collect(),
+                    j.on.iter().map(|(_, r)| r.clone()).collect(),
+                    j.filter.iter().cloned().collect(),
+                ],
+            )),
+            StatefulNode::FlatMapGroupsWithState(_) => None,
         }
     }
 
@@ -181,6 +222,40 @@ impl StatefulNode {
                     empty(input).as_ref().clone(),
                     keys.clone(),
                     *within_watermark,
+                )?)
+            }
+            NodeSpec::Join {
+                join_type,
+                using,
+                nulls_equal,
+                null_aware,
+            } => {
+                let (Some(left), Some(right), Some(lk), Some(rk), Some(filter)) = (
+                    schemas.first(),
+                    schemas.get(1),
+                    exprs.first(),
+                    exprs.get(1),
+                    exprs.get(2),
+                ) else {
+                    return Err(missing());
+                };
+                StatefulNode::Join(Join::try_new(
+                    empty(left),
+                    empty(right),
+                    lk.iter().cloned().zip(rk.iter().cloned()).collect(),
+                    filter.first().cloned(),
+                    join_type_named(join_type)?,
+                    if *using {
+                        JoinConstraint::Using
+                    } else {
+                        JoinConstraint::On
+                    },
+                    if *nulls_equal {
+                        NullEquality::NullEqualsNull
+                    } else {
+                        NullEquality::NullEqualsNothing
+                    },
+                    *null_aware,
                 )?)
             }
         })

@@ -500,13 +500,14 @@ impl StatefulOperator for StreamingAggregate {
         self.run(stores.all_mut(), input, ctx)
     }
 
-    /// Session windows merge across partitions of a batch in memory: they stay on the driver.
+    /// Session windows drop late rows on the worker: the late-row output keeps them here.
     fn routes(&self) -> bool {
-        self.sessions.is_none()
+        self.sessions.is_none() || self.late_rows.is_none()
     }
 
     /// The driver assigns each row its instances (a row per window it falls in), drops the late
-    /// ones (kept for the late-row output when it is on) and routes each instance by its key.
+    /// ones (kept for the late-row output when it is on) and routes each instance by its key;
+    /// by session window, each row by its other keys.
     fn route(
         &mut self,
         mut inputs: Vec<StageInput>,
@@ -520,8 +521,19 @@ impl StatefulOperator for StreamingAggregate {
             kept.clear();
         }
         let late_us = ctx.late_watermark.as_micros().0;
-        let schema = self.routed_schema();
         let mut routed = Routed::new(routing, 1);
+        if self.sessions.is_some() {
+            // A session merges rows of one key group (the other keys): each row goes whole to
+            // its group's partition, and the worker drops the late ones.
+            input.for_each_chunk(|chunk, _| {
+                let batch = concat_batches(&self.input_schema, &chunk)?;
+                drop(chunk);
+                let partitions = self.session_partitions(&batch)?;
+                routed.push(0, &batch, &partitions)
+            })?;
+            return Ok(routed);
+        }
+        let schema = self.routed_schema();
         let mut dropped = 0u64;
         input.for_each_chunk(|chunk, _| {
             let batch = concat_batches(&self.input_schema, &chunk)?;

@@ -231,6 +231,39 @@ impl StreamingAggregate {
         })
     }
 
+    /// The state partition of each row of `batch`: its other keys' (a session's key group).
+    pub(super) fn session_partitions(&self, batch: &RecordBatch) -> Result<Vec<usize>> {
+        let pos = self
+            .session_position()
+            .ok_or_else(|| SluiceError::internal("session key"))?;
+        let n = batch.num_rows();
+        let mut arrays: Vec<ArrayRef> = Vec::new();
+        for (i, k) in self.keys.iter().enumerate() {
+            if i == pos {
+                continue;
+            }
+            let KeyPart::Expr(e) = k else {
+                return Err(SluiceError::not_supported_yet(
+                    "a session window together with another window",
+                ));
+            };
+            arrays.push(e.evaluate(batch)?.into_array(n)?);
+        }
+        let idx = self
+            .sessions
+            .as_ref()
+            .ok_or_else(|| SluiceError::internal("session index"))?;
+        Ok(match &idx.other_converter {
+            None => vec![partition_of(&[], self.partitions); n],
+            Some(c) => {
+                let rows = c.convert_columns(&arrays)?;
+                (0..n)
+                    .map(|i| partition_of(rows.row(i).data(), self.partitions))
+                    .collect()
+            }
+        })
+    }
+
     /// The stored sessions of each of `others` (encoded other keys), from the store of its
     /// partition: one key group each.
     fn stored_sessions<'o>(

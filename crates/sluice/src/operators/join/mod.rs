@@ -48,8 +48,8 @@ use self::held::HeldJoin;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::{event_time_column, window_end_micros};
 use super::stateful::{
-    nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, StageInput, StateInfo,
-    StatefulOperator,
+    nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, Routed, Routing,
+    StageInput, StateInfo, StatefulOperator,
 };
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
@@ -708,6 +708,49 @@ impl StatefulOperator for StreamingJoin {
             ctx.late_watermark.as_micros().0,
             ctx.eviction_watermark.as_micros().0,
         )
+    }
+
+    /// Each side's rows go to the owner of their join key's partition (a row without a valid
+    /// key to the partition of the empty key, where this process keeps it too).
+    fn routes(&self) -> bool {
+        true
+    }
+
+    fn route(
+        &mut self,
+        mut inputs: Vec<StageInput>,
+        _ctx: &BatchContext,
+        routing: Routing,
+    ) -> Result<Routed> {
+        let mut routed = Routed::new(routing, 2);
+        let right = inputs.pop();
+        let left = inputs.pop();
+        let (Some(left), Some(right)) = (left, right) else {
+            return Err(SluiceError::internal(
+                "a stream-stream join without its two inputs",
+            ));
+        };
+        let this = &*self;
+        for (i, input, exprs, schema) in [
+            (0, left, &this.left_keys, &this.left_schema),
+            (1, right, &this.right_keys, &this.right_schema),
+        ] {
+            input.for_each_chunk(|chunk, _| {
+                let batch = concat_batches(schema, &chunk)?;
+                drop(chunk);
+                let (keys, valid) = this.keys(&batch, exprs)?;
+                let partitions: Vec<usize> = valid
+                    .iter()
+                    .enumerate()
+                    .map(|(r, ok)| {
+                        let key: &[u8] = if *ok { keys.row(r).data() } else { &[] };
+                        partition_of(key, routing.partitions)
+                    })
+                    .collect();
+                routed.push(i, &batch, &partitions)
+            })?;
+        }
+        Ok(routed)
     }
 
     /// A no-data batch evicts when the watermark moved and a side is bounded.

@@ -110,6 +110,31 @@ pub(crate) struct Remote {
     spec: TaskSpec,
     schemas: Vec<datafusion::common::DFSchemaRef>,
     exprs: Vec<Vec<datafusion::logical_expr::Expr>>,
+    /// The workers and batch of the last batch, and the routing's epoch ([`Epoch`]).
+    epoch: Mutex<Epoch>,
+}
+
+/// A worker keeps its operator between two batches only when nothing but it may have written its
+/// partitions in between: the epoch moves on whenever the workers that answer change or a batch
+/// runs again (after a failure, its partitions may have been written by an attempt whose rows
+/// went elsewhere), and a worker builds its operator again from the checkpoint in a new epoch.
+#[derive(Debug, Default)]
+struct Epoch {
+    workers: Vec<String>,
+    last_batch: Option<u64>,
+    epoch: u64,
+}
+
+impl Epoch {
+    /// The epoch of batch `batch` on `workers`.
+    fn of(&mut self, workers: &[String], batch: u64) -> u64 {
+        if self.workers != workers || self.last_batch.is_some_and(|b| b >= batch) {
+            self.epoch += 1;
+            self.workers = workers.to_vec();
+        }
+        self.last_batch = Some(batch);
+        self.epoch
+    }
 }
 
 impl std::fmt::Debug for Remote {
@@ -165,6 +190,7 @@ impl Remote {
                 operator_id: info.operator_id.0,
                 partitions: info.partitions,
                 owned: (0, 0),
+                epoch: 0,
                 store: StoreSpec {
                     min_deltas_for_snapshot: store.min_deltas_for_snapshot,
                     min_versions_to_retain: store.min_versions_to_retain,
@@ -179,6 +205,7 @@ impl Remote {
             },
             schemas,
             exprs,
+            epoch: Mutex::default(),
         })
     }
 
@@ -194,6 +221,7 @@ impl Remote {
             partitions: self.spec.partitions,
             tasks: workers.len().min(self.spec.partitions).max(1),
         };
+        let epoch = self.epoch.lock_unpoisoned().of(&workers, ctx.batch_id.0);
         let routed = runner.operator.route(inputs, ctx, routing)?;
         let dropped = routed.dropped_by_watermark;
         let tasks: Vec<(String, StateTask)> = routed
@@ -204,6 +232,7 @@ impl Remote {
                 let owned = routing.owned(t);
                 let mut spec = self.spec.clone();
                 spec.owned = (owned.start, owned.end);
+                spec.epoch = epoch;
                 spec.batch = BatchSpec::of(ctx);
                 let task = StateTask {
                     spec: serde_json::to_string(&spec)
@@ -216,7 +245,7 @@ impl Remote {
             })
             .collect::<Result<_>>()?;
         let outputs = on_threads(
-            tasks.into_iter(),
+            tasks,
             "a state task thread panicked",
             |_, (worker, task)| {
                 let t = Instant::now();
@@ -288,6 +317,7 @@ struct TaskSpec {
     operator_id: u32,
     partitions: usize,
     owned: (usize, usize),
+    epoch: u64,
     store: StoreSpec,
     allow_key_rename: bool,
     batch: BatchSpec,
@@ -325,8 +355,9 @@ impl BatchSpec {
     }
 }
 
-/// A worker's operators, by plan and operator id, with the partitions their stores hold.
-type Held = HashMap<(String, u32), (Range<usize>, OperatorRunner)>;
+/// A worker's operators, by plan and operator id, with the partitions their stores hold, the
+/// routing epoch and the last batch they ran.
+type Held = HashMap<(String, u32), (Range<usize>, u64, u64, OperatorRunner)>;
 
 /// At most this many operators are kept on a worker between batches (the oldest plan's go).
 const HELD_OPERATORS: usize = 64;
@@ -349,8 +380,16 @@ pub fn run_state_task(task: StateTask) -> Result<StateTaskOutput> {
     let owned = spec.owned.0..spec.owned.1;
     let key = (spec.plan.clone(), spec.operator_id);
     let kept = held().lock_unpoisoned().remove(&key);
+    // The operator of the last batch is kept for the next one in the same epoch, when it owns
+    // the same partitions: else another worker may have committed them since, and they are
+    // loaded from the checkpoint.
+    let batch = spec.batch.id;
     let mut runner = match kept {
-        Some((range, runner)) if range == owned => runner,
+        Some((range, epoch, last, runner))
+            if range == owned && epoch == spec.epoch && last + 1 == batch =>
+        {
+            runner
+        }
         _ => build_runner(&spec, &task, owned.clone())?,
     };
     let chunking = Chunking {
@@ -380,7 +419,7 @@ pub fn run_state_task(task: StateTask) -> Result<StateTaskOutput> {
             kept.remove(&k);
         }
     }
-    kept.insert(key, (owned, runner));
+    kept.insert(key, (owned, spec.epoch, batch, runner));
     Ok(StateTaskOutput { rows, progress })
 }
 
@@ -426,6 +465,24 @@ fn build_runner(spec: &TaskSpec, task: &StateTask, owned: Range<usize>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_epoch_moves_on_when_the_workers_change_or_a_batch_runs_again() {
+        let mut e = Epoch::default();
+        let (ab, a) = (
+            vec!["a".to_string(), "b".to_string()],
+            vec!["a".to_string()],
+        );
+        let first = e.of(&ab, 0);
+        assert_eq!(e.of(&ab, 1), first, "the same workers, the next batch");
+        let lost = e.of(&a, 1);
+        assert!(lost > first, "batch 1 again, on fewer workers");
+        let back = e.of(&ab, 2);
+        assert!(back > lost, "a worker back");
+        assert!(e.of(&ab, 2) > back, "batch 2 again on the same workers");
+        let now = e.of(&ab, 3);
+        assert_eq!(e.of(&ab, 4), now);
+    }
 
     #[test]
     fn every_partition_has_one_owner_and_owners_hold_ranges_in_order() {
