@@ -3,21 +3,24 @@
 //! process that names workers run each batch's plan over them, while this process keeps the
 //! query loop (offsets, commits, watermark, progress), as Spark's driver.
 //!
-//! What runs where, for now: the driver reads the sources (every source's rows are read before
-//! the batch) and runs the watermark nodes, stream-stream joins, session windows and
-//! `flatMapGroupsWithState`; the stateless work over the rows (projections, filters, Spark's
-//! generators, partial aggregations) runs on the workers, the rows split into one slice per
-//! worker and sent with the plan (`boundary.rs`); streaming aggregations' and deduplications'
-//! state partitions are on the workers, each worker owning a range of them for the batch, its
-//! rows routed to it by key (`state.rs`). A batch that loses a worker runs again, with the same
-//! offsets, on the workers that answer, which then own the lost worker's partitions.
+//! What runs where, for now: the workers decode a file source's batches (each a contiguous run
+//! of the batch's files, its rows streamed back to the driver, `actions.rs`); the driver runs the
+//! watermark nodes and `flatMapGroupsWithState` (its function is the driver's Rust code); the
+//! stateless work over the rows (projections, filters, Spark's generators, partial
+//! aggregations) runs on the workers, the rows split into one slice per worker and sent with the
+//! plan (`boundary.rs`); the stateful operators' state partitions (aggregations, session windows,
+//! deduplications, stream-stream joins) are on the workers, each worker owning a range of them
+//! for the batch, its rows routed to it by key (`actions.rs`). Other sources (Kafka, rate,
+//! memory, ...) are read by the driver, before the batch. A batch that loses a worker runs
+//! again, with the same offsets, on the workers that answer, which then own the lost worker's
+//! partitions.
 
+mod actions;
 mod boundary;
 mod codec;
 mod gather;
 mod resolver;
 mod rows;
-mod state;
 mod tasks;
 pub mod worker;
 
@@ -101,7 +104,15 @@ impl Cluster for DataFusionDistributed {
         worker: &str,
         task: sluice::distributed::StateTask,
     ) -> Result<sluice::distributed::StateTaskOutput> {
-        state::run_on(worker, task)
+        actions::run_on(worker, task)
+    }
+
+    fn read_files(
+        &self,
+        worker: &str,
+        task: sluice::distributed::ReadTask,
+    ) -> Result<sluice::distributed::ReadItems> {
+        actions::read_on(worker, task)
     }
 }
 

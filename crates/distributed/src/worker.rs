@@ -28,7 +28,7 @@ async fn serve_on(
     listening: impl FnOnce(SocketAddr),
     functions: SessionState,
 ) -> sluice::error::Result<()> {
-    let state_tasks = crate::state::StateTasks::server(&functions);
+    let state_tasks = crate::actions::StateTasks::server(&functions);
     let worker = Worker::from_session_builder(move |ctx: WorkerQueryContext| {
         let functions = functions.clone();
         async move { Ok(worker_state(ctx, &functions)) }

@@ -46,6 +46,59 @@ pub trait Cluster: std::fmt::Debug + Send + Sync {
     /// Runs one [`StateTask`] on `worker` (a `host:port` of [`Cluster::answering`]) and waits
     /// for its output. A worker runs it with [`crate::run_state_task`].
     fn run_state_task(&self, worker: &str, task: StateTask) -> Result<StateTaskOutput>;
+
+    /// Starts reading a [`ReadTask`] on `worker`: its rows as the worker decodes them, then its
+    /// counts. A worker runs it with [`crate::run_read_task`].
+    fn read_files(&self, worker: &str, task: ReadTask) -> Result<ReadItems>;
+}
+
+/// A source's read on a worker: the files of one task and how to parse them.
+#[derive(Debug, Clone)]
+pub struct ReadTask {
+    /// The files, the format and its options (JSON, read by [`crate::run_read_task`]).
+    pub spec: String,
+    /// The rows' schema.
+    pub schema: arrow::datatypes::SchemaRef,
+}
+
+/// What a [`ReadTask`] gives, in order: rows, then once its counts.
+#[derive(Debug, Clone)]
+pub enum ReadItem {
+    /// Rows, as the worker decoded them.
+    Rows(RecordBatch),
+    /// The read's counts, after its last rows.
+    Counts(ReadCounts),
+}
+
+/// The items of a [`ReadTask`], as they come.
+pub type ReadItems = Box<dyn Iterator<Item = Result<ReadItem>> + Send>;
+
+/// A read's counts (the source's metrics `numFilesRead`, `numMalformedRecords`,
+/// `numDroppedMalformedRecords`, and its input rows).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadCounts {
+    /// Rows read.
+    pub rows: u64,
+    /// Malformed records seen.
+    pub malformed: u64,
+    /// Malformed records dropped (`DROPMALFORMED`).
+    pub dropped: u64,
+    /// Files read.
+    pub files_read: u64,
+}
+
+/// How a query's sources read on a cluster (`Source::read_on_workers`).
+#[derive(Debug, Clone)]
+pub struct ReadOnWorkers {
+    /// The cluster.
+    pub cluster: Arc<dyn Cluster>,
+    /// Its workers (`host:port`), as configured.
+    pub workers: Vec<String>,
+    /// The session's object store options, for the workers to reach the files.
+    pub storage: Vec<(String, String)>,
+    /// The query's record of its tasks (a read is one).
+    pub tasks: Option<Arc<dyn WorkerTasks>>,
 }
 
 /// A stateful operator's batch on one worker: the state partitions it owns, the rows of those

@@ -625,8 +625,20 @@ impl MemoryStream {
     }
 }
 
+impl Session {
+    /// The session's object store options (`spark.hadoop.*`, `sluice.storage.*`), for a
+    /// cluster's workers to reach the same stores.
+    pub(crate) fn storage_conf(&self) -> Vec<(String, String)> {
+        self.conf_keys()
+            .into_iter()
+            .filter(|k| is_storage_key(k))
+            .filter_map(|k| self.conf(&k).map(|v| (k, v)))
+            .collect()
+    }
+}
+
 /// Conf keys object stores are built from (`spark.hadoop.fs.s3a.endpoint`, ...).
-pub(crate) fn is_storage_key(key: &str) -> bool {
+fn is_storage_key(key: &str) -> bool {
     key.starts_with("spark.hadoop.") || key.starts_with("sluice.storage.")
 }
 

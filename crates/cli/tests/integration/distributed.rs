@@ -76,6 +76,15 @@ impl Worker {
         self.log.lock().unwrap().matches("running a task").count()
     }
 
+    /// How many of them were a source's read (files decoded on the worker).
+    fn reads(&self) -> usize {
+        self.log
+            .lock()
+            .unwrap()
+            .matches("running a task: reading files")
+            .count()
+    }
+
     /// How many of them were a stateful operator's partitions.
     fn state_tasks(&self) -> usize {
         self.log
@@ -210,6 +219,8 @@ struct Ran {
     tasks: BTreeMap<String, u64>,
     /// Each batch's state stores of its stateful operator (`numStateStoreInstances`).
     stores: Vec<i64>,
+    /// The input rows of every batch (`numInputRows`).
+    input_rows: i64,
 }
 
 /// Runs `q` over the events to its end (available now) with its checkpoint in a new folder of
@@ -277,6 +288,7 @@ fn ran(query: sluice::StreamingQuery, out: &Mutex<Vec<RecordBatch>>) -> Ran {
             .flat_map(|p| p.state_operators.first())
             .map(|o| o.num_state_store_instances)
             .collect(),
+        input_rows: progress.iter().map(|p| p.num_input_rows).sum(),
     }
 }
 
@@ -305,8 +317,20 @@ fn s3_windowed_join_and_dedup_on_three_workers_give_the_rows_of_one_process() {
         );
         let before: Vec<usize> = workers.iter().map(Worker::tasks).collect();
         let state_before: Vec<usize> = workers.iter().map(Worker::state_tasks).collect();
+        let reads_before: Vec<usize> = workers.iter().map(Worker::reads).collect();
         let cluster = run(q, input.path(), &bucket, Some(&mut workers), None);
         assert_eq!(cluster.rows, alone.rows, "{q:?} on three workers");
+        // the files were decoded on the workers, and counted as in one process
+        assert_eq!(cluster.input_rows, alone.input_rows, "{q:?}: numInputRows");
+        let reads: usize = workers
+            .iter()
+            .zip(&reads_before)
+            .map(|(w, b)| w.reads() - b)
+            .sum();
+        assert!(
+            reads >= 6,
+            "{q:?}: {reads} reads of the 6 files on the workers"
+        );
         // the operator's state: a partition on each worker, every batch
         for (w, b) in workers.iter().zip(&state_before) {
             assert!(

@@ -135,12 +135,7 @@ impl StagedPlan {
             workers: query_conf.distributed_workers.clone(),
             log: worker_tasks.clone(),
             plan: uuid::Uuid::new_v4().to_string(),
-            storage: session
-                .conf_keys()
-                .into_iter()
-                .filter(|k| crate::session::is_storage_key(k))
-                .filter_map(|k| session.conf(&k).map(|v| (k, v)))
-                .collect(),
+            storage: session.storage_conf(),
             chunk_bytes: query_conf.memory.stateful_chunk_bytes(),
         });
         let mut stages = Vec::new();
@@ -201,6 +196,11 @@ impl StagedPlan {
     /// The cluster the batches run on (`sluice.distributed.workers`), if any.
     pub(crate) fn cluster(&self) -> Option<&Arc<dyn crate::distributed::Cluster>> {
         self.cluster.as_ref()
+    }
+
+    /// The query's record of the tasks its workers run (none for a query in one process).
+    pub(crate) fn worker_tasks(&self) -> Option<&Arc<dyn crate::distributed::WorkerTasks>> {
+        self.worker_tasks.as_ref()
     }
 
     /// The tasks each worker ran since the last call (none for a query in one process).

@@ -186,4 +186,7 @@ pub trait Source: Send {
     fn commit(&mut self, _end: &Offset) -> Result<()> {
         Ok(())
     }
+    /// The query runs on a cluster: the source may have the workers read its batches (`on`).
+    /// The default reads them here.
+    fn read_on_workers(&mut self, _on: &crate::distributed::ReadOnWorkers) {}
 }

@@ -176,10 +176,13 @@ impl<'a> PartitionedStores<'a> {
         hooks: &TestHooks,
         batch_id: BatchId,
     ) -> Result<StateStoreMetrics> {
-        if let Some(p) = (0..self.stores.len()).find(|p| {
-            let m = self.stores[*p].metrics();
-            !self.owned.contains(p) && m.num_updated + m.num_removed > 0
-        }) {
+        if let Some(p) = (0..self.stores.len())
+            .filter(|p| !self.owned.contains(p))
+            .find(|p| {
+                let m = self.stores[*p].metrics();
+                m.num_updated + m.num_removed > 0
+            })
+        {
             return Err(SluiceError::internal(format!(
                 "a stateful operator changed state partition {p}, which another worker owns"
             )));

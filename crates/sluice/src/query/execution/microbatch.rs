@@ -87,7 +87,7 @@ impl MicroBatchExecution {
         trigger: MicroBatchTrigger,
         late_rows: Option<LateRowsSpec>,
     ) -> Result<StreamingQuery> {
-        let (core, sources, _) = StreamExecution::open(
+        let (core, mut sources, _) = StreamExecution::open(
             &spec,
             trigger.as_trigger(),
             FirstTriggerRate::Zero,
@@ -109,12 +109,24 @@ impl MicroBatchExecution {
         };
         let explain = core.session.block_on(plan.explain())?;
         let on_workers = plan.cluster().is_some();
+        if let Some(cluster) = plan.cluster() {
+            let reads = crate::distributed::ReadOnWorkers {
+                cluster: std::sync::Arc::clone(cluster),
+                workers: core.conf.distributed_workers.clone(),
+                storage: core.session.storage_conf(),
+                tasks: plan.worker_tasks().cloned(),
+            };
+            for slot in &mut sources {
+                slot.source.read_on_workers(&reads);
+            }
+        }
         if on_workers {
             log::warn!(
-                "writing to {}: its batches run on the workers of {}; this process reads each \
-                 batch's sources whole before it runs (sluice.memory.limit does not bound a \
-                 batch there yet): keep batches small with maxFilesPerTrigger / \
-                 maxBytesPerTrigger / maxOffsetsPerTrigger",
+                "writing to {}: its batches run on the workers of {}; this process gathers each \
+                 batch's source rows before it runs (the workers decode file sources; other \
+                 sources are read here), so sluice.memory.limit does not bound a batch there \
+                 yet: keep batches small with maxFilesPerTrigger / maxBytesPerTrigger / \
+                 maxOffsetsPerTrigger",
                 core.sink_description,
                 crate::conf::DISTRIBUTED_WORKERS
             );
@@ -232,8 +244,12 @@ impl MicroBatchExecution {
         };
         let mut lost = 0;
         let out = loop {
-            let inputs = self.get_batch(&mut batch)?;
-            match self.add_batch(&mut batch, inputs) {
+            // A source read by the workers can lose one too.
+            let attempt = match self.get_batch(&mut batch) {
+                Ok(inputs) => self.add_batch(&mut batch, inputs),
+                Err(e) => Err(e),
+            };
+            match attempt {
                 Err(e) if lost < MAX_WORKER_LOSSES && self.lost_a_worker(&e) => {
                     // The batch runs again, with the same offsets, on the workers that answer;
                     // nothing of it was committed (the sink takes batch N once, by its id).

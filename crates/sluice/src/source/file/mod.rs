@@ -30,6 +30,7 @@ pub use format::parse_json_documents;
 pub(crate) use format::parse_json_values;
 mod listing;
 mod options;
+pub(crate) mod remote;
 mod source_log;
 
 use crate::error::class;
@@ -153,6 +154,8 @@ pub struct FileSourceProvider {
     schema: SchemaRef,
     stream: StreamOptions,
     parse: Arc<ParseOptions>,
+    /// The reader options as given, for a worker to parse the same way.
+    options: HashMap<String, String>,
 }
 
 impl FileSourceProvider {
@@ -209,6 +212,7 @@ impl FileSourceProvider {
             schema: parse.schema.clone(),
             stream,
             parse: Arc::new(parse),
+            options: options.clone(),
         })
     }
 
@@ -304,6 +308,9 @@ impl FileSourceProvider {
             memory: ctx.memory,
             next_files: None,
             read_ahead: None,
+            format: self.format.clone(),
+            options: self.options.clone(),
+            on_workers: None,
         })
     }
 }
@@ -411,6 +418,11 @@ struct FileSource {
     next_files: Option<Vec<String>>,
     /// The next batch's rows, being read while the current batch runs.
     read_ahead: Option<ReadAheadBatch>,
+    /// The format and the reader options as given (for a worker to read with).
+    format: String,
+    options: HashMap<String, String>,
+    /// The query runs on a cluster: its workers read the batches' files.
+    on_workers: Option<crate::distributed::ReadOnWorkers>,
 }
 
 /// A batch's rows read ahead: taken by the batch only if its range and files are these.
@@ -551,6 +563,9 @@ impl FileSource {
     /// one per core, each read a piece of the memory budget at a time (Spark's tasks each read
     /// their split as they go).
     fn read_lazily(&self, files: Vec<String>, range: String) -> SourceBatch {
+        if let Some(on) = &self.on_workers {
+            return remote::read_on_workers(self, on, files, range);
+        }
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let partitions = threads.min(files.len()).max(1);
         // Fewer files than cores: each file's pieces are parsed on the cores left over (the
@@ -574,6 +589,15 @@ impl FileSource {
                 )
             })
             .collect();
+        self.lazy_batch(partitions, counters)
+    }
+
+    /// A batch whose rows `partitions` read as the plan pulls them, counted in `counters`.
+    fn lazy_batch(
+        &self,
+        partitions: Vec<crate::source::RowIter>,
+        counters: Arc<format::ReadCounters>,
+    ) -> SourceBatch {
         let report = move || {
             let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
             let mut metrics = BTreeMap::new();
@@ -605,6 +629,10 @@ impl FileSource {
 impl Source for FileSource {
     fn default_read_limit(&self) -> ReadLimit {
         self.stream.default_read_limit()
+    }
+
+    fn read_on_workers(&mut self, on: &crate::distributed::ReadOnWorkers) {
+        self.on_workers = Some(on.clone());
     }
 
     fn latest_offset(

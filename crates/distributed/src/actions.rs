@@ -1,6 +1,8 @@
-//! Stateful operators' tasks on the workers ([`sluice::distributed::StateTask`]): carried as an
-//! Arrow Flight action (`sluice.stateTask`) on the worker's port, beside datafusion-distributed's
-//! own service. The task's node goes as DataFusion's proto messages (its schemas as `DfSchema`,
+//! Sluice's own tasks on the workers, as Arrow Flight actions on the worker's port, beside
+//! datafusion-distributed's service: a stateful operator's partitions for one batch
+//! (`sluice.stateTask`, [`sluice::distributed::StateTask`]) and a source's read
+//! (`sluice.readFiles`, [`sluice::distributed::ReadTask`]: its rows streamed back as they are
+//! decoded, then its counts). The task's node goes as DataFusion's proto messages (its schemas as `DfSchema`,
 //! its expressions as a `LogicalExprList`, functions by name), its rows as Arrow IPC; the worker
 //! answers with its output rows (Arrow IPC) and its progress, or with the error it failed with
 //! (class and message kept, [`SluiceError::to_wire`]).
@@ -27,13 +29,16 @@ use datafusion_proto::protobuf;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use prost::Message;
-use sluice::distributed::{StateTask, StateTaskOutput};
+use sluice::distributed::{ReadItem, ReadItems, ReadTask, StateTask, StateTaskOutput};
 use sluice::error::{Result, SluiceError};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 
 /// The Flight action a stateful task is.
 const STATE_TASK: &str = "sluice.stateTask";
+
+/// The Flight action a source's read is.
+const READ_FILES: &str = "sluice.readFiles";
 
 /// A task's or an output's bytes may be as large as a batch's rows.
 const MAX_MESSAGE: usize = usize::MAX;
@@ -180,6 +185,100 @@ fn decode_output(bytes: &[u8]) -> Result<StateTaskOutput> {
     })
 }
 
+/// A schema alone as an Arrow IPC stream.
+fn schema_ipc(schema: &arrow::datatypes::SchemaRef) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut w = StreamWriter::try_new(&mut out, schema)?;
+    w.finish()?;
+    drop(w);
+    Ok(out)
+}
+
+fn encode_read_task(task: &ReadTask) -> Result<Vec<u8>> {
+    let mut s = Sections::default();
+    s.push(task.spec.as_bytes());
+    s.push(&schema_ipc(&task.schema)?);
+    Ok(s.0)
+}
+
+fn decode_read_task(bytes: &[u8]) -> Result<ReadTask> {
+    let mut r = Reader(bytes);
+    let spec = String::from_utf8(r.next()?.to_vec()).map_err(|e| wire_error("spec", e))?;
+    let schema = StreamReader::try_new(r.next()?, None)?.schema();
+    Ok(ReadTask { spec, schema })
+}
+
+/// A read's item: `0` and one batch as Arrow IPC, or `1` and the counts as JSON.
+fn encode_read_item(item: &ReadItem) -> Result<Vec<u8>> {
+    Ok(match item {
+        ReadItem::Rows(rows) => {
+            let mut out = vec![0u8];
+            out.extend(ipc(std::slice::from_ref(rows))?);
+            out
+        }
+        ReadItem::Counts(c) => {
+            let mut out = vec![1u8];
+            out.extend(serde_json::to_vec(c).map_err(|e| wire_error("counts", e))?);
+            out
+        }
+    })
+}
+
+fn decode_read_item(bytes: &[u8]) -> Result<ReadItem> {
+    match bytes.split_first() {
+        Some((0, rows)) => from_ipc(rows)?
+            .into_iter()
+            .next()
+            .map(ReadItem::Rows)
+            .ok_or_else(|| wire_error("rows", "none in the message")),
+        Some((1, counts)) => Ok(ReadItem::Counts(
+            serde_json::from_slice(counts).map_err(|e| wire_error("counts", e))?,
+        )),
+        _ => Err(wire_error("read item", "an unknown kind")),
+    }
+}
+
+/// The driver's side of a read: starts `task` on `worker`; its items come through a bounded
+/// channel from a thread that receives them, a few ahead of the reader (dropping the items
+/// cancels the read).
+pub(crate) fn read_on(worker: &str, task: ReadTask) -> Result<ReadItems> {
+    let body = encode_read_task(&task)?;
+    let channel = channel(worker)?;
+    let worker = worker.to_string();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<ReadItem>>(4);
+    std::thread::Builder::new()
+        .name("sluice-remote-read".into())
+        .spawn(move || {
+            client_runtime().block_on(async move {
+                let mut client = FlightServiceClient::new(channel)
+                    .max_decoding_message_size(MAX_MESSAGE)
+                    .max_encoding_message_size(MAX_MESSAGE);
+                let action = Action {
+                    r#type: READ_FILES.to_string(),
+                    body: body.into(),
+                };
+                let mut results = match client.do_action(action).await {
+                    Ok(r) => r.into_inner(),
+                    Err(s) => {
+                        let _ = tx.send(Err(from_status("a read", &worker, s)));
+                        return;
+                    }
+                };
+                while let Some(r) = results.next().await {
+                    let item = r
+                        .map_err(|s| from_status("a read", &worker, s))
+                        .and_then(|m| decode_read_item(&m.body));
+                    let failed = item.is_err();
+                    if tx.send(item).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+        })
+        .map_err(|e| wire_error("reader thread", e))?;
+    Ok(Box::new(rx.into_iter()))
+}
+
 /// The driver's side: runs `task` on `worker` and waits for its output.
 pub(crate) fn run_on(worker: &str, task: StateTask) -> Result<StateTaskOutput> {
     let body = encode_task(&task)?;
@@ -194,20 +293,20 @@ pub(crate) fn run_on(worker: &str, task: StateTask) -> Result<StateTaskOutput> {
         let mut results = client
             .do_action(action)
             .await
-            .map_err(|s| from_status(worker, s))?
+            .map_err(|s| from_status("a stateful task", worker, s))?
             .into_inner();
         let first = results
             .next()
             .await
             .ok_or_else(|| wire_error("answer", format!("worker {worker} sent none")))?
-            .map_err(|s| from_status(worker, s))?;
+            .map_err(|s| from_status("a stateful task", worker, s))?;
         decode_output(&first.body)
     })
 }
 
 /// A worker's error: the one it failed with when it says (class and message kept), else the
 /// transport's.
-fn from_status(worker: &str, status: Status) -> SluiceError {
+fn from_status(what: &str, worker: &str, status: Status) -> SluiceError {
     if status.code() == tonic::Code::Aborted {
         if let Some(e) = SluiceError::from_wire(status.message()) {
             return e;
@@ -215,7 +314,7 @@ fn from_status(worker: &str, status: Status) -> SluiceError {
     }
     SluiceError::connector(
         sluice::error::class::IO_ERROR,
-        format!("a stateful task on worker {worker}: {status}"),
+        format!("{what} on worker {worker}: {status}"),
     )
 }
 
@@ -229,6 +328,8 @@ fn channel(worker: &str) -> Result<Channel> {
     if let Some(c) = channels.get(worker) {
         return Ok(c.clone());
     }
+    // The channel's background work runs on the tasks' runtime, whichever thread asks.
+    let _runtime = client_runtime().enter();
     let c = Endpoint::from_shared(format!("http://{worker}"))
         .map_err(|e| wire_error("worker address", e))?
         .tcp_nodelay(true)
@@ -349,6 +450,9 @@ impl FlightService for StateTasks {
         request: Request<Action>,
     ) -> std::result::Result<Response<Self::DoActionStream>, Status> {
         let action = request.into_inner();
+        if action.r#type == READ_FILES {
+            return read_files(&action.body);
+        }
         if action.r#type != STATE_TASK {
             return unimplemented();
         }
@@ -370,6 +474,41 @@ impl FlightService for StateTasks {
             futures::stream::iter(vec![Ok(result)]).boxed(),
         ))
     }
+}
+
+/// A worker's read: its items sent as they come, a few ahead of the driver (the read waits
+/// while the driver does not take them).
+fn read_files(body: &[u8]) -> std::result::Result<Response<Stream<arrow_flight::Result>>, Status> {
+    let task = decode_read_task(body).map_err(|e| Status::aborted(e.to_wire()))?;
+    log::info!(
+        "running a task: reading files ({} bytes of spec)",
+        task.spec.len()
+    );
+    let (tx, rx) =
+        tokio::sync::mpsc::channel::<std::result::Result<arrow_flight::Result, Status>>(4);
+    tokio::task::spawn_blocking(move || {
+        let items = match sluice::run_read_task(task) {
+            Ok(items) => items,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(Status::aborted(e.to_wire())));
+                return;
+            }
+        };
+        for item in items {
+            let message = item
+                .and_then(|i| encode_read_item(&i))
+                .map(|body| arrow_flight::Result { body: body.into() })
+                .map_err(|e| Status::aborted(e.to_wire()));
+            let failed = message.is_err();
+            if tx.blocking_send(message).is_err() || failed {
+                return;
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Ok(Response::new(stream.boxed()))
 }
 
 #[cfg(test)]

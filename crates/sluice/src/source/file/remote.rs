@@ -1,0 +1,151 @@
+//! A file source's batch read by a cluster's workers (`sluice.distributed.workers`), as Spark's
+//! executors read a file source's splits: the batch's files (the same files, in the same order,
+//! the source log's) are cut into contiguous runs, one per worker that answers; each worker
+//! parses its run with the engine's readers ([`run_read_task`], the same format and options)
+//! and streams the rows back as it decodes them, then its counts (rows, malformed records,
+//! files read), which the source reports as its metrics. The rows, the errors (a `FAILFAST`
+//! record keeps its class) and the counts are the ones of a read in one process.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::format::{self, ParseOptions, ReadCounters};
+use super::listing::uri_to_path;
+use super::options::Options;
+use super::FileSource;
+use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers, ReadTask};
+use crate::error::{Result, SluiceError};
+use crate::source::{RowIter, SourceBatch};
+
+/// A [`ReadTask`]'s spec.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadSpec {
+    format: String,
+    options: HashMap<String, String>,
+    files: Vec<String>,
+    /// The batch's range, for errors.
+    range: String,
+    chunk_bytes: usize,
+    storage: Vec<(String, String)>,
+}
+
+/// The batch of `files` read by the workers of `on`, as the plan pulls it: each worker's read
+/// starts now and runs ahead of its reader by a few batches.
+pub(super) fn read_on_workers(
+    source: &FileSource,
+    on: &ReadOnWorkers,
+    files: Vec<String>,
+    range: String,
+) -> SourceBatch {
+    let counters = Arc::new(ReadCounters::default());
+    let partitions = match partitions_on_workers(source, on, files, range, &counters) {
+        Ok(p) => p,
+        Err(e) => vec![Box::new(std::iter::once(Err(e))) as RowIter],
+    };
+    source.lazy_batch(partitions, counters)
+}
+
+fn partitions_on_workers(
+    source: &FileSource,
+    on: &ReadOnWorkers,
+    files: Vec<String>,
+    range: String,
+    counters: &Arc<ReadCounters>,
+) -> Result<Vec<RowIter>> {
+    if files.is_empty() {
+        return Ok(Vec::new());
+    }
+    let workers = on.cluster.answering(&on.workers)?;
+    let n = workers.len().min(files.len()).max(1);
+    let per = files.len().div_ceil(n);
+    let chunk_bytes = source.memory.read_chunk_bytes(n);
+    files
+        .chunks(per)
+        .zip(workers.iter().cycle())
+        .map(|(run, worker)| {
+            let spec = ReadSpec {
+                format: source.format.clone(),
+                options: source.options.clone(),
+                files: run.to_vec(),
+                range: range.clone(),
+                chunk_bytes,
+                storage: on.storage.clone(),
+            };
+            let task = ReadTask {
+                spec: serde_json::to_string(&spec)
+                    .map_err(|e| SluiceError::internal(format!("a read task's spec: {e}")))?,
+                schema: source.parse.schema.clone(),
+            };
+            let started = std::time::Instant::now();
+            let items = on.cluster.read_files(worker, task)?;
+            let log = on.tasks.clone();
+            let worker = worker.clone();
+            let done = move || {
+                if let Some(log) = &log {
+                    log.ran(&worker, started.elapsed());
+                }
+            };
+            Ok(counted(items, Arc::clone(counters), done))
+        })
+        .collect()
+}
+
+/// The rows of `items`; their counts added to `counters`, and `done` told when they come.
+fn counted(
+    items: ReadItems,
+    counters: Arc<ReadCounters>,
+    done: impl Fn() + Send + 'static,
+) -> RowIter {
+    Box::new(items.filter_map(move |item| match item {
+        Ok(ReadItem::Rows(rows)) => Some(Ok(rows)),
+        Ok(ReadItem::Counts(c)) => {
+            done();
+            counters.rows.fetch_add(c.rows, Ordering::Relaxed);
+            counters.malformed.fetch_add(c.malformed, Ordering::Relaxed);
+            counters.dropped.fetch_add(c.dropped, Ordering::Relaxed);
+            counters
+                .files_read
+                .fetch_add(c.files_read, Ordering::Relaxed);
+            None
+        }
+        Err(e) => Some(Err(e)),
+    }))
+}
+
+/// Runs a [`ReadTask`] on this worker: its files parsed as the driver's source would (the same
+/// format, options and schema), a piece of `chunk_bytes` at a time, each file's pieces on this
+/// worker's cores; the rows as they come, then the counts.
+pub fn run_read_task(task: ReadTask) -> Result<ReadItems> {
+    let spec: ReadSpec = serde_json::from_str(&task.spec)
+        .map_err(|e| SluiceError::internal(format!("a read task's spec does not parse: {e}")))?;
+    if !spec.storage.is_empty() {
+        let conf: HashMap<String, String> = spec.storage.iter().cloned().collect();
+        crate::storage::configure(conf.iter());
+    }
+    let parse = ParseOptions::new(&spec.format, &task.schema, &Options::new(&spec.options))?;
+    let fan_out = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let counters = Arc::new(ReadCounters::default());
+    let rows = format::read_files_lazy(
+        Arc::new(parse),
+        spec.files,
+        spec.range,
+        uri_to_path,
+        spec.chunk_bytes,
+        fan_out,
+        Arc::clone(&counters),
+    );
+    let counts = std::iter::once_with(move || {
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        Ok(ReadItem::Counts(ReadCounts {
+            rows: get(&counters.rows),
+            malformed: get(&counters.malformed),
+            dropped: get(&counters.dropped),
+            files_read: get(&counters.files_read),
+        }))
+    });
+    Ok(Box::new(rows.map(|r| r.map(ReadItem::Rows)).chain(counts)))
+}
