@@ -548,4 +548,38 @@ mod tests {
         assert_eq!(back.rows, out.rows);
         assert_eq!(back.progress, out.progress);
     }
+
+    #[test]
+    fn a_read_task_and_its_items_cross_the_wire_unchanged() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+        let task = ReadTask {
+            spec: "{\"files\":[\"a\"]}".into(),
+            schema: schema.clone(),
+        };
+        let back = decode_read_task(&encode_read_task(&task).unwrap()).unwrap();
+        assert_eq!((back.spec, back.schema), (task.spec, task.schema));
+        let rows = RecordBatch::try_new(
+            schema,
+            vec![Arc::new(Int64Array::from(vec![Some(7), None]))],
+        )
+        .unwrap();
+        match decode_read_item(&encode_read_item(&ReadItem::Rows(rows.clone())).unwrap()) {
+            Ok(ReadItem::Rows(b)) => assert_eq!(b, rows),
+            other => panic!("{other:?}"),
+        }
+        let counts = sluice::distributed::ReadCounts {
+            rows: 2,
+            malformed: 1,
+            dropped: 0,
+            files_read: 1,
+        };
+        match decode_read_item(&encode_read_item(&ReadItem::Counts(counts)).unwrap()) {
+            Ok(ReadItem::Counts(c)) => assert_eq!(c, counts),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            decode_read_item(&[9]).is_err(),
+            "an unknown kind is refused"
+        );
+    }
 }

@@ -174,6 +174,47 @@ pub(crate) fn for_workers(workers: &[String]) -> Result<Option<Arc<dyn Cluster>>
     }
 }
 
+/// Refuses `path` (what `what` is: the checkpoint, a source's folder) on a local disk when a
+/// worker of `workers` is on another host: each worker would read and write a folder of its own
+/// machine under that name, and a state partition moved between workers would lose what the
+/// other wrote. Workers on this host (loopback addresses, `localhost`) share its disk.
+pub(crate) fn check_shared(path: &std::path::Path, workers: &[String], what: &str) -> Result<()> {
+    if crate::storage::is_remote(path) {
+        return Ok(());
+    }
+    let elsewhere: Vec<&String> = workers.iter().filter(|w| !on_this_host(w)).collect();
+    if elsewhere.is_empty() {
+        return Ok(());
+    }
+    Err(SluiceError::query(
+        class::INVALID_CONF_VALUE,
+        format!(
+            "{what} {} is on this machine's disk, but the workers {} of {DISTRIBUTED_WORKERS} are \
+             on other hosts and cannot reach it: put it on storage every worker reaches \
+             (s3a://, gs://, abfss://), or run the workers on this host",
+            path.display(),
+            elsewhere
+                .iter()
+                .map(|w| w.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    ))
+}
+
+/// Whether a worker's `host:port` is this host (a loopback address or `localhost`).
+fn on_this_host(worker: &str) -> bool {
+    let host = worker
+        .rsplit_once(':')
+        .map_or(worker, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// A `GenerateExec` (Spark's generators: `explode`, `posexplode`, `inline`, `stack`,
 /// `json_tuple`, their `_outer` forms) as the parts a [`Cluster`] carries to its workers
 /// ([`crate::generate_parts`], [`crate::generate_exec`]).
@@ -191,4 +232,24 @@ pub struct GenerateParts {
     pub kept: Vec<usize>,
     /// The generated columns, after the kept ones.
     pub generated: Vec<Field>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_folder_is_refused_only_when_a_worker_is_on_another_host() {
+        let local = std::path::Path::new("/tmp/ck");
+        let here = [
+            "127.0.0.1:7078".to_string(),
+            "localhost:7079".into(),
+            "[::1]:7080".into(),
+        ];
+        assert!(check_shared(local, &here, "the checkpoint").is_ok());
+        let there = ["127.0.0.1:7078".to_string(), "10.0.0.7:7078".into()];
+        let err = check_shared(local, &there, "the checkpoint").unwrap_err();
+        assert!(err.to_string().contains("10.0.0.7:7078") && err.to_string().contains("s3a://"));
+        assert!(check_shared(std::path::Path::new("s3a://b/ck"), &there, "the checkpoint").is_ok());
+    }
 }

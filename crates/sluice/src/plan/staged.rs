@@ -130,6 +130,13 @@ impl StagedPlan {
             local_cache: query_conf.local_cache,
             ..Default::default()
         };
+        if cluster.is_some() {
+            crate::distributed::check_shared(
+                checkpoint_root,
+                &query_conf.distributed_workers,
+                "the checkpoint",
+            )?;
+        }
         let on_workers = cluster.as_ref().map(|c| OnWorkers {
             cluster: Arc::clone(c),
             workers: query_conf.distributed_workers.clone(),

@@ -159,9 +159,9 @@ pub(crate) struct OnWorkers {
 
 impl Remote {
     /// How `node`'s operator (state as `info` says, output mode `mode`) runs on the workers, or
-    /// `None` when it runs in this process: not every operator goes yet (stream-stream joins and
-    /// `flatMapGroupsWithState` stay), and an operator whose expressions use a function that is
-    /// not the same on a worker stays too.
+    /// `None` when it runs in this process: `flatMapGroupsWithState` stays (its function is this
+    /// process's Rust code), and so does an operator whose expressions use a function that is
+    /// not the same on a worker.
     pub(crate) fn for_node(
         node: &StatefulNode,
         mode: OutputMode,

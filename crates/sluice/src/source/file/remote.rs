@@ -59,6 +59,11 @@ fn partitions_on_workers(
     if files.is_empty() {
         return Ok(Vec::new());
     }
+    crate::distributed::check_shared(
+        &source.location.dir,
+        &on.workers,
+        &format!("the folder of {}", source.description),
+    )?;
     let workers = on.cluster.answering(&on.workers)?;
     let n = workers.len().min(files.len()).max(1);
     let per = files.len().div_ceil(n);
