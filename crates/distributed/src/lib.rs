@@ -3,15 +3,16 @@
 //! process that names workers run each batch's plan over them, while this process keeps the
 //! query loop (offsets, commits, watermark, progress), as Spark's driver.
 //!
-//! What runs where, for now: the workers decode a file source's batches (each a contiguous run
-//! of the batch's files, its rows streamed back to the driver, `actions.rs`); the driver runs the
+//! What runs where, for now: the workers read file and Kafka sources' batches (each a
+//! contiguous run of the batch's files or partitions' offset ranges, its rows streamed back to
+//! the driver, `actions.rs`); the driver runs the
 //! watermark nodes and `flatMapGroupsWithState` (its function is the driver's Rust code); the
 //! stateless work over the rows (projections, filters, Spark's generators, partial
 //! aggregations) runs on the workers, the rows split into one slice per worker and sent with the
 //! plan (`boundary.rs`); the stateful operators' state partitions (aggregations, session windows,
 //! deduplications, stream-stream joins) are on the workers, each worker owning a range of them
-//! for the batch, its rows routed to it by key (`actions.rs`). Other sources (Kafka, rate,
-//! memory, ...) are read by the driver, before the batch. A batch that loses a worker runs
+//! for the batch, its rows routed to it by key (`actions.rs`). Other sources (rate, memory,
+//! ...) are read by the driver, before the batch. A batch that loses a worker runs
 //! again, with the same offsets, on the workers that answer, which then own the lost worker's
 //! partitions.
 

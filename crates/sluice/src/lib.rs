@@ -100,7 +100,7 @@ pub use plan::json::{from_json, schema_of_json, to_json};
 pub use progress::{StreamingQueryListener, StreamingQueryProgress};
 pub use query::StreamingQuery;
 pub use session::{Session, SessionBuilder};
-pub use source::file::remote::run_read_task;
+pub use source::remote::run_read_task;
 pub use types::{BatchData, OutputMode, Trigger};
 
 #[cfg(test)]

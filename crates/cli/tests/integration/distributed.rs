@@ -76,12 +76,12 @@ impl Worker {
         self.log.lock().unwrap().matches("running a task").count()
     }
 
-    /// How many of them were a source's read (files decoded on the worker).
+    /// How many of them were a source's read (files decoded, Kafka ranges read on the worker).
     fn reads(&self) -> usize {
         self.log
             .lock()
             .unwrap()
-            .matches("running a task: reading files")
+            .matches("running a task: reading")
             .count()
     }
 
@@ -403,6 +403,91 @@ fn s3_a_worker_added_between_batches_takes_state_partitions_from_the_checkpoint(
         two.batches
     );
     assert!(one.stores.iter().chain(&two.stores).all(|n| *n == 3));
+}
+
+/// A Kafka source on three workers: each batch's partitions' offset ranges are read by the
+/// workers (a consumer each, from the source's options), the rows those of one process.
+#[test]
+fn s3_kafka_ranges_read_on_three_workers_give_the_rows_of_one_process() {
+    use crate::pipelines::kafka_helpers::{bootstrap, topic_with};
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+    let bootstrap = bootstrap();
+    let topic = topic_with("cluster-kafka", 3);
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    for i in 0..300u32 {
+        let (key, value) = (format!("k{}", i % 7), format!("v{i}"));
+        producer
+            .send(
+                BaseRecord::to(&topic)
+                    .key(&key)
+                    .payload(&value)
+                    .partition((i % 3) as i32),
+            )
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let bucket = new_bucket("cluster-kafka");
+    let mut workers = three_workers();
+    let run_on = |list: Option<String>| {
+        let s = session_on(list);
+        let out: Arc<Mutex<Vec<RecordBatch>>> = Arc::default();
+        let sink = out.clone();
+        s.read_stream()
+            .format("kafka")
+            .option("kafka.bootstrap.servers", &bootstrap)
+            .option("subscribe", &topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", 120)
+            .load_source()
+            .unwrap()
+            .create_or_replace_temp_view("kev")
+            .unwrap();
+        let query = s
+            .sql(
+                "SELECT CAST(key AS STRING) AS k, CAST(value AS STRING) AS v, partition, offset \
+                 FROM kev",
+            )
+            .unwrap()
+            .drop_duplicates(["v"])
+            .unwrap()
+            .write_stream()
+            .option(
+                "checkpointLocation",
+                format!("s3a://{bucket}/ck-kafka-{}", rand_suffix()),
+            )
+            .output_mode(sluice::OutputMode::Append)
+            .trigger(Trigger::AvailableNow)
+            .foreach_batch(move |data, _| {
+                sink.lock()
+                    .unwrap()
+                    .extend(data.partitions.iter().flatten().cloned());
+                Ok(())
+            })
+            .start()
+            .unwrap();
+        ran(query, &out)
+    };
+    let alone = run_on(None);
+    assert_eq!(alone.rows.len(), 300);
+    let before: Vec<usize> = workers.iter().map(Worker::reads).collect();
+    let list: Vec<&str> = workers.iter().map(|w| w.address.as_str()).collect();
+    let cluster = run_on(Some(list.join(",")));
+    assert_eq!(cluster.rows, alone.rows);
+    assert_eq!(cluster.input_rows, 300);
+    let read_on: Vec<usize> = workers
+        .iter_mut()
+        .zip(&before)
+        .map(|(w, b)| w.reads() - b)
+        .collect();
+    assert!(
+        read_on.iter().filter(|n| **n > 0).count() >= 2,
+        "the ranges were read on the workers: {read_on:?}"
+    );
 }
 
 #[test]

@@ -598,7 +598,7 @@ CREATE SINK s WITH (connector = 'console') AS SELECT * FROM events;",
     );
 }
 
-mod kafka_helpers {
+pub(crate) mod kafka_helpers {
     use super::*;
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
@@ -621,6 +621,11 @@ mod kafka_helpers {
     }
 
     pub fn topic(name: &str) -> String {
+        topic_with(name, 1)
+    }
+
+    /// A new topic of `partitions` partitions.
+    pub fn topic_with(name: &str, partitions: i32) -> String {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -636,7 +641,7 @@ mod kafka_helpers {
             .unwrap();
         for r in rt
             .block_on(admin.create_topics(
-                &[NewTopic::new(&t, 1, TopicReplication::Fixed(1))],
+                &[NewTopic::new(&t, partitions, TopicReplication::Fixed(1))],
                 &AdminOptions::new(),
             ))
             .unwrap()

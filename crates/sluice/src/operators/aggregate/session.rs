@@ -199,18 +199,11 @@ impl StreamingAggregate {
             .map(|i| ts.value(*i as usize))
             .collect();
         // Other key columns of the kept rows.
-        let mut other_arrays: Vec<ArrayRef> = Vec::new();
-        for (i, k) in self.keys.iter().enumerate() {
-            if i == pos {
-                continue;
-            }
-            let KeyPart::Expr(e) = k else {
-                return Err(SluiceError::not_supported_yet(
-                    "a session window together with another window",
-                ));
-            };
-            other_arrays.push(take(&e.evaluate(batch)?.into_array(n)?, &keep, None)?);
-        }
+        let other_arrays: Vec<ArrayRef> = self
+            .other_keys(batch, pos)?
+            .iter()
+            .map(|a| take(a, &keep, None))
+            .collect::<Result<_, _>>()?;
         let idx = self
             .sessions
             .as_ref()
@@ -231,11 +224,8 @@ impl StreamingAggregate {
         })
     }
 
-    /// The state partition of each row of `batch`: its other keys' (a session's key group).
-    pub(super) fn session_partitions(&self, batch: &RecordBatch) -> Result<Vec<usize>> {
-        let pos = self
-            .session_position()
-            .ok_or_else(|| SluiceError::internal("session key"))?;
+    /// The grouping keys other than the session window (at `pos`) of every row of `batch`.
+    fn other_keys(&self, batch: &RecordBatch, pos: usize) -> Result<Vec<ArrayRef>> {
         let n = batch.num_rows();
         let mut arrays: Vec<ArrayRef> = Vec::new();
         for (i, k) in self.keys.iter().enumerate() {
@@ -249,6 +239,16 @@ impl StreamingAggregate {
             };
             arrays.push(e.evaluate(batch)?.into_array(n)?);
         }
+        Ok(arrays)
+    }
+
+    /// The state partition of each row of `batch`: its other keys' (a session's key group).
+    pub(super) fn session_partitions(&self, batch: &RecordBatch) -> Result<Vec<usize>> {
+        let pos = self
+            .session_position()
+            .ok_or_else(|| SluiceError::internal("session key"))?;
+        let n = batch.num_rows();
+        let arrays = self.other_keys(batch, pos)?;
         let idx = self
             .sessions
             .as_ref()

@@ -123,8 +123,8 @@ impl MicroBatchExecution {
         if on_workers {
             log::warn!(
                 "writing to {}: its batches run on the workers of {}; this process gathers each \
-                 batch's source rows before it runs (the workers decode file sources; other \
-                 sources are read here), so sluice.memory.limit does not bound a batch there \
+                 batch's source rows before it runs (the workers read file and Kafka sources; \
+                 other sources are read here), so sluice.memory.limit does not bound a batch there \
                  yet: keep batches small with maxFilesPerTrigger / maxBytesPerTrigger / \
                  maxOffsetsPerTrigger",
                 core.sink_description,

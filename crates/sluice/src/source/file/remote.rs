@@ -17,13 +17,14 @@ use super::listing::uri_to_path;
 use super::options::Options;
 use super::FileSource;
 use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers, ReadTask};
-use crate::error::{Result, SluiceError};
+use crate::error::Result;
+use crate::source::remote::ReadSpec;
 use crate::source::{RowIter, SourceBatch};
 
-/// A [`ReadTask`]'s spec.
+/// A file read's spec ([`crate::source::remote::ReadSpec::File`]).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReadSpec {
+pub(crate) struct FileRead {
     format: String,
     options: HashMap<String, String>,
     files: Vec<String>,
@@ -72,17 +73,16 @@ fn partitions_on_workers(
         .chunks(per)
         .zip(workers.iter().cycle())
         .map(|(run, worker)| {
-            let spec = ReadSpec {
+            let spec = ReadSpec::File(FileRead {
                 format: source.format.clone(),
                 options: source.options.clone(),
                 files: run.to_vec(),
                 range: range.clone(),
                 chunk_bytes,
                 storage: on.storage.clone(),
-            };
+            });
             let task = ReadTask {
-                spec: serde_json::to_string(&spec)
-                    .map_err(|e| SluiceError::internal(format!("a read task's spec: {e}")))?,
+                spec: spec.to_text()?,
                 schema: source.parse.schema.clone(),
             };
             let started = std::time::Instant::now();
@@ -121,17 +121,15 @@ fn counted(
     }))
 }
 
-/// Runs a [`ReadTask`] on this worker: its files parsed as the driver's source would (the same
-/// format, options and schema), a piece of `chunk_bytes` at a time, each file's pieces on this
+/// Runs a file read on this worker: its files parsed as the driver's source would (the same
+/// format, options and `schema`), a piece of `chunk_bytes` at a time, each file's pieces on this
 /// worker's cores; the rows as they come, then the counts.
-pub fn run_read_task(task: ReadTask) -> Result<ReadItems> {
-    let spec: ReadSpec = serde_json::from_str(&task.spec)
-        .map_err(|e| SluiceError::internal(format!("a read task's spec does not parse: {e}")))?;
+pub(crate) fn run(spec: FileRead, schema: arrow::datatypes::SchemaRef) -> Result<ReadItems> {
     if !spec.storage.is_empty() {
         let conf: HashMap<String, String> = spec.storage.iter().cloned().collect();
         crate::storage::configure(conf.iter());
     }
-    let parse = ParseOptions::new(&spec.format, &task.schema, &Options::new(&spec.options))?;
+    let parse = ParseOptions::new(&spec.format, &schema, &Options::new(&spec.options))?;
     let fan_out = std::thread::available_parallelism().map_or(1, |n| n.get());
     let counters = Arc::new(ReadCounters::default());
     let rows = format::read_files_lazy(

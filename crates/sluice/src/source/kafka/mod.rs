@@ -39,6 +39,7 @@ use crate::error::{Result, SluiceError};
 use crate::kafka_log::{within, Failure, KafkaLogContext, Logged};
 
 mod read;
+pub(crate) mod remote;
 mod rows;
 pub(crate) mod spec;
 
@@ -123,6 +124,18 @@ pub struct KafkaSourceProvider {
     max_trigger_delay: Duration,
     fail_on_data_loss: bool,
     include_headers: bool,
+    /// The options as given, for a worker to read with (`remote.rs`).
+    options: GivenOptions,
+}
+
+/// A source's options as given (secrets among them): their `Debug` names none of the values.
+#[derive(Clone)]
+struct GivenOptions(HashMap<String, String>);
+
+impl std::fmt::Debug for GivenOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GivenOptions({} options)", self.0.len())
+    }
 }
 
 fn bad_option(msg: impl Into<String>) -> SluiceError {
@@ -338,6 +351,7 @@ impl KafkaSourceProvider {
             max_trigger_delay,
             fail_on_data_loss,
             include_headers,
+            options: GivenOptions(options.clone()),
         })
     }
 
@@ -525,6 +539,7 @@ impl KafkaSourceProvider {
             reached: Default::default(),
             last_batch: Instant::now(),
             latest: PartitionOffsets::new(),
+            on_workers: None,
         })
     }
 }
@@ -546,6 +561,8 @@ struct KafkaSource {
     available_now: Option<PartitionOffsets>,
     last_batch: Instant,
     latest: PartitionOffsets,
+    /// The query runs on a cluster: its workers read the batches' ranges (`remote.rs`).
+    on_workers: Option<crate::distributed::ReadOnWorkers>,
 }
 
 impl KafkaSource {
@@ -793,6 +810,10 @@ fn get(o: &PartitionOffsets, t: &str, p: i32) -> Option<i64> {
 }
 
 impl Source for KafkaSource {
+    fn read_on_workers(&mut self, on: &crate::distributed::ReadOnWorkers) {
+        self.on_workers = Some(on.clone());
+    }
+
     fn default_read_limit(&self) -> ReadLimit {
         match self.p.max_offsets {
             Some(n) => ReadLimit::MaxRows(n),

@@ -54,7 +54,7 @@ impl KafkaSource {
         end: &PartitionOffsets,
     ) -> Result<(Vec<RecordBatch>, u64)> {
         let mut lost: u64 = 0;
-        let mut out = Vec::new();
+        let mut ranges: Vec<(String, i32, i64, i64)> = Vec::new();
         for (t, parts) in end {
             for (p, e) in parts {
                 let (low, _) = self.watermarks(t, *p)?;
@@ -90,9 +90,16 @@ impl KafkaSource {
                         continue;
                     }
                 }
-                out.push(self.read_partition(t, *p, s, *e)?);
+                ranges.push((t.clone(), *p, s, *e));
             }
         }
+        let out = match &self.on_workers {
+            Some(on) => super::remote::read_on_workers(&self.p, on, ranges)?,
+            None => ranges
+                .iter()
+                .map(|(t, p, s, e)| self.read_partition(t, *p, *s, *e))
+                .collect::<Result<Vec<_>>>()?,
+        };
         let total: usize = out.iter().map(RecordBatch::num_rows).sum();
         let batches = match self.p.min_partitions {
             Some(min) if min > out.len() && total > 0 => out
@@ -117,7 +124,13 @@ impl KafkaSource {
 
     /// Offsets `s..e` of `t`-`p`, read with the consumer (transaction markers and compacted
     /// records leave gaps, which are not data loss).
-    fn read_partition(&mut self, t: &str, p: i32, s: i64, e: i64) -> Result<RecordBatch> {
+    pub(super) fn read_partition(
+        &mut self,
+        t: &str,
+        p: i32,
+        s: i64,
+        e: i64,
+    ) -> Result<RecordBatch> {
         let mut rows = KafkaRows::new(self.p.include_headers);
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(t, p, KOffset::Offset(s))

@@ -1,0 +1,100 @@
+//! A Kafka source's batch read by a cluster's workers (`sluice.distributed.workers`), as
+//! Spark's executors read a Kafka source's offset ranges: the driver resolves the batch's ranges
+//! per partition (data loss and reset partitions handled there, as in one process) and cuts them
+//! into contiguous runs, one per worker that answers; each worker reads its ranges with a
+//! consumer of its own, made from the same options (`kafka.*` security settings included), and
+//! sends one batch of records per range, in order. The rows are those of a read in one process.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use serde::{Deserialize, Serialize};
+
+use super::{kafka_schema_with, KafkaSourceProvider};
+use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers, ReadTask};
+use crate::error::Result;
+use crate::source::remote::ReadSpec;
+
+/// One partition's offsets to read: topic, partition, first offset, end offset (exclusive).
+pub(crate) type OffsetRange = (String, i32, i64, i64);
+
+/// A Kafka read's spec ([`ReadSpec::Kafka`]).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct KafkaRead {
+    options: HashMap<String, String>,
+    ranges: Vec<OffsetRange>,
+}
+
+/// The records of `ranges`, one batch per range in order, read by the workers of `on`; all
+/// reads start at once, each a few batches ahead of this process.
+pub(super) fn read_on_workers(
+    p: &KafkaSourceProvider,
+    on: &ReadOnWorkers,
+    ranges: Vec<OffsetRange>,
+) -> Result<Vec<RecordBatch>> {
+    if ranges.is_empty() {
+        return Ok(Vec::new());
+    }
+    let workers = on.cluster.answering(&on.workers)?;
+    let n = workers.len().min(ranges.len()).max(1);
+    let per = ranges.len().div_ceil(n);
+    let reads = ranges
+        .chunks(per)
+        .zip(workers.iter().cycle())
+        .map(|(run, worker)| {
+            let spec = ReadSpec::Kafka(KafkaRead {
+                options: p.options.0.clone(),
+                ranges: run.to_vec(),
+            });
+            let task = ReadTask {
+                spec: spec.to_text()?,
+                schema: kafka_schema_with(p.include_headers),
+            };
+            let started = Instant::now();
+            Ok((worker, started, on.cluster.read_files(worker, task)?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut out = Vec::new();
+    for (worker, started, items) in reads {
+        for item in items {
+            match item? {
+                ReadItem::Rows(rows) => out.push(rows),
+                ReadItem::Counts(_) => {
+                    if let Some(log) = &on.tasks {
+                        log.ran(worker, started.elapsed());
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs a Kafka read on this worker: a consumer of its own from the spec's options, each range
+/// read as one batch, then the count of the rows.
+pub(crate) fn run(spec: KafkaRead) -> Result<ReadItems> {
+    let provider = KafkaSourceProvider::try_new(&spec.options)?;
+    let mut source = provider.source(None, std::path::PathBuf::new())?;
+    let mut ranges = spec.ranges.into_iter();
+    let (mut rows, mut ended) = (0u64, false);
+    Ok(Box::new(std::iter::from_fn(move || {
+        if ended {
+            return None;
+        }
+        let Some((t, p, s, e)) = ranges.next() else {
+            ended = true;
+            return Some(Ok(ReadItem::Counts(ReadCounts {
+                rows,
+                ..Default::default()
+            })));
+        };
+        let read = source.read_partition(&t, p, s, e);
+        match &read {
+            Ok(batch) => rows += batch.num_rows() as u64,
+            Err(_) => ended = true,
+        }
+        Some(read.map(ReadItem::Rows))
+    })))
+}
