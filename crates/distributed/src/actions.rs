@@ -250,14 +250,7 @@ pub(crate) fn read_on(worker: &str, task: ReadTask) -> Result<ReadItems> {
         .name("sluice-remote-read".into())
         .spawn(move || {
             client_runtime().block_on(async move {
-                let mut client = FlightServiceClient::new(channel)
-                    .max_decoding_message_size(MAX_MESSAGE)
-                    .max_encoding_message_size(MAX_MESSAGE);
-                let action = Action {
-                    r#type: READ_FILES.to_string(),
-                    body: body.into(),
-                };
-                let mut results = match client.do_action(action).await {
+                let mut results = match do_action(channel, READ_FILES, body).await {
                     Ok(r) => r.into_inner(),
                     Err(s) => {
                         let _ = tx.send(Err(from_status("a read", &worker, s)));
@@ -279,19 +272,27 @@ pub(crate) fn read_on(worker: &str, task: ReadTask) -> Result<ReadItems> {
     Ok(Box::new(rx.into_iter()))
 }
 
+/// Sends the action `kind` with `body` on `channel`; its results as they come.
+async fn do_action(
+    channel: Channel,
+    kind: &str,
+    body: Vec<u8>,
+) -> std::result::Result<Response<Streaming<arrow_flight::Result>>, Status> {
+    FlightServiceClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE)
+        .do_action(Action {
+            r#type: kind.to_string(),
+            body: body.into(),
+        })
+        .await
+}
+
 /// The driver's side: runs `task` on `worker` and waits for its output.
 pub(crate) fn run_on(worker: &str, task: StateTask) -> Result<StateTaskOutput> {
     let body = encode_task(&task)?;
     client_runtime().block_on(async {
-        let mut client = FlightServiceClient::new(channel(worker)?)
-            .max_decoding_message_size(MAX_MESSAGE)
-            .max_encoding_message_size(MAX_MESSAGE);
-        let action = Action {
-            r#type: STATE_TASK.to_string(),
-            body: body.into(),
-        };
-        let mut results = client
-            .do_action(action)
+        let mut results = do_action(channel(worker)?, STATE_TASK, body)
             .await
             .map_err(|s| from_status("a stateful task", worker, s))?
             .into_inner();

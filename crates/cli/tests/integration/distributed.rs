@@ -252,9 +252,18 @@ fn start(
     input: &Path,
     checkpoint: &str,
 ) -> (sluice::StreamingQuery, Arc<Mutex<Vec<RecordBatch>>>) {
+    capture(frame(s, q, input), checkpoint)
+}
+
+/// Starts `frame` to its end (available now), appending, with its checkpoint at `checkpoint`;
+/// its rows go to the vector returned.
+fn capture(
+    frame: StreamFrame,
+    checkpoint: &str,
+) -> (sluice::StreamingQuery, Arc<Mutex<Vec<RecordBatch>>>) {
     let out: Arc<Mutex<Vec<RecordBatch>>> = Arc::default();
     let sink = out.clone();
-    let query = frame(s, q, input)
+    let query = frame
         .write_stream()
         .option("checkpointLocation", checkpoint)
         .output_mode(sluice::OutputMode::Append)
@@ -435,8 +444,6 @@ fn s3_kafka_ranges_read_on_three_workers_give_the_rows_of_one_process() {
     let mut workers = three_workers();
     let run_on = |list: Option<String>| {
         let s = session_on(list);
-        let out: Arc<Mutex<Vec<RecordBatch>>> = Arc::default();
-        let sink = out.clone();
         s.read_stream()
             .format("kafka")
             .option("kafka.bootstrap.servers", &bootstrap)
@@ -447,29 +454,16 @@ fn s3_kafka_ranges_read_on_three_workers_give_the_rows_of_one_process() {
             .unwrap()
             .create_or_replace_temp_view("kev")
             .unwrap();
-        let query = s
+        let frame = s
             .sql(
                 "SELECT CAST(key AS STRING) AS k, CAST(value AS STRING) AS v, partition, offset \
                  FROM kev",
             )
             .unwrap()
             .drop_duplicates(["v"])
-            .unwrap()
-            .write_stream()
-            .option(
-                "checkpointLocation",
-                format!("s3a://{bucket}/ck-kafka-{}", rand_suffix()),
-            )
-            .output_mode(sluice::OutputMode::Append)
-            .trigger(Trigger::AvailableNow)
-            .foreach_batch(move |data, _| {
-                sink.lock()
-                    .unwrap()
-                    .extend(data.partitions.iter().flatten().cloned());
-                Ok(())
-            })
-            .start()
             .unwrap();
+        let checkpoint = format!("s3a://{bucket}/ck-kafka-{}", rand_suffix());
+        let (query, out) = capture(frame, &checkpoint);
         ran(query, &out)
     };
     let alone = run_on(None);

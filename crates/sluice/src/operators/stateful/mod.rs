@@ -266,13 +266,7 @@ impl OperatorRunner {
             info.allow_key_rename,
         )?;
         Ok(Self {
-            providers: stores::open_stores(
-                info,
-                owned.clone(),
-                operator.state_times()?,
-                operator.state_key_groups(),
-                operator.state_held_by_operator(),
-            )?,
+            providers: open_providers(operator.as_ref(), info, owned.clone())?,
             operator,
             info: info.clone(),
             owned,
@@ -374,13 +368,8 @@ impl OperatorRunner {
             );
             self.remote = None;
             self.owned = 0..self.info.partitions;
-            self.providers = stores::open_stores(
-                &self.info,
-                self.owned.clone(),
-                self.operator.state_times()?,
-                self.operator.state_key_groups(),
-                self.operator.state_held_by_operator(),
-            )?;
+            self.providers =
+                open_providers(self.operator.as_ref(), &self.info, self.owned.clone())?;
         }
         Ok(schema)
     }
@@ -389,6 +378,22 @@ impl OperatorRunner {
     pub(crate) fn take_late_rows(&mut self) -> Vec<RecordBatch> {
         self.operator.take_late_rows()
     }
+}
+
+/// The store providers of `operator`'s partitions `owned`, kept as it declares (time index, key
+/// groups, held by the operator).
+fn open_providers(
+    operator: &dyn StatefulOperator,
+    info: &StateInfo,
+    owned: Range<usize>,
+) -> Result<Vec<DefaultStateStoreProvider>> {
+    stores::open_stores(
+        info,
+        owned,
+        operator.state_times()?,
+        operator.state_key_groups(),
+        operator.state_held_by_operator(),
+    )
 }
 
 /// The schema of an operator's output rows, with every field nullable.

@@ -20,10 +20,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use arrow::array::{RecordBatch, UInt32Array};
-use arrow::compute::{concat_batches, take_record_batch};
+use arrow::compute::take_record_batch;
 use serde::{Deserialize, Serialize};
 
-use super::{BatchContext, Chunking, OperatorOutput, OperatorRunner, StageInput, StateInfo};
+use super::{
+    BatchContext, Chunking, OperatorOutput, OperatorRunner, OutputRows, StageInput, StateInfo,
+};
 use crate::checkpoint::CheckpointDir;
 use crate::distributed::{Cluster, StateTask, StateTaskOutput, WorkerTasks};
 use crate::error::{Result, SluiceError};
@@ -184,7 +186,7 @@ impl Remote {
             log: on.log.clone(),
             spec: TaskSpec {
                 node: node_spec,
-                mode: mode_name(mode).to_string(),
+                mode: mode.as_str().to_string(),
                 plan: on.plan.clone(),
                 checkpoint: info.checkpoint.root().to_string_lossy().into_owned(),
                 operator_id: info.operator_id.0,
@@ -272,8 +274,13 @@ impl Remote {
             .first()
             .map(|b| b.schema())
             .ok_or_else(|| SluiceError::internal("a state task without its output's schema"))?;
+        // The tasks' batches as they came (spilled past a chunk's share, as in one process).
+        let mut output = OutputRows::spilling(schema, self.spec.chunk_bytes);
+        for batch in rows {
+            output.push(batch)?;
+        }
         Ok(OperatorOutput {
-            rows: concat_batches(&schema, &rows)?.into(),
+            rows: output,
             progress,
         })
     }
@@ -295,14 +302,6 @@ fn add_progress(sum: &mut StateOperatorProgress, p: StateOperatorProgress) {
     sum.num_state_store_instances += p.num_state_store_instances;
     for (k, v) in p.custom_metrics {
         *sum.custom_metrics.entry(k).or_default() += v;
-    }
-}
-
-fn mode_name(mode: OutputMode) -> &'static str {
-    match mode {
-        OutputMode::Append => "append",
-        OutputMode::Update => "update",
-        OutputMode::Complete => "complete",
     }
 }
 
@@ -374,8 +373,7 @@ pub fn run_state_task(task: StateTask) -> Result<StateTaskOutput> {
     let spec: TaskSpec = serde_json::from_str(&task.spec)
         .map_err(|e| SluiceError::internal(format!("a state task's spec does not parse: {e}")))?;
     if !spec.storage.is_empty() {
-        let conf: HashMap<String, String> = spec.storage.iter().cloned().collect();
-        crate::storage::configure(conf.iter());
+        crate::storage::configure(spec.storage.iter().map(|(k, v)| (k, v)));
     }
     let owned = spec.owned.0..spec.owned.1;
     let key = (spec.plan.clone(), spec.operator_id);
@@ -426,16 +424,7 @@ pub fn run_state_task(task: StateTask) -> Result<StateTaskOutput> {
 /// Builds the operator of `task` over the partitions `owned`, as the driver built it.
 fn build_runner(spec: &TaskSpec, task: &StateTask, owned: Range<usize>) -> Result<OperatorRunner> {
     let node = StatefulNode::from_parts(&spec.node, &task.schemas, &task.exprs)?;
-    let mode = match spec.mode.as_str() {
-        "append" => OutputMode::Append,
-        "update" => OutputMode::Update,
-        "complete" => OutputMode::Complete,
-        other => {
-            return Err(SluiceError::internal(format!(
-                "a state task in output mode {other:?}"
-            )))
-        }
-    };
+    let mode: OutputMode = spec.mode.parse()?;
     let info = StateInfo {
         checkpoint: CheckpointDir::new(std::path::Path::new(&spec.checkpoint)),
         operator_id: OperatorId(spec.operator_id),

@@ -126,8 +126,7 @@ fn counted(
 /// worker's cores; the rows as they come, then the counts.
 pub(crate) fn run(spec: FileRead, schema: arrow::datatypes::SchemaRef) -> Result<ReadItems> {
     if !spec.storage.is_empty() {
-        let conf: HashMap<String, String> = spec.storage.iter().cloned().collect();
-        crate::storage::configure(conf.iter());
+        crate::storage::configure(spec.storage.iter().map(|(k, v)| (k, v)));
     }
     let parse = ParseOptions::new(&spec.format, &schema, &Options::new(&spec.options))?;
     let fan_out = std::thread::available_parallelism().map_or(1, |n| n.get());
