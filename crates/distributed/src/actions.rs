@@ -1,11 +1,13 @@
-//! Sluice's own tasks on the workers, as Arrow Flight actions on the worker's port, beside
-//! datafusion-distributed's service: a stateful operator's partitions for one batch
-//! (`sluice.stateTask`, [`sluice::distributed::StateTask`]) and a source's read
-//! (`sluice.readFiles`, [`sluice::distributed::ReadTask`]: its rows streamed back as they are
-//! decoded, then its counts). The task's node goes as DataFusion's proto messages (its schemas as `DfSchema`,
-//! its expressions as a `LogicalExprList`, functions by name), its rows as Arrow IPC; the worker
-//! answers with its output rows (Arrow IPC) and its progress, or with the error it failed with
-//! (class and message kept, [`SluiceError::to_wire`]).
+//! Sluice's own tasks on the workers, on the worker's port beside datafusion-distributed's
+//! service: a stateful operator's partitions for one batch ([`sluice::distributed::StateTask`]),
+//! a Flight exchange (`DoExchange`: the task, then its rows as the driver routes them, then
+//! their end; back, its output rows, then its progress), and a source's read (the action
+//! `sluice.readFiles`, [`sluice::distributed::ReadTask`]: its rows streamed back as they are
+//! decoded, then its counts). The task's node goes as DataFusion's proto messages (its schemas
+//! as `DfSchema`, its expressions as a `LogicalExprList`, functions by name), rows as Arrow IPC;
+//! both directions go through bounded channels, so neither side holds a batch's rows. A worker
+//! that fails answers with its error (class and message kept, [`SluiceError::to_wire`]); a task
+//! whose rows end without their end (the driver's batch failed) commits nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -29,13 +31,12 @@ use datafusion_proto::protobuf;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use prost::Message;
-use sluice::distributed::{ReadItem, ReadItems, ReadTask, StateTask, StateTaskOutput};
+use sluice::distributed::{
+    ReadItem, ReadItems, ReadTask, StateTask, StateTaskRows, StateTaskRun,
+};
 use sluice::error::{Result, SluiceError};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
-
-/// The Flight action a stateful task is.
-const STATE_TASK: &str = "sluice.stateTask";
 
 /// The Flight action a source's read is.
 const READ_FILES: &str = "sluice.readFiles";
@@ -130,10 +131,6 @@ pub(crate) fn encode_task(task: &StateTask) -> Result<Vec<u8>> {
         let expr = serialize_exprs(exprs, &codec).map_err(|e| wire_error("expressions", e))?;
         s.push(&protobuf::LogicalExprList { expr }.encode_to_vec());
     }
-    count(&mut s, task.inputs.len());
-    for input in &task.inputs {
-        s.push(&ipc(input)?);
-    }
     Ok(s.0)
 }
 
@@ -157,32 +154,80 @@ pub(crate) fn decode_task(bytes: &[u8], functions: &TaskContext) -> Result<State
             parse_exprs(&list.expr, functions, &codec).map_err(|e| wire_error("expressions", e))?,
         );
     }
-    let mut inputs = Vec::new();
-    for _ in 0..r.count()? {
-        inputs.push(from_ipc(r.next()?)?);
-    }
     Ok(StateTask {
         spec,
         schemas,
         exprs,
-        inputs,
     })
 }
 
-fn encode_output(out: &StateTaskOutput) -> Result<Vec<u8>> {
-    let mut s = Sections::default();
-    s.push(out.progress.as_bytes());
-    s.push(&ipc(&out.rows)?);
-    Ok(s.0)
+/// A stateful task's messages, by the first byte of their `app_metadata`: to the worker, its
+/// header (the task), then rows of an input (the input's number follows, `u32` little-endian),
+/// then the end of its rows; from the worker, output rows, then the progress.
+const HEADER: u8 = 0;
+const ROWS: u8 = 1;
+const END: u8 = 2;
+
+fn message(kind: &[u8], body: Vec<u8>) -> FlightData {
+    FlightData {
+        app_metadata: kind.to_vec().into(),
+        data_body: body.into(),
+        ..Default::default()
+    }
 }
 
-fn decode_output(bytes: &[u8]) -> Result<StateTaskOutput> {
-    let mut r = Reader(bytes);
-    let progress = String::from_utf8(r.next()?.to_vec()).map_err(|e| wire_error("progress", e))?;
-    Ok(StateTaskOutput {
-        rows: from_ipc(r.next()?)?,
-        progress,
+/// Rows of input `input` of a stateful task.
+fn encode_input(input: usize, rows: &RecordBatch) -> Result<FlightData> {
+    let mut kind = vec![ROWS];
+    kind.extend((input as u32).to_le_bytes());
+    Ok(message(&kind, ipc(std::slice::from_ref(rows))?))
+}
+
+/// Rows of an input, or `None` at the end of the task's rows.
+fn decode_input(m: &FlightData) -> Result<Option<(usize, RecordBatch)>> {
+    match m.app_metadata.split_first() {
+        Some((&ROWS, input)) => {
+            let input: [u8; 4] = input
+                .try_into()
+                .map_err(|_| wire_error("rows", "a bad input number"))?;
+            let rows = single(&m.data_body)?;
+            Ok(Some((u32::from_le_bytes(input) as usize, rows)))
+        }
+        Some((&END, _)) => Ok(None),
+        _ => Err(wire_error("message", "an unknown kind")),
+    }
+}
+
+/// What a stateful task sends back.
+#[derive(Debug)]
+enum Answer {
+    Rows(RecordBatch),
+    Progress(String),
+}
+
+fn encode_answer(answer: &Answer) -> Result<FlightData> {
+    Ok(match answer {
+        Answer::Rows(rows) => message(&[ROWS], ipc(std::slice::from_ref(rows))?),
+        Answer::Progress(p) => message(&[END], p.as_bytes().to_vec()),
     })
+}
+
+fn decode_answer(m: &FlightData) -> Result<Answer> {
+    match m.app_metadata.first() {
+        Some(&ROWS) => Ok(Answer::Rows(single(&m.data_body)?)),
+        Some(&END) => Ok(Answer::Progress(
+            String::from_utf8(m.data_body.to_vec()).map_err(|e| wire_error("progress", e))?,
+        )),
+        _ => Err(wire_error("answer", "an unknown kind")),
+    }
+}
+
+/// The one batch of an Arrow IPC stream.
+fn single(bytes: &[u8]) -> Result<RecordBatch> {
+    from_ipc(bytes)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| wire_error("rows", "none in the message"))
 }
 
 /// A schema alone as an Arrow IPC stream.
@@ -226,11 +271,7 @@ fn encode_read_item(item: &ReadItem) -> Result<Vec<u8>> {
 
 fn decode_read_item(bytes: &[u8]) -> Result<ReadItem> {
     match bytes.split_first() {
-        Some((0, rows)) => from_ipc(rows)?
-            .into_iter()
-            .next()
-            .map(ReadItem::Rows)
-            .ok_or_else(|| wire_error("rows", "none in the message")),
+        Some((0, rows)) => single(rows).map(ReadItem::Rows),
         Some((1, counts)) => Ok(ReadItem::Counts(
             serde_json::from_slice(counts).map_err(|e| wire_error("counts", e))?,
         )),
@@ -272,15 +313,20 @@ pub(crate) fn read_on(worker: &str, task: ReadTask) -> Result<ReadItems> {
     Ok(Box::new(rx.into_iter()))
 }
 
+/// A Flight client on `channel` for messages as large as a batch's rows.
+fn client(channel: Channel) -> FlightServiceClient<Channel> {
+    FlightServiceClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE)
+}
+
 /// Sends the action `kind` with `body` on `channel`; its results as they come.
 async fn do_action(
     channel: Channel,
     kind: &str,
     body: Vec<u8>,
 ) -> std::result::Result<Response<Streaming<arrow_flight::Result>>, Status> {
-    FlightServiceClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE)
-        .max_encoding_message_size(MAX_MESSAGE)
+    client(channel)
         .do_action(Action {
             r#type: kind.to_string(),
             body: body.into(),
@@ -288,21 +334,97 @@ async fn do_action(
         .await
 }
 
-/// The driver's side: runs `task` on `worker` and waits for its output.
-pub(crate) fn run_on(worker: &str, task: StateTask) -> Result<StateTaskOutput> {
-    let body = encode_task(&task)?;
-    client_runtime().block_on(async {
-        let mut results = do_action(channel(worker)?, STATE_TASK, body)
-            .await
-            .map_err(|s| from_status("a stateful task", worker, s))?
-            .into_inner();
-        let first = results
-            .next()
-            .await
-            .ok_or_else(|| wire_error("answer", format!("worker {worker} sent none")))?
-            .map_err(|s| from_status("a stateful task", worker, s))?;
-        decode_output(&first.body)
-    })
+/// The driver's side of a stateful task: a Flight exchange with `worker`, its rows sent
+/// through a bounded channel (a few batches ahead of the worker), its answers received by a
+/// task of the client runtime into another.
+pub(crate) fn start_on(worker: &str, task: StateTask) -> Result<Box<dyn StateTaskRun>> {
+    let header = message(&[HEADER], encode_task(&task)?);
+    let channel = channel(worker)?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<FlightData>(4);
+    let (answer_tx, answers) = tokio::sync::mpsc::channel::<Result<Answer>>(4);
+    let name = worker.to_string();
+    let requests = futures::stream::once(async { header }).chain(futures::stream::unfold(
+        rx,
+        |mut rx| async move { rx.recv().await.map(|m| (m, rx)) },
+    ));
+    client_runtime().spawn(async move {
+        let what = "a stateful task";
+        let mut results = match client(channel).do_exchange(requests).await {
+            Ok(r) => r.into_inner(),
+            Err(s) => {
+                let _ = answer_tx.send(Err(from_status(what, &name, s))).await;
+                return;
+            }
+        };
+        while let Some(m) = results.next().await {
+            let answer = m
+                .map_err(|s| from_status(what, &name, s))
+                .and_then(|m| decode_answer(&m));
+            let last = !matches!(answer, Ok(Answer::Rows(_)));
+            if answer_tx.send(answer).await.is_err() || last {
+                return;
+            }
+        }
+        let ended = wire_error("answer", format!("worker {name} ended it without its progress"));
+        let _ = answer_tx.send(Err(ended)).await;
+    });
+    Ok(Box::new(Exchange {
+        worker: worker.to_string(),
+        rows: Some(tx),
+        answers,
+    }))
+}
+
+/// A stateful task running on a worker ([`start_on`]).
+struct Exchange {
+    worker: String,
+    /// The task's rows (none once they ended).
+    rows: Option<tokio::sync::mpsc::Sender<FlightData>>,
+    answers: tokio::sync::mpsc::Receiver<Result<Answer>>,
+}
+
+impl StateTaskRun for Exchange {
+    fn send(&mut self, input: usize, rows: RecordBatch) -> Result<()> {
+        let m = encode_input(input, &rows)?;
+        let sent = match &self.rows {
+            // Any thread may wait here, inside a runtime's context or not.
+            Some(tx) => futures::executor::block_on(tx.send(m)).is_ok(),
+            None => false,
+        };
+        if sent {
+            return Ok(());
+        }
+        Err(SluiceError::connector(
+            sluice::error::class::IO_ERROR,
+            format!("the stateful task on worker {} ended", self.worker),
+        ))
+    }
+
+    fn end_input(&mut self) {
+        if let Some(tx) = self.rows.take() {
+            let _ = futures::executor::block_on(tx.send(message(&[END], Vec::new())));
+        }
+    }
+
+    fn finish(
+        mut self: Box<Self>,
+        output: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<String> {
+        self.end_input();
+        loop {
+            match futures::executor::block_on(self.answers.recv()) {
+                Some(Ok(Answer::Rows(rows))) => output(rows)?,
+                Some(Ok(Answer::Progress(p))) => return Ok(p),
+                Some(Err(e)) => return Err(e),
+                None => {
+                    return Err(wire_error(
+                        "answer",
+                        format!("worker {} sent none", self.worker),
+                    ))
+                }
+            }
+        }
+    }
 }
 
 /// A worker's error: the one it failed with when it says (class and message kept), else the
@@ -373,7 +495,8 @@ type Stream<T> = BoxStream<'static, std::result::Result<T, Status>>;
 
 fn unimplemented<T>() -> std::result::Result<T, Status> {
     Err(Status::unimplemented(
-        "a sluice worker answers datafusion-distributed's service and the action sluice.stateTask",
+        "a sluice worker answers datafusion-distributed's service, the action sluice.readFiles \
+         and stateful tasks as exchanges",
     ))
 }
 
@@ -431,17 +554,25 @@ impl FlightService for StateTasks {
     }
     async fn do_exchange(
         &self,
-        _r: Request<Streaming<FlightData>>,
+        request: Request<Streaming<FlightData>>,
     ) -> std::result::Result<Response<Self::DoExchangeStream>, Status> {
-        unimplemented()
+        let mut incoming = request.into_inner();
+        let header = incoming
+            .message()
+            .await?
+            .filter(|m| m.app_metadata.first() == Some(&HEADER))
+            .ok_or_else(|| Status::invalid_argument("a stateful task without its header"))?;
+        let task = decode_task(&header.data_body, &self.functions)
+            .map_err(|e| Status::aborted(e.to_wire()))?;
+        Ok(Response::new(run_state_task(task, incoming)))
     }
     async fn list_actions(
         &self,
         _r: Request<Empty>,
     ) -> std::result::Result<Response<Self::ListActionsStream>, Status> {
         let kinds = vec![Ok(ActionType {
-            r#type: STATE_TASK.to_string(),
-            description: "runs a stateful operator's partitions for one batch".to_string(),
+            r#type: READ_FILES.to_string(),
+            description: "reads a source's files or offset ranges for one batch".to_string(),
         })];
         Ok(Response::new(futures::stream::iter(kinds).boxed()))
     }
@@ -454,27 +585,48 @@ impl FlightService for StateTasks {
         if action.r#type == READ_FILES {
             return read_files(&action.body);
         }
-        if action.r#type != STATE_TASK {
-            return unimplemented();
-        }
-        let functions = Arc::clone(&self.functions);
-        let ran = tokio::task::spawn_blocking(move || {
-            let task = decode_task(&action.body, &functions)?;
-            log::info!(
-                "running a task: stateful operator ({} bytes)",
-                action.body.len()
-            );
-            let out = sluice::run_state_task(task)?;
-            encode_output(&out)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("a stateful task panicked: {e}")))?;
-        let body = ran.map_err(|e| Status::aborted(e.to_wire()))?;
-        let result = arrow_flight::Result { body: body.into() };
-        Ok(Response::new(
-            futures::stream::iter(vec![Ok(result)]).boxed(),
-        ))
+        unimplemented()
     }
+}
+
+/// A worker's stateful task: its rows taken from `incoming` as the operator pulls them (a few
+/// batches ahead), its output rows sent as they come, then its progress or its error.
+fn run_state_task(task: StateTask, mut incoming: Streaming<FlightData>) -> Stream<FlightData> {
+    log::info!("running a task: stateful operator ({} bytes of spec)", task.spec.len());
+    let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<Result<(usize, RecordBatch)>>(4);
+    tokio::spawn(async move {
+        loop {
+            let item = match incoming.message().await {
+                Ok(Some(m)) => match decode_input(&m) {
+                    Ok(Some(rows)) => Ok(rows),
+                    // The end of the rows: the task may commit.
+                    Ok(None) => return,
+                    Err(e) => Err(e),
+                },
+                // The driver left before the end (its batch failed): the task must not commit.
+                Ok(None) => Err(wire_error("rows", "the driver ended them before their end")),
+                Err(s) => Err(wire_error("rows", format!("they broke off: {s}"))),
+            };
+            let last = item.is_err();
+            if rows_tx.send(item).await.is_err() || last {
+                return;
+            }
+        }
+    });
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::result::Result<FlightData, Status>>(4);
+    tokio::task::spawn_blocking(move || {
+        let rows: StateTaskRows = Box::new(std::iter::from_fn(move || rows_rx.blocking_recv()));
+        let mut output = |rows: RecordBatch| {
+            let m = encode_answer(&Answer::Rows(rows))?;
+            tx.blocking_send(Ok(m))
+                .map_err(|_| wire_error("output", "the driver left"))
+        };
+        let last = sluice::run_state_task(task, rows, &mut output)
+            .and_then(|p| encode_answer(&Answer::Progress(p)))
+            .map_err(|e| Status::aborted(e.to_wire()));
+        let _ = tx.blocking_send(last);
+    });
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) }).boxed()
 }
 
 /// A worker's read: its items sent as they come, a few ahead of the driver (the read waits
@@ -520,7 +672,7 @@ mod tests {
     use datafusion::logical_expr::{col, lit};
 
     #[test]
-    fn a_task_and_its_output_cross_the_wire_unchanged() {
+    fn a_task_its_rows_and_its_answers_cross_the_wire_unchanged() {
         let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
         let batch = RecordBatch::try_new(
             schema.clone(),
@@ -532,7 +684,6 @@ mod tests {
             spec: "{\"a\":1}".into(),
             schemas: vec![df.clone()],
             exprs: vec![vec![col("k") + lit(1i64)], vec![]],
-            inputs: vec![vec![batch.clone()], vec![]],
         };
         let session = sluice::Session::builder().build().unwrap();
         let ctx = session.context().state().task_ctx();
@@ -540,14 +691,20 @@ mod tests {
         assert_eq!(back.spec, task.spec);
         assert_eq!(back.schemas, task.schemas);
         assert_eq!(back.exprs, task.exprs);
-        assert_eq!(back.inputs, task.inputs);
-        let out = StateTaskOutput {
-            rows: vec![batch],
-            progress: "{}".into(),
-        };
-        let back = decode_output(&encode_output(&out).unwrap()).unwrap();
-        assert_eq!(back.rows, out.rows);
-        assert_eq!(back.progress, out.progress);
+        let (input, rows) = decode_input(&encode_input(1, &batch).unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!((input, rows), (1, batch.clone()));
+        assert!(decode_input(&message(&[END], Vec::new())).unwrap().is_none());
+        assert!(decode_input(&message(&[9], Vec::new())).is_err());
+        match decode_answer(&encode_answer(&Answer::Rows(batch.clone())).unwrap()) {
+            Ok(Answer::Rows(b)) => assert_eq!(b, batch),
+            other => panic!("{other:?}"),
+        }
+        match decode_answer(&encode_answer(&Answer::Progress("{}".into())).unwrap()) {
+            Ok(Answer::Progress(p)) => assert_eq!(p, "{}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

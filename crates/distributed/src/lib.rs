@@ -100,12 +100,12 @@ impl Cluster for DataFusionDistributed {
         boundary::exprs_travel(exprs)
     }
 
-    fn run_state_task(
+    fn start_state_task(
         &self,
         worker: &str,
         task: sluice::distributed::StateTask,
-    ) -> Result<sluice::distributed::StateTaskOutput> {
-        actions::run_on(worker, task)
+    ) -> Result<Box<dyn sluice::distributed::StateTaskRun>> {
+        actions::start_on(worker, task)
     }
 
     fn read_files(

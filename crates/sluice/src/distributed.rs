@@ -43,9 +43,10 @@ pub trait Cluster: std::fmt::Debug + Send + Sync {
     /// stateful operator built from them there computes what it computes here.
     fn exprs_travel(&self, exprs: &[Expr]) -> bool;
 
-    /// Runs one [`StateTask`] on `worker` (a `host:port` of [`Cluster::answering`]) and waits
-    /// for its output. A worker runs it with [`crate::run_state_task`].
-    fn run_state_task(&self, worker: &str, task: StateTask) -> Result<StateTaskOutput>;
+    /// Starts one [`StateTask`] on `worker` (a `host:port` of [`Cluster::answering`]): its rows
+    /// go to the worker as they are routed, and its output comes back once they all went
+    /// ([`StateTaskRun`]). A worker runs it with [`crate::run_state_task`].
+    fn start_state_task(&self, worker: &str, task: StateTask) -> Result<Box<dyn StateTaskRun>>;
 
     /// Starts reading a [`ReadTask`] on `worker`: its rows as the worker decodes them, then its
     /// counts. A worker runs it with [`crate::run_read_task`].
@@ -113,18 +114,32 @@ pub struct StateTask {
     pub schemas: Vec<DFSchemaRef>,
     /// The expression lists of the operator's node (an aggregation's keys and aggregates).
     pub exprs: Vec<Vec<Expr>>,
-    /// Each input's rows for this task (one entry per input of the operator).
-    pub inputs: Vec<Vec<RecordBatch>>,
 }
 
-/// What a [`StateTask`] gives back: its output rows and its part of the operator's progress.
-#[derive(Debug, Clone)]
-pub struct StateTaskOutput {
-    /// The operator's output rows from the task's partitions.
-    pub rows: Vec<RecordBatch>,
-    /// The task's `StateOperatorProgress`, as JSON.
-    pub progress: String,
+/// A [`StateTask`] running on a worker, as the driver sees it: the rows of the task's
+/// partitions go to it input by input (every row of input 0, then of input 1, as the operator
+/// takes them) while the driver routes them, a few batches ahead of the worker at most; then the
+/// task's output rows come back, then its progress.
+pub trait StateTaskRun: Send {
+    /// Sends `rows` of input `input` (inputs in order); waits while the worker is behind.
+    /// Fails when the task failed (then [`StateTaskRun::finish`] says why).
+    fn send(&mut self, input: usize, rows: RecordBatch) -> Result<()>;
+
+    /// Ends the task's input: the worker runs the rest of its batch and commits it. Only after
+    /// this does the worker commit; a task dropped before it commits nothing.
+    fn end_input(&mut self);
+
+    /// Ends the task's input (if not ended yet), then hands each of its output rows to `output`
+    /// as they come (at least one batch, which carries their schema);
+    /// returns the task's `StateOperatorProgress`, as JSON, or the error the task failed with.
+    fn finish(
+        self: Box<Self>,
+        output: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<String>;
 }
+
+/// A stateful task's rows as a worker receives them: `(input, rows)`, inputs in order.
+pub type StateTaskRows = Box<dyn Iterator<Item = Result<(usize, RecordBatch)>> + Send>;
 
 /// A query's batches on a cluster: the state they are planned with and their tasks' record.
 #[derive(Debug)]

@@ -368,6 +368,49 @@ fn s3_windowed_join_and_dedup_on_three_workers_give_the_rows_of_one_process() {
     }
 }
 
+/// One batch many times `sluice.memory.limit` on three workers (`sluice run`, the windowed
+/// aggregation of the memory tests): the workers decode the files and stream their rows to the
+/// driver as the stage pulls them, the driver routes them a chunk at a time to the workers that
+/// own the state, which take them as they come; neither the driver nor a worker holds the batch.
+#[test]
+fn a_batch_many_times_the_memory_limit_runs_on_three_workers_within_it() {
+    let workers = three_workers();
+    let tmp = tempfile::tempdir().unwrap();
+    let list: Vec<&str> = workers.iter().map(|w| w.address.as_str()).collect();
+    // three state partitions: one on each worker
+    let set = format!(
+        "SET sluice.distributed.workers = '{}';\nSET spark.sql.shuffle.partitions = 3;\n",
+        list.join(",")
+    );
+    let (pipeline, rows) = crate::memory::windowed_pipeline(tmp.path(), &set);
+    let pids: Vec<u32> = workers.iter().map(|w| w.child.id()).collect();
+    let (driver, on_workers) = crate::memory::run_measured_beside(&pipeline, &pids);
+    crate::memory::check_windowed(tmp.path(), rows);
+    let input = tmp.path().join("in");
+    crate::memory::assert_within_budget("the driver of a windowed aggregation", &input, driver);
+    for (w, anon) in workers.iter().zip(on_workers) {
+        eprintln!(
+            "worker {}: peak anonymous {} MiB",
+            w.address,
+            crate::memory::mib(anon)
+        );
+        assert!(
+            w.reads() >= 1 && w.state_tasks() >= 1,
+            "{}: {} reads, {} state tasks\n{}",
+            w.address,
+            w.reads(),
+            w.state_tasks(),
+            w.log.lock().unwrap()
+        );
+        assert!(
+            anon < 112 << 20,
+            "worker {} held {} MiB of anonymous memory under a 32 MiB budget",
+            w.address,
+            crate::memory::mib(anon)
+        );
+    }
+}
+
 /// A worker started between two runs of a query takes state partitions in the next batch: it
 /// loads them from the checkpoint the others committed, and the rows are those of one process.
 #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// 24 files of 40,000 lines (~170 MB): `id`, a user of 1,000, a 100-character payload and an
 /// event time `ts` (file `f` in minute `f` of 2026-01-01).
-fn write_input(dir: &Path) -> u64 {
+pub(crate) fn write_input(dir: &Path) -> u64 {
     std::fs::create_dir_all(dir).unwrap();
     let pad = "x".repeat(100);
     let mut n = 0u64;
@@ -42,6 +42,12 @@ fn proc_status_bytes(pid: u32, key: &str) -> Option<u64> {
 /// Runs `pipeline` with `sluice run` to its end; returns its peak RSS and peak anonymous memory
 /// (bytes), read from `/proc` while it runs.
 fn run_measured(pipeline: &Path) -> (u64, u64) {
+    let (measured, _) = run_measured_beside(pipeline, &[]);
+    measured
+}
+
+/// [`run_measured`], and the peak anonymous memory of each process of `others` meanwhile.
+pub(crate) fn run_measured_beside(pipeline: &Path, others: &[u32]) -> ((u64, u64), Vec<u64>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", pipeline.to_str().unwrap(), "--progress", "none"])
         .stdout(Stdio::null())
@@ -51,6 +57,7 @@ fn run_measured(pipeline: &Path) -> (u64, u64) {
     // VmHWM only grows: the last reading before the process ends is its peak so far. Anonymous
     // memory (RssAnon) is what the batch holds; the debug binary's own pages are file-backed.
     let (mut peak, mut anon_peak) = (0u64, 0u64);
+    let mut others_peak = vec![0u64; others.len()];
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
@@ -61,20 +68,23 @@ fn run_measured(pipeline: &Path) -> (u64, u64) {
         anon_peak = proc_status_bytes(child.id(), "RssAnon")
             .unwrap_or(0)
             .max(anon_peak);
+        for (pid, peak) in others.iter().zip(&mut others_peak) {
+            *peak = proc_status_bytes(*pid, "RssAnon").unwrap_or(0).max(*peak);
+        }
         std::thread::sleep(Duration::from_millis(20));
     };
     let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
     assert!(status.success(), "{stderr}");
-    (peak, anon_peak)
+    ((peak, anon_peak), others_peak)
 }
 
-fn mib(b: u64) -> u64 {
+pub(crate) fn mib(b: u64) -> u64 {
     b >> 20
 }
 
 /// The batch's data stays within a small multiple of the 32 MiB budget, far below the input
 /// (the reading of the whole input alone took more than the input's size before).
-fn assert_within_budget(what: &str, input: &Path, (peak, anon_peak): (u64, u64)) {
+pub(crate) fn assert_within_budget(what: &str, input: &Path, (peak, anon_peak): (u64, u64)) {
     let input_bytes: u64 = std::fs::read_dir(input)
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())
@@ -128,7 +138,16 @@ fn a_batch_many_times_the_memory_limit_is_written_within_it() {
 #[test]
 fn a_windowed_aggregation_over_a_batch_many_times_the_memory_limit_runs_within_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let (input, output) = (tmp.path().join("in"), tmp.path().join("out"));
+    let (pipeline, rows) = windowed_pipeline(tmp.path(), "");
+    let measured = run_measured(&pipeline);
+    check_windowed(tmp.path(), rows);
+    assert_within_budget("windowed aggregation", &tmp.path().join("in"), measured);
+}
+
+/// The windowed aggregation's pipeline over one batch many times a 32 MiB budget, in `tmp`
+/// (input `in`, output `out`), with the settings `set` (`SET` lines) first; and its input rows.
+pub(crate) fn windowed_pipeline(tmp: &Path, set: &str) -> (std::path::PathBuf, u64) {
+    let (input, output) = (tmp.join("in"), tmp.join("out"));
     let rows = write_input(&input);
     // A late file far ahead moves the watermark past every window of the batch, so the
     // available-now run's no-data batch emits them all.
@@ -137,11 +156,11 @@ fn a_windowed_aggregation_over_a_batch_many_times_the_memory_limit_runs_within_i
         "{\"id\": -1, \"user\": \"later\", \"payload\": \"\", \"ts\": \"2026-01-02 00:00:00\"}\n",
     )
     .unwrap();
-    let pipeline = tmp.path().join("p.sql");
+    let pipeline = tmp.join("p.sql");
     std::fs::write(
         &pipeline,
         format!(
-            "SET sluice.memory.limit = '32m';\n\
+            "{set}SET sluice.memory.limit = '32m';\n\
              CREATE TABLE events (id BIGINT, user STRING, payload STRING, ts TIMESTAMP,\n\
                WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE) WITH (\n\
                connector = 'filesystem', path = '{}', format = 'json');\n\
@@ -152,12 +171,17 @@ fn a_windowed_aggregation_over_a_batch_many_times_the_memory_limit_runs_within_i
              FROM events GROUP BY window(ts, '1 minute'), user;\n",
             input.display(),
             output.display(),
-            tmp.path().join("ck").display()
+            tmp.join("ck").display()
         ),
     )
     .unwrap();
-    let measured = run_measured(&pipeline);
-    let written = sluice::sink::file::read_sink_output(&output, "parquet", None).unwrap();
+    (pipeline, rows)
+}
+
+/// The windowed aggregation of [`windowed_pipeline`] wrote a group per minute and user, each row
+/// counted once.
+pub(crate) fn check_windowed(tmp: &Path, rows: u64) {
+    let written = sluice::sink::file::read_sink_output(&tmp.join("out"), "parquet", None).unwrap();
     let (mut groups, mut counted) = (0usize, 0i64);
     for b in &written {
         groups += b.num_rows();
@@ -172,5 +196,4 @@ fn a_windowed_aggregation_over_a_batch_many_times_the_memory_limit_runs_within_i
     // 24 minutes x 1,000 users, each row counted once (the late file's window stays open).
     assert_eq!(groups, 24 * 1000);
     assert_eq!(counted as u64, rows);
-    assert_within_budget("windowed aggregation", &input, measured);
 }

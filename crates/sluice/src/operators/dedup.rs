@@ -33,7 +33,7 @@ use super::stateful::event_time::{
     event_time_column, is_event_time, key_event_time_index, to_micros,
 };
 use super::stateful::{
-    partition_of, BatchContext, OperatorOutput, OutputRows, PartitionedStores, Routed, Routing,
+    partition_of, BatchContext, OperatorOutput, OutputRows, PartitionedStores, Routed,
     StageInput, StateInfo, StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
@@ -492,12 +492,12 @@ impl StatefulOperator for StreamingDeduplicate {
         &mut self,
         mut inputs: Vec<StageInput>,
         _ctx: &BatchContext,
-        routing: Routing,
-    ) -> Result<Routed> {
+        routed: &mut Routed,
+    ) -> Result<()> {
         let input = inputs
             .pop()
             .ok_or_else(|| SluiceError::internal("a deduplication without its input"))?;
-        let mut routed = Routed::new(routing, 1);
+        let partitions_n = routed.partitions();
         input.for_each_chunk(|chunk, _| {
             let batch = concat_batches(&self.input_schema, &chunk)?;
             drop(chunk);
@@ -508,13 +508,13 @@ impl StatefulOperator for StreamingDeduplicate {
                 .collect();
             let partitions: Vec<usize> = match self.layout.key().encode(&keys)? {
                 Some(rows) => (0..batch.num_rows())
-                    .map(|i| partition_of(rows.row(i).data(), routing.partitions))
+                    .map(|i| partition_of(rows.row(i).data(), partitions_n))
                     .collect(),
-                None => vec![partition_of(&[], routing.partitions); batch.num_rows()],
+                None => vec![partition_of(&[], partitions_n); batch.num_rows()],
             };
             routed.push(0, &batch, &partitions)
         })?;
-        Ok(routed)
+        Ok(())
     }
 
     fn take_late_rows(&mut self) -> Vec<RecordBatch> {

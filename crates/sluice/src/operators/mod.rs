@@ -129,6 +129,16 @@ pub(crate) enum NodeSpec {
     },
 }
 
+impl NodeSpec {
+    /// How many inputs the operator takes.
+    pub(crate) fn inputs(&self) -> usize {
+        match self {
+            NodeSpec::Join { .. } => 2,
+            NodeSpec::Aggregate | NodeSpec::Deduplicate { .. } => 1,
+        }
+    }
+}
+
 /// A join type by its name in DataFusion's `Display`, and back.
 fn join_type_named(name: &str) -> Result<JoinType> {
     [

@@ -70,11 +70,7 @@ impl RelationRows {
     pub(crate) fn into_iter_for_tests(self) -> RowIter {
         match self {
             RelationRows::Batches(b) => Box::new(b.into_iter().map(Ok)),
-            RelationRows::Lazy(p) => {
-                let parts: Vec<RowIter> =
-                    p.partitions.lock_unpoisoned().drain(..).flatten().collect();
-                Box::new(parts.into_iter().flatten())
-            }
+            RelationRows::Lazy(p) => p.into_rows(),
         }
     }
 }
@@ -82,6 +78,14 @@ impl RelationRows {
 /// The partitions of a lazy read, taken by the scan that runs them.
 pub(crate) struct LazyPartitions {
     partitions: Mutex<Vec<Option<RowIter>>>,
+}
+
+impl LazyPartitions {
+    /// Every row left, partition by partition.
+    pub(crate) fn into_rows(&self) -> RowIter {
+        let parts: Vec<RowIter> = self.partitions.lock_unpoisoned().drain(..).flatten().collect();
+        Box::new(parts.into_iter().flatten())
+    }
 }
 
 impl std::fmt::Debug for LazyPartitions {

@@ -48,7 +48,7 @@ use self::session::SessionIndex;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::key_event_time_index;
 use super::stateful::{
-    partition_of, BatchContext, OperatorOutput, PartitionedStores, Routed, Routing, StageInput,
+    partition_of, BatchContext, OperatorOutput, PartitionedStores, Routed, StageInput,
     StateInfo, StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
@@ -512,8 +512,8 @@ impl StatefulOperator for StreamingAggregate {
         &mut self,
         mut inputs: Vec<StageInput>,
         ctx: &BatchContext,
-        routing: Routing,
-    ) -> Result<Routed> {
+        routed: &mut Routed,
+    ) -> Result<()> {
         let input = inputs
             .pop()
             .ok_or_else(|| SluiceError::internal("an aggregation without its input"))?;
@@ -521,7 +521,6 @@ impl StatefulOperator for StreamingAggregate {
             kept.clear();
         }
         let late_us = ctx.late_watermark.as_micros().0;
-        let mut routed = Routed::new(routing, 1);
         if self.sessions.is_some() {
             // A session merges rows of one key group (the other keys): each row goes whole to
             // its group's partition, and the worker drops the late ones.
@@ -531,7 +530,7 @@ impl StatefulOperator for StreamingAggregate {
                 let partitions = self.session_partitions(&batch)?;
                 routed.push(0, &batch, &partitions)
             })?;
-            return Ok(routed);
+            return Ok(());
         }
         let schema = self.routed_schema();
         let mut dropped = 0u64;
@@ -548,7 +547,7 @@ impl StatefulOperator for StreamingAggregate {
             routed.push(0, &batch, &partitions)
         })?;
         routed.dropped_by_watermark = dropped as i64;
-        Ok(routed)
+        Ok(())
     }
 
     fn on_worker(&mut self) {

@@ -48,7 +48,7 @@ use self::held::HeldJoin;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::{event_time_column, window_end_micros};
 use super::stateful::{
-    nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, Routed, Routing,
+    nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, Routed,
     StageInput, StateInfo, StatefulOperator,
 };
 use crate::error::{Result, SluiceError};
@@ -692,13 +692,15 @@ impl StatefulOperator for StreamingJoin {
     /// The inputs are taken whole: all left rows join the state before any right row does.
     fn process(
         &mut self,
-        mut inputs: Vec<StageInput>,
+        inputs: Vec<StageInput>,
         stores: &mut PartitionedStores<'_>,
         ctx: &BatchContext,
     ) -> Result<OperatorOutput> {
-        let mut whole = || inputs.pop().map_or(Ok(Vec::new()), StageInput::collect_all);
-        let right = whole()?;
+        // Left first: a worker's rows come input by input.
+        let mut inputs = inputs.into_iter();
+        let mut whole = || inputs.next().map_or(Ok(Vec::new()), StageInput::collect_all);
         let left = whole()?;
+        let right = whole()?;
         let left = concat_batches(&self.left_schema, &left)?;
         let right = concat_batches(&self.right_schema, &right)?;
         self.run(
@@ -720,9 +722,8 @@ impl StatefulOperator for StreamingJoin {
         &mut self,
         mut inputs: Vec<StageInput>,
         _ctx: &BatchContext,
-        routing: Routing,
-    ) -> Result<Routed> {
-        let mut routed = Routed::new(routing, 2);
+        routed: &mut Routed,
+    ) -> Result<()> {
         let right = inputs.pop();
         let left = inputs.pop();
         let (Some(left), Some(right)) = (left, right) else {
@@ -731,6 +732,7 @@ impl StatefulOperator for StreamingJoin {
             ));
         };
         let this = &*self;
+        let partitions_n = routed.partitions();
         for (i, input, exprs, schema) in [
             (0, left, &this.left_keys, &this.left_schema),
             (1, right, &this.right_keys, &this.right_schema),
@@ -744,13 +746,13 @@ impl StatefulOperator for StreamingJoin {
                     .enumerate()
                     .map(|(r, ok)| {
                         let key: &[u8] = if *ok { keys.row(r).data() } else { &[] };
-                        partition_of(key, routing.partitions)
+                        partition_of(key, partitions_n)
                     })
                     .collect();
                 routed.push(i, &batch, &partitions)
             })?;
         }
-        Ok(routed)
+        Ok(())
     }
 
     /// A no-data batch evicts when the watermark moved and a side is bounded.

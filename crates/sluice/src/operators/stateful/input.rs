@@ -53,6 +53,7 @@ impl StageInput {
     }
 
     /// Rows already in memory, cut by `chunking`.
+    #[cfg(test)]
     pub(crate) fn from_batches(batches: Vec<RecordBatch>, chunking: Chunking) -> Self {
         Self::new(Box::new(batches.into_iter().map(Ok)), chunking)
     }

@@ -39,7 +39,7 @@ use crate::types::WatermarkMs;
 pub(crate) use context::{BatchContext, StateInfo};
 pub(crate) use input::{Chunking, StageInput};
 pub(crate) use output::OutputRows;
-pub(crate) use remote::{Routed, Routing};
+pub(crate) use remote::Routed;
 pub(crate) use stores::{partition_of, HeldVersion, PartitionedStores};
 
 /// What one batch of an operator produced: its output rows and its progress.
@@ -200,15 +200,16 @@ pub(crate) trait StatefulOperator: Send {
     }
 
     /// On the driver of a cluster: splits `inputs` by the state partition of each row's key
-    /// (what each row changes in the state: Spark's shuffle by key), for `routing`'s tasks;
-    /// what a worker's operator is handed after [`Self::on_worker`]. The rows of one key go
-    /// to one task, so the workers' outputs together are this process's.
+    /// (what each row changes in the state: Spark's shuffle by key) into `routed`, whose tasks
+    /// send each its rows as they come, every row of input 0 before any of input 1; what a
+    /// worker's operator is handed after [`Self::on_worker`]. The rows of one key go to one
+    /// task, so the workers' outputs together are this process's.
     fn route(
         &mut self,
         _inputs: Vec<StageInput>,
         _ctx: &BatchContext,
-        _routing: Routing,
-    ) -> Result<Routed> {
+        _routed: &mut Routed,
+    ) -> Result<()> {
         Err(SluiceError::internal(format!(
             "{} does not run on workers",
             self.name()

@@ -68,6 +68,11 @@ impl OutputRows {
         }
     }
 
+    /// The schema of the rows.
+    pub(crate) fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
     /// The number of rows.
     #[cfg(test)]
     pub(crate) fn num_rows(&self) -> usize {
@@ -104,18 +109,13 @@ impl OutputRows {
         Ok(())
     }
 
-    /// The rows in memory (read back from the spill file when they were spilled), at least one
-    /// batch (an empty one when there are no rows), so that they carry their schema.
-    pub(crate) fn into_batches(self) -> Result<Vec<RecordBatch>> {
+    /// The rows, in order, as they are read (back from the spill file when they were spilled).
+    pub(crate) fn into_rows(self) -> Result<crate::source::RowIter> {
         let schema = self.schema.clone();
-        let mut batches = match self.into_relation(&schema, 2)? {
-            RelationRows::Batches(b) => b,
-            _ => return Err(SluiceError::internal("output rows read back lazily")),
-        };
-        if batches.is_empty() {
-            batches.push(RecordBatch::new_empty(schema));
-        }
-        Ok(batches)
+        Ok(match self.into_relation(&schema, 1)? {
+            RelationRows::Batches(b) => Box::new(b.into_iter().map(Ok)),
+            RelationRows::Lazy(p) => p.into_rows(),
+        })
     }
 
     /// The rows as a relation of `schema` (the same columns; names and nullability from it)

@@ -27,12 +27,12 @@ use super::{
     BatchContext, Chunking, OperatorOutput, OperatorRunner, OutputRows, StageInput, StateInfo,
 };
 use crate::checkpoint::CheckpointDir;
-use crate::distributed::{Cluster, StateTask, StateTaskOutput, WorkerTasks};
+use crate::distributed::{Cluster, StateTask, StateTaskRows, StateTaskRun, WorkerTasks};
 use crate::error::{Result, SluiceError};
 use crate::operators::{NodeSpec, StatefulNode};
 use crate::progress::StateOperatorProgress;
 use crate::state::{LocalCacheMemory, StateStoreConf, StateStoreKind};
-use crate::sync::{on_threads, MutexExt};
+use crate::sync::MutexExt;
 use crate::testing::TestHooks;
 use crate::types::{BatchId, OperatorId, OutputMode, WatermarkMs};
 
@@ -61,26 +61,40 @@ impl Routing {
     }
 }
 
-/// An operator's input split by task ([`StatefulOperator::route`]).
+/// An operator's input split by task as it is routed ([`StatefulOperator::route`]): each
+/// task's rows go to its worker as they come.
 ///
 /// [`StatefulOperator::route`]: super::StatefulOperator::route
-#[derive(Debug)]
 pub(crate) struct Routed {
     routing: Routing,
-    /// Per task, per input, its rows.
-    tasks: Vec<Vec<Vec<RecordBatch>>>,
+    /// Per task, its run on a worker.
+    tasks: Vec<Box<dyn StateTaskRun>>,
+    /// The task whose send failed (its worker says why).
+    failed: Option<usize>,
     /// Rows the driver dropped as late while routing (`numRowsDroppedByWatermark`).
     pub dropped_by_watermark: i64,
 }
 
+impl std::fmt::Debug for Routed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Routed({:?})", self.routing)
+    }
+}
+
 impl Routed {
-    /// Nothing routed yet, for an operator of `inputs` inputs.
-    pub(crate) fn new(routing: Routing, inputs: usize) -> Self {
+    /// Routes to `tasks`, one per task of `routing`.
+    fn new(routing: Routing, tasks: Vec<Box<dyn StateTaskRun>>) -> Self {
         Self {
-            tasks: vec![vec![Vec::new(); inputs]; routing.tasks],
             routing,
+            tasks,
+            failed: None,
             dropped_by_watermark: 0,
         }
+    }
+
+    /// The number of state partitions.
+    pub(crate) fn partitions(&self) -> usize {
+        self.routing.partitions
     }
 
     /// Routes the rows of `batch` (of input `input`), row `i` to the owner of `partitions[i]`.
@@ -97,7 +111,10 @@ impl Routed {
         for (t, rows) in per_task.into_iter().enumerate() {
             if !rows.is_empty() {
                 let rows = take_record_batch(batch, &UInt32Array::from(rows))?;
-                self.tasks[t][input].push(rows);
+                if let Err(e) = self.tasks[t].send(input, rows) {
+                    self.failed = Some(t);
+                    return Err(e);
+                }
             }
         }
         Ok(())
@@ -224,13 +241,9 @@ impl Remote {
             tasks: workers.len().min(self.spec.partitions).max(1),
         };
         let epoch = self.epoch.lock_unpoisoned().of(&workers, ctx.batch_id.0);
-        let routed = runner.operator.route(inputs, ctx, routing)?;
-        let dropped = routed.dropped_by_watermark;
-        let tasks: Vec<(String, StateTask)> = routed
-            .tasks
-            .into_iter()
-            .enumerate()
-            .map(|(t, inputs)| {
+        let started = Instant::now();
+        let runs = (0..routing.tasks)
+            .map(|t| {
                 let owned = routing.owned(t);
                 let mut spec = self.spec.clone();
                 spec.owned = (owned.start, owned.end);
@@ -241,48 +254,53 @@ impl Remote {
                         .map_err(|e| SluiceError::internal(format!("a state task's spec: {e}")))?,
                     schemas: self.schemas.clone(),
                     exprs: self.exprs.clone(),
-                    inputs,
                 };
-                Ok((workers[t].clone(), task))
+                self.cluster.start_state_task(&workers[t], task)
             })
-            .collect::<Result<_>>()?;
-        let outputs = on_threads(
-            tasks,
-            "a state task thread panicked",
-            |_, (worker, task)| {
-                let t = Instant::now();
-                let out = self.cluster.run_state_task(&worker, task);
-                if let (Some(log), Ok(_)) = (&self.log, &out) {
-                    log.ran(&worker, t.elapsed());
-                }
-                out
-            },
-        );
-        let mut rows: Vec<RecordBatch> = Vec::new();
+            .collect::<Result<Vec<_>>>()?;
+        let mut routed = Routed::new(routing, runs);
+        let result = runner.operator.route(inputs, ctx, &mut routed);
+        let (dropped, mut runs) = (routed.dropped_by_watermark, routed.tasks);
+        if let Err(e) = result {
+            // A task that failed says why; the others end without their end, so that their
+            // workers commit nothing.
+            return Err(match routed.failed {
+                Some(t) => runs
+                    .swap_remove(t)
+                    .finish(&mut |_| Ok(()))
+                    .err()
+                    .unwrap_or(e),
+                None => e,
+            });
+        }
+        for run in &mut runs {
+            run.end_input();
+        }
+        // The tasks' output rows in partition order (spilled past a chunk's share, as in one
+        // process); each worker ran its task while the driver took the others'.
+        let mut output: Option<OutputRows> = None;
         let mut progress = StateOperatorProgress::default();
-        for out in outputs {
-            let out = out?;
-            rows.extend(out.rows);
-            let p: StateOperatorProgress = serde_json::from_str(&out.progress).map_err(|e| {
+        for (t, run) in runs.into_iter().enumerate() {
+            let answer = run.finish(&mut |batch| {
+                output
+                    .get_or_insert_with(|| {
+                        OutputRows::spilling(batch.schema(), self.spec.chunk_bytes)
+                    })
+                    .push(batch)
+            })?;
+            if let Some(log) = &self.log {
+                log.ran(&workers[t], started.elapsed());
+            }
+            let p: StateOperatorProgress = serde_json::from_str(&answer).map_err(|e| {
                 SluiceError::internal(format!("a worker's state progress does not parse: {e}"))
             })?;
             add_progress(&mut progress, p);
         }
         progress.num_rows_dropped_by_watermark += dropped;
         progress.num_shuffle_partitions = self.spec.partitions as i64;
-        let schema = rows
-            .first()
-            .map(|b| b.schema())
+        let rows = output
             .ok_or_else(|| SluiceError::internal("a state task without its output's schema"))?;
-        // The tasks' batches as they came (spilled past a chunk's share, as in one process).
-        let mut output = OutputRows::spilling(schema, self.spec.chunk_bytes);
-        for batch in rows {
-            output.push(batch)?;
-        }
-        Ok(OperatorOutput {
-            rows: output,
-            progress,
-        })
+        Ok(OperatorOutput { rows, progress })
     }
 }
 
@@ -368,8 +386,14 @@ fn held() -> &'static Mutex<Held> {
 
 /// Runs a [`StateTask`] on this worker: the operator it names (kept from the last batch when
 /// this worker owned the same partitions of it), its partitions' stores at the batch's version,
-/// version N + 1 committed on the checkpoint. Blocking.
-pub fn run_state_task(task: StateTask) -> Result<StateTaskOutput> {
+/// its `rows` taken as the operator pulls them, version N + 1 committed on the checkpoint once
+/// they ended; each output row handed to `output` (at least one batch, which carries their
+/// schema). Returns the task's `StateOperatorProgress` as JSON. Blocking.
+pub fn run_state_task(
+    task: StateTask,
+    rows: StateTaskRows,
+    output: &mut dyn FnMut(RecordBatch) -> Result<()>,
+) -> Result<String> {
     let spec: TaskSpec = serde_json::from_str(&task.spec)
         .map_err(|e| SluiceError::internal(format!("a state task's spec does not parse: {e}")))?;
     if !spec.storage.is_empty() {
@@ -394,10 +418,9 @@ pub fn run_state_task(task: StateTask) -> Result<StateTaskOutput> {
         bytes: spec.chunk_bytes,
         rows: None,
     };
-    let inputs = task
-        .inputs
+    let inputs = TaskInputs::split(rows, spec.node.inputs())
         .into_iter()
-        .map(|b| StageInput::from_batches(b, chunking))
+        .map(|rows| StageInput::new(rows, chunking))
         .collect();
     let ctx = BatchContext {
         batch_id: BatchId(spec.batch.id),
@@ -409,7 +432,15 @@ pub fn run_state_task(task: StateTask) -> Result<StateTaskOutput> {
     let out = runner.process(inputs, &ctx)?;
     let progress = serde_json::to_string(&out.progress)
         .map_err(|e| SluiceError::internal(format!("a state task's progress: {e}")))?;
-    let rows = out.rows.into_batches()?;
+    let schema = out.rows.schema();
+    let mut sent = false;
+    for rows in out.rows.into_rows()? {
+        output(rows?)?;
+        sent = true;
+    }
+    if !sent {
+        output(RecordBatch::new_empty(schema))?;
+    }
     let mut kept = held().lock_unpoisoned();
     if kept.len() >= HELD_OPERATORS {
         let old: Vec<_> = kept.keys().filter(|k| k.0 != spec.plan).cloned().collect();
@@ -418,7 +449,71 @@ pub fn run_state_task(task: StateTask) -> Result<StateTaskOutput> {
         }
     }
     kept.insert(key, (owned, spec.epoch, batch, runner));
-    Ok(StateTaskOutput { rows, progress })
+    Ok(progress)
+}
+
+/// A stateful task's rows, split into its inputs: rows come input by input (every row of
+/// input 0, then of input 1), so an input ends when rows of a later one come. An operator that
+/// takes a later input first gets it, the earlier rows held until it takes them.
+struct TaskInputs {
+    rows: StateTaskRows,
+    /// Per input, rows that came while the operator took another.
+    held: Vec<std::collections::VecDeque<RecordBatch>>,
+    /// The latest input rows came for (the inputs before it ended).
+    at: usize,
+    /// The rows ended.
+    ended: bool,
+}
+
+impl TaskInputs {
+    /// The `n` inputs of `rows`.
+    fn split(rows: StateTaskRows, n: usize) -> Vec<crate::source::RowIter> {
+        let shared = Arc::new(Mutex::new(TaskInputs {
+            rows,
+            held: vec![Default::default(); n],
+            at: 0,
+            ended: false,
+        }));
+        (0..n)
+            .map(|i| {
+                let shared = Arc::clone(&shared);
+                Box::new(std::iter::from_fn(move || shared.lock_unpoisoned().next_of(i)))
+                    as crate::source::RowIter
+            })
+            .collect()
+    }
+
+    /// The next rows of input `input`.
+    fn next_of(&mut self, input: usize) -> Option<Result<RecordBatch>> {
+        if let Some(rows) = self.held.get_mut(input)?.pop_front() {
+            return Some(Ok(rows));
+        }
+        while !self.ended && self.at <= input {
+            match self.rows.next() {
+                None => self.ended = true,
+                Some(Err(e)) => {
+                    self.ended = true;
+                    return Some(Err(e));
+                }
+                Some(Ok((i, rows))) => {
+                    let Some(held) = self.held.get_mut(i).filter(|_| i >= self.at) else {
+                        self.ended = true;
+                        return Some(Err(SluiceError::internal(format!(
+                            "a state task's rows of input {i} came after input {} (of {})",
+                            self.at,
+                            self.held.len()
+                        ))));
+                    };
+                    self.at = i;
+                    if i == input {
+                        return Some(Ok(rows));
+                    }
+                    held.push_back(rows);
+                }
+            }
+        }
+        None
+    }
 }
 
 /// Builds the operator of `task` over the partitions `owned`, as the driver built it.
@@ -471,6 +566,79 @@ mod tests {
         assert!(e.of(&ab, 2) > back, "batch 2 again on the same workers");
         let now = e.of(&ab, 3);
         assert_eq!(e.of(&ab, 4), now);
+    }
+
+    fn numbered(values: &[i64]) -> RecordBatch {
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "v",
+            arrow::datatypes::DataType::Int64,
+            false,
+        )]));
+        RecordBatch::try_new(
+            schema,
+            vec![Arc::new(arrow::array::Int64Array::from(values.to_vec()))],
+        )
+        .unwrap()
+    }
+
+    fn values(rows: crate::source::RowIter) -> Vec<i64> {
+        rows.map(|b| {
+            let b = b.unwrap();
+            let a = b.column(0).as_any().downcast_ref::<arrow::array::Int64Array>();
+            a.unwrap().values().to_vec()
+        })
+        .flatten()
+        .collect()
+    }
+
+    fn task_rows(items: Vec<Result<(usize, RecordBatch)>>) -> StateTaskRows {
+        Box::new(items.into_iter())
+    }
+
+    #[test]
+    fn a_tasks_rows_split_into_its_inputs_in_either_order() {
+        let rows = || {
+            task_rows(vec![
+                Ok((0, numbered(&[1, 2]))),
+                Ok((0, numbered(&[3]))),
+                Ok((1, numbered(&[10]))),
+                Ok((1, numbered(&[11, 12]))),
+            ])
+        };
+        // In order: input 0 ends where input 1 begins.
+        let mut inputs = TaskInputs::split(rows(), 2).into_iter();
+        let (left, right) = (inputs.next().unwrap(), inputs.next().unwrap());
+        assert_eq!(values(left), vec![1, 2, 3]);
+        assert_eq!(values(right), vec![10, 11, 12]);
+        // Input 1 first: input 0's rows are held for it.
+        let mut inputs = TaskInputs::split(rows(), 2).into_iter();
+        let (left, right) = (inputs.next().unwrap(), inputs.next().unwrap());
+        assert_eq!(values(right), vec![10, 11, 12]);
+        assert_eq!(values(left), vec![1, 2, 3]);
+        // An input without rows ends at once.
+        let only_right = task_rows(vec![Ok((1, numbered(&[5])))]);
+        let mut inputs = TaskInputs::split(only_right, 2).into_iter();
+        assert_eq!(values(inputs.next().unwrap()), Vec::<i64>::new());
+        assert_eq!(values(inputs.next().unwrap()), vec![5]);
+    }
+
+    #[test]
+    fn a_tasks_rows_that_break_off_or_go_back_fail_the_input() {
+        let broken = task_rows(vec![
+            Ok((0, numbered(&[1]))),
+            Err(SluiceError::internal("the driver ended them before their end")),
+        ]);
+        let mut input = TaskInputs::split(broken, 1).remove(0);
+        assert!(input.next().unwrap().is_ok());
+        let e = input.next().unwrap().unwrap_err();
+        assert!(e.to_string().contains("before their end"), "{e}");
+        let back = task_rows(vec![Ok((1, numbered(&[1]))), Ok((0, numbered(&[2])))]);
+        let mut inputs = TaskInputs::split(back, 2).into_iter();
+        let _left = inputs.next().unwrap();
+        let mut right = inputs.next().unwrap();
+        assert!(right.next().unwrap().is_ok());
+        let e = right.next().unwrap().unwrap_err();
+        assert!(e.to_string().contains("came after input 1"), "{e}");
     }
 
     #[test]

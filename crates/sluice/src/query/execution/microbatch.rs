@@ -108,7 +108,6 @@ impl MicroBatchExecution {
             None => None,
         };
         let explain = core.session.block_on(plan.explain())?;
-        let on_workers = plan.cluster().is_some();
         if let Some(cluster) = plan.cluster() {
             let reads = crate::distributed::ReadOnWorkers {
                 cluster: std::sync::Arc::clone(cluster),
@@ -120,23 +119,12 @@ impl MicroBatchExecution {
                 slot.source.read_on_workers(&reads);
             }
         }
-        if on_workers {
-            log::warn!(
-                "writing to {}: its batches run on the workers of {}; this process gathers each \
-                 batch's source rows before it runs (the workers read file and Kafka sources; \
-                 other sources are read here), so sluice.memory.limit does not bound a batch there \
-                 yet: keep batches small with maxFilesPerTrigger / maxBytesPerTrigger / \
-                 maxOffsetsPerTrigger",
-                core.sink_description,
-                crate::conf::DISTRIBUTED_WORKERS
-            );
-        }
         let execution = MicroBatchExecution {
             committed: vec![None; sources.len()],
             tracker: WatermarkTracker::new(core.pinned.watermark_policy, 0),
             core,
             plan,
-            sources: MicroBatchSources::new(sources, on_workers),
+            sources: MicroBatchSources::new(sources),
             trigger,
             late_sink,
             batch_id: 0,

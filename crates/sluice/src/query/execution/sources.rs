@@ -42,19 +42,12 @@ impl SourceRead {
 /// The query's micro-batch sources.
 pub(crate) struct MicroBatchSources {
     slots: Vec<SourceSlot<Box<dyn Source>>>,
-    /// Every source is read before its batch runs, none as the plan pulls it (a batch run on
-    /// workers takes its rows with its plan).
-    read_before_batch: bool,
 }
 
 impl MicroBatchSources {
-    /// The sources the core created, in plan order; `read_before_batch` when a batch's plan
-    /// runs on workers, which take the rows with the plan.
-    pub(crate) fn new(slots: Vec<SourceSlot<Box<dyn Source>>>, read_before_batch: bool) -> Self {
-        Self {
-            slots,
-            read_before_batch,
-        }
+    /// The sources the core created, in plan order.
+    pub(crate) fn new(slots: Vec<SourceSlot<Box<dyn Source>>>) -> Self {
+        Self { slots }
     }
 
     /// How many sources the query reads.
@@ -161,11 +154,13 @@ impl MicroBatchSources {
                 metrics,
                 lazy: Some((report, slot.uses)),
             });
-            if slot.uses == 1 && batches.is_empty() && !self.read_before_batch {
+            if slot.uses == 1 && batches.is_empty() {
+                // Read as the plan pulls the rows (on a cluster, the workers' reads stream
+                // to the stage that takes them).
                 inputs.insert(slot.relation_id, RelationRows::lazy(partitions));
             } else {
-                // A source the plan scans more than once (a self-join, a self-union), or any
-                // source of a batch run on workers, is read before the batch runs.
+                // A source the plan scans more than once (a self-join, a self-union) is read
+                // before the batch runs.
                 for p in partitions {
                     for b in p {
                         batches.push(b?);
