@@ -37,6 +37,8 @@ use sluice::{Result, SluiceError};
 pub fn register() {
     sluice::sink::registry::register_format("delta", Arc::new(DeltaSinkFactory));
     sluice::source::registry::register_format("delta", Arc::new(source::DeltaSourceFactory));
+    // A query on workers reads a Delta source's files there.
+    sluice::source::remote::register_read(source::READ_KIND, source::read_on_worker);
 }
 
 mod source;

@@ -13,9 +13,15 @@
 //! (commits that only remove files are skipped), `skipChangeCommits` (commits that remove files
 //! are skipped whole); otherwise a commit that removes data stops the query, as in Spark. A
 //! schema change in the table stops the query too (restart it to read the new schema).
+//!
+//! A batch's data files are read as the batch's plan pulls their rows (a file at a time, as its
+//! Parquet reader gives them), so a batch never has to fit in memory; on a cluster
+//! (`sluice.distributed.workers`) the workers read them, each a contiguous run of the batch's
+//! files ([`read_on_worker`], registered as the read kind `delta`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, StringArray};
@@ -23,7 +29,11 @@ use arrow::datatypes::{DataType, Schema, SchemaRef, TimeUnit};
 use serde_json::{json, Value};
 use sluice::error::class;
 use sluice::source::registry::SourceFactory;
-use sluice::source::{Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider};
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use sluice::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers};
+use sluice::source::{
+    LazyRows, Offset, ReadLimit, RowIter, Source, SourceBatch, SourceContext, SourceProvider,
+};
 use sluice::{Result, SluiceError};
 
 use super::{bool_option, option, run, table_url};
@@ -262,6 +272,7 @@ impl SourceProvider for DeltaSourceProvider {
             },
             snapshots: HashMap::new(),
             available_now: None,
+            on_workers: None,
         }))
     }
 }
@@ -273,6 +284,8 @@ struct DeltaSource {
     snapshots: HashMap<i64, Arc<Vec<DataFile>>>,
     /// Trigger.AvailableNow: the newest version when it was prepared.
     available_now: Option<i64>,
+    /// The cluster whose workers read the batches' files (`sluice.distributed.workers`).
+    on_workers: Option<ReadOnWorkers>,
 }
 
 impl DeltaSource {
@@ -659,44 +672,99 @@ impl DeltaSource {
             };
         }
     }
+}
 
-    fn read(&self, files: &[DataFile]) -> Result<Vec<RecordBatch>> {
-        let mut out = Vec::new();
-        for f in files {
-            let decoded = percent_decode(&f.path);
-            let path = if Path::new(&decoded).is_absolute() || decoded.contains("://") {
-                PathBuf::from(&decoded)
-            } else {
-                self.def.dir.join(&decoded)
-            };
-            let file = sluice::storage::open(&path).map_err(|e| {
-                SluiceError::io(
-                    sluice::Fault::Input,
-                    format!(
-                        "opening {} of the Delta table {} (a file the log lists was removed: \
-                         restore it, or run VACUUM only past what the stream has read)",
-                        path.display(),
-                        self.def.url
-                    ),
-                    e,
-                )
-            })?;
-            let reader =
-                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-                    .and_then(|b| b.build())
-                    .map_err(|e| read_err(&path, e))?;
-            for b in reader {
-                let b = b.map_err(|e| read_err(&path, e))?;
-                out.push(self.conform(&b, f)?);
+/// A table's data files as rows: what the driver's source reads, or a worker its run of them.
+#[derive(Debug, Clone)]
+struct TableFiles {
+    dir: PathBuf,
+    url: String,
+    schema: SchemaRef,
+}
+
+/// What a read of data files counted.
+#[derive(Debug, Default)]
+struct ReadCounted {
+    rows: AtomicU64,
+    files: AtomicU64,
+}
+
+impl TableFiles {
+    /// The rows of `files`, in order, a file at a time (each as its Parquet reader gives its
+    /// batches, so a batch of files never has to fit in memory), counted in `counted`. A file
+    /// that fails ends the rows with its error.
+    fn rows(self, files: Vec<DataFile>, counted: Arc<ReadCounted>) -> RowIter {
+        let mut files = files.into_iter();
+        let mut open: Option<(ParquetRecordBatchReader, DataFile, PathBuf)> = None;
+        let mut failed = false;
+        Box::new(std::iter::from_fn(move || loop {
+            if failed {
+                return None;
             }
-        }
-        Ok(out)
+            let result = match &mut open {
+                None => match files.next() {
+                    None => return None,
+                    Some(f) => self.open(&f).map(|(reader, path)| {
+                        counted.files.fetch_add(1, Ordering::Relaxed);
+                        open = Some((reader, f, path));
+                        None
+                    }),
+                },
+                Some((reader, f, path)) => match reader.next() {
+                    None => {
+                        open = None;
+                        Ok(None)
+                    }
+                    Some(b) => b
+                        .map_err(|e| read_err(path, e))
+                        .and_then(|b| self.conform(&b, f))
+                        .map(Some),
+                },
+            };
+            match result {
+                Ok(None) => continue,
+                Ok(Some(b)) => {
+                    counted.rows.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                    return Some(Ok(b));
+                }
+                Err(e) => {
+                    failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }))
+    }
+
+    /// A data file's reader and its path.
+    fn open(&self, f: &DataFile) -> Result<(ParquetRecordBatchReader, PathBuf)> {
+        let decoded = percent_decode(&f.path);
+        let path = if Path::new(&decoded).is_absolute() || decoded.contains("://") {
+            PathBuf::from(&decoded)
+        } else {
+            self.dir.join(&decoded)
+        };
+        let file = sluice::storage::open(&path).map_err(|e| {
+            SluiceError::io(
+                sluice::Fault::Input,
+                format!(
+                    "opening {} of the Delta table {} (a file the log lists was removed: \
+                     restore it, or run VACUUM only past what the stream has read)",
+                    path.display(),
+                    self.url
+                ),
+                e,
+            )
+        })?;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .and_then(|b| b.build())
+            .map_err(|e| read_err(&path, e))?;
+        Ok((reader, path))
     }
 
     /// A data file's batch with the table's columns: partition values added, types cast.
     fn conform(&self, b: &RecordBatch, f: &DataFile) -> Result<RecordBatch> {
-        let mut columns = Vec::with_capacity(self.def.schema.fields().len());
-        for field in self.def.schema.fields() {
+        let mut columns = Vec::with_capacity(self.schema.fields().len());
+        for field in self.schema.fields() {
             let col = match b.column_by_name(field.name()) {
                 Some(c) => c.clone(),
                 None => match f.partition_values.get(field.name()) {
@@ -724,13 +792,72 @@ impl DeltaSource {
             };
             columns.push(col);
         }
-        RecordBatch::try_new(self.def.schema.clone(), columns).map_err(|e| {
+        RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| {
             SluiceError::input(
                 class::DELTA_TABLE_INVALID,
                 format!("{} does not fit the table's schema: {e}", f.path),
             )
         })
     }
+}
+
+/// The kind of a Delta read on a worker (`sluice::source::remote::register_read`).
+pub(crate) const READ_KIND: &str = "delta";
+
+/// A worker's read of `files` of `table`, with the session's object store options `storage`.
+fn worker_spec(table: &TableFiles, files: &[DataFile], storage: &[(String, String)]) -> Value {
+    json!({
+        "dir": table.dir.to_string_lossy(),
+        "url": table.url,
+        "files": files.iter().map(|f| json!({
+            "path": f.path,
+            "size": f.size,
+            "partitionValues": f.partition_values,
+        })).collect::<Vec<_>>(),
+        "storage": storage,
+    })
+}
+
+/// Runs a Delta read on this worker (registered as [`READ_KIND`]): its data files read as the
+/// driver's source reads them, with the table's `schema`; the rows as they come, then the
+/// counts.
+pub(crate) fn read_on_worker(spec: &str, schema: SchemaRef) -> Result<ReadItems> {
+    let bad = |what: &str| SluiceError::internal(format!("a Delta read's spec: {what}"));
+    let v: Value = serde_json::from_str(spec).map_err(|e| bad(&e.to_string()))?;
+    let text = |key: &str| v[key].as_str().map(String::from).ok_or_else(|| bad(key));
+    let storage: Vec<(String, String)> =
+        serde_json::from_value(v["storage"].clone()).map_err(|e| bad(&e.to_string()))?;
+    if !storage.is_empty() {
+        sluice::storage::configure(storage.iter().map(|(k, v)| (k, v)));
+    }
+    let files = v["files"]
+        .as_array()
+        .ok_or_else(|| bad("files"))?
+        .iter()
+        .map(|f| {
+            Ok(DataFile {
+                path: f["path"].as_str().ok_or_else(|| bad("path"))?.to_string(),
+                size: f["size"].as_u64().unwrap_or(0),
+                partition_values: serde_json::from_value(f["partitionValues"].clone())
+                    .map_err(|e| bad(&e.to_string()))?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let table = TableFiles {
+        dir: PathBuf::from(text("dir")?),
+        url: text("url")?,
+        schema,
+    };
+    let counted = Arc::new(ReadCounted::default());
+    let rows = table.rows(files, Arc::clone(&counted));
+    let counts = std::iter::once_with(move || {
+        Ok(ReadItem::Counts(ReadCounts {
+            rows: counted.rows.load(Ordering::Relaxed),
+            files_read: counted.files.load(Ordering::Relaxed),
+            ..Default::default()
+        }))
+    });
+    Ok(Box::new(rows.map(|r| r.map(ReadItem::Rows)).chain(counts)))
 }
 
 fn read_err(path: &Path, e: impl std::fmt::Display) -> SluiceError {
@@ -829,9 +956,19 @@ impl Source for DeltaSource {
         };
         let end = self.position(end)?;
         let files = self.files_between(from, end)?;
-        let batches = self.read(&files)?;
+        let table = self.table();
+        let counted = Arc::new(ReadCounted::default());
+        let partitions = match &self.on_workers {
+            Some(on) => self.read_by_workers(on, &files, &counted)?,
+            None => vec![table.rows(files.clone(), Arc::clone(&counted))],
+        };
+        let report = move || (counted.rows.load(Ordering::Relaxed) as usize, Default::default());
         let mut batch = SourceBatch {
-            batches,
+            lazy: Some(LazyRows {
+                schema: self.def.schema.clone(),
+                partitions,
+                report: Box::new(report),
+            }),
             ..Default::default()
         };
         batch
@@ -839,9 +976,51 @@ impl Source for DeltaSource {
             .insert("numFilesRead".into(), files.len().to_string());
         Ok(batch)
     }
+
+    fn read_on_workers(&mut self, on: &ReadOnWorkers) {
+        self.on_workers = Some(on.clone());
+    }
 }
 
 impl DeltaSource {
+    /// How the table's data files are read.
+    fn table(&self) -> TableFiles {
+        TableFiles {
+            dir: self.def.dir.clone(),
+            url: self.def.url.clone(),
+            schema: self.def.schema.clone(),
+        }
+    }
+
+    /// The rows of `files` read by the workers of `on`: a contiguous run of them each, read
+    /// there as here ([`read_on_worker`]), counted in `counted`.
+    fn read_by_workers(
+        &self,
+        on: &ReadOnWorkers,
+        files: &[DataFile],
+        counted: &Arc<ReadCounted>,
+    ) -> Result<Vec<RowIter>> {
+        sluice::distributed::check_shared(
+            &self.def.dir,
+            &on.workers,
+            &format!("the Delta table {}", self.def.url),
+        )?;
+        let counted = Arc::clone(counted);
+        let counts = move |c: ReadCounts| {
+            counted.rows.fetch_add(c.rows, Ordering::Relaxed);
+            counted.files.fetch_add(c.files_read, Ordering::Relaxed);
+        };
+        let (table, storage) = (self.table(), on.storage.clone());
+        sluice::source::remote::read_registered_in_runs(
+            READ_KIND,
+            on,
+            files,
+            &self.def.schema,
+            |run| Ok(worker_spec(&table, run, &storage).to_string()),
+            Arc::new(counts),
+        )
+    }
+
     /// The start of a first batch that ends at `end` (a replay of batch 0 after a restart):
     /// the beginning of `end`'s snapshot, or of the configured start.
     fn initial_for(&self, end: &Offset) -> Result<Position> {

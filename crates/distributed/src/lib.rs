@@ -4,17 +4,16 @@
 //! query loop (offsets, commits, watermark, progress), as Spark's driver.
 //!
 //! What runs where, for now: the workers read file and Kafka sources' batches (each a
-//! contiguous run of the batch's files or partitions' offset ranges, its rows streamed back to
-//! the driver, `actions.rs`); the driver runs the
-//! watermark nodes and `flatMapGroupsWithState` (its function is the driver's Rust code); the
-//! stateless work over the rows (projections, filters, Spark's generators, partial
-//! aggregations) runs on the workers, the rows split into one slice per worker and sent with the
-//! plan (`boundary.rs`); the stateful operators' state partitions (aggregations, session windows,
-//! deduplications, stream-stream joins) are on the workers, each worker owning a range of them
-//! for the batch, its rows routed to it by key (`actions.rs`). Other sources (rate, memory,
-//! ...) are read by the driver, before the batch. A batch that loses a worker runs
-//! again, with the same offsets, on the workers that answer, which then own the lost worker's
-//! partitions.
+//! contiguous run of the batch's files or partitions' offset ranges, its rows streamed to the
+//! driver as the batch's plan pulls them, `actions.rs`); the driver runs the watermark nodes,
+//! `flatMapGroupsWithState` (its function is the driver's Rust code) and the stateless work over
+//! those rows; the stateless work over the rows of sources the driver reads (rate, memory, ...:
+//! projections, filters, Spark's generators, partial aggregations) runs on the workers, the rows
+//! split into one slice per worker and sent with the plan (`boundary.rs`); the stateful
+//! operators' state partitions (aggregations, session windows, deduplications, stream-stream
+//! joins) are on the workers, each worker owning a range of them for the batch, its rows routed
+//! to it by key a chunk at a time (`actions.rs`). A batch that loses a worker runs again, with
+//! the same offsets, on the workers that answer, which then own the lost worker's partitions.
 
 mod actions;
 mod boundary;

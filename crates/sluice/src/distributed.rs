@@ -193,7 +193,7 @@ pub(crate) fn for_workers(workers: &[String]) -> Result<Option<Arc<dyn Cluster>>
 /// worker of `workers` is on another host: each worker would read and write a folder of its own
 /// machine under that name, and a state partition moved between workers would lose what the
 /// other wrote. Workers on this host (loopback addresses, `localhost`) share its disk.
-pub(crate) fn check_shared(path: &std::path::Path, workers: &[String], what: &str) -> Result<()> {
+pub fn check_shared(path: &std::path::Path, workers: &[String], what: &str) -> Result<()> {
     if crate::storage::is_remote(path) {
         return Ok(());
     }

@@ -708,3 +708,68 @@ fn sluice_run_takes_its_workers_from_the_flag_or_from_a_pipeline_set() {
     }
     assert!(workers.iter().all(|w| w.tasks() > 0));
 }
+
+/// A Delta table's data files read on three workers (feature `delta`): six commits of a table
+/// partitioned by user, three files a batch, deduplicated by id; the rows, `numInputRows` and
+/// `numFilesRead` of one process, the files read on the workers.
+#[cfg(feature = "delta")]
+#[test]
+fn a_delta_tables_files_read_on_three_workers_give_the_rows_of_one_process() {
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    let workers = three_workers();
+    sluice_delta::register();
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("table").display().to_string();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("user", DataType::Utf8, true),
+    ]));
+    let options = std::collections::HashMap::from([
+        ("path".to_string(), table.clone()),
+        ("partitionBy".to_string(), "user".to_string()),
+    ]);
+    for commit in 0..6i64 {
+        // ids repeat across commits (dropped by the query), users u0..u2: three files a commit
+        let ids: Vec<i64> = (0..30).map(|j| commit * 20 + j).collect();
+        let users: Vec<String> = ids.iter().map(|i| format!("u{}", i % 3)).collect();
+        let rows = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(ids)),
+                Arc::new(StringArray::from(users)),
+            ],
+        )
+        .unwrap();
+        let data = sluice::BatchData {
+            schema: schema.clone(),
+            partitions: vec![vec![rows]],
+        };
+        assert!(sluice_delta::write_batch(&data, &options).unwrap());
+    }
+    let run = |on: Option<&[Worker]>| {
+        let s = session(on);
+        let frame = s
+            .read_stream()
+            .format("delta")
+            .option("maxFilesPerTrigger", 3)
+            .load(&table)
+            .unwrap()
+            .drop_duplicates(["id"])
+            .unwrap();
+        let checkpoint = tmp.path().join(format!("ck-{}", rand_suffix()));
+        let (query, out) = capture(frame, &checkpoint.display().to_string());
+        let ran = ran(query, &out);
+        assert_eq!(ran.batches, 6, "three files a batch");
+        (ran.rows, ran.input_rows)
+    };
+    let (alone_rows, alone_input) = run(None);
+    assert_eq!(alone_input, 180, "every row of the table read once");
+    assert_eq!(alone_rows.len(), 130, "each id once");
+    let reads_before: usize = workers.iter().map(Worker::reads).sum();
+    let (rows, input) = run(Some(&workers));
+    assert_eq!(rows, alone_rows, "the rows of one process");
+    assert_eq!(input, alone_input, "numInputRows");
+    let reads: usize = workers.iter().map(Worker::reads).sum::<usize>() - reads_before;
+    assert!(reads >= 6, "{reads} reads of the table's files on the workers");
+}

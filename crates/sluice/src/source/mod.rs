@@ -13,7 +13,7 @@ pub mod nexmark;
 pub mod rate;
 pub(crate) mod read_ahead;
 pub mod registry;
-pub(crate) mod remote;
+pub mod remote;
 pub mod socket;
 
 use crate::error::class;

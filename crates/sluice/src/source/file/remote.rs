@@ -16,9 +16,9 @@ use super::format::{self, ParseOptions, ReadCounters};
 use super::listing::uri_to_path;
 use super::options::Options;
 use super::FileSource;
-use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers, ReadTask};
+use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers};
 use crate::error::Result;
-use crate::source::remote::ReadSpec;
+use crate::source::remote::{read_in_runs, ReadSpec};
 use crate::source::{RowIter, SourceBatch};
 
 /// A file read's spec ([`crate::source::remote::ReadSpec::File`]).
@@ -65,60 +65,33 @@ fn partitions_on_workers(
         &on.workers,
         &format!("the folder of {}", source.description),
     )?;
-    let workers = on.cluster.answering(&on.workers)?;
-    let n = workers.len().min(files.len()).max(1);
-    let per = files.len().div_ceil(n);
-    let chunk_bytes = source.memory.read_chunk_bytes(n);
-    files
-        .chunks(per)
-        .zip(workers.iter().cycle())
-        .map(|(run, worker)| {
-            let spec = ReadSpec::File(FileRead {
+    let runs = on.cluster.answering(&on.workers)?.len().min(files.len());
+    let chunk_bytes = source.memory.read_chunk_bytes(runs.max(1));
+    let counters = Arc::clone(counters);
+    let counts = move |c: ReadCounts| {
+        counters.rows.fetch_add(c.rows, Ordering::Relaxed);
+        counters.malformed.fetch_add(c.malformed, Ordering::Relaxed);
+        counters.dropped.fetch_add(c.dropped, Ordering::Relaxed);
+        counters
+            .files_read
+            .fetch_add(c.files_read, Ordering::Relaxed);
+    };
+    read_in_runs(
+        on,
+        &files,
+        &source.parse.schema,
+        |run| {
+            Ok(ReadSpec::File(FileRead {
                 format: source.format.clone(),
                 options: source.options.clone(),
                 files: run.to_vec(),
                 range: range.clone(),
                 chunk_bytes,
                 storage: on.storage.clone(),
-            });
-            let task = ReadTask {
-                spec: spec.to_text()?,
-                schema: source.parse.schema.clone(),
-            };
-            let started = std::time::Instant::now();
-            let items = on.cluster.read_files(worker, task)?;
-            let log = on.tasks.clone();
-            let worker = worker.clone();
-            let done = move || {
-                if let Some(log) = &log {
-                    log.ran(&worker, started.elapsed());
-                }
-            };
-            Ok(counted(items, Arc::clone(counters), done))
-        })
-        .collect()
-}
-
-/// The rows of `items`; their counts added to `counters`, and `done` told when they come.
-fn counted(
-    items: ReadItems,
-    counters: Arc<ReadCounters>,
-    done: impl Fn() + Send + 'static,
-) -> RowIter {
-    Box::new(items.filter_map(move |item| match item {
-        Ok(ReadItem::Rows(rows)) => Some(Ok(rows)),
-        Ok(ReadItem::Counts(c)) => {
-            done();
-            counters.rows.fetch_add(c.rows, Ordering::Relaxed);
-            counters.malformed.fetch_add(c.malformed, Ordering::Relaxed);
-            counters.dropped.fetch_add(c.dropped, Ordering::Relaxed);
-            counters
-                .files_read
-                .fetch_add(c.files_read, Ordering::Relaxed);
-            None
-        }
-        Err(e) => Some(Err(e)),
-    }))
+            }))
+        },
+        Arc::new(counts),
+    )
 }
 
 /// Runs a file read on this worker: its files parsed as the driver's source would (the same

@@ -6,15 +6,15 @@
 //! sends one batch of records per range, in order. The rows are those of a read in one process.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 use super::{kafka_schema_with, KafkaSourceProvider};
-use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers, ReadTask};
+use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers};
 use crate::error::Result;
-use crate::source::remote::ReadSpec;
+use crate::source::remote::{read_in_runs, ReadSpec};
 
 /// One partition's offsets to read: topic, partition, first offset, end offset (exclusive).
 pub(crate) type OffsetRange = (String, i32, i64, i64);
@@ -34,42 +34,19 @@ pub(super) fn read_on_workers(
     on: &ReadOnWorkers,
     ranges: Vec<OffsetRange>,
 ) -> Result<Vec<RecordBatch>> {
-    if ranges.is_empty() {
-        return Ok(Vec::new());
-    }
-    let workers = on.cluster.answering(&on.workers)?;
-    let n = workers.len().min(ranges.len()).max(1);
-    let per = ranges.len().div_ceil(n);
-    let reads = ranges
-        .chunks(per)
-        .zip(workers.iter().cycle())
-        .map(|(run, worker)| {
-            let spec = ReadSpec::Kafka(KafkaRead {
+    let runs = read_in_runs(
+        on,
+        &ranges,
+        &kafka_schema_with(p.include_headers),
+        |run| {
+            Ok(ReadSpec::Kafka(KafkaRead {
                 options: p.options.0.clone(),
                 ranges: run.to_vec(),
-            });
-            let task = ReadTask {
-                spec: spec.to_text()?,
-                schema: kafka_schema_with(p.include_headers),
-            };
-            let started = Instant::now();
-            Ok((worker, started, on.cluster.read_files(worker, task)?))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut out = Vec::new();
-    for (worker, started, items) in reads {
-        for item in items {
-            match item? {
-                ReadItem::Rows(rows) => out.push(rows),
-                ReadItem::Counts(_) => {
-                    if let Some(log) = &on.tasks {
-                        log.ran(worker, started.elapsed());
-                    }
-                }
-            }
-        }
-    }
-    Ok(out)
+            }))
+        },
+        Arc::new(|_| {}),
+    )?;
+    runs.into_iter().flatten().collect()
 }
 
 /// Runs a Kafka read on this worker: a consumer of its own from the spec's options, each range
