@@ -26,11 +26,11 @@ use std::sync::Arc;
 
 use arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Schema, SchemaRef, TimeUnit};
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use serde_json::{json, Value};
+use sluice::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers};
 use sluice::error::class;
 use sluice::source::registry::SourceFactory;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
-use sluice::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers};
 use sluice::source::{
     LazyRows, Offset, ReadLimit, RowIter, Source, SourceBatch, SourceContext, SourceProvider,
 };
@@ -724,7 +724,9 @@ impl TableFiles {
             match result {
                 Ok(None) => continue,
                 Ok(Some(b)) => {
-                    counted.rows.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                    counted
+                        .rows
+                        .fetch_add(b.num_rows() as u64, Ordering::Relaxed);
                     return Some(Ok(b));
                 }
                 Err(e) => {
@@ -962,7 +964,12 @@ impl Source for DeltaSource {
             Some(on) => self.read_by_workers(on, &files, &counted)?,
             None => vec![table.rows(files.clone(), Arc::clone(&counted))],
         };
-        let report = move || (counted.rows.load(Ordering::Relaxed) as usize, Default::default());
+        let report = move || {
+            (
+                counted.rows.load(Ordering::Relaxed) as usize,
+                Default::default(),
+            )
+        };
         let mut batch = SourceBatch {
             lazy: Some(LazyRows {
                 schema: self.def.schema.clone(),

@@ -31,9 +31,7 @@ use datafusion_proto::protobuf;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use prost::Message;
-use sluice::distributed::{
-    ReadItem, ReadItems, ReadTask, StateTask, StateTaskRows, StateTaskRun,
-};
+use sluice::distributed::{ReadItem, ReadItems, ReadTask, StateTask, StateTaskRows, StateTaskRun};
 use sluice::error::{Result, SluiceError};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
@@ -343,10 +341,10 @@ pub(crate) fn start_on(worker: &str, task: StateTask) -> Result<Box<dyn StateTas
     let (tx, rx) = tokio::sync::mpsc::channel::<FlightData>(4);
     let (answer_tx, answers) = tokio::sync::mpsc::channel::<Result<Answer>>(4);
     let name = worker.to_string();
-    let requests = futures::stream::once(async { header }).chain(futures::stream::unfold(
-        rx,
-        |mut rx| async move { rx.recv().await.map(|m| (m, rx)) },
-    ));
+    let requests = futures::stream::once(async { header })
+        .chain(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|m| (m, rx))
+        }));
     client_runtime().spawn(async move {
         let what = "a stateful task";
         let mut results = match client(channel).do_exchange(requests).await {
@@ -365,7 +363,10 @@ pub(crate) fn start_on(worker: &str, task: StateTask) -> Result<Box<dyn StateTas
                 return;
             }
         }
-        let ended = wire_error("answer", format!("worker {name} ended it without its progress"));
+        let ended = wire_error(
+            "answer",
+            format!("worker {name} ended it without its progress"),
+        );
         let _ = answer_tx.send(Err(ended)).await;
     });
     Ok(Box::new(Exchange {
@@ -592,7 +593,10 @@ impl FlightService for StateTasks {
 /// A worker's stateful task: its rows taken from `incoming` as the operator pulls them (a few
 /// batches ahead), its output rows sent as they come, then its progress or its error.
 fn run_state_task(task: StateTask, mut incoming: Streaming<FlightData>) -> Stream<FlightData> {
-    log::info!("running a task: stateful operator ({} bytes of spec)", task.spec.len());
+    log::info!(
+        "running a task: stateful operator ({} bytes of spec)",
+        task.spec.len()
+    );
     let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<Result<(usize, RecordBatch)>>(4);
     tokio::spawn(async move {
         loop {
@@ -695,7 +699,9 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((input, rows), (1, batch.clone()));
-        assert!(decode_input(&message(&[END], Vec::new())).unwrap().is_none());
+        assert!(decode_input(&message(&[END], Vec::new()))
+            .unwrap()
+            .is_none());
         assert!(decode_input(&message(&[9], Vec::new())).is_err());
         match decode_answer(&encode_answer(&Answer::Rows(batch.clone())).unwrap()) {
             Ok(Answer::Rows(b)) => assert_eq!(b, batch),

@@ -771,5 +771,8 @@ fn a_delta_tables_files_read_on_three_workers_give_the_rows_of_one_process() {
     assert_eq!(rows, alone_rows, "the rows of one process");
     assert_eq!(input, alone_input, "numInputRows");
     let reads: usize = workers.iter().map(Worker::reads).sum::<usize>() - reads_before;
-    assert!(reads >= 6, "{reads} reads of the table's files on the workers");
+    assert!(
+        reads >= 6,
+        "{reads} reads of the table's files on the workers"
+    );
 }

@@ -33,8 +33,8 @@ use super::stateful::event_time::{
     event_time_column, is_event_time, key_event_time_index, to_micros,
 };
 use super::stateful::{
-    partition_of, BatchContext, OperatorOutput, OutputRows, PartitionedStores, Routed,
-    StageInput, StateInfo, StatefulOperator,
+    partition_of, BatchContext, OperatorOutput, OutputRows, PartitionedStores, Routed, StageInput,
+    StateInfo, StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
 use crate::progress::StateOperatorProgress;

@@ -70,7 +70,7 @@ impl RelationRows {
     pub(crate) fn into_iter_for_tests(self) -> RowIter {
         match self {
             RelationRows::Batches(b) => Box::new(b.into_iter().map(Ok)),
-            RelationRows::Lazy(p) => p.into_rows(),
+            RelationRows::Lazy(p) => p.take_rows(),
         }
     }
 }
@@ -82,8 +82,13 @@ pub(crate) struct LazyPartitions {
 
 impl LazyPartitions {
     /// Every row left, partition by partition.
-    pub(crate) fn into_rows(&self) -> RowIter {
-        let parts: Vec<RowIter> = self.partitions.lock_unpoisoned().drain(..).flatten().collect();
+    pub(crate) fn take_rows(&self) -> RowIter {
+        let parts: Vec<RowIter> = self
+            .partitions
+            .lock_unpoisoned()
+            .drain(..)
+            .flatten()
+            .collect();
         Box::new(parts.into_iter().flatten())
     }
 }

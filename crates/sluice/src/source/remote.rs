@@ -50,7 +50,9 @@ fn registered() -> &'static RwLock<HashMap<String, ReadFn>> {
 /// Lets this process's workers run reads of `kind` (a source of a crate on top of the engine:
 /// `sluice_delta::register()` registers `delta`).
 pub fn register_read(kind: &str, read: ReadFn) {
-    registered().write_unpoisoned().insert(kind.to_string(), read);
+    registered()
+        .write_unpoisoned()
+        .insert(kind.to_string(), read);
 }
 
 /// Runs a [`ReadTask`] on this worker: its rows as they are read, then its counts. A worker of

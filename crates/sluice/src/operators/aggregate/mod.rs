@@ -48,8 +48,8 @@ use self::session::SessionIndex;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::key_event_time_index;
 use super::stateful::{
-    partition_of, BatchContext, OperatorOutput, PartitionedStores, Routed, StageInput,
-    StateInfo, StatefulOperator,
+    partition_of, BatchContext, OperatorOutput, PartitionedStores, Routed, StageInput, StateInfo,
+    StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
 use crate::state::layout::aggregate::AggregateLayout;

@@ -48,8 +48,8 @@ use self::held::HeldJoin;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::{event_time_column, window_end_micros};
 use super::stateful::{
-    nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, Routed,
-    StageInput, StateInfo, StatefulOperator,
+    nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, Routed, StageInput,
+    StateInfo, StatefulOperator,
 };
 use crate::error::{Result, SluiceError};
 use crate::progress::StateOperatorProgress;
@@ -698,7 +698,11 @@ impl StatefulOperator for StreamingJoin {
     ) -> Result<OperatorOutput> {
         // Left first: a worker's rows come input by input.
         let mut inputs = inputs.into_iter();
-        let mut whole = || inputs.next().map_or(Ok(Vec::new()), StageInput::collect_all);
+        let mut whole = || {
+            inputs
+                .next()
+                .map_or(Ok(Vec::new()), StageInput::collect_all)
+        };
         let left = whole()?;
         let right = whole()?;
         let left = concat_batches(&self.left_schema, &left)?;

@@ -114,7 +114,7 @@ impl OutputRows {
         let schema = self.schema.clone();
         Ok(match self.into_relation(&schema, 1)? {
             RelationRows::Batches(b) => Box::new(b.into_iter().map(Ok)),
-            RelationRows::Lazy(p) => p.into_rows(),
+            RelationRows::Lazy(p) => p.take_rows(),
         })
     }
 

@@ -477,8 +477,9 @@ impl TaskInputs {
         (0..n)
             .map(|i| {
                 let shared = Arc::clone(&shared);
-                Box::new(std::iter::from_fn(move || shared.lock_unpoisoned().next_of(i)))
-                    as crate::source::RowIter
+                Box::new(std::iter::from_fn(move || {
+                    shared.lock_unpoisoned().next_of(i)
+                })) as crate::source::RowIter
             })
             .collect()
     }
@@ -569,11 +570,9 @@ mod tests {
     }
 
     fn numbered(values: &[i64]) -> RecordBatch {
-        let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
-            "v",
-            arrow::datatypes::DataType::Int64,
-            false,
-        )]));
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("v", arrow::datatypes::DataType::Int64, false),
+        ]));
         RecordBatch::try_new(
             schema,
             vec![Arc::new(arrow::array::Int64Array::from(values.to_vec()))],
@@ -582,12 +581,14 @@ mod tests {
     }
 
     fn values(rows: crate::source::RowIter) -> Vec<i64> {
-        rows.map(|b| {
+        rows.flat_map(|b| {
             let b = b.unwrap();
-            let a = b.column(0).as_any().downcast_ref::<arrow::array::Int64Array>();
+            let a = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>();
             a.unwrap().values().to_vec()
         })
-        .flatten()
         .collect()
     }
 
@@ -626,7 +627,9 @@ mod tests {
     fn a_tasks_rows_that_break_off_or_go_back_fail_the_input() {
         let broken = task_rows(vec![
             Ok((0, numbered(&[1]))),
-            Err(SluiceError::internal("the driver ended them before their end")),
+            Err(SluiceError::internal(
+                "the driver ended them before their end",
+            )),
         ]);
         let mut input = TaskInputs::split(broken, 1).remove(0);
         assert!(input.next().unwrap().is_ok());
