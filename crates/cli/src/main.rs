@@ -102,6 +102,31 @@ pub struct WorkerArgs {
     /// Where to listen (host:port; port 0 picks a free one and prints it)
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7078")]
     pub listen: String,
+    /// Serve TLS only, with this certificate chain (PEM; its names must include the address
+    /// drivers use)
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM)
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve only drivers that present a certificate this CA (PEM) signed (mutual TLS);
+    /// without it, anyone who reaches the port can run tasks here
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+}
+
+/// How a driver reaches its workers over TLS (`sluice run`, `sluice connect`).
+#[derive(Args, Debug, Clone)]
+pub struct WorkersTlsArgs {
+    /// Reach the workers over TLS: the CA (PEM) that signed their certificates
+    #[arg(long, value_name = "PEM")]
+    pub workers_tls_ca: Option<PathBuf>,
+    /// This process's certificate chain (PEM), for workers started with --tls-client-ca
+    #[arg(long, value_name = "PEM", requires_all = ["workers_tls_ca", "workers_tls_key"])]
+    pub workers_tls_cert: Option<PathBuf>,
+    /// Its private key (PEM)
+    #[arg(long, value_name = "PEM", requires = "workers_tls_cert")]
+    pub workers_tls_key: Option<PathBuf>,
 }
 
 /// `sluice connect`.
@@ -118,6 +143,8 @@ pub struct ConnectArgs {
     /// the conf sluice.distributed.workers, which a session's own value overrides
     #[arg(long, value_name = "HOST:PORT,...")]
     pub workers: Option<String>,
+    #[command(flatten)]
+    pub workers_tls: WorkersTlsArgs,
 }
 
 /// `sluice run`: a pipeline file, or a built-in pipeline.
@@ -162,6 +189,8 @@ pub struct RunArgs {
     /// conf sluice.distributed.workers, which a pipeline's SET overrides
     #[arg(long, value_name = "HOST:PORT,...")]
     pub workers: Option<String>,
+    #[command(flatten)]
+    pub workers_tls: WorkersTlsArgs,
 
     /// A built-in pipeline over JSON files {"id": N, "ts": "...", "user": "..."} written to
     /// parquet (instead of a pipeline file)
@@ -293,16 +322,20 @@ fn main() -> ExitCode {
     // Queries that name workers run their batches on them.
     #[cfg(feature = "distributed")]
     sluice_distributed::register();
-    let workers = match &cli.command {
-        Some(Command::Run(args)) => args.workers.as_deref(),
-        Some(Command::Connect(args)) => args.workers.as_deref(),
-        _ => None,
+    let (workers, tls) = match &cli.command {
+        Some(Command::Run(args)) => (args.workers.as_deref(), Some(&args.workers_tls)),
+        Some(Command::Connect(args)) => (args.workers.as_deref(), Some(&args.workers_tls)),
+        _ => (None, None),
     };
     if let Some(workers) = workers {
         if let Err(e) = sluice::conf::set_default_distributed_workers(workers) {
             status::print_line(&format!("error: --workers: {e}"));
             return ExitCode::from(2);
         }
+    }
+    if let Some(Err(e)) = tls.map(workers_tls) {
+        status::print_line(&format!("error: {e}"));
+        return ExitCode::from(2);
     }
     let result = match cli.command {
         Some(Command::Demo { dir }) => demo(dir),
@@ -370,7 +403,12 @@ fn worker(args: WorkerArgs) -> Result<ExitCode, String> {
         .ok()
         .and_then(|mut a| a.next())
         .ok_or_else(|| format!("--listen {}: not a host:port", args.listen))?;
-    sluice_distributed::worker::serve(listen, |addr| {
+    let tls = args.tls_cert.map(|cert| sluice_distributed::WorkerTls {
+        cert,
+        key: args.tls_key.unwrap_or_default(),
+        client_ca: args.tls_client_ca,
+    });
+    sluice_distributed::worker::serve(listen, tls.as_ref(), |addr| {
         // One line on stdout, which scripts wait for (the port, when 0 was asked for).
         println!("Sluice worker listening on {addr}");
         use std::io::Write;
@@ -378,6 +416,33 @@ fn worker(args: WorkerArgs) -> Result<ExitCode, String> {
     })
     .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--workers-tls-*`: this process reaches its workers over TLS.
+#[cfg(feature = "distributed")]
+fn workers_tls(args: &WorkersTlsArgs) -> Result<(), String> {
+    let Some(ca) = &args.workers_tls_ca else {
+        return Ok(());
+    };
+    sluice_distributed::use_tls(&sluice_distributed::DriverTls {
+        ca: ca.clone(),
+        cert: args.workers_tls_cert.clone(),
+        key: args.workers_tls_key.clone(),
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// `--workers-tls-*` in a build without workers.
+#[cfg(not(feature = "distributed"))]
+fn workers_tls(args: &WorkersTlsArgs) -> Result<(), String> {
+    match args.workers_tls_ca {
+        None => Ok(()),
+        Some(_) => Err(
+            "--workers-tls-ca: this sluice was built without workers; build it \
+                        with `cargo build -p sluice-cli --features distributed`"
+                .to_string(),
+        ),
+    }
 }
 
 /// `sluice worker` in a build without workers.

@@ -33,7 +33,7 @@ use futures::StreamExt;
 use prost::Message;
 use sluice::distributed::{ReadItem, ReadItems, ReadTask, StateTask, StateTaskRows, StateTaskRun};
 use sluice::error::{Result, SluiceError};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
 
 /// The Flight action a source's read is.
@@ -454,10 +454,7 @@ fn channel(worker: &str) -> Result<Channel> {
     }
     // The channel's background work runs on the tasks' runtime, whichever thread asks.
     let _runtime = client_runtime().enter();
-    let c = Endpoint::from_shared(format!("http://{worker}"))
-        .map_err(|e| wire_error("worker address", e))?
-        .tcp_nodelay(true)
-        .connect_lazy();
+    let c = crate::tls::endpoint(worker)?.connect_lazy();
     channels.insert(worker.to_string(), c.clone());
     Ok(c)
 }

@@ -22,6 +22,7 @@ mod gather;
 mod resolver;
 mod rows;
 mod tasks;
+mod tls;
 pub mod worker;
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use sluice::distributed::{Cluster, OnCluster};
 use sluice::error::{Result, SluiceError};
 
 pub use codec::SluiceCodec;
+pub use tls::{use_tls, DriverTls, WorkerTls};
 
 /// Lets every query of the process that sets `sluice.distributed.workers` run on the workers.
 pub fn register() {
@@ -51,16 +53,20 @@ impl Cluster for DataFusionDistributed {
         let log = Arc::new(tasks::TaskLog::default());
         // datafusion-distributed's own placements are off: a plan where `OnWorkers` placed no
         // boundary stays on the driver (unions and joins would otherwise ship Sluice's nodes).
-        let state = SessionStateBuilder::new_from_existing(local)
+        let builder = SessionStateBuilder::new_from_existing(local)
             .with_physical_optimizer_rule(Arc::new(boundary::OnWorkers {
                 workers: workers.clone(),
                 log: Arc::clone(&log),
             }))
-            .with_distributed_worker_resolver(workers)
-            // One channel cache per query: the default one is kept per `RuntimeEnv` address,
-            // which a later session can reuse after the earlier one (and the runtime its
-            // channels ran on) is gone.
-            .with_distributed_channel_resolver(DefaultChannelResolver::default())
+            .with_distributed_worker_resolver(workers);
+        // One channel cache per query: the default one is kept per `RuntimeEnv` address, which
+        // a later session can reuse after the earlier one (and the runtime its channels ran on)
+        // is gone.
+        let builder = match tls::on() {
+            true => builder.with_distributed_channel_resolver(tls::TlsChannels::default()),
+            false => builder.with_distributed_channel_resolver(DefaultChannelResolver::default()),
+        };
+        let state = builder
             .with_distributed_planner()
             .with_distributed_user_codec(SluiceCodec)
             .with_distributed_desired_task_count_handler(rows::desired_tasks)

@@ -59,7 +59,7 @@ impl Workers {
         answering
             .into_iter()
             .map(|w| {
-                Url::parse(&format!("http://{w}"))
+                Url::parse(&format!("{}://{w}", crate::tls::scheme()))
                     .map_err(|e| DataFusionError::Execution(format!("worker {w}: {e}")))
             })
             .collect()

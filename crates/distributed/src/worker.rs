@@ -12,19 +12,27 @@ use datafusion_distributed::{
 use tonic::transport::Server;
 
 use crate::codec::SluiceCodec;
+use crate::tls::WorkerTls;
 
 /// Serves a worker on `listen` until the process ends, on the runtime of a default Sluice
 /// session, whose functions (Spark's function library and Sluice's own) it has, so a plan's
 /// functions, sent by name, are the ones the driver planned with. `listening` is told the
-/// address once the worker accepts connections (port 0 picks a free one).
-pub fn serve(listen: SocketAddr, listening: impl FnOnce(SocketAddr)) -> sluice::error::Result<()> {
+/// address once the worker accepts connections (port 0 picks a free one). With `tls`, the port
+/// serves TLS only (and with its client CA, only drivers whose certificate that CA signed).
+pub fn serve(
+    listen: SocketAddr,
+    tls: Option<&WorkerTls>,
+    listening: impl FnOnce(SocketAddr),
+) -> sluice::error::Result<()> {
     let session = sluice::session::Session::builder().build()?;
     let functions = session.context().state();
-    session.block_on(serve_on(listen, listening, functions))
+    let tls = tls.map(WorkerTls::server_config).transpose()?;
+    session.block_on(serve_on(listen, tls, listening, functions))
 }
 
 async fn serve_on(
     listen: SocketAddr,
+    tls: Option<tonic::transport::ServerTlsConfig>,
     listening: impl FnOnce(SocketAddr),
     functions: SessionState,
 ) -> sluice::error::Result<()> {
@@ -45,7 +53,16 @@ async fn serve_on(
     // No Nagle: a task's small messages (its plan, the end of its stream) go at once instead of
     // waiting out a delayed ACK (measured: 90 ms per batch with it, benches/distributed.sh).
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    Server::builder()
+    let mut server = Server::builder();
+    if let Some(tls) = tls {
+        server = server.tls_config(tls).map_err(|e| {
+            sluice::error::SluiceError::query(
+                sluice::error::class::INVALID_CONF_VALUE,
+                format!("sluice worker: its TLS certificate and key: {e}"),
+            )
+        })?;
+    }
+    server
         .add_service(worker.into_worker_server())
         .add_service(state_tasks)
         .serve_with_incoming(incoming)

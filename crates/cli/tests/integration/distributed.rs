@@ -34,8 +34,14 @@ impl Worker {
     }
 
     fn start_at(listen: &str) -> Worker {
+        Worker::start_with(&["--listen", listen])
+    }
+
+    /// A worker started with `args` after `sluice worker`.
+    fn start_with(args: &[&str]) -> Worker {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["worker", "--listen", listen])
+            .arg("worker")
+            .args(args)
             .env("RUST_LOG", "sluice_distributed=info")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -775,4 +781,171 @@ fn a_delta_tables_files_read_on_three_workers_give_the_rows_of_one_process() {
         reads >= 6,
         "{reads} reads of the table's files on the workers"
     );
+}
+
+/// A CA, a worker certificate for 127.0.0.1 and a driver's client certificate, both signed by
+/// the CA, made with `openssl` in `dir` (`ca.pem`, `worker.pem`/`.key`, `driver.pem`/`.key`).
+fn certificates(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let ca = [
+        &["req", "-x509", "-days", "2", "-subj", "/CN=sluice test CA"][..],
+        &ec,
+        &["-keyout", "ca.key", "-out", "ca.pem"],
+        &["-addext", "basicConstraints=critical,CA:TRUE"],
+        &["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+    ]
+    .concat();
+    openssl(&ca);
+    for (name, ext) in [
+        (
+            "worker",
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        ),
+        (
+            "driver",
+            "subjectAltName=DNS:driver\nextendedKeyUsage=clientAuth\n",
+        ),
+    ] {
+        let (key, csr, pem, extfile) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        std::fs::write(dir.join(&extfile), ext).unwrap();
+        let subject = format!("/CN={name}");
+        let req = [
+            &["req", "-subj", &subject][..],
+            &ec,
+            &["-keyout", &key, "-out", &csr],
+        ]
+        .concat();
+        openssl(&req);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &extfile,
+            "-out",
+            &pem,
+        ]);
+    }
+}
+
+/// `sluice run PIPELINE` with `args`: whether it succeeded, and its stderr.
+fn sluice_run(pipeline: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(pipeline)
+        .args(["--progress", "none"])
+        .args(args)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Workers that serve TLS only, to drivers whose certificate their CA signed (mutual TLS): a
+/// driver with the CA and its certificate runs the windowed aggregation on them (reads and state
+/// there, every row counted once); one without TLS, or without a certificate, is refused.
+#[test]
+fn workers_over_mutual_tls_serve_only_drivers_their_ca_signed() {
+    sluice_distributed::register();
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    certificates(&certs);
+    let file = |name: &str| certs.join(name).display().to_string();
+    let workers: Vec<Worker> = (0..2)
+        .map(|_| {
+            Worker::start_with(&[
+                "--listen",
+                "127.0.0.1:0",
+                "--tls-cert",
+                &file("worker.pem"),
+                "--tls-key",
+                &file("worker.key"),
+                "--tls-client-ca",
+                &file("ca.pem"),
+            ])
+        })
+        .collect();
+    let list: Vec<&str> = workers.iter().map(|w| w.address.as_str()).collect();
+    let set = format!(
+        "SET sluice.distributed.workers = '{}';\nSET spark.sql.shuffle.partitions = 2;\n",
+        list.join(",")
+    );
+    let (pipeline, rows) = crate::memory::windowed_pipeline(tmp.path(), &set);
+    // Refused: a driver without TLS, and one over TLS without a certificate of the CA.
+    let (ok, plain) = sluice_run(&pipeline, &[]);
+    assert!(!ok, "a plain driver ran on TLS workers");
+    let (ok, anonymous) = sluice_run(&pipeline, &["--workers-tls-ca", &file("ca.pem")]);
+    assert!(
+        !ok,
+        "a driver without a certificate ran on mutual-TLS workers"
+    );
+    for refused in [&plain, &anonymous] {
+        // the workers answer, and refuse the connection: the error says how to reach them
+        assert!(
+            refused.contains("--workers-tls-ca") && !refused.contains("none of the workers"),
+            "{refused}"
+        );
+    }
+    assert!(
+        workers.iter().all(|w| w.tasks() == 0),
+        "a refused driver's task ran\n{plain}\n{anonymous}"
+    );
+    // Served: the driver with its certificate.
+    let (ok, stderr) = sluice_run(
+        &pipeline,
+        &[
+            "--workers-tls-ca",
+            &file("ca.pem"),
+            "--workers-tls-cert",
+            &file("driver.pem"),
+            "--workers-tls-key",
+            &file("driver.key"),
+        ],
+    );
+    assert!(ok, "{stderr}");
+    crate::memory::check_windowed(tmp.path(), rows);
+    for w in &workers {
+        assert!(
+            w.reads() >= 1 && w.state_tasks() >= 1,
+            "{}: {} reads, {} state tasks",
+            w.address,
+            w.reads(),
+            w.state_tasks()
+        );
+    }
 }

@@ -47,7 +47,12 @@ fn run_measured(pipeline: &Path) -> (u64, u64) {
 }
 
 /// [`run_measured`], and the peak anonymous memory of each process of `others` meanwhile.
+/// One measured run at a time: two batches of 169 MiB at once on 2 cores (the cluster's and
+/// one process's) change each other's peaks.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub(crate) fn run_measured_beside(pipeline: &Path, others: &[u32]) -> ((u64, u64), Vec<u64>) {
+    let _one_at_a_time = MEASURING.lock().unwrap_or_else(|p| p.into_inner());
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", pipeline.to_str().unwrap(), "--progress", "none"])
         .stdout(Stdio::null())

@@ -246,6 +246,15 @@ impl MicroBatchExecution {
                     batch.output_rows = 0;
                     batch.late_rows_written = None;
                 }
+                Err(e) if self.lost_a_worker(&e) => {
+                    break Err(e.context(format!(
+                        "batch {id} lost a worker in each of its {} runs (workers that refuse \
+                         this process's connections lose every batch: workers serving TLS need \
+                         --workers-tls-ca here, and with --tls-client-ca also \
+                         --workers-tls-cert and --workers-tls-key)",
+                        lost + 1
+                    )))?
+                }
                 out => break out?,
             }
         };
