@@ -1,6 +1,7 @@
 """A PySpark streaming query on `sluice connect --workers ...` (the binary's feature
-`distributed`): two `sluice worker` processes run each batch's stateless work, the query gives
-the rows it gives in one process, and its progress (`workers`) counts the workers' tasks."""
+`distributed`): two `sluice worker` processes read the batches' files (a file a batch, the
+batches spread over both workers), the query gives the rows it gives in one process, and its
+progress (`workers`) counts the workers' tasks."""
 import json
 import os
 import subprocess

@@ -622,7 +622,12 @@ fn run_state_task(task: StateTask, mut incoming: Streaming<FlightData>) -> Strea
             tx.blocking_send(Ok(m))
                 .map_err(|_| wire_error("output", "the driver left"))
         };
-        let last = sluice::run_state_task(task, rows, &mut output)
+        let ran = sluice::run_state_task(task, rows, &mut output);
+        match &ran {
+            Ok(_) => log::info!("a stateful task committed its partitions"),
+            Err(e) => log::warn!("a stateful task failed, its partitions not committed: {e}"),
+        }
+        let last = ran
             .and_then(|p| encode_answer(&Answer::Progress(p)))
             .map_err(|e| Status::aborted(e.to_wire()));
         let _ = tx.blocking_send(last);

@@ -949,3 +949,75 @@ fn workers_over_mutual_tls_serve_only_drivers_their_ca_signed() {
         );
     }
 }
+
+/// A batch that fails on the driver while it routes rows to the workers (a `FAILFAST` record in
+/// its last file) fails with the record's error, and the workers, whose tasks were started and
+/// got no end of their rows, commit no state: no version 1 in any partition of the checkpoint.
+#[test]
+fn a_batch_that_fails_while_its_rows_are_routed_commits_no_state_on_the_workers() {
+    sluice_distributed::register();
+    let workers: Vec<Worker> = (0..2).map(|_| Worker::start()).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    write_files(&input, 0..3);
+    add_file(
+        &input,
+        "3.json",
+        "{\"id\": 1, \"user\": \"u0\", \"ts\": nope}\n",
+        3,
+    );
+    let s = session(Some(&workers));
+    let frame = s
+        .read_stream()
+        .format("json")
+        .schema("id BIGINT, user STRING, ts TIMESTAMP")
+        .unwrap()
+        .option("mode", "FAILFAST")
+        .load(input.display().to_string())
+        .unwrap()
+        .drop_duplicates(["id"])
+        .unwrap();
+    let checkpoint = tmp.path().join("ck");
+    let (query, _) = capture(frame, &checkpoint.display().to_string());
+    let err = query.await_termination().unwrap_err();
+    assert!(
+        err.to_string().contains("MALFORMED_RECORD"),
+        "the record's error: {err}"
+    );
+    assert!(
+        workers.iter().all(|w| w.state_tasks() >= 1),
+        "the state tasks were started"
+    );
+    // each worker's task ends after the driver stopped: wait for it to say how
+    let ended = |w: &Worker| {
+        let log = w.log.lock().unwrap();
+        log.contains("a stateful task committed") || log.contains("a stateful task failed")
+    };
+    for _ in 0..200 {
+        if workers.iter().all(ended) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for w in &workers {
+        let log = w.log.lock().unwrap();
+        assert!(
+            log.contains("a stateful task failed") && !log.contains("a stateful task committed"),
+            "{}: {log}",
+            w.address
+        );
+    }
+    let mut versions = Vec::new();
+    let partitions = std::fs::read_dir(checkpoint.join("state/0"))
+        .into_iter()
+        .flatten();
+    for p in partitions.flatten().filter(|p| p.path().is_dir()) {
+        for f in std::fs::read_dir(p.path()).unwrap() {
+            versions.push(f.unwrap().file_name().to_string_lossy().into_owned());
+        }
+    }
+    assert!(
+        !versions.iter().any(|v| v.starts_with("1.")),
+        "a worker committed the failed batch: {versions:?}"
+    );
+}

@@ -6,6 +6,7 @@
 //! of the engine registered with [`register_read`], e.g. `delta`) and what its reader needs.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
 
@@ -99,9 +100,13 @@ pub(crate) fn read_in_runs<T>(
     }
     let workers = on.cluster.answering(&on.workers)?;
     let per = items.len().div_ceil(workers.len().min(items.len()).max(1));
+    // Each read starts at the next worker, so batches of fewer runs than workers (a file each)
+    // spread over them all, as Spark's scheduler spreads tasks over its executors.
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let first = NEXT.fetch_add(1, Ordering::Relaxed) % workers.len().max(1);
     items
         .chunks(per)
-        .zip(workers.iter().cycle())
+        .zip(workers.iter().cycle().skip(first))
         .map(|(run, worker)| {
             let task = ReadTask {
                 spec: spec(run)?.to_text()?,

@@ -965,7 +965,29 @@ impl Source for KafkaSource {
             None => self.initial.clone().unwrap_or_default(),
         };
         let end = parse_offsets(end)?;
-        let (batches, lost) = self.read(&start, &end)?;
+        // On a cluster the workers read the ranges, streamed as the plan pulls them (a run of
+        // ranges per worker: `minPartitions` does not apply there); else one batch per range.
+        let (batches, lazy, lost) = match self.on_workers.clone() {
+            Some(on) => {
+                let (ranges, lost) = self.ranges_between(&start, &end)?;
+                let rows = Arc::new(std::sync::atomic::AtomicU64::new(0));
+                let partitions = remote::read_on_workers(&self.p, &on, ranges, Arc::clone(&rows))?;
+                let report = move || {
+                    let n = rows.load(std::sync::atomic::Ordering::Relaxed) as usize;
+                    (n, BTreeMap::new())
+                };
+                let lazy = crate::source::LazyRows {
+                    schema: kafka_schema_with(self.p.include_headers),
+                    partitions,
+                    report: Box::new(report),
+                };
+                (Vec::new(), Some(lazy), lost)
+            }
+            None => {
+                let (batches, lost) = self.read(&start, &end)?;
+                (batches, None, lost)
+            }
+        };
         let mut metrics = BTreeMap::new();
         if self.latest.is_empty() {
             // A replayed batch runs before any latest_offset call of this run.
@@ -1003,8 +1025,8 @@ impl Source for KafkaSource {
         }
         Ok(SourceBatch {
             batches,
+            lazy,
             metrics,
-            ..Default::default()
         })
     }
 }

@@ -53,6 +53,40 @@ impl KafkaSource {
         start: &PartitionOffsets,
         end: &PartitionOffsets,
     ) -> Result<(Vec<RecordBatch>, u64)> {
+        let (ranges, lost) = self.ranges_between(start, end)?;
+        let out = ranges
+            .iter()
+            .map(|(t, p, s, e)| self.read_partition(t, *p, *s, *e))
+            .collect::<Result<Vec<_>>>()?;
+        let total: usize = out.iter().map(RecordBatch::num_rows).sum();
+        let batches = match self.p.min_partitions {
+            Some(min) if min > out.len() && total > 0 => out
+                .into_iter()
+                .flat_map(|b| {
+                    // Spark's KafkaOffsetRangeCalculator: pieces in proportion to the size.
+                    let pieces = ((b.num_rows() as f64 / total as f64) * min as f64)
+                        .round()
+                        .max(1.0) as usize;
+                    let step = b.num_rows().div_ceil(pieces).max(1);
+                    (0..b.num_rows())
+                        .step_by(step)
+                        .map(|at| b.slice(at, step.min(b.num_rows() - at)))
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+            _ if out.is_empty() => vec![KafkaRows::new(self.p.include_headers).finish()?],
+            _ => out,
+        };
+        Ok((batches, lost))
+    }
+
+    /// Each partition's offsets to read from `start` to `end` (exclusive), Spark's data-loss
+    /// rules applied, and how many were skipped as lost.
+    pub(super) fn ranges_between(
+        &mut self,
+        start: &PartitionOffsets,
+        end: &PartitionOffsets,
+    ) -> Result<(Vec<(String, i32, i64, i64)>, u64)> {
         let mut lost: u64 = 0;
         let mut ranges: Vec<(String, i32, i64, i64)> = Vec::new();
         for (t, parts) in end {
@@ -93,33 +127,7 @@ impl KafkaSource {
                 ranges.push((t.clone(), *p, s, *e));
             }
         }
-        let out = match &self.on_workers {
-            Some(on) => super::remote::read_on_workers(&self.p, on, ranges)?,
-            None => ranges
-                .iter()
-                .map(|(t, p, s, e)| self.read_partition(t, *p, *s, *e))
-                .collect::<Result<Vec<_>>>()?,
-        };
-        let total: usize = out.iter().map(RecordBatch::num_rows).sum();
-        let batches = match self.p.min_partitions {
-            Some(min) if min > out.len() && total > 0 => out
-                .into_iter()
-                .flat_map(|b| {
-                    // Spark's KafkaOffsetRangeCalculator: pieces in proportion to the size.
-                    let pieces = ((b.num_rows() as f64 / total as f64) * min as f64)
-                        .round()
-                        .max(1.0) as usize;
-                    let step = b.num_rows().div_ceil(pieces).max(1);
-                    (0..b.num_rows())
-                        .step_by(step)
-                        .map(|at| b.slice(at, step.min(b.num_rows() - at)))
-                        .collect::<Vec<_>>()
-                })
-                .collect(),
-            _ if out.is_empty() => vec![KafkaRows::new(self.p.include_headers).finish()?],
-            _ => out,
-        };
-        Ok((batches, lost))
+        Ok((ranges, lost))
     }
 
     /// Offsets `s..e` of `t`-`p`, read with the consumer (transaction markers and compacted

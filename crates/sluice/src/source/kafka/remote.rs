@@ -6,15 +6,16 @@
 //! sends one batch of records per range, in order. The rows are those of a read in one process.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 use super::{kafka_schema_with, KafkaSourceProvider};
 use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers};
 use crate::error::Result;
 use crate::source::remote::{read_in_runs, ReadSpec};
+use crate::source::RowIter;
 
 /// One partition's offsets to read: topic, partition, first offset, end offset (exclusive).
 pub(crate) type OffsetRange = (String, i32, i64, i64);
@@ -27,14 +28,16 @@ pub(crate) struct KafkaRead {
     ranges: Vec<OffsetRange>,
 }
 
-/// The records of `ranges`, one batch per range in order, read by the workers of `on`; all
-/// reads start at once, each a few batches ahead of this process.
+/// The records of `ranges` read by the workers of `on`, a partition per worker (its run of the
+/// ranges, one batch per range in order), as the batch's plan pulls them; all reads start at
+/// once, each a few batches ahead of this process. `rows` counts them.
 pub(super) fn read_on_workers(
     p: &KafkaSourceProvider,
     on: &ReadOnWorkers,
     ranges: Vec<OffsetRange>,
-) -> Result<Vec<RecordBatch>> {
-    let runs = read_in_runs(
+    rows: Arc<AtomicU64>,
+) -> Result<Vec<RowIter>> {
+    read_in_runs(
         on,
         &ranges,
         &kafka_schema_with(p.include_headers),
@@ -44,9 +47,10 @@ pub(super) fn read_on_workers(
                 ranges: run.to_vec(),
             }))
         },
-        Arc::new(|_| {}),
-    )?;
-    runs.into_iter().flatten().collect()
+        Arc::new(move |c: ReadCounts| {
+            rows.fetch_add(c.rows, Ordering::Relaxed);
+        }),
+    )
 }
 
 /// Runs a Kafka read on this worker: a consumer of its own from the spec's options, each range
