@@ -10,6 +10,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::{Offset as KOffset, TopicPartitionList};
 
+use super::remote::OffsetRange;
 use super::rows::KafkaRows;
 use super::spec::Side;
 use super::{
@@ -86,9 +87,9 @@ impl KafkaSource {
         &mut self,
         start: &PartitionOffsets,
         end: &PartitionOffsets,
-    ) -> Result<(Vec<(String, i32, i64, i64)>, u64)> {
+    ) -> Result<(Vec<OffsetRange>, u64)> {
         let mut lost: u64 = 0;
-        let mut ranges: Vec<(String, i32, i64, i64)> = Vec::new();
+        let mut ranges: Vec<OffsetRange> = Vec::new();
         for (t, parts) in end {
             for (p, e) in parts {
                 let (low, _) = self.watermarks(t, *p)?;
