@@ -1,6 +1,6 @@
 //! A source's read on a cluster's workers: the driver cuts a batch's pieces (a file source's
 //! files, Kafka partitions' offset ranges, a Delta table's data files) into contiguous runs, one
-//! per worker that answers ([`read_in_runs`]); each worker reads its run ([`run_read_task`]) with
+//! per worker that answers (`read_in_runs`); each worker reads its run ([`run_read_task`]) with
 //! the readers of the source's kind and streams the rows back as they come, then the read's
 //! counts. A [`ReadTask`]'s spec names the source kind (`file`, `kafka`, or a kind a crate on top
 //! of the engine registered with [`register_read`], e.g. `delta`) and what its reader needs.
@@ -131,7 +131,7 @@ pub(crate) fn read_in_runs<T>(
         .collect()
 }
 
-/// [`read_in_runs`] for a source of a crate on top of the engine: each run read on its worker by
+/// `read_in_runs` for a source of a crate on top of the engine: each run read on its worker by
 /// the read registered as `kind` ([`register_read`]), from the text `spec` makes of the run.
 pub fn read_registered_in_runs<T>(
     kind: &str,
