@@ -84,7 +84,8 @@ pub fn run_read_task(task: ReadTask) -> Result<ReadItems> {
 }
 
 /// Reads `items` (a batch's pieces, in order) on the workers of `on`: cut into contiguous runs,
-/// one per worker that answers (at most one per piece), each run's spec made by `spec`. Each
+/// one per worker that answers (at most one per piece), each run's spec made by `spec` from the
+/// run and the number of runs (the workers are probed once, here). Each
 /// run's rows are one partition, in order, read as the plan pulls them (each worker's read starts
 /// now and runs a few batches ahead); `counts` gets each run's counts after its last rows, and
 /// the query's record of its tasks the run's time.
@@ -92,7 +93,7 @@ pub(crate) fn read_in_runs<T>(
     on: &ReadOnWorkers,
     items: &[T],
     schema: &SchemaRef,
-    spec: impl Fn(&[T]) -> Result<ReadSpec>,
+    spec: impl Fn(&[T], usize) -> Result<ReadSpec>,
     counts: Arc<dyn Fn(ReadCounts) + Send + Sync>,
 ) -> Result<Vec<RowIter>> {
     if items.is_empty() {
@@ -100,6 +101,7 @@ pub(crate) fn read_in_runs<T>(
     }
     let workers = on.cluster.answering(&on.workers)?;
     let per = items.len().div_ceil(workers.len().min(items.len()).max(1));
+    let runs = items.len().div_ceil(per);
     // Each read starts at the next worker, so batches of fewer runs than workers (a file each)
     // spread over them all, as Spark's scheduler spreads tasks over its executors.
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -109,7 +111,7 @@ pub(crate) fn read_in_runs<T>(
         .zip(workers.iter().cycle().skip(first))
         .map(|(run, worker)| {
             let task = ReadTask {
-                spec: spec(run)?.to_text()?,
+                spec: spec(run, runs)?.to_text()?,
                 schema: schema.clone(),
             };
             let started = Instant::now();
@@ -145,7 +147,7 @@ pub fn read_registered_in_runs<T>(
         on,
         items,
         schema,
-        |run| {
+        |run, _| {
             Ok(ReadSpec::Registered {
                 kind: kind.to_string(),
                 spec: spec(run)?,

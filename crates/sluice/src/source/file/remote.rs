@@ -65,8 +65,6 @@ fn partitions_on_workers(
         &on.workers,
         &format!("the folder of {}", source.description),
     )?;
-    let runs = on.cluster.answering(&on.workers)?.len().min(files.len());
-    let chunk_bytes = source.memory.read_chunk_bytes(runs.max(1));
     let counters = Arc::clone(counters);
     let counts = move |c: ReadCounts| {
         counters.rows.fetch_add(c.rows, Ordering::Relaxed);
@@ -80,13 +78,13 @@ fn partitions_on_workers(
         on,
         &files,
         &source.parse.schema,
-        |run| {
+        |run, runs| {
             Ok(ReadSpec::File(FileRead {
                 format: source.format.clone(),
                 options: source.options.clone(),
                 files: run.to_vec(),
                 range: range.clone(),
-                chunk_bytes,
+                chunk_bytes: source.memory.read_chunk_bytes(runs),
                 storage: on.storage.clone(),
             }))
         },

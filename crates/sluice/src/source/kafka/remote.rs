@@ -41,7 +41,7 @@ pub(super) fn read_on_workers(
         on,
         &ranges,
         &kafka_schema_with(p.include_headers),
-        |run| {
+        |run, _| {
             Ok(ReadSpec::Kafka(KafkaRead {
                 options: p.options.0.clone(),
                 ranges: run.to_vec(),
