@@ -43,6 +43,10 @@ impl Worker {
             .arg("worker")
             .args(args)
             .env("RUST_LOG", "sluice_distributed=info")
+            .env(
+                crate::memory::MEASURED_ALLOCATOR.0,
+                crate::memory::MEASURED_ALLOCATOR.1,
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -46,6 +46,12 @@ fn run_measured(pipeline: &Path) -> (u64, u64) {
     measured
 }
 
+/// The allocator setting of every measured process: mimalloc returns freed memory to the OS at
+/// once. The binary's default keeps freed pages for 10 ms, which at a batch's rate of churn is
+/// 10–30 MiB more or less by the scheduler's whim (release: 114–117 MiB peak against 82–90 with
+/// this setting); the tests measure what the batch holds, not when the allocator returns it.
+pub(crate) const MEASURED_ALLOCATOR: (&str, &str) = ("MIMALLOC_PURGE_DELAY", "0");
+
 /// [`run_measured`], and the peak anonymous memory of each process of `others` meanwhile.
 /// One measured run at a time: two batches of 169 MiB at once on 2 cores (the cluster's and
 /// one process's) change each other's peaks.
@@ -55,6 +61,7 @@ pub(crate) fn run_measured_beside(pipeline: &Path, others: &[u32]) -> ((u64, u64
     let _one_at_a_time = MEASURING.lock().unwrap_or_else(|p| p.into_inner());
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", pipeline.to_str().unwrap(), "--progress", "none"])
+        .env(MEASURED_ALLOCATOR.0, MEASURED_ALLOCATOR.1)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -260,7 +260,9 @@ fn random_join_files(seed: u64, files: usize, rows: usize) -> Vec<(String, Strin
 }
 
 /// A stream-stream join of `kind` over `files` (a pair per batch), restarted after pairs 3 and
-/// 6, with the state store `provider`.
+/// 6, with the state store `provider`. Each run's three pairs are in place before it starts and
+/// it runs them available-now, one file of each side a batch: a running query could take an
+/// impressions file in a batch before its clicks file was added, and batch differently.
 fn run_join(
     provider: Option<&str>,
     kind: &str,
@@ -287,15 +289,15 @@ fn run_join(
             .unwrap()
             .write_stream()
             .output_mode(OutputMode::Append)
-            .option("checkpointLocation", d.checkpoint.display());
-        let q = start_capturing(writer, &seen);
+            .option("checkpointLocation", d.checkpoint.display())
+            .trigger(Trigger::AvailableNow);
         for (i, c) in run {
             add_file(&imp, &format!("{next:03}.json"), i, 2 * next as u64);
             add_file(&clk, &format!("{next:03}.json"), c, 2 * next as u64 + 1);
             next += 1;
-            q.process_all_available().unwrap();
         }
-        q.stop();
+        let q = start_capturing(writer, &seen);
+        q.await_termination().unwrap();
         counts.extend(state_counts(&q));
     }
     let out = seen.lock().unwrap().clone();
