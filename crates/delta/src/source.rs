@@ -960,22 +960,24 @@ impl Source for DeltaSource {
         let files = self.files_between(from, end)?;
         let table = self.table();
         let counted = Arc::new(ReadCounted::default());
-        let partitions = match &self.on_workers {
-            Some(on) => self.read_by_workers(on, &files, &counted)?,
-            None => vec![table.rows(files.clone(), Arc::clone(&counted))],
+        let on_workers = match &self.on_workers {
+            Some(on) => Some(self.read_by_workers(on, &files, &counted)?),
+            None => None,
         };
-        let report = move || {
+        let local = counted.clone();
+        let report = Box::new(move || {
             (
                 counted.rows.load(Ordering::Relaxed) as usize,
                 Default::default(),
             )
+        });
+        let schema = self.def.schema.clone();
+        let lazy = match on_workers {
+            Some(reads) => LazyRows::on_workers(schema, reads, report),
+            None => LazyRows::new(schema, vec![table.rows(files.clone(), local)], report),
         };
         let mut batch = SourceBatch {
-            lazy: Some(LazyRows {
-                schema: self.def.schema.clone(),
-                partitions,
-                report: Box::new(report),
-            }),
+            lazy: Some(lazy),
             ..Default::default()
         };
         batch
@@ -1006,7 +1008,7 @@ impl DeltaSource {
         on: &ReadOnWorkers,
         files: &[DataFile],
         counted: &Arc<ReadCounted>,
-    ) -> Result<Vec<RowIter>> {
+    ) -> Result<Arc<sluice::source::remote::WorkerReads>> {
         sluice::distributed::check_shared(
             &self.def.dir,
             &on.workers,

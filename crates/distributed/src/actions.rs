@@ -21,12 +21,14 @@ use arrow_flight::{
     Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
     HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
 };
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DFSchema, DFSchemaRef};
 use datafusion::execution::{SessionState, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion_proto::logical_plan::from_proto::parse_exprs;
 use datafusion_proto::logical_plan::to_proto::serialize_exprs;
 use datafusion_proto::logical_plan::DefaultLogicalExtensionCodec;
+use datafusion_proto::physical_plan::AsExecutionPlan;
 use datafusion_proto::protobuf;
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -237,10 +239,14 @@ fn schema_ipc(schema: &arrow::datatypes::SchemaRef) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A read task: its spec, its rows' schema (an empty Arrow IPC stream), its projection (JSON),
+/// and the plan over its rows (datafusion-proto bytes; empty: none).
 fn encode_read_task(task: &ReadTask) -> Result<Vec<u8>> {
     let mut s = Sections::default();
     s.push(task.spec.as_bytes());
     s.push(&schema_ipc(&task.schema)?);
+    s.push(&serde_json::to_vec(&task.projection).map_err(|e| wire_error("projection", e))?);
+    s.push(&task.above);
     Ok(s.0)
 }
 
@@ -248,7 +254,32 @@ fn decode_read_task(bytes: &[u8]) -> Result<ReadTask> {
     let mut r = Reader(bytes);
     let spec = String::from_utf8(r.next()?.to_vec()).map_err(|e| wire_error("spec", e))?;
     let schema = StreamReader::try_new(r.next()?, None)?.schema();
-    Ok(ReadTask { spec, schema })
+    let projection = serde_json::from_slice(r.next()?).map_err(|e| wire_error("projection", e))?;
+    let above = r.next()?.to_vec();
+    Ok(ReadTask {
+        spec,
+        schema,
+        projection,
+        above,
+    })
+}
+
+/// Runs `task` on this worker: its rows as read, or through the plan the driver placed over
+/// them (decoded with Sluice's nodes and the functions of `functions`).
+fn run_read(task: ReadTask, functions: &Arc<TaskContext>) -> Result<ReadItems> {
+    if task.above.is_empty() {
+        return sluice::run_read_task(task);
+    }
+    let above = protobuf::PhysicalPlanNode::decode(task.above.as_slice())
+        .map_err(|e| wire_error("plan over a read", e))?
+        .try_into_physical_plan(functions.as_ref(), &crate::codec::SluiceCodec)?;
+    let mut nodes = Vec::new();
+    let _ = above.apply(|node| {
+        nodes.push(node.name().to_string());
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+    log::info!("the read runs under {}", nodes.join(" <- "));
+    sluice::source::remote::run_read_task_under(task, above, Arc::clone(functions))
 }
 
 /// A read's item: `0` and one batch as Arrow IPC, or `1` and the counts as JSON.
@@ -581,7 +612,7 @@ impl FlightService for StateTasks {
     ) -> std::result::Result<Response<Self::DoActionStream>, Status> {
         let action = request.into_inner();
         if action.r#type == READ_FILES {
-            return read_files(&action.body);
+            return read_files(&action.body, Arc::clone(&self.functions));
         }
         unimplemented()
     }
@@ -637,7 +668,10 @@ fn run_state_task(task: StateTask, mut incoming: Streaming<FlightData>) -> Strea
 
 /// A worker's read: its items sent as they come, a few ahead of the driver (the read waits
 /// while the driver does not take them).
-fn read_files(body: &[u8]) -> std::result::Result<Response<Stream<arrow_flight::Result>>, Status> {
+fn read_files(
+    body: &[u8],
+    functions: Arc<TaskContext>,
+) -> std::result::Result<Response<Stream<arrow_flight::Result>>, Status> {
     let task = decode_read_task(body).map_err(|e| Status::aborted(e.to_wire()))?;
     log::info!(
         "running a task: reading files ({} bytes of spec)",
@@ -646,7 +680,7 @@ fn read_files(body: &[u8]) -> std::result::Result<Response<Stream<arrow_flight::
     let (tx, rx) =
         tokio::sync::mpsc::channel::<std::result::Result<arrow_flight::Result, Status>>(4);
     tokio::task::spawn_blocking(move || {
-        let items = match sluice::run_read_task(task) {
+        let items = match run_read(task, &functions) {
             Ok(items) => items,
             Err(e) => {
                 let _ = tx.blocking_send(Err(Status::aborted(e.to_wire())));
@@ -721,9 +755,14 @@ mod tests {
         let task = ReadTask {
             spec: "{\"files\":[\"a\"]}".into(),
             schema: schema.clone(),
+            projection: Some(vec![0]),
+            above: vec![1, 2, 3],
         };
         let back = decode_read_task(&encode_read_task(&task).unwrap()).unwrap();
-        assert_eq!((back.spec, back.schema), (task.spec, task.schema));
+        assert_eq!(
+            (back.spec, back.schema, back.projection, back.above),
+            (task.spec, task.schema, task.projection, task.above)
+        );
         let rows = RecordBatch::try_new(
             schema,
             vec![Arc::new(Int64Array::from(vec![Some(7), None]))],
@@ -738,8 +777,14 @@ mod tests {
             malformed: 1,
             dropped: 0,
             files_read: 1,
+            event_times: vec![sluice::distributed::EventTimeStats {
+                max: 9,
+                min: 3,
+                sum: 12.0,
+                count: 2,
+            }],
         };
-        match decode_read_item(&encode_read_item(&ReadItem::Counts(counts)).unwrap()) {
+        match decode_read_item(&encode_read_item(&ReadItem::Counts(counts.clone())).unwrap()) {
             Ok(ReadItem::Counts(c)) => assert_eq!(c, counts),
             other => panic!("{other:?}"),
         }

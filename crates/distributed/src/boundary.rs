@@ -1,6 +1,9 @@
 //! Where a batch's plan leaves the driver: [`OnWorkers`], the physical optimizer rule that puts
 //! the stateless work over a batch's rows on the workers and the rest on the driver.
 //!
+//! A read on the workers ([`WorkerReadExec`]) takes the nodes over it that work row by row
+//! (watermark nodes too), to run on each run's worker with the read ([`with_read`]).
+//!
 //! A source's rows (an in-memory scan) become a [`BatchRowsExec`] split over the workers; the
 //! nodes above it that work row by row or partition by partition and that the wire carries
 //! (projections, filters, Spark's generators, partial aggregations) run with it, on every
@@ -19,7 +22,7 @@ use datafusion::physical_expr::ScalarFunctionExpr;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::Result;
+use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -29,10 +32,14 @@ use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::Partitioning;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PlanProperties};
 use datafusion_distributed::NetworkCoalesceExec;
 use datafusion_proto::physical_plan::AsExecutionPlan;
 use datafusion_proto::protobuf::PhysicalPlanNode;
+use prost::Message;
+use sluice::source::remote::WorkerReadExec;
 
 use crate::codec::SluiceCodec;
 use crate::gather::GatherExec;
@@ -125,6 +132,11 @@ fn place(
     for child in children {
         placed.push(place(child, workers, log)?);
     }
+    if let [(child, None)] = placed.as_slice() {
+        if let Some(fused) = with_read(&plan, child)? {
+            return Ok((fused, None));
+        }
+    }
     let ships = placed.len() == 1 && placed[0].1.is_some();
     if ships && runs_on_workers(&plan) && functions_travel(&plan) && encodes(&plan) {
         if let Some((child, Some(s))) = placed.pop() {
@@ -141,6 +153,49 @@ fn place(
         })
         .collect::<Result<Vec<_>>>()?;
     Ok((with_children(plan, children)?, None))
+}
+
+/// `plan` run on the workers with the read under it: when `child` is a read on the workers
+/// (or a round-robin repartition of one, which `plan` then goes under: a node that works row by
+/// row gives the same rows either way) and `plan` works row by row or partition by partition,
+/// or is a watermark node (its event-time statistics come back with the read's counts), and
+/// its functions travel and the wire carries it. The read's rows then cross the wire once,
+/// through `plan`.
+fn with_read(
+    plan: &Arc<dyn ExecutionPlan>,
+    child: &Arc<dyn ExecutionPlan>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let (read, repartition) = match child.downcast_ref::<WorkerReadExec>() {
+        Some(read) => (read, None),
+        None => {
+            let Some(repartition) = child.downcast_ref::<RepartitionExec>() else {
+                return Ok(None);
+            };
+            if !matches!(repartition.partitioning(), Partitioning::RoundRobinBatch(_)) {
+                return Ok(None);
+            }
+            match repartition.input().downcast_ref::<WorkerReadExec>() {
+                Some(read) => (read, Some(child)),
+                None => return Ok(None),
+            }
+        }
+    };
+    let row_by_row = runs_on_workers(plan) || sluice::watermark_parts(plan).is_some();
+    if !(row_by_row && functions_travel(plan) && encodes(plan)) {
+        return Ok(None);
+    }
+    let under = read.above().cloned().unwrap_or_else(|| read.leaf());
+    let above = with_children(Arc::clone(plan), vec![under])?;
+    let encoded =
+        PhysicalPlanNode::try_from_physical_plan(Arc::clone(&above), &SluiceCodec)?.encode_to_vec();
+    let fused: Arc<dyn ExecutionPlan> = Arc::new(
+        read.with_above(above, encoded)
+            .map_err(|e| DataFusionError::External(Box::new(e)))?,
+    );
+    Ok(Some(match repartition {
+        Some(repartition) => with_children(Arc::clone(repartition), vec![fused])?,
+        None => fused,
+    }))
 }
 
 /// Whether part of `plan` runs on the workers.

@@ -1,7 +1,8 @@
 //! [`SluiceCodec`]: how Sluice's physical nodes cross the wire to the workers: a batch's rows
-//! (`BatchRowsExec`, as Arrow IPC) and Spark's generators (`GenerateExec`: its generator, its
-//! arguments as DataFusion's physical expressions, its kept and generated columns), each after a
-//! byte that says which.
+//! (`BatchRowsExec`, as Arrow IPC), Spark's generators (`GenerateExec`: its generator, its
+//! arguments as DataFusion's physical expressions, its kept and generated columns), watermark
+//! nodes (their column and delay) and the leaf of a plan over a read (`ReadRowsExec`: its
+//! schema), each after a byte that says which.
 
 use std::sync::Arc;
 
@@ -15,12 +16,24 @@ use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConve
 use datafusion_proto::protobuf;
 use prost::Message;
 use sluice::distributed::GenerateParts;
-use sluice::{generate_exec, generate_parts};
+use sluice::source::remote::ReadRowsExec;
+use sluice::{generate_exec, generate_parts, watermark_exec, watermark_parts};
 
 use crate::rows::BatchRowsExec;
 
 const BATCH_ROWS: u8 = 0;
 const GENERATE: u8 = 1;
+const READ_ROWS: u8 = 2;
+const WATERMARK: u8 = 3;
+
+/// A watermark node on the wire: its event-time column and its delay.
+#[derive(Clone, PartialEq, Message)]
+struct WatermarkProto {
+    #[prost(uint64, tag = "1")]
+    column: u64,
+    #[prost(int64, tag = "2")]
+    delay_ms: i64,
+}
 
 /// Carries Sluice's nodes to the workers (registered on the driver's and the workers' sessions).
 #[derive(Debug, Default)]
@@ -58,6 +71,19 @@ impl PhysicalExtensionCodec for SluiceCodec {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         match (buf.first(), inputs) {
             (Some(&BATCH_ROWS), []) => Ok(Arc::new(BatchRowsExec::decode(&buf[1..])?)),
+            (Some(&READ_ROWS), []) => {
+                let schema = protobuf::Schema::decode(&buf[1..]).map_err(wire_error)?;
+                let schema: Schema = (&schema).try_into()?;
+                Ok(Arc::new(ReadRowsExec::new(Arc::new(schema))))
+            }
+            (Some(&WATERMARK), [input]) => {
+                let w = WatermarkProto::decode(&buf[1..]).map_err(wire_error)?;
+                Ok(watermark_exec(
+                    Arc::clone(input),
+                    w.column as usize,
+                    w.delay_ms,
+                ))
+            }
             (Some(&GENERATE), [input]) => {
                 let g = GenerateProto::decode(&buf[1..]).map_err(wire_error)?;
                 let schema = input.schema();
@@ -98,6 +124,19 @@ impl PhysicalExtensionCodec for SluiceCodec {
         if let Some(rows) = node.downcast_ref::<BatchRowsExec>() {
             buf.push(BATCH_ROWS);
             return rows.encode(buf);
+        }
+        if node.is::<ReadRowsExec>() {
+            buf.push(READ_ROWS);
+            let schema: protobuf::Schema = node.schema().as_ref().try_into()?;
+            return schema.encode(buf).map_err(wire_error);
+        }
+        if let Some((column, delay_ms)) = watermark_parts(&node) {
+            buf.push(WATERMARK);
+            let proto = WatermarkProto {
+                column: column as u64,
+                delay_ms,
+            };
+            return proto.encode(buf).map_err(wire_error);
         }
         let Some(g) = generate_parts(&node) else {
             return internal_err!("Sluice's codec cannot encode {}", node.name());

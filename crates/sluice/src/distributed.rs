@@ -53,13 +53,21 @@ pub trait Cluster: std::fmt::Debug + Send + Sync {
     fn read_files(&self, worker: &str, task: ReadTask) -> Result<ReadItems>;
 }
 
-/// A source's read on a worker: the files of one task and how to parse them.
+/// A source's read on a worker: the files of one task and how to parse them, and what the
+/// worker does with the rows before it sends them.
 #[derive(Debug, Clone)]
 pub struct ReadTask {
     /// The files, the format and its options (JSON, read by [`crate::run_read_task`]).
     pub spec: String,
     /// The rows' schema.
     pub schema: arrow::datatypes::SchemaRef,
+    /// The columns of the rows the plan scans (all when none).
+    pub projection: Option<Vec<usize>>,
+    /// The stateless plan over the scanned rows that runs with the read, as the wire carries it
+    /// (empty: the rows go as read). Its leaf is a
+    /// [`ReadRowsExec`](crate::source::remote::ReadRowsExec); a worker decodes it and runs it
+    /// with [`crate::source::remote::run_read_task_under`].
+    pub above: Vec<u8>,
 }
 
 /// What a [`ReadTask`] gives, in order: rows, then once its counts.
@@ -76,7 +84,7 @@ pub type ReadItems = Box<dyn Iterator<Item = Result<ReadItem>> + Send>;
 
 /// A read's counts (the source's metrics `numFilesRead`, `numMalformedRecords`,
 /// `numDroppedMalformedRecords`, and its input rows).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadCounts {
     /// Rows read.
@@ -87,7 +95,13 @@ pub struct ReadCounts {
     pub dropped: u64,
     /// Files read.
     pub files_read: u64,
+    /// The event-time statistics of each watermark node of the plan that ran with the read
+    /// ([`ReadTask::above`]), depth first.
+    #[serde(default)]
+    pub event_times: Vec<EventTimeStats>,
 }
+
+pub use crate::operators::watermark::EventTimeStats;
 
 /// How a query's sources read on a cluster (`Source::read_on_workers`).
 #[derive(Debug, Clone)]

@@ -95,6 +95,16 @@ impl Worker {
             .count()
     }
 
+    /// How many of its reads ran the driver's plan node `node` over their rows.
+    fn reads_under(&self, node: &str) -> usize {
+        self.log
+            .lock()
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("the read runs under") && l.contains(node))
+            .count()
+    }
+
     /// How many of them were a stateful operator's partitions.
     fn state_tasks(&self) -> usize {
         self.log
@@ -231,6 +241,8 @@ struct Ran {
     stores: Vec<i64>,
     /// The input rows of every batch (`numInputRows`).
     input_rows: i64,
+    /// Each batch's `eventTime` (min, max, avg, watermark).
+    event_times: Vec<BTreeMap<String, String>>,
 }
 
 /// Runs `q` over the events to its end (available now) with its checkpoint in a new folder of
@@ -308,6 +320,7 @@ fn ran(query: sluice::StreamingQuery, out: &Mutex<Vec<RecordBatch>>) -> Ran {
             .map(|o| o.num_state_store_instances)
             .collect(),
         input_rows: progress.iter().map(|p| p.num_input_rows).sum(),
+        event_times: progress.iter().map(|p| p.event_time.clone()).collect(),
     }
 }
 
@@ -337,10 +350,38 @@ fn s3_windowed_join_and_dedup_on_three_workers_give_the_rows_of_one_process() {
         let before: Vec<usize> = workers.iter().map(Worker::tasks).collect();
         let state_before: Vec<usize> = workers.iter().map(Worker::state_tasks).collect();
         let reads_before: Vec<usize> = workers.iter().map(Worker::reads).collect();
+        let under = |node: &str| workers.iter().map(|w| w.reads_under(node)).sum::<usize>();
+        let (watermarks_before, filters_before) =
+            (under("EventTimeWatermarkExec"), under("FilterExec"));
         let cluster = run(q, input.path(), &bucket, Some(&mut workers), None);
         assert_eq!(cluster.rows, alone.rows, "{q:?} on three workers");
         // the files were decoded on the workers, and counted as in one process
         assert_eq!(cluster.input_rows, alone.input_rows, "{q:?}: numInputRows");
+        // the watermark nodes ran on the workers with the reads (and the windowed query's
+        // filter): their event-time statistics, sent back with the reads' counts, make each
+        // batch's eventTime and watermark those of one process
+        assert_eq!(cluster.event_times, alone.event_times, "{q:?}: eventTime");
+        assert!(
+            alone
+                .event_times
+                .iter()
+                .any(|e| e.contains_key("watermark")),
+            "{:?}",
+            alone.event_times
+        );
+        let under = |node: &str| workers.iter().map(|w| w.reads_under(node)).sum::<usize>();
+        assert!(
+            under("EventTimeWatermarkExec") - watermarks_before >= 6,
+            "{q:?}: the watermark node ran with {} reads",
+            under("EventTimeWatermarkExec") - watermarks_before
+        );
+        if let Query::Windowed = q {
+            assert!(
+                under("FilterExec") - filters_before >= 6,
+                "{q:?}: the filter ran with {} reads",
+                under("FilterExec") - filters_before
+            );
+        }
         let reads: usize = workers
             .iter()
             .zip(&reads_before)

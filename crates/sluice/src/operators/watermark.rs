@@ -37,8 +37,8 @@ use crate::error::{Result, SluiceError};
 pub(crate) const WATERMARK_DELAY_KEY: &str = "spark.watermarkDelayMs";
 
 /// Event-time statistics of the rows that passed a watermark node in one batch, in ms.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct EventTimeStats {
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EventTimeStats {
     /// The latest event time seen (ms).
     pub max: i64,
     /// The earliest event time seen (ms).
@@ -261,6 +261,52 @@ impl DisplayAs for EventTimeWatermarkExec {
             self.column_index, self.delay_ms
         )
     }
+}
+
+/// A watermark node over `input` (its event times in column `column_index`, `delay_ms` behind),
+/// as the wire rebuilds it on a worker: its statistics are its own, sent back with the read's
+/// counts after it ran (`ReadCounts::event_times`).
+pub fn watermark_exec(
+    input: Arc<dyn ExecutionPlan>,
+    column_index: usize,
+    delay_ms: i64,
+) -> Arc<dyn ExecutionPlan> {
+    Arc::new(EventTimeWatermarkExec::new(
+        input,
+        column_index,
+        delay_ms,
+        StatsHandle::default(),
+    ))
+}
+
+/// A watermark node's event-time column and delay (ms), for the wire.
+pub fn watermark_parts(plan: &Arc<dyn ExecutionPlan>) -> Option<(usize, i64)> {
+    let w = plan.downcast_ref::<EventTimeWatermarkExec>()?;
+    Some((w.column_index, w.delay_ms))
+}
+
+/// The statistics of the watermark nodes of `plan`, depth first: the same nodes in the same
+/// order on the driver and on a worker that decoded the plan.
+pub(crate) fn watermark_handles(plan: &Arc<dyn ExecutionPlan>) -> Vec<StatsHandle> {
+    let mut out = Vec::new();
+    fn walk(p: &Arc<dyn ExecutionPlan>, out: &mut Vec<StatsHandle>) {
+        if let Some(w) = p.downcast_ref::<EventTimeWatermarkExec>() {
+            out.push(w.stats.clone());
+        }
+        for c in p.children() {
+            walk(c, out);
+        }
+    }
+    walk(plan, &mut out);
+    out
+}
+
+/// What the watermark nodes of `plan` ([`watermark_handles`]) saw.
+pub(crate) fn watermark_stats(plan: &Arc<dyn ExecutionPlan>) -> Vec<EventTimeStats> {
+    watermark_handles(plan)
+        .iter()
+        .map(|h| *h.lock().unwrap_or_else(|p| p.into_inner()))
+        .collect()
 }
 
 fn record(stats: &StatsHandle, batch: &RecordBatch, column: usize) {

@@ -26,6 +26,7 @@ use futures::StreamExt;
 use super::relation::StreamingRelation;
 use crate::error::{Result, SluiceError};
 use crate::operators::watermark::{EventTimeWatermark, StatsHandle};
+use crate::source::remote::{WorkerReadTable, WorkerReads};
 use crate::source::RowIter;
 use crate::sync::MutexExt;
 
@@ -47,6 +48,9 @@ pub(crate) enum RelationRows {
     Batches(Vec<RecordBatch>),
     /// Partitions a source reads while the plan pulls them; each can run once.
     Lazy(Arc<LazyPartitions>),
+    /// Partitions the workers read while the plan pulls them (a run each), scanned by a
+    /// [`WorkerReadExec`](crate::source::remote::WorkerReadExec); each can run once.
+    OnWorkers(Arc<WorkerReads>),
 }
 
 impl Default for RelationRows {
@@ -64,13 +68,13 @@ impl RelationRows {
     }
 }
 
-#[cfg(test)]
 impl RelationRows {
     /// Every row, partition by partition (lazy partitions taken as a scan takes them).
-    pub(crate) fn into_iter_for_tests(self) -> RowIter {
+    pub(crate) fn into_rows(self) -> RowIter {
         match self {
             RelationRows::Batches(b) => Box::new(b.into_iter().map(Ok)),
             RelationRows::Lazy(p) => p.take_rows(),
+            RelationRows::OnWorkers(r) => Box::new(r.partitions().into_iter().flatten()),
         }
     }
 }
@@ -132,35 +136,41 @@ impl PartitionStream for LazyPartition {
                 futures::stream::once(async move { Err(DataFusionError::External(Box::new(err))) });
             return Box::pin(RecordBatchStreamAdapter::new(schema, once));
         };
-        let conform = schema.clone();
-        let stream = futures::stream::unfold(Some(iter), move |iter| {
-            let schema = conform.clone();
-            async move {
-                let mut iter = iter?;
-                let pulled = tokio::task::spawn_blocking(move || {
-                    let next = iter.next();
-                    (next, iter)
-                })
-                .await;
-                let (next, iter) = match pulled {
-                    Ok(pulled) => pulled,
-                    Err(e) => {
-                        let err = SluiceError::internal(format!("a source read panicked: {e}"));
-                        return Some((Err(DataFusionError::External(Box::new(err))), None));
-                    }
-                };
-                match next? {
-                    Ok(b) => Some((conform_batch(b, &schema), Some(iter))),
-                    Err(e) => Some((Err(DataFusionError::External(Box::new(e))), None)),
-                }
-            }
-        });
-        Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+        row_stream(iter, schema)
     }
 }
 
+/// The rows of `iter` (a source's blocking reads, on tokio's blocking pool one piece at a
+/// time) as a stream of batches with `schema`'s names and nullability.
+pub(crate) fn row_stream(iter: RowIter, schema: SchemaRef) -> SendableRecordBatchStream {
+    let conform = schema.clone();
+    let stream = futures::stream::unfold(Some(iter), move |iter| {
+        let schema = conform.clone();
+        async move {
+            let mut iter = iter?;
+            let pulled = tokio::task::spawn_blocking(move || {
+                let next = iter.next();
+                (next, iter)
+            })
+            .await;
+            let (next, iter) = match pulled {
+                Ok(pulled) => pulled,
+                Err(e) => {
+                    let err = SluiceError::internal(format!("a source read panicked: {e}"));
+                    return Some((Err(DataFusionError::External(Box::new(err))), None));
+                }
+            };
+            match next? {
+                Ok(b) => Some((conform_batch(b, &schema), Some(iter))),
+                Err(e) => Some((Err(DataFusionError::External(Box::new(e))), None)),
+            }
+        }
+    });
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+}
+
 /// `batch` with the relation's `schema` (same columns; names and nullability from it).
-fn conform_batch(
+pub(crate) fn conform_batch(
     batch: RecordBatch,
     schema: &SchemaRef,
 ) -> std::result::Result<RecordBatch, DataFusionError> {
@@ -175,9 +185,20 @@ fn conform_batch(
 
 /// A running partition of a batch's plan as a blocking iterator (for sinks, which are called
 /// from ordinary threads).
-struct BlockingStream {
+pub(crate) struct BlockingStream {
     handle: tokio::runtime::Handle,
     stream: Option<SendableRecordBatchStream>,
+}
+
+/// `stream`'s batches as a blocking iterator, each polled on `handle`'s runtime.
+pub(crate) fn blocking_rows(
+    stream: SendableRecordBatchStream,
+    handle: tokio::runtime::Handle,
+) -> RowIter {
+    Box::new(BlockingStream {
+        handle,
+        stream: Some(stream),
+    })
 }
 
 impl Iterator for BlockingStream {
@@ -351,6 +372,10 @@ impl IncrementalExecution {
                             .collect();
                         Arc::new(StreamingTable::try_new(schema, parts)?)
                     }
+                    Some(RelationRows::OnWorkers(reads)) => Arc::new(WorkerReadTable {
+                        reads,
+                        schema: schema.clone(),
+                    }),
                     Some(RelationRows::Batches(rows)) => {
                         Arc::new(MemTable::try_new(schema, split(rows, partitions))?)
                     }

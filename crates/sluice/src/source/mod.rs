@@ -20,6 +20,7 @@ use crate::error::class;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -76,9 +77,10 @@ impl SourceBatch {
 
     /// The batch with a lazy read read now: its rows in `batches`, its metrics merged.
     pub fn materialize(mut self) -> Result<SourceBatch> {
-        if let Some(lazy) = self.lazy.take() {
+        if let Some(mut lazy) = self.lazy.take() {
+            let partitions = lazy.take_partitions();
             let report = lazy.report;
-            for part in lazy.partitions {
+            for part in partitions {
                 for b in part {
                     self.batches.push(b?);
                 }
@@ -98,16 +100,60 @@ pub type RowIter = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
 pub struct LazyRows {
     /// The schema of every batch (the source's schema).
     pub schema: SchemaRef,
-    /// The partitions, in order.
+    /// The partitions, in order (none when the workers read them).
     pub partitions: Vec<RowIter>,
+    /// Or the read on the workers whose runs are the partitions, in order: the batch's plan
+    /// starts them, with the stateless plan over them that runs there too.
+    pub on_workers: Option<Arc<remote::WorkerReads>>,
     /// The rows read and the metrics (`numFilesRead`, `numMalformedRecords`, ..) once the
     /// partitions have run out; merged over the metrics of the [`SourceBatch`].
     pub report: Box<dyn Fn() -> (usize, BTreeMap<String, String>) + Send + Sync>,
 }
 
+/// What a lazy read reports once it ran ([`LazyRows::report`]).
+pub type ReadReport = Box<dyn Fn() -> (usize, BTreeMap<String, String>) + Send + Sync>;
+
+impl LazyRows {
+    /// A read of `partitions` here.
+    pub fn new(schema: SchemaRef, partitions: Vec<RowIter>, report: ReadReport) -> Self {
+        Self {
+            schema,
+            partitions,
+            on_workers: None,
+            report,
+        }
+    }
+
+    /// A read on the workers.
+    pub fn on_workers(
+        schema: SchemaRef,
+        reads: Arc<remote::WorkerReads>,
+        report: ReadReport,
+    ) -> Self {
+        Self {
+            schema,
+            partitions: Vec::new(),
+            on_workers: Some(reads),
+            report,
+        }
+    }
+
+    /// The partitions, in order (a read on the workers' runs each started, plainly, when
+    /// first pulled).
+    pub fn take_partitions(&mut self) -> Vec<RowIter> {
+        match self.on_workers.take() {
+            Some(reads) => reads.partitions(),
+            None => std::mem::take(&mut self.partitions),
+        }
+    }
+}
+
 impl Debug for LazyRows {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LazyRows({} partitions)", self.partitions.len())
+        match &self.on_workers {
+            Some(reads) => write!(f, "LazyRows({reads:?})"),
+            None => write!(f, "LazyRows({} partitions)", self.partitions.len()),
+        }
     }
 }
 

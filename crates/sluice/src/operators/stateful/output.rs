@@ -112,10 +112,7 @@ impl OutputRows {
     /// The rows, in order, as they are read (back from the spill file when they were spilled).
     pub(crate) fn into_rows(self) -> Result<crate::source::RowIter> {
         let schema = self.schema.clone();
-        Ok(match self.into_relation(&schema, 1)? {
-            RelationRows::Batches(b) => Box::new(b.into_iter().map(Ok)),
-            RelationRows::Lazy(p) => p.take_rows(),
-        })
+        Ok(self.into_relation(&schema, 1)?.into_rows())
     }
 
     /// The rows as a relation of `schema` (the same columns; names and nullability from it)
@@ -167,7 +164,7 @@ mod tests {
     fn values(rows: RelationRows) -> Vec<i64> {
         let batches: Vec<RecordBatch> = match rows {
             RelationRows::Batches(b) => b,
-            lazy => lazy.into_iter_for_tests().map(|b| b.unwrap()).collect(),
+            lazy => lazy.into_rows().map(|b| b.unwrap()).collect(),
         };
         batches
             .iter()

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::plan::incremental::{BatchInputs, RelationRows};
-use crate::source::{LazyRows, Offset, RowIter, Source, SourceProvider};
+use crate::source::{Offset, RowIter, Source, SourceProvider};
 
 use super::core::SourceSlot;
 use super::trigger::MicroBatchTrigger;
@@ -129,10 +129,7 @@ impl MicroBatchSources {
                 .map_err(|e| e.context(&context))?;
             let rows = got.num_rows() * slot.uses;
             let (mut batches, metrics) = (got.batches, got.metrics);
-            let Some(LazyRows {
-                partitions, report, ..
-            }) = got.lazy
-            else {
+            let Some(mut lazy) = got.lazy else {
                 read.push(SourceRead {
                     rows,
                     metrics,
@@ -141,6 +138,19 @@ impl MicroBatchSources {
                 inputs.insert(slot.relation_id, RelationRows::Batches(batches));
                 continue;
             };
+            if let (Some(reads), 1, true) = (&lazy.on_workers, slot.uses, batches.is_empty()) {
+                // The workers' reads start as the plan pulls them, with the stateless plan
+                // over them that runs there too.
+                reads.set_context(context);
+                inputs.insert(slot.relation_id, RelationRows::OnWorkers(Arc::clone(reads)));
+                read.push(SourceRead {
+                    rows,
+                    metrics,
+                    lazy: Some((lazy.report, slot.uses)),
+                });
+                continue;
+            }
+            let (partitions, report) = (lazy.take_partitions(), lazy.report);
             // Errors of a read that runs with the plan name the source and the range too.
             let partitions: Vec<RowIter> = partitions
                 .into_iter()

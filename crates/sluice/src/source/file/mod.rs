@@ -589,13 +589,15 @@ impl FileSource {
                 )
             })
             .collect();
-        self.lazy_batch(partitions, counters)
+        self.lazy_batch(partitions, None, counters)
     }
 
-    /// A batch whose rows `partitions` read as the plan pulls them, counted in `counters`.
+    /// A batch whose rows `partitions` (or the runs of `on_workers`) read as the plan pulls
+    /// them, counted in `counters`.
     fn lazy_batch(
         &self,
         partitions: Vec<crate::source::RowIter>,
+        on_workers: Option<Arc<crate::source::remote::WorkerReads>>,
         counters: Arc<format::ReadCounters>,
     ) -> SourceBatch {
         let report = move || {
@@ -619,6 +621,7 @@ impl FileSource {
             lazy: Some(LazyRows {
                 schema: self.parse.schema.clone(),
                 partitions,
+                on_workers,
                 report: Box::new(report),
             }),
             ..Default::default()

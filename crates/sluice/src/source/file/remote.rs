@@ -18,7 +18,7 @@ use super::options::Options;
 use super::FileSource;
 use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers};
 use crate::error::Result;
-use crate::source::remote::{read_in_runs, ReadSpec};
+use crate::source::remote::{read_in_runs, ReadSpec, WorkerReads};
 use crate::source::{RowIter, SourceBatch};
 
 /// A file read's spec ([`crate::source::remote::ReadSpec::File`]).
@@ -35,7 +35,7 @@ pub(crate) struct FileRead {
 }
 
 /// The batch of `files` read by the workers of `on`, as the plan pulls it: each worker's read
-/// starts now and runs ahead of its reader by a few batches.
+/// starts when the plan pulls its partition and runs ahead of its reader by a few batches.
 pub(super) fn read_on_workers(
     source: &FileSource,
     on: &ReadOnWorkers,
@@ -43,11 +43,14 @@ pub(super) fn read_on_workers(
     range: String,
 ) -> SourceBatch {
     let counters = Arc::new(ReadCounters::default());
-    let partitions = match partitions_on_workers(source, on, files, range, &counters) {
-        Ok(p) => p,
-        Err(e) => vec![Box::new(std::iter::once(Err(e))) as RowIter],
-    };
-    source.lazy_batch(partitions, counters)
+    match partitions_on_workers(source, on, files, range, &counters) {
+        Ok(Some(reads)) => source.lazy_batch(Vec::new(), Some(reads), counters),
+        Ok(None) => source.lazy_batch(Vec::new(), None, counters),
+        Err(e) => {
+            let failed = vec![Box::new(std::iter::once(Err(e))) as RowIter];
+            source.lazy_batch(failed, None, counters)
+        }
+    }
 }
 
 fn partitions_on_workers(
@@ -56,9 +59,9 @@ fn partitions_on_workers(
     files: Vec<String>,
     range: String,
     counters: &Arc<ReadCounters>,
-) -> Result<Vec<RowIter>> {
+) -> Result<Option<Arc<WorkerReads>>> {
     if files.is_empty() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     crate::distributed::check_shared(
         &source.location.dir,
@@ -90,6 +93,7 @@ fn partitions_on_workers(
         },
         Arc::new(counts),
     )
+    .map(Some)
 }
 
 /// Runs a file read on this worker: its files parsed as the driver's source would (the same
@@ -118,6 +122,7 @@ pub(crate) fn run(spec: FileRead, schema: arrow::datatypes::SchemaRef) -> Result
             malformed: get(&counters.malformed),
             dropped: get(&counters.dropped),
             files_read: get(&counters.files_read),
+            event_times: Vec::new(),
         }))
     });
     Ok(Box::new(rows.map(|r| r.map(ReadItem::Rows)).chain(counts)))

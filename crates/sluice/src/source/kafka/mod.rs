@@ -971,16 +971,16 @@ impl Source for KafkaSource {
             Some(on) => {
                 let (ranges, lost) = self.ranges_between(&start, &end)?;
                 let rows = Arc::new(std::sync::atomic::AtomicU64::new(0));
-                let partitions = remote::read_on_workers(&self.p, &on, ranges, Arc::clone(&rows))?;
+                let reads = remote::read_on_workers(&self.p, &on, ranges, Arc::clone(&rows))?;
                 let report = move || {
                     let n = rows.load(std::sync::atomic::Ordering::Relaxed) as usize;
                     (n, BTreeMap::new())
                 };
-                let lazy = crate::source::LazyRows {
-                    schema: kafka_schema_with(self.p.include_headers),
-                    partitions,
-                    report: Box::new(report),
-                };
+                let lazy = crate::source::LazyRows::on_workers(
+                    kafka_schema_with(self.p.include_headers),
+                    reads,
+                    Box::new(report),
+                );
                 (Vec::new(), Some(lazy), lost)
             }
             None => {

@@ -14,8 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::{kafka_schema_with, KafkaSourceProvider};
 use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers};
 use crate::error::Result;
-use crate::source::remote::{read_in_runs, ReadSpec};
-use crate::source::RowIter;
+use crate::source::remote::{read_in_runs, ReadSpec, WorkerReads};
 
 /// One partition's offsets to read: topic, partition, first offset, end offset (exclusive).
 pub(crate) type OffsetRange = (String, i32, i64, i64);
@@ -29,14 +28,14 @@ pub(crate) struct KafkaRead {
 }
 
 /// The records of `ranges` read by the workers of `on`, a partition per worker (its run of the
-/// ranges, one batch per range in order), as the batch's plan pulls them; all reads start at
-/// once, each a few batches ahead of this process. `rows` counts them.
+/// ranges, one batch per range in order), as the batch's plan pulls them, each a few batches
+/// ahead of this process. `rows` counts them.
 pub(super) fn read_on_workers(
     p: &KafkaSourceProvider,
     on: &ReadOnWorkers,
     ranges: Vec<OffsetRange>,
     rows: Arc<AtomicU64>,
-) -> Result<Vec<RowIter>> {
+) -> Result<Arc<WorkerReads>> {
     read_in_runs(
         on,
         &ranges,
