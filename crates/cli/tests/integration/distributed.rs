@@ -462,6 +462,45 @@ fn a_batch_many_times_the_memory_limit_runs_on_three_workers_within_it() {
     }
 }
 
+/// A `rate-micro-batch` source's batch is generated on the workers (a run of its values each,
+/// as Spark's executors generate a rate source's partitions), the filter over it running there
+/// too: the rows and `numInputRows` of one process.
+#[test]
+fn a_rate_sources_batch_is_generated_on_the_workers_with_the_plan_over_it() {
+    sluice_distributed::register();
+    let bucket = new_bucket("rate");
+    let workers: Vec<Worker> = (0..2).map(|_| Worker::start()).collect();
+    let run = |on: Option<&[Worker]>| {
+        let s = session(on);
+        let frame = s
+            .read_stream()
+            .format("rate-micro-batch")
+            .option("rowsPerBatch", "200000")
+            .option("startTimestamp", "1789473600000")
+            .load_source()
+            .unwrap()
+            .filter_sql("value % 1000 = 7")
+            .unwrap();
+        let (query, out) = capture(frame, &format!("s3a://{bucket}/rate-{}", rand_suffix()));
+        ran(query, &out)
+    };
+    let alone = run(None);
+    assert_eq!((alone.rows.len(), alone.input_rows), (200, 200_000));
+    let cluster = run(Some(&workers));
+    assert_eq!(cluster.rows, alone.rows);
+    assert_eq!(cluster.input_rows, alone.input_rows, "numInputRows");
+    for w in &workers {
+        assert!(
+            w.reads() >= 1 && w.reads_under("FilterExec") >= 1,
+            "{}: {} reads, {} with the filter\n{}",
+            w.address,
+            w.reads(),
+            w.reads_under("FilterExec"),
+            w.log.lock().unwrap()
+        );
+    }
+}
+
 /// A worker started between two runs of a query takes state partitions in the next batch: it
 /// loads them from the checkpoint the others committed, and the rows are those of one process.
 #[test]

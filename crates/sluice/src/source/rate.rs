@@ -1,18 +1,26 @@
 //! Rate sources: `rate` (rows per second of wall-clock time) and `rate-micro-batch` (a fixed
 //! number of rows per batch, deterministic whatever the trigger). Columns: `timestamp
-//! TIMESTAMP`, `value BIGINT` (from 0).
+//! TIMESTAMP`, `value BIGINT` (from 0). On a cluster the workers generate a micro-batch's rows,
+//! a contiguous run of its values each, as Spark's executors generate a rate source's
+//! partitions.
 
 use crate::error::class;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
 
 use arrow::array::{Int64Array, RecordBatch, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
+use super::remote::{read_in_runs, ReadSpec};
 use super::{
-    ContinuousReader, Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider,
+    ContinuousReader, LazyRows, Offset, ReadLimit, Source, SourceBatch, SourceContext,
+    SourceProvider,
 };
 use crate::checkpoint::write_atomic_new;
+use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers};
 use crate::error::{Fault, Result, SluiceError};
 
 fn rate_schema() -> SchemaRef {
@@ -44,6 +52,100 @@ fn opt_i64(options: &HashMap<String, String>, key: &str, default: Option<i64>) -
             format!("option {key} is required"),
         )),
     }
+}
+
+/// How a micro-batch's rate rows are stamped: spread over the batch's seconds (`rate`: value
+/// `v` at `start_ms + (v - from) * ms_per_value`, rounded to the millisecond), or all at one
+/// time (`rate-micro-batch`). The same on the driver and on a worker that generates them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum Stamp {
+    Spread {
+        start_ms: i64,
+        from: i64,
+        ms_per_value: f64,
+    },
+    Fixed {
+        ms: i64,
+    },
+}
+
+impl Stamp {
+    fn ts_us(&self, v: i64) -> i64 {
+        match *self {
+            Stamp::Spread {
+                start_ms,
+                from,
+                ms_per_value,
+            } => (start_ms + ((v - from) as f64 * ms_per_value).round() as i64) * 1000,
+            Stamp::Fixed { ms } => ms * 1000,
+        }
+    }
+}
+
+/// A micro-batch's rate rows `values` stamped by `stamp`: generated here, or on a cluster's
+/// workers (a contiguous run of slices each).
+fn batch_rows(
+    values: std::ops::Range<i64>,
+    stamp: Stamp,
+    on_workers: Option<&ReadOnWorkers>,
+) -> Result<SourceBatch> {
+    let Some(on) = on_workers else {
+        return Ok(SourceBatch {
+            batches: vec![rows(values, |v| stamp.ts_us(v))?],
+            ..Default::default()
+        });
+    };
+    let slices: Vec<(i64, i64)> = values
+        .clone()
+        .step_by(MAX_ROWS_PER_SLICE as usize)
+        .map(|s| (s, (s + MAX_ROWS_PER_SLICE).min(values.end)))
+        .collect();
+    let read = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&read);
+    let reads = read_in_runs(
+        on,
+        &slices,
+        &rate_schema(),
+        |run, _| {
+            Ok(ReadSpec::Rate(RateRead {
+                slices: run.to_vec(),
+                stamp,
+            }))
+        },
+        Arc::new(move |c: ReadCounts| {
+            counted.fetch_add(c.rows, Ordering::Relaxed);
+        }),
+    )?;
+    let report = move || (read.load(Ordering::Relaxed) as usize, Default::default());
+    Ok(SourceBatch {
+        lazy: Some(LazyRows::on_workers(rate_schema(), reads, Box::new(report))),
+        ..Default::default()
+    })
+}
+
+/// A rate read's spec on a worker ([`ReadSpec::Rate`]): its slices of the batch's values and
+/// how they are stamped.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RateRead {
+    slices: Vec<(i64, i64)>,
+    stamp: Stamp,
+}
+
+/// Generates a rate read on this worker: a batch per slice, then the count of the rows.
+pub(crate) fn run_on_worker(spec: RateRead) -> Result<ReadItems> {
+    let stamp = spec.stamp;
+    let count: i64 = spec.slices.iter().map(|(s, e)| e - s).sum();
+    let batches = spec
+        .slices
+        .into_iter()
+        .map(move |(s, e)| rows(s..e, |v| stamp.ts_us(v)).map(ReadItem::Rows));
+    let counts = std::iter::once(Ok(ReadItem::Counts(ReadCounts {
+        rows: count as u64,
+        ..Default::default()
+    })));
+    Ok(Box::new(batches.chain(counts)))
 }
 
 fn rows(values: std::ops::Range<i64>, ts_us: impl Fn(i64) -> i64) -> Result<RecordBatch> {
@@ -104,6 +206,7 @@ impl SourceProvider for RateSourceProvider {
         Ok(Box::new(RateSource {
             rows_per_second: self.rows_per_second,
             start_ms: self.start_ms(ctx)?,
+            on_workers: None,
         }))
     }
     fn supports_continuous(&self) -> bool {
@@ -231,6 +334,8 @@ impl ContinuousReader for RateContinuousReader {
 struct RateSource {
     rows_per_second: i64,
     start_ms: i64,
+    /// A query on a cluster: the workers generate the batches.
+    on_workers: Option<ReadOnWorkers>,
 }
 
 fn offset_i64(o: Option<&Offset>) -> i64 {
@@ -255,15 +360,15 @@ impl Source for RateSource {
         if to <= from {
             return Ok(SourceBatch::default());
         }
-        let local_start_ms = self.start_ms + s * 1000;
-        let ms_per_value = ((e - s) * 1000) as f64 / (to - from) as f64;
-        let batch = rows(from..to, |v| {
-            (local_start_ms + ((v - from) as f64 * ms_per_value).round() as i64) * 1000
-        })?;
-        Ok(SourceBatch {
-            batches: vec![batch],
-            ..Default::default()
-        })
+        let stamp = Stamp::Spread {
+            start_ms: self.start_ms + s * 1000,
+            from,
+            ms_per_value: ((e - s) * 1000) as f64 / (to - from) as f64,
+        };
+        batch_rows(from..to, stamp, self.on_workers.as_ref())
+    }
+    fn read_on_workers(&mut self, on: &ReadOnWorkers) {
+        self.on_workers = Some(on.clone());
     }
 }
 
@@ -316,6 +421,7 @@ impl SourceProvider for RatePerMicroBatchProvider {
             p: self.clone(),
             available_now: false,
             available_now_end: None,
+            on_workers: None,
         }))
     }
 }
@@ -324,6 +430,8 @@ struct RatePerMicroBatchSource {
     p: RatePerMicroBatchProvider,
     available_now: bool,
     available_now_end: Option<Offset>,
+    /// A query on a cluster: the workers generate the batches.
+    on_workers: Option<ReadOnWorkers>,
 }
 
 impl RatePerMicroBatchSource {
@@ -372,10 +480,9 @@ impl Source for RatePerMicroBatchSource {
         if e <= s {
             return Ok(SourceBatch::default());
         }
-        let batch = rows(s..e, |_| ts * 1000)?;
-        Ok(SourceBatch {
-            batches: vec![batch],
-            ..Default::default()
-        })
+        batch_rows(s..e, Stamp::Fixed { ms: ts }, self.on_workers.as_ref())
+    }
+    fn read_on_workers(&mut self, on: &ReadOnWorkers) {
+        self.on_workers = Some(on.clone());
     }
 }

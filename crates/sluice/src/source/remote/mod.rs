@@ -2,8 +2,9 @@
 //! files, Kafka partitions' offset ranges, a Delta table's data files) into contiguous runs, one
 //! per worker that answers (`read_in_runs`); each worker reads its run ([`run_read_task`]) with
 //! the readers of the source's kind and streams the rows back as they come, then the read's
-//! counts. A [`ReadTask`]'s spec names the source kind (`file`, `kafka`, or a kind a crate on top
-//! of the engine registered with [`register_read`], e.g. `delta`) and what its reader needs.
+//! counts. A [`ReadTask`]'s spec names the source kind (`file`, `kafka`, `rate`, or a kind a
+//! crate on top of the engine registered with [`register_read`], e.g. `delta`) and what its
+//! reader needs.
 
 mod exec;
 
@@ -33,6 +34,8 @@ pub(crate) enum ReadSpec {
     /// Kafka partitions' offset ranges.
     #[cfg(feature = "kafka")]
     Kafka(super::kafka::remote::KafkaRead),
+    /// Slices of a rate source's micro-batch, generated on the worker.
+    Rate(super::rate::RateRead),
     /// A read of a kind registered with [`register_read`]: its spec is that read's own text.
     Registered { kind: String, spec: String },
 }
@@ -86,6 +89,7 @@ fn read_items(spec: String, schema: SchemaRef) -> Result<ReadItems> {
     })?;
     match spec {
         ReadSpec::File(f) => super::file::remote::run(f, schema),
+        ReadSpec::Rate(r) => super::rate::run_on_worker(r),
         #[cfg(feature = "kafka")]
         ReadSpec::Kafka(k) => super::kafka::remote::run(k),
         ReadSpec::Registered { kind, spec } => {
