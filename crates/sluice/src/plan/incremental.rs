@@ -132,12 +132,16 @@ impl PartitionStream for LazyPartition {
                 "partition {} of a stream's rows was scanned twice in one batch",
                 self.index
             ));
-            let once =
-                futures::stream::once(async move { Err(DataFusionError::External(Box::new(err))) });
-            return Box::pin(RecordBatchStreamAdapter::new(schema, once));
+            return failed_stream(schema, err);
         };
         row_stream(iter, schema)
     }
+}
+
+/// A stream of rows of `schema` that fails with `err`.
+pub(crate) fn failed_stream(schema: SchemaRef, err: SluiceError) -> SendableRecordBatchStream {
+    let once = futures::stream::once(async move { Err(DataFusionError::External(Box::new(err))) });
+    Box::pin(RecordBatchStreamAdapter::new(schema, once))
 }
 
 /// The rows of `iter` (a source's blocking reads, on tokio's blocking pool one piece at a

@@ -20,7 +20,6 @@ use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExp
 use datafusion::physical_plan::execution_plan::{
     Boundedness, EmissionType, ReplaceChildrenOptions,
 };
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
 };
@@ -29,7 +28,7 @@ use super::WorkerReads;
 use crate::distributed::{ReadItem, ReadItems, ReadTask};
 use crate::error::{Result, SluiceError};
 use crate::operators::watermark::{watermark_handles, watermark_stats};
-use crate::plan::incremental::{blocking_rows, row_stream};
+use crate::plan::incremental::{blocking_rows, failed_stream, row_stream};
 use crate::source::RowIter;
 use crate::sync::MutexExt;
 
@@ -269,19 +268,12 @@ impl ExecutionPlan for ReadRowsExec {
     ) -> DfResult<SendableRecordBatchStream> {
         match self.rows.lock_unpoisoned().take() {
             Some(rows) => Ok(row_stream(rows, self.schema.clone())),
-            None => {
-                let err = SluiceError::internal(
+            None => Ok(failed_stream(
+                self.schema.clone(),
+                SluiceError::internal(
                     "the rows of a read were scanned twice, or not given to the plan over them",
-                );
-                let once =
-                    futures::stream::once(
-                        async move { Err(DataFusionError::External(Box::new(err))) },
-                    );
-                Ok(Box::pin(RecordBatchStreamAdapter::new(
-                    self.schema.clone(),
-                    once,
-                )))
-            }
+                ),
+            )),
         }
     }
 }
