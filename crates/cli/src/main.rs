@@ -113,6 +113,10 @@ pub struct WorkerArgs {
     /// without it, anyone who reaches the port can run tasks here
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
+    /// How this worker reaches the other workers, which own the state its reads route rows
+    /// to: as a driver reaches them
+    #[command(flatten)]
+    pub workers_tls: WorkersTlsArgs,
 }
 
 /// How a driver reaches its workers over TLS (`sluice run`, `sluice connect`).
@@ -328,6 +332,7 @@ fn main() -> ExitCode {
     let (workers, tls) = match &cli.command {
         Some(Command::Run(args)) => (args.workers.as_deref(), Some(&args.workers_tls)),
         Some(Command::Connect(args)) => (args.workers.as_deref(), Some(&args.workers_tls)),
+        Some(Command::Worker(args)) => (None, Some(&args.workers_tls)),
         _ => (None, None),
     };
     if let Some(workers) = workers {

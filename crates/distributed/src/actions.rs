@@ -33,7 +33,9 @@ use datafusion_proto::protobuf;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use prost::Message;
-use sluice::distributed::{ReadItem, ReadItems, ReadTask, StateTask, StateTaskRows, StateTaskRun};
+use sluice::distributed::{
+    ReadItem, ReadItems, ReadRoute, ReadTask, StateTask, StateTaskRows, StateTaskRun,
+};
 use sluice::error::{Result, SluiceError};
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
@@ -131,6 +133,8 @@ pub(crate) fn encode_task(task: &StateTask) -> Result<Vec<u8>> {
         let expr = serialize_exprs(exprs, &codec).map_err(|e| wire_error("expressions", e))?;
         s.push(&protobuf::LogicalExprList { expr }.encode_to_vec());
     }
+    s.push(task.exchange.as_bytes());
+    s.push(&serde_json::to_vec(&task.senders).map_err(|e| wire_error("senders", e))?);
     Ok(s.0)
 }
 
@@ -154,21 +158,25 @@ pub(crate) fn decode_task(bytes: &[u8], functions: &TaskContext) -> Result<State
             parse_exprs(&list.expr, functions, &codec).map_err(|e| wire_error("expressions", e))?,
         );
     }
+    let exchange = String::from_utf8(r.next()?.to_vec()).map_err(|e| wire_error("exchange", e))?;
+    let senders = serde_json::from_slice(r.next()?).map_err(|e| wire_error("senders", e))?;
     Ok(StateTask {
         spec,
         schemas,
         exprs,
+        exchange,
+        senders,
     })
 }
 
 /// A stateful task's messages, by the first byte of their `app_metadata`: to the worker, its
 /// header (the task), then rows of an input (the input's number follows, `u32` little-endian),
 /// then the end of its rows; from the worker, output rows, then the progress.
-const HEADER: u8 = 0;
-const ROWS: u8 = 1;
-const END: u8 = 2;
+pub(crate) const HEADER: u8 = 0;
+pub(crate) const ROWS: u8 = 1;
+pub(crate) const END: u8 = 2;
 
-fn message(kind: &[u8], body: Vec<u8>) -> FlightData {
+pub(crate) fn message(kind: &[u8], body: Vec<u8>) -> FlightData {
     FlightData {
         app_metadata: kind.to_vec().into(),
         data_body: body.into(),
@@ -177,14 +185,14 @@ fn message(kind: &[u8], body: Vec<u8>) -> FlightData {
 }
 
 /// Rows of input `input` of a stateful task.
-fn encode_input(input: usize, rows: &RecordBatch) -> Result<FlightData> {
+pub(crate) fn encode_input(input: usize, rows: &RecordBatch) -> Result<FlightData> {
     let mut kind = vec![ROWS];
     kind.extend((input as u32).to_le_bytes());
     Ok(message(&kind, ipc(std::slice::from_ref(rows))?))
 }
 
 /// Rows of an input, or `None` at the end of the task's rows.
-fn decode_input(m: &FlightData) -> Result<Option<(usize, RecordBatch)>> {
+pub(crate) fn decode_input(m: &FlightData) -> Result<Option<(usize, RecordBatch)>> {
     match m.app_metadata.split_first() {
         Some((&ROWS, input)) => {
             let input: [u8; 4] = input
@@ -200,12 +208,12 @@ fn decode_input(m: &FlightData) -> Result<Option<(usize, RecordBatch)>> {
 
 /// What a stateful task sends back.
 #[derive(Debug)]
-enum Answer {
+pub(crate) enum Answer {
     Rows(RecordBatch),
     Progress(String),
 }
 
-fn encode_answer(answer: &Answer) -> Result<FlightData> {
+pub(crate) fn encode_answer(answer: &Answer) -> Result<FlightData> {
     Ok(match answer {
         Answer::Rows(rows) => message(&[ROWS], ipc(std::slice::from_ref(rows))?),
         Answer::Progress(p) => message(&[END], p.as_bytes().to_vec()),
@@ -240,33 +248,75 @@ fn schema_ipc(schema: &arrow::datatypes::SchemaRef) -> Result<Vec<u8>> {
 }
 
 /// A read task: its spec, its rows' schema (an empty Arrow IPC stream), its projection (JSON),
-/// and the plan over its rows (datafusion-proto bytes; empty: none).
+/// the plan over its rows (datafusion-proto bytes; empty: none), and its route (none: an empty
+/// section; else the operator's input and owners as JSON, then the operator's task).
 fn encode_read_task(task: &ReadTask) -> Result<Vec<u8>> {
     let mut s = Sections::default();
     s.push(task.spec.as_bytes());
     s.push(&schema_ipc(&task.schema)?);
     s.push(&serde_json::to_vec(&task.projection).map_err(|e| wire_error("projection", e))?);
     s.push(&task.above);
+    match &task.route {
+        None => s.push(&[]),
+        Some(route) => {
+            let to = (route.input, &route.owners);
+            s.push(&serde_json::to_vec(&to).map_err(|e| wire_error("route", e))?);
+            s.push(&encode_task(&route.task)?);
+        }
+    }
     Ok(s.0)
 }
 
-fn decode_read_task(bytes: &[u8]) -> Result<ReadTask> {
+/// A read task from bytes; its route's functions resolve in `functions` (the worker's).
+fn decode_read_task(bytes: &[u8], functions: &TaskContext) -> Result<ReadTask> {
     let mut r = Reader(bytes);
     let spec = String::from_utf8(r.next()?.to_vec()).map_err(|e| wire_error("spec", e))?;
     let schema = StreamReader::try_new(r.next()?, None)?.schema();
     let projection = serde_json::from_slice(r.next()?).map_err(|e| wire_error("projection", e))?;
     let above = r.next()?.to_vec();
+    let to = r.next()?;
+    let route = if to.is_empty() {
+        None
+    } else {
+        let (input, owners): (usize, Vec<(String, String)>) =
+            serde_json::from_slice(to).map_err(|e| wire_error("route", e))?;
+        Some(ReadRoute {
+            task: decode_task(r.next()?, functions)?,
+            input,
+            owners,
+        })
+    };
     Ok(ReadTask {
         spec,
         schema,
         projection,
         above,
+        route,
     })
 }
 
 /// Runs `task` on this worker: its rows as read, or through the plan the driver placed over
-/// them (decoded with Sluice's nodes and the functions of `functions`).
-fn run_read(task: ReadTask, functions: &Arc<TaskContext>) -> Result<ReadItems> {
+/// them (decoded with Sluice's nodes and the functions of `functions`); with a route, the rows
+/// go to the owners of their state partitions and only the read's counts come back.
+fn run_read(mut task: ReadTask, functions: &Arc<TaskContext>) -> Result<ReadItems> {
+    let Some(route) = task.route.take() else {
+        return read_rows(task, functions);
+    };
+    log::info!(
+        "the read routes its rows to the owners of {} state tasks (input {})",
+        route.owners.len(),
+        route.input
+    );
+    let items = read_rows(task, functions)?;
+    let counts = sluice::route_read(items, &route, &mut |t| {
+        let (worker, exchange) = &route.owners[t];
+        crate::routes::send_to(worker, exchange, route.input)
+    })?;
+    Ok(Box::new(std::iter::once(Ok(ReadItem::Counts(counts)))))
+}
+
+/// A read's rows, through the plan over them if any.
+fn read_rows(task: ReadTask, functions: &Arc<TaskContext>) -> Result<ReadItems> {
     if task.above.is_empty() {
         return sluice::run_read_task(task);
     }
@@ -368,7 +418,17 @@ async fn do_action(
 /// task of the client runtime into another.
 pub(crate) fn start_on(worker: &str, task: StateTask) -> Result<Box<dyn StateTaskRun>> {
     let header = message(&[HEADER], encode_task(&task)?);
-    let channel = channel(worker)?;
+    exchange_with(worker, channel(worker)?, header, "a stateful task")
+}
+
+/// An exchange with `worker` on `channel` that begins with `header`: rows sent through a
+/// bounded channel, answers received by a task of the client runtime into another.
+pub(crate) fn exchange_with(
+    worker: &str,
+    channel: Channel,
+    header: FlightData,
+    what: &'static str,
+) -> Result<Box<dyn StateTaskRun>> {
     let (tx, rx) = tokio::sync::mpsc::channel::<FlightData>(4);
     let (answer_tx, answers) = tokio::sync::mpsc::channel::<Result<Answer>>(4);
     let name = worker.to_string();
@@ -377,7 +437,6 @@ pub(crate) fn start_on(worker: &str, task: StateTask) -> Result<Box<dyn StateTas
             rx.recv().await.map(|m| (m, rx))
         }));
     client_runtime().spawn(async move {
-        let what = "a stateful task";
         let mut results = match client(channel).do_exchange(requests).await {
             Ok(r) => r.into_inner(),
             Err(s) => {
@@ -402,6 +461,7 @@ pub(crate) fn start_on(worker: &str, task: StateTask) -> Result<Box<dyn StateTas
     });
     Ok(Box::new(Exchange {
         worker: worker.to_string(),
+        what,
         rows: Some(tx),
         answers,
     }))
@@ -410,6 +470,8 @@ pub(crate) fn start_on(worker: &str, task: StateTask) -> Result<Box<dyn StateTas
 /// A stateful task running on a worker ([`start_on`]).
 struct Exchange {
     worker: String,
+    /// What the exchange is, for errors.
+    what: &'static str,
     /// The task's rows (none once they ended).
     rows: Option<tokio::sync::mpsc::Sender<FlightData>>,
     answers: tokio::sync::mpsc::Receiver<Result<Answer>>,
@@ -428,7 +490,7 @@ impl StateTaskRun for Exchange {
         }
         Err(SluiceError::connector(
             sluice::error::class::IO_ERROR,
-            format!("the stateful task on worker {} ended", self.worker),
+            format!("{} on worker {} ended", self.what, self.worker),
         ))
     }
 
@@ -475,23 +537,31 @@ fn from_status(what: &str, worker: &str, status: Status) -> SluiceError {
 
 /// Channels by worker, made once (each reconnects when its worker comes back).
 fn channel(worker: &str) -> Result<Channel> {
-    static CHANNELS: OnceLock<Mutex<HashMap<String, Channel>>> = OnceLock::new();
+    channel_on(worker, 0)
+}
+
+/// Channels by worker and lane, made once: a lane is a connection of its own (routed rows of
+/// each input go on a lane of their own, so that rows a task does not take yet, which wait in
+/// their connection's flow-control window, never hold up the rows it takes).
+pub(crate) fn channel_on(worker: &str, lane: usize) -> Result<Channel> {
+    static CHANNELS: OnceLock<Mutex<HashMap<(String, usize), Channel>>> = OnceLock::new();
     let mut channels = CHANNELS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    if let Some(c) = channels.get(worker) {
+    let key = (worker.to_string(), lane);
+    if let Some(c) = channels.get(&key) {
         return Ok(c.clone());
     }
     // The channel's background work runs on the tasks' runtime, whichever thread asks.
     let _runtime = client_runtime().enter();
     let c = crate::tls::endpoint(worker)?.connect_lazy();
-    channels.insert(worker.to_string(), c.clone());
+    channels.insert(key, c.clone());
     Ok(c)
 }
 
 /// The runtime the driver's stateful tasks wait on (their callers are plain threads).
-fn client_runtime() -> &'static tokio::runtime::Runtime {
+pub(crate) fn client_runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
@@ -520,7 +590,7 @@ impl StateTasks {
     }
 }
 
-type Stream<T> = BoxStream<'static, std::result::Result<T, Status>>;
+pub(crate) type Stream<T> = BoxStream<'static, std::result::Result<T, Status>>;
 
 fn unimplemented<T>() -> std::result::Result<T, Status> {
     Err(Status::unimplemented(
@@ -589,11 +659,20 @@ impl FlightService for StateTasks {
         let header = incoming
             .message()
             .await?
-            .filter(|m| m.app_metadata.first() == Some(&HEADER))
-            .ok_or_else(|| Status::invalid_argument("a stateful task without its header"))?;
-        let task = decode_task(&header.data_body, &self.functions)
-            .map_err(|e| Status::aborted(e.to_wire()))?;
-        Ok(Response::new(run_state_task(task, incoming)))
+            .ok_or_else(|| Status::invalid_argument("an exchange without its header"))?;
+        match header.app_metadata.first() {
+            Some(&HEADER) => {
+                let task = decode_task(&header.data_body, &self.functions)
+                    .map_err(|e| Status::aborted(e.to_wire()))?;
+                Ok(Response::new(run_state_task(task, incoming)))
+            }
+            Some(&crate::routes::ROUTED) => Ok(Response::new(
+                crate::routes::take_rows(&header.data_body, incoming).await?,
+            )),
+            _ => Err(Status::invalid_argument(
+                "an exchange that is neither a stateful task nor its routed rows",
+            )),
+        }
     }
     async fn list_actions(
         &self,
@@ -625,6 +704,9 @@ fn run_state_task(task: StateTask, mut incoming: Streaming<FlightData>) -> Strea
         "running a task: stateful operator ({} bytes of spec)",
         task.spec.len()
     );
+    if !task.senders.is_empty() {
+        return crate::routes::run_routed_task(task, incoming);
+    }
     let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<Result<(usize, RecordBatch)>>(4);
     tokio::spawn(async move {
         loop {
@@ -645,15 +727,26 @@ fn run_state_task(task: StateTask, mut incoming: Streaming<FlightData>) -> Strea
             }
         }
     });
+    let rows: StateTaskRows = Box::new(std::iter::from_fn(move || rows_rx.blocking_recv()));
+    answer_state_task(task, rows, || ())
+}
+
+/// Runs a worker's stateful task over `rows` on a blocking thread: its output rows sent as
+/// they come, then its progress or its error; `done` runs once the task ended.
+pub(crate) fn answer_state_task(
+    task: StateTask,
+    rows: StateTaskRows,
+    done: impl FnOnce() + Send + 'static,
+) -> Stream<FlightData> {
     let (tx, rx) = tokio::sync::mpsc::channel::<std::result::Result<FlightData, Status>>(4);
     tokio::task::spawn_blocking(move || {
-        let rows: StateTaskRows = Box::new(std::iter::from_fn(move || rows_rx.blocking_recv()));
         let mut output = |rows: RecordBatch| {
             let m = encode_answer(&Answer::Rows(rows))?;
             tx.blocking_send(Ok(m))
                 .map_err(|_| wire_error("output", "the driver left"))
         };
         let ran = sluice::run_state_task(task, rows, &mut output);
+        done();
         match &ran {
             Ok(_) => log::info!("a stateful task committed its partitions"),
             Err(e) => log::warn!("a stateful task failed, its partitions not committed: {e}"),
@@ -672,7 +765,7 @@ fn read_files(
     body: &[u8],
     functions: Arc<TaskContext>,
 ) -> std::result::Result<Response<Stream<arrow_flight::Result>>, Status> {
-    let task = decode_read_task(body).map_err(|e| Status::aborted(e.to_wire()))?;
+    let task = decode_read_task(body, &functions).map_err(|e| Status::aborted(e.to_wire()))?;
     log::info!(
         "running a task: reading files ({} bytes of spec)",
         task.spec.len()
@@ -724,6 +817,8 @@ mod tests {
             spec: "{\"a\":1}".into(),
             schemas: vec![df.clone()],
             exprs: vec![vec![col("k") + lit(1i64)], vec![]],
+            exchange: "q-1/0".into(),
+            senders: vec![3],
         };
         let session = sluice::Session::builder().build().unwrap();
         let ctx = session.context().state().task_ctx();
@@ -731,6 +826,7 @@ mod tests {
         assert_eq!(back.spec, task.spec);
         assert_eq!(back.schemas, task.schemas);
         assert_eq!(back.exprs, task.exprs);
+        assert_eq!((back.exchange, back.senders), (task.exchange, task.senders));
         let (input, rows) = decode_input(&encode_input(1, &batch).unwrap())
             .unwrap()
             .unwrap();
@@ -757,11 +853,45 @@ mod tests {
             schema: schema.clone(),
             projection: Some(vec![0]),
             above: vec![1, 2, 3],
+            route: None,
         };
-        let back = decode_read_task(&encode_read_task(&task).unwrap()).unwrap();
+        let functions = TaskContext::default();
+        let back = decode_read_task(&encode_read_task(&task).unwrap(), &functions).unwrap();
         assert_eq!(
             (back.spec, back.schema, back.projection, back.above),
-            (task.spec, task.schema, task.projection, task.above)
+            (
+                task.spec.clone(),
+                task.schema.clone(),
+                task.projection.clone(),
+                task.above.clone()
+            )
+        );
+        assert!(back.route.is_none());
+        // Routed to the owners of a stateful operator's partitions: the route comes across.
+        let df = Arc::new(DFSchema::try_from(schema.as_ref().clone()).unwrap());
+        let routed = ReadTask {
+            route: Some(ReadRoute {
+                task: StateTask {
+                    spec: "{}".into(),
+                    schemas: vec![df],
+                    exprs: vec![vec![col("k")]],
+                    exchange: "q-2".into(),
+                    senders: vec![2, 1],
+                },
+                input: 1,
+                owners: vec![
+                    ("a:1".into(), "q-2/0".into()),
+                    ("b:2".into(), "q-2/1".into()),
+                ],
+            }),
+            ..task
+        };
+        let back = decode_read_task(&encode_read_task(&routed).unwrap(), &functions).unwrap();
+        let (got, sent) = (back.route.unwrap(), routed.route.unwrap());
+        assert_eq!((got.input, &got.owners), (1, &sent.owners));
+        assert_eq!(
+            (got.task.exchange, got.task.senders, got.task.exprs),
+            (sent.task.exchange, sent.task.senders, sent.task.exprs)
         );
         let rows = RecordBatch::try_new(
             schema,
@@ -783,6 +913,7 @@ mod tests {
                 sum: 12.0,
                 count: 2,
             }],
+            dropped_by_watermark: 4,
         };
         match decode_read_item(&encode_read_item(&ReadItem::Counts(counts.clone())).unwrap()) {
             Ok(ReadItem::Counts(c)) => assert_eq!(c, counts),

@@ -20,6 +20,7 @@ mod boundary;
 mod codec;
 mod gather;
 mod resolver;
+mod routes;
 mod rows;
 mod tasks;
 mod tls;

@@ -68,6 +68,24 @@ pub struct ReadTask {
     /// [`ReadRowsExec`](crate::source::remote::ReadRowsExec); a worker decodes it and runs it
     /// with [`crate::source::remote::run_read_task_under`].
     pub above: Vec<u8>,
+    /// Where the rows go instead of back to the driver: a stateful operator's input, routed by
+    /// state partition to the workers that own them ([`crate::route_read`]); `None`: back to
+    /// the driver.
+    pub route: Option<ReadRoute>,
+}
+
+/// A read's rows routed from the worker that read them to the owners of the state partitions
+/// of a stateful operator's input (Spark's shuffle by key, map side): the read then sends the
+/// driver only its counts.
+#[derive(Debug, Clone)]
+pub struct ReadRoute {
+    /// The operator's task (its node, output mode, partitions and batch), as its owners run it;
+    /// the reading worker builds the operator from it to route its rows.
+    pub task: StateTask,
+    /// The operator's input the rows are.
+    pub input: usize,
+    /// Per state task, in order, the worker running it and the task's [`StateTask::exchange`].
+    pub owners: Vec<(String, String)>,
 }
 
 /// What a [`ReadTask`] gives, in order: rows, then once its counts.
@@ -99,6 +117,10 @@ pub struct ReadCounts {
     /// ([`ReadTask::above`]), depth first.
     #[serde(default)]
     pub event_times: Vec<EventTimeStats>,
+    /// Rows the read's route dropped as later than the watermark ([`ReadTask::route`]: the
+    /// operator's `numRowsDroppedByWatermark`).
+    #[serde(default)]
+    pub dropped_by_watermark: u64,
 }
 
 pub use crate::operators::watermark::EventTimeStats;
@@ -128,6 +150,12 @@ pub struct StateTask {
     pub schemas: Vec<DFSchemaRef>,
     /// The expression lists of the operator's node (an aggregation's keys and aggregates).
     pub exprs: Vec<Vec<Expr>>,
+    /// When the rows come from the workers that read them ([`ReadRoute`]), this task's name
+    /// for them to send to (unique to the batch's attempt); empty: the driver sends them.
+    pub exchange: String,
+    /// Per input, how many senders route rows to the task directly (each ends its rows, and
+    /// the input ends when they all did); empty: the driver sends them.
+    pub senders: Vec<usize>,
 }
 
 /// A [`StateTask`] running on a worker, as the driver sees it: the rows of the task's

@@ -95,6 +95,16 @@ impl Worker {
             .count()
     }
 
+    /// How many of its reads routed their rows to the owners of a stateful operator's state
+    /// partitions themselves (not through the driver).
+    fn routed(&self) -> usize {
+        self.log
+            .lock()
+            .unwrap()
+            .matches("the read routes its rows")
+            .count()
+    }
+
     /// How many of its reads ran the driver's plan node `node` over their rows.
     fn reads_under(&self, node: &str) -> usize {
         self.log
@@ -243,6 +253,8 @@ struct Ran {
     input_rows: i64,
     /// Each batch's `eventTime` (min, max, avg, watermark).
     event_times: Vec<BTreeMap<String, String>>,
+    /// Each batch's rows its stateful operator dropped as late (`numRowsDroppedByWatermark`).
+    dropped: Vec<i64>,
 }
 
 /// Runs `q` over the events to its end (available now) with its checkpoint in a new folder of
@@ -321,6 +333,11 @@ fn ran(query: sluice::StreamingQuery, out: &Mutex<Vec<RecordBatch>>) -> Ran {
             .collect(),
         input_rows: progress.iter().map(|p| p.num_input_rows).sum(),
         event_times: progress.iter().map(|p| p.event_time.clone()).collect(),
+        dropped: progress
+            .iter()
+            .flat_map(|p| p.state_operators.first())
+            .map(|o| o.num_rows_dropped_by_watermark)
+            .collect(),
     }
 }
 
@@ -339,6 +356,18 @@ fn s3_windowed_join_and_dedup_on_three_workers_give_the_rows_of_one_process() {
     let bucket = new_bucket("cluster");
     let input = tempfile::tempdir().unwrap();
     write_events(input.path());
+    // a last file of rows later than the watermark, which the operators drop
+    let late: String = (0..30u64)
+        .map(|j| {
+            format!(
+                "{{\"id\": {}, \"user\": \"u{}\", \"ts\": \"2026-09-15T10:{:02}:00Z\"}}\n",
+                1000 + j,
+                j % 5,
+                j % 10
+            )
+        })
+        .collect();
+    add_file(input.path(), "6.json", &late, 6);
     let mut workers = three_workers();
     for q in [Query::Windowed, Query::Join, Query::Dedup] {
         let alone = run(q, input.path(), &bucket, None, None);
@@ -350,6 +379,7 @@ fn s3_windowed_join_and_dedup_on_three_workers_give_the_rows_of_one_process() {
         let before: Vec<usize> = workers.iter().map(Worker::tasks).collect();
         let state_before: Vec<usize> = workers.iter().map(Worker::state_tasks).collect();
         let reads_before: Vec<usize> = workers.iter().map(Worker::reads).collect();
+        let routed_before: usize = workers.iter().map(Worker::routed).sum();
         let under = |node: &str| workers.iter().map(|w| w.reads_under(node)).sum::<usize>();
         let (watermarks_before, filters_before) =
             (under("EventTimeWatermarkExec"), under("FilterExec"));
@@ -361,6 +391,19 @@ fn s3_windowed_join_and_dedup_on_three_workers_give_the_rows_of_one_process() {
         // filter): their event-time statistics, sent back with the reads' counts, make each
         // batch's eventTime and watermark those of one process
         assert_eq!(cluster.event_times, alone.event_times, "{q:?}: eventTime");
+        // the late rows dropped as in one process (the aggregation drops them where they
+        // were read, and the reads count them)
+        assert_eq!(
+            cluster.dropped, alone.dropped,
+            "{q:?}: numRowsDroppedByWatermark"
+        );
+        if let Query::Windowed = q {
+            assert!(alone.dropped.iter().sum::<i64>() > 0, "{:?}", alone.dropped);
+        }
+        // each read routed its rows to the state partitions' owners itself: they crossed the
+        // wire once, not through the driver
+        let routed = workers.iter().map(Worker::routed).sum::<usize>() - routed_before;
+        assert!(routed >= 7, "{q:?}: {routed} reads routed their rows");
         assert!(
             alone
                 .event_times
@@ -981,6 +1024,14 @@ fn workers_over_mutual_tls_serve_only_drivers_their_ca_signed() {
                 &file("worker.key"),
                 "--tls-client-ca",
                 &file("ca.pem"),
+                // the workers reach each other (rows routed to the state's owners) as the
+                // driver reaches them
+                "--workers-tls-ca",
+                &file("ca.pem"),
+                "--workers-tls-cert",
+                &file("driver.pem"),
+                "--workers-tls-key",
+                &file("driver.key"),
             ])
         })
         .collect();

@@ -487,6 +487,10 @@ impl StatefulOperator for StreamingDeduplicate {
         self.late_rows.is_none()
     }
 
+    fn routes_where_read(&self) -> bool {
+        self.late_rows.is_none()
+    }
+
     /// Each row goes to the owner of its key's partition, late or not (its worker drops it).
     fn route(
         &mut self,

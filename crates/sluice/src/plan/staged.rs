@@ -301,13 +301,19 @@ impl StagedPlan {
                 let t = std::time::Instant::now();
                 let planned = session.block_on(exec.physical_plan(&bound, batch_timestamp_ms))?;
                 planning_ms += t.elapsed().as_millis() as i64;
+                planned_inputs.push(planned);
+            }
+            // On a cluster the reads may route their rows to the state's owners themselves:
+            // decided before they start.
+            let plans: Vec<_> = planned_inputs.iter().map(|p| p.plan.clone()).collect();
+            stage.operator.route_from_reads(&plans, ctx)?;
+            for planned in &planned_inputs {
                 let rows = IncrementalExecution::execute_interleaved(
-                    &planned,
+                    planned,
                     session.runtime_handle(),
                     self.chunking.bytes,
                 )?;
                 operator_inputs.push(StageInput::new(rows, self.chunking));
-                planned_inputs.push(planned);
             }
             let out = stage.operator.process(operator_inputs, ctx)?;
             // The operator ran every input to its end: their event-time statistics are complete.

@@ -550,6 +550,11 @@ impl StatefulOperator for StreamingAggregate {
         Ok(())
     }
 
+    /// Late rows kept for the late-row output are the driver's.
+    fn routes_where_read(&self) -> bool {
+        self.late_rows.is_none()
+    }
+
     fn on_worker(&mut self) {
         self.routed_in = true;
     }

@@ -722,6 +722,10 @@ impl StatefulOperator for StreamingJoin {
         true
     }
 
+    fn routes_where_read(&self) -> bool {
+        true
+    }
+
     fn route(
         &mut self,
         mut inputs: Vec<StageInput>,

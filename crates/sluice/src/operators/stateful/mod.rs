@@ -216,6 +216,12 @@ pub(crate) trait StatefulOperator: Send {
         )))
     }
 
+    /// [`Self::route`] may run on the workers that read the input, not only on the driver: it
+    /// keeps nothing on the driver (no late rows kept for a side output). The default cannot.
+    fn routes_where_read(&self) -> bool {
+        false
+    }
+
     /// The operator runs on a worker: its inputs are what [`Self::route`] gave. The default
     /// changes nothing (an operator whose routed rows are its input rows).
     fn on_worker(&mut self) {}
@@ -289,6 +295,39 @@ impl OperatorRunner {
         self.providers.clear();
         self.owned = 0..0;
         self.remote = Some(remote);
+    }
+
+    /// On a cluster, before batch `ctx.batch_id` runs: when every input (`inputs`, each input's
+    /// plan as planned, not yet run) is reads on the workers with only partitioning between
+    /// them and the operator, the workers that read the rows route them to the owners of their
+    /// state partitions themselves (they cross the wire once), and the driver's plan gets only
+    /// the reads' counts. Otherwise the driver routes them, as its plan gives them.
+    pub(crate) fn route_from_reads(
+        &mut self,
+        inputs: &[Arc<dyn datafusion::physical_plan::ExecutionPlan>],
+        ctx: &BatchContext,
+    ) -> Result<()> {
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        if !self.operator.routes_where_read() {
+            return Ok(());
+        }
+        let reads: Option<Vec<_>> = inputs
+            .iter()
+            .map(crate::source::remote::reads_under)
+            .collect();
+        match reads {
+            Some(reads) => remote.route_from_reads(&reads, ctx),
+            None => {
+                log::debug!(
+                    "stateful operator {}: the driver routes the rows (an input is not only \
+                     reads on the workers)",
+                    self.info.operator_id
+                );
+                Ok(())
+            }
+        }
     }
 
     /// Runs batch `ctx.batch_id`: opens every store at that version, runs the operator, commits

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -27,10 +28,14 @@ use super::{
     BatchContext, Chunking, OperatorOutput, OperatorRunner, OutputRows, StageInput, StateInfo,
 };
 use crate::checkpoint::CheckpointDir;
-use crate::distributed::{Cluster, StateTask, StateTaskRows, StateTaskRun, WorkerTasks};
+use crate::distributed::{
+    Cluster, ReadCounts, ReadItem, ReadItems, ReadRoute, StateTask, StateTaskRows, StateTaskRun,
+    WorkerTasks,
+};
 use crate::error::{Result, SluiceError};
 use crate::operators::{NodeSpec, StatefulNode};
 use crate::progress::StateOperatorProgress;
+use crate::source::remote::WorkerReads;
 use crate::state::{LocalCacheMemory, StateStoreConf, StateStoreKind};
 use crate::sync::MutexExt;
 use crate::testing::TestHooks;
@@ -131,6 +136,25 @@ pub(crate) struct Remote {
     exprs: Vec<Vec<datafusion::logical_expr::Expr>>,
     /// The workers and batch of the last batch, and the routing's epoch ([`Epoch`]).
     epoch: Mutex<Epoch>,
+    /// The batch's tasks, when the workers that read its input route the rows to them
+    /// ([`Remote::route_from_reads`]).
+    armed: Mutex<Option<Armed>>,
+}
+
+/// A batch's state tasks, started before its reads, whose rows come from the workers that read
+/// them (each run of each read a sender of its input).
+struct Armed {
+    batch: u64,
+    started: Started,
+    /// Rows the reads' routes dropped as late.
+    dropped: Arc<AtomicU64>,
+}
+
+/// A batch's state tasks as started: the workers, in task order, and each task's run.
+struct Started {
+    workers: Vec<String>,
+    runs: Vec<Box<dyn StateTaskRun>>,
+    at: Instant,
 }
 
 /// A worker keeps its operator between two batches only when nothing but it may have written its
@@ -225,7 +249,116 @@ impl Remote {
             schemas,
             exprs,
             epoch: Mutex::default(),
+            armed: Mutex::default(),
         })
+    }
+
+    /// Starts the batch's state tasks on the workers that answer, one per worker (at most one
+    /// per partition); with `senders` (per input, how many workers route their reads' rows to
+    /// the tasks), the tasks take their rows from those, named by `exchange` and their number.
+    fn start_tasks(&self, ctx: &BatchContext, direct: Option<(&str, &[usize])>) -> Result<Started> {
+        let workers = self.cluster.answering(&self.workers)?;
+        let routing = Routing {
+            partitions: self.spec.partitions,
+            tasks: workers.len().min(self.spec.partitions).max(1),
+        };
+        let epoch = self.epoch.lock_unpoisoned().of(&workers, ctx.batch_id.0);
+        let at = Instant::now();
+        let runs = (0..routing.tasks)
+            .map(|t| {
+                let owned = routing.owned(t);
+                let mut spec = self.spec.clone();
+                spec.owned = (owned.start, owned.end);
+                spec.epoch = epoch;
+                spec.batch = BatchSpec::of(ctx);
+                let (exchange, senders) = match direct {
+                    Some((exchange, senders)) => (format!("{exchange}/{t}"), senders.to_vec()),
+                    None => (String::new(), Vec::new()),
+                };
+                let task = StateTask {
+                    spec: serde_json::to_string(&spec)
+                        .map_err(|e| SluiceError::internal(format!("a state task's spec: {e}")))?,
+                    schemas: self.schemas.clone(),
+                    exprs: self.exprs.clone(),
+                    exchange,
+                    senders,
+                };
+                self.cluster.start_state_task(&workers[t], task)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Started {
+            workers: workers[..routing.tasks].to_vec(),
+            runs,
+            at,
+        })
+    }
+
+    /// Has the workers that read the operator's input (`reads`: per input, its reads on the
+    /// workers, which have not started) route its rows to the owners of their state partitions
+    /// themselves, Spark's map side of the shuffle: the batch's tasks start now, each told how
+    /// many runs send it rows of each input, and each read's runs are given the route.
+    pub(crate) fn route_from_reads(
+        &self,
+        reads: &[Vec<Arc<WorkerReads>>],
+        ctx: &BatchContext,
+    ) -> Result<()> {
+        static EXCHANGES: AtomicU64 = AtomicU64::new(0);
+        let exchange = format!(
+            "{}-{}-{}-op{}-b{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default(),
+            EXCHANGES.fetch_add(1, Ordering::Relaxed),
+            self.spec.operator_id,
+            ctx.batch_id.0
+        );
+        let senders: Vec<usize> = reads
+            .iter()
+            .map(|input| input.iter().map(|r| r.runs()).sum())
+            .collect();
+        let started = self.start_tasks(ctx, Some((&exchange, &senders)))?;
+        let owners: Vec<(String, String)> = started
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(t, w)| (w.clone(), format!("{exchange}/{t}")))
+            .collect();
+        let mut spec = self.spec.clone();
+        spec.batch = BatchSpec::of(ctx);
+        let task = StateTask {
+            spec: serde_json::to_string(&spec)
+                .map_err(|e| SluiceError::internal(format!("a state task's spec: {e}")))?,
+            schemas: self.schemas.clone(),
+            exprs: self.exprs.clone(),
+            exchange: exchange.clone(),
+            senders: senders.clone(),
+        };
+        let dropped = Arc::new(AtomicU64::new(0));
+        for (input, reads) in reads.iter().enumerate() {
+            let route = ReadRoute {
+                task: task.clone(),
+                input,
+                owners: owners.clone(),
+            };
+            for r in reads {
+                r.route_to(route.clone(), Arc::clone(&dropped));
+            }
+        }
+        log::info!(
+            "stateful operator {}: batch {}'s rows go from the workers that read them to the \
+             owners of their state partitions ({:?} senders per input)",
+            self.spec.operator_id,
+            ctx.batch_id.0,
+            senders
+        );
+        *self.armed.lock_unpoisoned() = Some(Armed {
+            batch: ctx.batch_id.0,
+            started,
+            dropped,
+        });
+        Ok(())
     }
 
     /// Runs one batch of `runner`'s operator on the workers that answer.
@@ -235,49 +368,49 @@ impl Remote {
         inputs: Vec<StageInput>,
         ctx: &BatchContext,
     ) -> Result<OperatorOutput> {
-        let workers = self.cluster.answering(&self.workers)?;
+        let armed = self
+            .armed
+            .lock_unpoisoned()
+            .take()
+            .filter(|a| a.batch == ctx.batch_id.0);
+        if let Some(armed) = armed {
+            // The reads route their rows themselves: running the inputs' plans to their ends
+            // runs the reads, and only their counts come back.
+            for input in inputs {
+                input.for_each_chunk(|chunk, _| {
+                    if chunk.iter().any(|b| b.num_rows() > 0) {
+                        return Err(SluiceError::internal(
+                            "rows came back to the driver from a read that routes them",
+                        ));
+                    }
+                    Ok(())
+                })?;
+            }
+            let dropped = armed.dropped.load(Ordering::Relaxed) as i64;
+            return self.finish(armed.started, dropped);
+        }
+        let started = self.start_tasks(ctx, None)?;
         let routing = Routing {
             partitions: self.spec.partitions,
-            tasks: workers.len().min(self.spec.partitions).max(1),
+            tasks: started.runs.len(),
         };
-        let epoch = self.epoch.lock_unpoisoned().of(&workers, ctx.batch_id.0);
-        let started = Instant::now();
-        let runs = (0..routing.tasks)
-            .map(|t| {
-                let owned = routing.owned(t);
-                let mut spec = self.spec.clone();
-                spec.owned = (owned.start, owned.end);
-                spec.epoch = epoch;
-                spec.batch = BatchSpec::of(ctx);
-                let task = StateTask {
-                    spec: serde_json::to_string(&spec)
-                        .map_err(|e| SluiceError::internal(format!("a state task's spec: {e}")))?,
-                    schemas: self.schemas.clone(),
-                    exprs: self.exprs.clone(),
-                };
-                self.cluster.start_state_task(&workers[t], task)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let Started { workers, runs, at } = started;
         let mut routed = Routed::new(routing, runs);
         let result = runner.operator.route(inputs, ctx, &mut routed);
-        let (dropped, mut runs) = (routed.dropped_by_watermark, routed.tasks);
-        if let Err(e) = result {
-            // A task that failed says why; the others end without their end, so that their
-            // workers commit nothing.
-            return Err(match routed.failed {
-                Some(t) => runs
-                    .swap_remove(t)
-                    .finish(&mut |_| Ok(()))
-                    .err()
-                    .unwrap_or(e),
-                None => e,
-            });
-        }
+        let dropped = routed.dropped_by_watermark;
+        let runs = routed.ended(result)?;
+        self.finish(Started { workers, runs, at }, dropped)
+    }
+
+    /// Ends the tasks' input and takes their output rows in partition order (spilled past a
+    /// chunk's share, as in one process) and their progress, summed; each worker ran its task
+    /// while the driver took the others'.
+    fn finish(&self, started: Started, dropped: i64) -> Result<OperatorOutput> {
+        let Started { workers, runs, at } = started;
+        let mut runs = runs;
         for run in &mut runs {
             run.end_input();
         }
-        // The tasks' output rows in partition order (spilled past a chunk's share, as in one
-        // process); each worker ran its task while the driver took the others'.
         let mut output: Option<OutputRows> = None;
         let mut progress = StateOperatorProgress::default();
         for (t, run) in runs.into_iter().enumerate() {
@@ -289,7 +422,7 @@ impl Remote {
                     .push(batch)
             })?;
             if let Some(log) = &self.log {
-                log.ran(&workers[t], started.elapsed());
+                log.ran(&workers[t], at.elapsed());
             }
             let p: StateOperatorProgress = serde_json::from_str(&answer).map_err(|e| {
                 SluiceError::internal(format!("a worker's state progress does not parse: {e}"))
@@ -302,6 +435,91 @@ impl Remote {
             .ok_or_else(|| SluiceError::internal("a state task without its output's schema"))?;
         Ok(OperatorOutput { rows, progress })
     }
+}
+
+impl Routed {
+    /// The tasks once the routing ended with `result`: when it failed, the error of the task
+    /// that failed (its worker says why), and the others end without their end, so that their
+    /// workers commit nothing.
+    fn ended(self, result: Result<()>) -> Result<Vec<Box<dyn StateTaskRun>>> {
+        let mut runs = self.tasks;
+        match result {
+            Ok(()) => Ok(runs),
+            Err(e) => Err(match self.failed {
+                Some(t) => runs
+                    .swap_remove(t)
+                    .finish(&mut |_| Ok(()))
+                    .err()
+                    .unwrap_or(e),
+                None => e,
+            }),
+        }
+    }
+}
+
+/// Routes a read's `items` (its rows, then its counts) on the worker that read them, as
+/// `route` says: builds the operator of `route`'s task, splits the rows by state partition as
+/// the driver would ([`StatefulOperator::route`]), sends each task's rows to its owner through
+/// `connect(t)` and ends them there. Returns the read's counts, with the rows the route dropped
+/// as late. Blocking.
+///
+/// [`StatefulOperator::route`]: super::StatefulOperator::route
+pub fn route_read(
+    items: ReadItems,
+    route: &ReadRoute,
+    connect: &mut dyn FnMut(usize) -> Result<Box<dyn StateTaskRun>>,
+) -> Result<ReadCounts> {
+    let spec: TaskSpec = serde_json::from_str(&route.task.spec)
+        .map_err(|e| SluiceError::internal(format!("a read's route does not parse: {e}")))?;
+    let node = StatefulNode::from_parts(&spec.node, &route.task.schemas, &route.task.exprs)?;
+    let mut operator = crate::operators::build_operator(&node, spec.mode.parse()?, &spec.info())?;
+    let routing = Routing {
+        partitions: spec.partitions,
+        tasks: route.owners.len(),
+    };
+    let runs = (0..routing.tasks)
+        .map(|t| connect(t))
+        .collect::<Result<Vec<_>>>()?;
+    let counts: Arc<Mutex<Option<ReadCounts>>> = Arc::default();
+    let counted = Arc::clone(&counts);
+    let mut rows: Option<crate::source::RowIter> =
+        Some(Box::new(items.filter_map(move |item| match item {
+            Ok(ReadItem::Rows(rows)) => Some(Ok(rows)),
+            Ok(ReadItem::Counts(c)) => {
+                *counted.lock_unpoisoned() = Some(c);
+                None
+            }
+            Err(e) => Some(Err(e)),
+        })));
+    let chunking = Chunking {
+        bytes: spec.chunk_bytes,
+        rows: None,
+    };
+    let inputs = (0..spec.node.inputs())
+        .map(|i| {
+            let rows = match rows.take_if(|_| i == route.input) {
+                Some(r) => r,
+                None => Box::new(std::iter::empty()),
+            };
+            StageInput::new(rows, chunking)
+        })
+        .collect();
+    let mut routed = Routed::new(routing, runs);
+    let result = operator.route(inputs, &spec.batch.context(), &mut routed);
+    let dropped = routed.dropped_by_watermark;
+    for run in routed.ended(result)? {
+        run.finish(&mut |_| {
+            Err(SluiceError::internal(
+                "a state task sent rows back to a worker that routed rows to it",
+            ))
+        })?;
+    }
+    let mut counts = counts
+        .lock_unpoisoned()
+        .take()
+        .ok_or_else(|| SluiceError::internal("a routed read ended without its counts"))?;
+    counts.dropped_by_watermark += dropped.max(0) as u64;
+    Ok(counts)
 }
 
 /// Adds one task's progress to the operator's (Spark sums its tasks' figures).
@@ -362,6 +580,16 @@ struct BatchSpec {
 }
 
 impl BatchSpec {
+    /// The batch as the operator sees it.
+    fn context(&self) -> BatchContext {
+        BatchContext {
+            batch_id: BatchId(self.id),
+            batch_timestamp_ms: self.timestamp_ms,
+            late_watermark: WatermarkMs(self.late_watermark_ms),
+            eviction_watermark: WatermarkMs(self.eviction_watermark_ms),
+        }
+    }
+
     fn of(ctx: &BatchContext) -> Self {
         Self {
             id: ctx.batch_id.0,
@@ -422,12 +650,7 @@ pub fn run_state_task(
         .into_iter()
         .map(|rows| StageInput::new(rows, chunking))
         .collect();
-    let ctx = BatchContext {
-        batch_id: BatchId(spec.batch.id),
-        batch_timestamp_ms: spec.batch.timestamp_ms,
-        late_watermark: WatermarkMs(spec.batch.late_watermark_ms),
-        eviction_watermark: WatermarkMs(spec.batch.eviction_watermark_ms),
-    };
+    let ctx = spec.batch.context();
     // A batch that fails leaves no operator behind: the next attempt loads from the checkpoint.
     let out = runner.process(inputs, &ctx)?;
     let progress = serde_json::to_string(&out.progress)
@@ -521,30 +744,37 @@ impl TaskInputs {
 fn build_runner(spec: &TaskSpec, task: &StateTask, owned: Range<usize>) -> Result<OperatorRunner> {
     let node = StatefulNode::from_parts(&spec.node, &task.schemas, &task.exprs)?;
     let mode: OutputMode = spec.mode.parse()?;
-    let info = StateInfo {
-        checkpoint: CheckpointDir::new(std::path::Path::new(&spec.checkpoint)),
-        operator_id: OperatorId(spec.operator_id),
-        partitions: spec.partitions,
-        store_conf: StateStoreConf {
-            min_deltas_for_snapshot: spec.store.min_deltas_for_snapshot,
-            min_versions_to_retain: spec.store.min_versions_to_retain,
-            kind: if spec.store.on_disk {
-                StateStoreKind::OnDisk
-            } else {
-                StateStoreKind::InMemory
-            },
-            local_cache: LocalCacheMemory {
-                cache_bytes: spec.store.cache_bytes,
-                write_buffer_bytes: spec.store.write_buffer_bytes,
-            },
-            ..Default::default()
-        },
-        allow_key_rename: spec.allow_key_rename,
-        hooks: TestHooks::default(),
-    };
+    let info = spec.info();
     let mut operator = crate::operators::build_operator(&node, mode, &info)?;
     operator.on_worker();
     OperatorRunner::owning(operator, &info, owned)
+}
+
+impl TaskSpec {
+    /// The operator's state, as the driver's.
+    fn info(&self) -> StateInfo {
+        StateInfo {
+            checkpoint: CheckpointDir::new(std::path::Path::new(&self.checkpoint)),
+            operator_id: OperatorId(self.operator_id),
+            partitions: self.partitions,
+            store_conf: StateStoreConf {
+                min_deltas_for_snapshot: self.store.min_deltas_for_snapshot,
+                min_versions_to_retain: self.store.min_versions_to_retain,
+                kind: if self.store.on_disk {
+                    StateStoreKind::OnDisk
+                } else {
+                    StateStoreKind::InMemory
+                },
+                local_cache: LocalCacheMemory {
+                    cache_bytes: self.store.cache_bytes,
+                    write_buffer_bytes: self.store.write_buffer_bytes,
+                },
+                ..Default::default()
+            },
+            allow_key_rename: self.allow_key_rename,
+            hooks: TestHooks::default(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ pub(crate) fn run(spec: FileRead, schema: arrow::datatypes::SchemaRef) -> Result
             malformed: get(&counters.malformed),
             dropped: get(&counters.dropped),
             files_read: get(&counters.files_read),
-            event_times: Vec::new(),
+            ..Default::default()
         }))
     });
     Ok(Box::new(rows.map(|r| r.map(ReadItem::Rows)).chain(counts)))

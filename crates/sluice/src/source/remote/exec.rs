@@ -201,6 +201,30 @@ impl ExecutionPlan for WorkerReadExec {
     }
 }
 
+/// The reads on the workers `plan` consists of, when nothing but partitioning lies between
+/// them and its output (repartitions, coalesces, unions: the rows are the reads' rows, as the
+/// plans over them on the workers give them); `None` otherwise.
+pub(crate) fn reads_under(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<Arc<WorkerReads>>> {
+    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+    use datafusion::physical_plan::repartition::RepartitionExec;
+    use datafusion::physical_plan::union::UnionExec;
+    if let Some(read) = plan.downcast_ref::<WorkerReadExec>() {
+        return Some(vec![Arc::clone(&read.reads)]);
+    }
+    let passes = plan.downcast_ref::<RepartitionExec>().is_some()
+        || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
+        || plan.downcast_ref::<UnionExec>().is_some()
+        || plan.name() == "CoalesceBatchesExec";
+    if !passes || plan.children().is_empty() {
+        return None;
+    }
+    let mut reads = Vec::new();
+    for child in plan.children() {
+        reads.extend(reads_under(child)?);
+    }
+    Some(reads)
+}
+
 /// Where a read's rows enter the plan that runs over them on a worker: on the driver the leaf
 /// the plan is built on and sent with; on the worker, the rows the read gives.
 pub struct ReadRowsExec {
@@ -289,6 +313,7 @@ pub fn run_read_task_under(
 ) -> Result<ReadItems> {
     let items = super::run_read_task(ReadTask {
         above: Vec::new(),
+        route: None,
         ..task
     })?;
     let counts: Arc<Mutex<Option<crate::distributed::ReadCounts>>> = Arc::default();
@@ -420,6 +445,7 @@ mod tests {
             schema: numbers_schema(),
             projection: Some(vec![0, 1]),
             above: Vec::new(),
+            route: None,
         };
         let items = tokio::task::spawn_blocking(move || {
             let ctx = Arc::new(TaskContext::default());

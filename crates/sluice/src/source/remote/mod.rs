@@ -9,20 +9,20 @@
 mod exec;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
 use serde::{Deserialize, Serialize};
 
-use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers, ReadTask};
+use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers, ReadRoute, ReadTask};
 use crate::error::{Result, SluiceError};
 use crate::operators::watermark::StatsHandle;
 use crate::source::RowIter;
 use crate::sync::{MutexExt, RwLockExt};
 
-pub(crate) use exec::WorkerReadTable;
+pub(crate) use exec::{reads_under, WorkerReadTable};
 pub use exec::{run_read_task_under, ReadRowsExec, WorkerReadExec};
 
 /// A [`ReadTask`]'s spec, by source kind.
@@ -132,6 +132,7 @@ pub(crate) fn read_in_runs<T>(
                 schema: schema.clone(),
                 projection: None,
                 above: Vec::new(),
+                route: None,
             };
             runs.push(Some((worker.clone(), task)));
         }
@@ -142,6 +143,7 @@ pub(crate) fn read_in_runs<T>(
         runs: Mutex::new(runs),
         counts,
         context: Mutex::new(None),
+        route: Mutex::new(None),
     }))
 }
 
@@ -158,6 +160,9 @@ pub struct WorkerReads {
     counts: Arc<dyn Fn(ReadCounts) + Send + Sync>,
     /// What a run's errors say they were reading (the batch, the source, its range).
     context: Mutex<Option<String>>,
+    /// Where the runs send their rows instead of to the driver, and the count of the rows
+    /// their routes dropped as late ([`WorkerReads::route_to`]).
+    route: Mutex<Option<(ReadRoute, Arc<AtomicU64>)>>,
 }
 
 impl std::fmt::Debug for WorkerReads {
@@ -180,6 +185,13 @@ impl WorkerReads {
     /// Errors of the runs say they happened reading `context`.
     pub(crate) fn set_context(&self, context: String) {
         *self.context.lock_unpoisoned() = Some(context);
+    }
+
+    /// Each run sends its rows to the owners of a stateful operator's state partitions, as
+    /// `route` says, and only its counts to the driver; `dropped` adds up the rows the routes
+    /// dropped as late. Set before the runs start.
+    pub(crate) fn route_to(&self, route: ReadRoute, dropped: Arc<AtomicU64>) {
+        *self.route.lock_unpoisoned() = Some((route, dropped));
     }
 
     /// Starts run `run` on its worker: the columns `projection` of its rows, through the plan
@@ -209,6 +221,9 @@ impl WorkerReads {
         })?;
         task.projection = projection;
         task.above = above;
+        let route = self.route.lock_unpoisoned().clone();
+        let dropped = route.as_ref().map(|(_, d)| Arc::clone(d));
+        task.route = route.map(|(r, _)| r);
         let started = Instant::now();
         let items = self
             .on
@@ -224,6 +239,9 @@ impl WorkerReads {
                 }
                 for (seen, handle) in c.event_times.iter().zip(&watermarks) {
                     handle.lock_unpoisoned().merge(seen);
+                }
+                if let Some(d) = &dropped {
+                    d.fetch_add(c.dropped_by_watermark, Ordering::Relaxed);
                 }
                 counts(c);
                 None
