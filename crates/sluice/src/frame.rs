@@ -416,6 +416,41 @@ impl KeyedFrame {
         ))
     }
 
+    /// [`Self::flat_map_groups_with_state`] with the function registered as `name`
+    /// ([`crate::register_group_function`]). On a cluster whose workers have it registered
+    /// under that name too (a binary of yours that registers it and serves them with
+    /// `sluice_distributed::worker::serve`), the operator's state partitions run on the workers,
+    /// as every other stateful operator's; an unnamed function's stay on the driver.
+    pub fn flat_map_groups_with_state_named(
+        &self,
+        name: &str,
+        output_schema: SchemaRef,
+        mode: crate::OutputMode,
+        timeout: crate::operators::flat_map_groups_with_state::GroupStateTimeout,
+    ) -> Result<StreamFrame> {
+        use crate::operators::flat_map_groups_with_state::{
+            registered_function, FlatMapGroupsWithState,
+        };
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| self.frame.column_name(k))
+            .collect::<Result<Vec<_>>>()?;
+        let node = FlatMapGroupsWithState::of_function(
+            self.frame.plan.clone(),
+            keys,
+            output_schema,
+            mode,
+            timeout,
+            registered_function(name)?,
+            Some(name.to_string()),
+        )?;
+        Ok(StreamFrame::new(
+            self.frame.session.clone(),
+            node.into_plan(),
+        ))
+    }
+
     /// One output row per call (Spark's `mapGroupsWithState`, update mode only).
     pub fn map_groups_with_state<S, F>(
         &self,

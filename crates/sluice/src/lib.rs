@@ -87,7 +87,9 @@ pub use datafusion::prelude::{lit, Expr};
 pub use error::{Fault, Result, SluiceError};
 pub use frame::col;
 pub use frame::{GroupedFrame, KeyedFrame, StreamFrame};
-pub use operators::flat_map_groups_with_state::{GroupState, GroupStateTimeout};
+pub use operators::flat_map_groups_with_state::{
+    register_group_function, GroupState, GroupStateTimeout,
+};
 pub use operators::stateful::remote::{route_read, run_state_task};
 pub use operators::watermark::{watermark_exec, watermark_parts};
 pub use operators::window::{session_window, sliding_window, window};

@@ -39,9 +39,14 @@ impl Worker {
 
     /// A worker started with `args` after `sluice worker`.
     fn start_with(args: &[&str]) -> Worker {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .arg("worker")
-            .args(args)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        command.arg("worker").args(args);
+        Worker::spawn(command)
+    }
+
+    /// A worker `command` starts, which says on stdout where it listens.
+    fn spawn(mut command: Command) -> Worker {
+        let mut child = command
             .env("RUST_LOG", "sluice_distributed=info")
             .env(
                 crate::memory::MEASURED_ALLOCATOR.0,
@@ -51,15 +56,18 @@ impl Worker {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let address = line
-            .trim()
-            .strip_prefix("Sluice worker listening on ")
-            .unwrap_or_else(|| panic!("the worker said {line:?}"))
-            .to_string();
+        let mut said = String::new();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let address = loop {
+            let mut line = String::new();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                panic!("the worker said {said:?}");
+            }
+            if let Some(a) = line.trim().strip_prefix("Sluice worker listening on ") {
+                break a.to_string();
+            }
+            said.push_str(&line);
+        };
         let log = Arc::new(Mutex::new(String::new()));
         let mut stderr = child.stderr.take().unwrap();
         let sink = log.clone();
@@ -243,6 +251,7 @@ fn rows_of(batches: &[RecordBatch]) -> Vec<String> {
 
 /// What a run gave: its rows (sorted), how many batches ran, and the tasks its progress says
 /// each worker ran (`workers`), by address.
+#[derive(Debug)]
 struct Ran {
     rows: Vec<String>,
     batches: usize,
@@ -316,6 +325,11 @@ fn capture(
 /// What `query` gave once it ended.
 fn ran(query: sluice::StreamingQuery, out: &Mutex<Vec<RecordBatch>>) -> Ran {
     query.await_termination().unwrap();
+    ran_of(&query, out)
+}
+
+/// What `query`, which ended, gave.
+fn ran_of(query: &sluice::StreamingQuery, out: &Mutex<Vec<RecordBatch>>) -> Ran {
     let progress = query.recent_progress();
     let mut tasks = BTreeMap::new();
     for w in progress.iter().flat_map(|p| &p.workers) {
@@ -1154,5 +1168,169 @@ fn a_batch_that_fails_while_its_rows_are_routed_commits_no_state_on_the_workers(
     assert!(
         !versions.iter().any(|v| v.starts_with("1.")),
         "a worker committed the failed batch: {versions:?}"
+    );
+}
+
+/// Counts each user's events until the user is idle: every call adds the rows and sets an
+/// event-time timeout a minute past the key's latest event; a key that timed out says it ended
+/// (called in a later batch, or in a no-data batch the watermark's advance runs).
+fn count_until_idle(
+    key: &[datafusion::common::ScalarValue],
+    rows: &RecordBatch,
+    state: &mut sluice::GroupState<i64>,
+) -> sluice::Result<Vec<RecordBatch>> {
+    let user = key[0].to_string();
+    let (n, phase) = if state.has_timed_out() {
+        let n = state.get().copied().unwrap_or(0);
+        state.remove();
+        (n, "ended")
+    } else {
+        let n = state.get().copied().unwrap_or(0) + rows.num_rows() as i64;
+        state.update(n);
+        let ts = rows
+            .column_by_name("ts")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow::array::TimestampMicrosecondArray>()
+            .unwrap();
+        let latest_ms = ts.iter().flatten().max().unwrap_or(0) / 1000;
+        state.set_timeout_timestamp(latest_ms + 60_000)?;
+        (n, "open")
+    };
+    let schema = idle_schema();
+    Ok(vec![RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(arrow::array::StringArray::from(vec![user])),
+            Arc::new(arrow::array::Int64Array::from(vec![n])),
+            Arc::new(arrow::array::StringArray::from(vec![phase])),
+        ],
+    )?])
+}
+
+fn idle_schema() -> arrow::datatypes::SchemaRef {
+    use arrow::datatypes::{DataType, Field, Schema};
+    Arc::new(Schema::new(vec![
+        Field::new("user", DataType::Utf8, true),
+        Field::new("n", DataType::Int64, true),
+        Field::new("phase", DataType::Utf8, true),
+    ]))
+}
+
+/// Not a test by itself: the worker process of
+/// `a_flat_map_groups_with_state_function_registered_by_name_runs_on_workers_that_register_it`,
+/// as a user's own binary serves a worker: it registers its functions, then serves.
+#[test]
+#[ignore = "a worker process that the flatMapGroupsWithState cluster test starts"]
+fn a_worker_that_registers_count_until_idle() {
+    let Ok(listen) = std::env::var("SLUICE_TEST_WORKER_LISTEN") else {
+        return;
+    };
+    let _ = env_logger::try_init();
+    sluice::register_group_function("count_until_idle", count_until_idle);
+    sluice_distributed::worker::serve(listen.parse().unwrap(), None, |addr| {
+        use std::io::Write;
+        println!("Sluice worker listening on {addr}");
+        let _ = std::io::stdout().flush();
+    })
+    .unwrap();
+}
+
+/// `flatMapGroupsWithState` with a function registered by name, on two workers of a binary
+/// that registers it too (this test's own, as a user's binary would): its state partitions run
+/// on the workers and the rows are one process's, the timeouts that no-data batches fire
+/// included (the driver learns the earliest timeout from the workers); on `sluice worker`,
+/// which does not have the function, the query fails and says how to register it.
+#[test]
+fn a_flat_map_groups_with_state_function_registered_by_name_runs_on_workers_that_register_it() {
+    sluice_distributed::register();
+    sluice::register_group_function("count_until_idle", count_until_idle);
+    let input = tempfile::tempdir().unwrap();
+    // file k: the user u{k} and the user "steady", ten events each at minutes 10k..10k+9
+    for k in 0..5u64 {
+        let body: String = (0..10u64)
+            .flat_map(|m| {
+                let minute = 10 * k + m;
+                let ts = format!("2026-09-15T{:02}:{:02}:00Z", 10 + minute / 60, minute % 60);
+                [format!("u{k}"), "steady".to_string()].map(|user| {
+                    format!("{{\"id\": {minute}, \"user\": \"{user}\", \"ts\": \"{ts}\"}}\n")
+                })
+            })
+            .collect();
+        add_file(input.path(), &format!("{k}.json"), &body, k);
+    }
+    let run = |workers: Option<&[Worker]>| -> Result<Ran, String> {
+        let s = session(workers);
+        let frame = events(&s, input.path(), "events")
+            .group_by_key(["user"])
+            .flat_map_groups_with_state_named(
+                "count_until_idle",
+                idle_schema(),
+                sluice::OutputMode::Update,
+                sluice::GroupStateTimeout::EventTimeTimeout,
+            )
+            .unwrap();
+        let checkpoint = tempfile::tempdir().unwrap();
+        let out: Arc<Mutex<Vec<RecordBatch>>> = Arc::default();
+        let sink = out.clone();
+        let query = frame
+            .write_stream()
+            .option(
+                "checkpointLocation",
+                checkpoint.path().display().to_string(),
+            )
+            .output_mode(sluice::OutputMode::Update)
+            .trigger(Trigger::AvailableNow)
+            .foreach_batch(move |data, _| {
+                sink.lock()
+                    .unwrap()
+                    .extend(data.partitions.iter().flatten().cloned());
+                Ok(())
+            })
+            .start()
+            .map_err(|e| e.to_string())?;
+        query.await_termination().map_err(|e| e.to_string())?;
+        Ok(ran_of(&query, &out))
+    };
+    let alone = run(None).unwrap();
+    let ended = alone.rows.iter().filter(|r| r.ends_with("|ended")).count();
+    assert!(ended >= 3, "{:?}", alone.rows);
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "--exact",
+            "distributed::a_worker_that_registers_count_until_idle",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("SLUICE_TEST_WORKER_LISTEN", "127.0.0.1:0");
+    let workers: Vec<Worker> = (0..2)
+        .map(|_| {
+            let mut c = Command::new(command.get_program());
+            c.args(command.get_args());
+            c.envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))));
+            Worker::spawn(c)
+        })
+        .collect();
+    let cluster = run(Some(&workers)).unwrap();
+    assert_eq!(cluster.rows, alone.rows, "on two workers");
+    assert_eq!(cluster.batches, alone.batches, "the no-data batches too");
+    // the state partitions ran on the workers: a state task on each, every batch
+    for w in &workers {
+        assert!(
+            w.state_tasks() >= cluster.batches,
+            "{}: {} state tasks in {} batches\n{}",
+            w.address,
+            w.state_tasks(),
+            cluster.batches,
+            w.log.lock().unwrap()
+        );
+    }
+    // a worker without the function refuses the task and says how to give it one
+    let plain = [Worker::start()];
+    let err = run(Some(&plain)).unwrap_err();
+    assert!(
+        err.contains("register_group_function") && err.contains("count_until_idle"),
+        "{err}"
     );
 }

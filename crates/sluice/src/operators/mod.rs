@@ -119,6 +119,13 @@ pub(crate) enum NodeSpec {
         keys: Vec<String>,
         within_watermark: bool,
     },
+    /// `flatMapGroupsWithState` of a function registered by name: schemas `[input, output]`.
+    FlatMapGroupsWithState {
+        function: String,
+        keys: Vec<String>,
+        mode: String,
+        timeout: flat_map_groups_with_state::GroupStateTimeout,
+    },
     /// A stream-stream join: schemas `[left, right]`, expressions `[left keys, right keys,
     /// filter (none or one)]`.
     Join {
@@ -134,7 +141,9 @@ impl NodeSpec {
     pub(crate) fn inputs(&self) -> usize {
         match self {
             NodeSpec::Join { .. } => 2,
-            NodeSpec::Aggregate | NodeSpec::Deduplicate { .. } => 1,
+            NodeSpec::Aggregate
+            | NodeSpec::Deduplicate { .. }
+            | NodeSpec::FlatMapGroupsWithState { .. } => 1,
         }
     }
 }
@@ -161,8 +170,8 @@ fn join_type_named(name: &str) -> Result<JoinType> {
 impl StatefulNode {
     /// The node as parts a cluster carries to a worker: which operator, its logical schemas and
     /// expressions (its inputs are not carried: the worker is handed their rows). `None` for
-    /// the operators that do not run on workers yet (stream-stream joins, and
-    /// `flatMapGroupsWithState`, whose function is Rust code of the driver's process).
+    /// a `flatMapGroupsWithState` whose function was not registered by name: it is Rust code
+    /// of the driver's process, which a worker has only under a registered name.
     pub(crate) fn to_parts(&self) -> Option<(NodeSpec, Vec<DFSchemaRef>, Vec<Vec<Expr>>)> {
         match self {
             StatefulNode::Aggregate(agg) => Some((
@@ -192,7 +201,16 @@ impl StatefulNode {
                     j.filter.iter().cloned().collect(),
                 ],
             )),
-            StatefulNode::FlatMapGroupsWithState(_) => None,
+            StatefulNode::FlatMapGroupsWithState(f) => Some((
+                NodeSpec::FlatMapGroupsWithState {
+                    function: f.function_name.clone()?,
+                    keys: f.keys.clone(),
+                    mode: f.mode.as_str().to_string(),
+                    timeout: f.timeout,
+                },
+                vec![Arc::clone(f.input.schema()), Arc::clone(&f.output_schema)],
+                vec![],
+            )),
         }
     }
 
@@ -232,6 +250,25 @@ impl StatefulNode {
                     empty(input).as_ref().clone(),
                     keys.clone(),
                     *within_watermark,
+                )?)
+            }
+            NodeSpec::FlatMapGroupsWithState {
+                function,
+                keys,
+                mode,
+                timeout,
+            } => {
+                let (Some(input), Some(output)) = (schemas.first(), schemas.get(1)) else {
+                    return Err(missing());
+                };
+                StatefulNode::FlatMapGroupsWithState(FlatMapGroupsWithState::of_function(
+                    empty(input).as_ref().clone(),
+                    keys.clone(),
+                    Arc::new(output.as_arrow().clone()),
+                    mode.parse()?,
+                    *timeout,
+                    flat_map_groups_with_state::registered_function(function)?,
+                    Some(function.clone()),
                 )?)
             }
             NodeSpec::Join {

@@ -35,7 +35,7 @@ use crate::types::OutputMode;
 pub(crate) use self::operator::StreamingFlatMapGroupsWithState;
 
 /// Which timeouts a stateful function uses (Spark's `GroupStateTimeout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Serialize, serde::Deserialize)]
 pub enum GroupStateTimeout {
     /// Keys never time out.
     NoTimeout,
@@ -210,7 +210,66 @@ pub(crate) struct FlatMapGroupsWithState {
     /// The state type's Rust name, recorded in the state schema.
     pub state_type: String,
     pub(crate) func: Arc<dyn GroupFunction>,
+    /// The name the function was registered under ([`register_group_function`]): a worker of
+    /// a cluster that has it registered too runs the operator's state partitions.
+    pub(crate) function_name: Option<String>,
     id: u64,
+}
+
+/// A registered function: the function, and its state type's Rust name.
+type Registered = (Arc<dyn GroupFunction>, String);
+
+fn registered() -> &'static std::sync::RwLock<std::collections::HashMap<String, Registered>> {
+    static FUNCTIONS: std::sync::OnceLock<
+        std::sync::RwLock<std::collections::HashMap<String, Registered>>,
+    > = std::sync::OnceLock::new();
+    FUNCTIONS.get_or_init(Default::default)
+}
+
+/// Registers `f` as the `flat_map_groups_with_state` function `name` of this process
+/// ([`crate::KeyedFrame::flat_map_groups_with_state_named`]). A function is Rust code of its
+/// process: for a query's state partitions to run on a cluster's workers, the driver and each
+/// worker register it under the same name (a binary of the user's that registers its
+/// functions, then runs the query or serves a worker with `sluice_distributed::worker::serve`);
+/// the function of an unnamed call stays on the driver.
+pub fn register_group_function<S, F>(name: &str, f: F)
+where
+    S: Serialize + DeserializeOwned + Send + Sync + 'static,
+    F: Fn(&[ScalarValue], &RecordBatch, &mut GroupState<S>) -> Result<Vec<RecordBatch>>
+        + Send
+        + Sync
+        + 'static,
+{
+    use crate::sync::RwLockExt;
+    let function: Arc<dyn GroupFunction> = Arc::new(Typed {
+        f,
+        _s: std::marker::PhantomData,
+    });
+    registered().write_unpoisoned().insert(
+        name.to_string(),
+        (function, std::any::type_name::<S>().to_string()),
+    );
+}
+
+/// The function registered as `name`, and its state type's name.
+pub(crate) fn registered_function(name: &str) -> Result<Registered> {
+    use crate::sync::RwLockExt;
+    registered()
+        .read_unpoisoned()
+        .get(name)
+        .cloned()
+        .ok_or_else(|| {
+            SluiceError::query(
+                class::UNRESOLVED_ROUTINE,
+                format!(
+                    "no flat_map_groups_with_state function is registered as {name:?} in this \
+                     process: register it with sluice::register_group_function(\"{name}\", f) \
+                     before the query starts (on a cluster, in the driver and in every worker, \
+                     which then run from a binary of yours that serves them with \
+                     sluice_distributed::worker::serve)"
+                ),
+            )
+        })
 }
 
 impl fmt::Debug for FlatMapGroupsWithState {
@@ -260,6 +319,33 @@ impl FlatMapGroupsWithState {
             + Sync
             + 'static,
     {
+        let func: Arc<dyn GroupFunction> = Arc::new(Typed {
+            f,
+            _s: std::marker::PhantomData,
+        });
+        let state_type = std::any::type_name::<S>().to_string();
+        Self::of_function(
+            input,
+            keys,
+            output_schema,
+            mode,
+            timeout,
+            (func, state_type),
+            None,
+        )
+    }
+
+    /// The node over the function `function` (and its state type's name), registered as
+    /// `name` if it was.
+    pub(crate) fn of_function(
+        input: LogicalPlan,
+        keys: Vec<String>,
+        output_schema: SchemaRef,
+        mode: OutputMode,
+        timeout: GroupStateTimeout,
+        function: Registered,
+        name: Option<String>,
+    ) -> Result<Self> {
         for k in &keys {
             if input
                 .schema()
@@ -292,11 +378,9 @@ impl FlatMapGroupsWithState {
             output_schema: Arc::new(DFSchema::try_from(output_schema.as_ref().clone())?),
             mode,
             timeout,
-            state_type: std::any::type_name::<S>().to_string(),
-            func: Arc::new(Typed {
-                f,
-                _s: std::marker::PhantomData,
-            }),
+            state_type: function.1,
+            func: function.0,
+            function_name: name,
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }

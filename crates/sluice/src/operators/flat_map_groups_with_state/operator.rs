@@ -16,6 +16,7 @@ use datafusion::error::Result as DfResult;
 use super::{ErasedState, FlatMapGroupsWithState, GroupFunction, GroupStateTimeout};
 use crate::error::{class, Result, SluiceError};
 use crate::operators::stateful::context::StateLocation;
+use crate::operators::stateful::remote::Routed;
 use crate::operators::stateful::{
     nullable, partition_of, BatchContext, OperatorOutput, PartitionedStores, StageInput, StateInfo,
     StatefulOperator,
@@ -44,6 +45,8 @@ pub(crate) struct StreamingFlatMapGroupsWithState {
     partitions: usize,
     /// Earliest timeout in state (ms), for no-data batches; None until known.
     min_timeout_ms: Option<i64>,
+    /// The name the function was registered under, if it was (then it runs on workers).
+    function_name: Option<String>,
 }
 
 impl StreamingFlatMapGroupsWithState {
@@ -78,6 +81,7 @@ impl StreamingFlatMapGroupsWithState {
             output_schema: nullable(&Arc::new(node.output_schema.as_arrow().clone())),
             partitions: info.partitions,
             min_timeout_ms: None,
+            function_name: node.function_name.clone(),
         })
     }
 
@@ -320,6 +324,48 @@ impl StatefulOperator for StreamingFlatMapGroupsWithState {
             ctx.eviction_watermark.0,
             ctx.batch_timestamp_ms,
         )
+    }
+
+    fn next_timeout_ms(&self) -> Option<i64> {
+        self.min_timeout_ms
+    }
+
+    fn set_next_timeout_ms(&mut self, at: Option<i64>) {
+        self.min_timeout_ms = at;
+    }
+
+    /// A function registered by name runs on workers: each key's rows go to the owner of its
+    /// key's partition, in the order they come (sorted by key, as the operator takes them).
+    fn routes(&self) -> bool {
+        self.function_name.is_some()
+    }
+
+    fn route(
+        &mut self,
+        mut inputs: Vec<StageInput>,
+        _ctx: &BatchContext,
+        routed: &mut Routed,
+    ) -> Result<()> {
+        let input = inputs
+            .pop()
+            .ok_or_else(|| SluiceError::internal("a flatMapGroupsWithState without its input"))?;
+        let partitions_n = routed.partitions();
+        input.for_each_chunk(|chunk, _| {
+            let batch = concat_batches(&self.input_schema, &chunk)?;
+            drop(chunk);
+            let keys: Vec<ArrayRef> = self
+                .key_columns
+                .iter()
+                .map(|c| batch.column(*c).clone())
+                .collect();
+            let partitions: Vec<usize> = match self.layout.key().encode(&keys)? {
+                Some(rows) => (0..batch.num_rows())
+                    .map(|i| partition_of(rows.row(i).data(), partitions_n))
+                    .collect(),
+                None => vec![partition_of(&[], partitions_n); batch.num_rows()],
+            };
+            routed.push(0, &batch, &partitions)
+        })
     }
 
     fn should_run_another_batch(

@@ -216,6 +216,17 @@ pub(crate) trait StatefulOperator: Send {
         )))
     }
 
+    /// On a worker: when the earliest timeout in the state of the partitions it owns fires
+    /// (`flatMapGroupsWithState`), for the driver to know whether a no-data batch would fire
+    /// one. The default has none.
+    fn next_timeout_ms(&self) -> Option<i64> {
+        None
+    }
+
+    /// On the driver of a cluster: the earliest timeout in the state, over every worker's
+    /// partitions ([`Self::next_timeout_ms`]). The default ignores it.
+    fn set_next_timeout_ms(&mut self, _at: Option<i64>) {}
+
     /// [`Self::route`] may run on the workers that read the input, not only on the driver: it
     /// keeps nothing on the driver (no late rows kept for a side output). The default cannot.
     fn routes_where_read(&self) -> bool {

@@ -387,7 +387,7 @@ impl Remote {
                 })?;
             }
             let dropped = armed.dropped.load(Ordering::Relaxed) as i64;
-            return self.finish(armed.started, dropped);
+            return self.finish(runner, armed.started, dropped);
         }
         let started = self.start_tasks(ctx, None)?;
         let routing = Routing {
@@ -399,13 +399,19 @@ impl Remote {
         let result = runner.operator.route(inputs, ctx, &mut routed);
         let dropped = routed.dropped_by_watermark;
         let runs = routed.ended(result)?;
-        self.finish(Started { workers, runs, at }, dropped)
+        self.finish(runner, Started { workers, runs, at }, dropped)
     }
 
     /// Ends the tasks' input and takes their output rows in partition order (spilled past a
     /// chunk's share, as in one process) and their progress, summed; each worker ran its task
-    /// while the driver took the others'.
-    fn finish(&self, started: Started, dropped: i64) -> Result<OperatorOutput> {
+    /// while the driver took the others'. `runner`'s operator learns the earliest timeout in
+    /// the state of them all.
+    fn finish(
+        &self,
+        runner: &mut OperatorRunner,
+        started: Started,
+        dropped: i64,
+    ) -> Result<OperatorOutput> {
         let Started { workers, runs, at } = started;
         let mut runs = runs;
         for run in &mut runs {
@@ -413,6 +419,7 @@ impl Remote {
         }
         let mut output: Option<OutputRows> = None;
         let mut progress = StateOperatorProgress::default();
+        let mut next_timeout: Option<i64> = None;
         for (t, run) in runs.into_iter().enumerate() {
             let answer = run.finish(&mut |batch| {
                 output
@@ -424,11 +431,16 @@ impl Remote {
             if let Some(log) = &self.log {
                 log.ran(&workers[t], at.elapsed());
             }
-            let p: StateOperatorProgress = serde_json::from_str(&answer).map_err(|e| {
+            let answer: TaskAnswer = serde_json::from_str(&answer).map_err(|e| {
                 SluiceError::internal(format!("a worker's state progress does not parse: {e}"))
             })?;
-            add_progress(&mut progress, p);
+            add_progress(&mut progress, answer.progress);
+            next_timeout = match (next_timeout, answer.next_timeout_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
+        runner.operator.set_next_timeout_ms(next_timeout);
         progress.num_rows_dropped_by_watermark += dropped;
         progress.num_shuffle_partitions = self.spec.partitions as i64;
         let rows = output
@@ -539,6 +551,15 @@ fn add_progress(sum: &mut StateOperatorProgress, p: StateOperatorProgress) {
     for (k, v) in p.custom_metrics {
         *sum.custom_metrics.entry(k).or_default() += v;
     }
+}
+
+/// What a [`StateTask`] answers once it ran: its progress, and the earliest timeout in the
+/// state of its partitions ([`super::StatefulOperator::next_timeout_ms`]).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskAnswer {
+    progress: StateOperatorProgress,
+    next_timeout_ms: Option<i64>,
 }
 
 /// A [`StateTask`]'s spec: the operator, its state, the partitions the worker owns, the batch.
@@ -653,7 +674,11 @@ pub fn run_state_task(
     let ctx = spec.batch.context();
     // A batch that fails leaves no operator behind: the next attempt loads from the checkpoint.
     let out = runner.process(inputs, &ctx)?;
-    let progress = serde_json::to_string(&out.progress)
+    let answer = TaskAnswer {
+        progress: out.progress,
+        next_timeout_ms: runner.operator.next_timeout_ms(),
+    };
+    let progress = serde_json::to_string(&answer)
         .map_err(|e| SluiceError::internal(format!("a state task's progress: {e}")))?;
     let schema = out.rows.schema();
     let mut sent = false;
