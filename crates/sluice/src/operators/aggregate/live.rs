@@ -644,6 +644,86 @@ impl StreamingAggregate {
         Ok(ms)
     }
 
+    /// The partial states of `instances`' groups (by their keys `key_arrays`), every
+    /// aggregate's state fields in order, and each group's keys: what a worker that owns the
+    /// groups merges ([`Self::live_merge`]).
+    pub(super) fn partials(
+        &self,
+        instances: &RecordBatch,
+        key_arrays: &[ArrayRef],
+    ) -> Result<(Vec<ArrayRef>, Vec<ArrayRef>)> {
+        let n = instances.num_rows();
+        let (group_of_row, keys) = match self.distinct_keys(key_arrays)? {
+            Some((key_of_row, first)) => {
+                let first = UInt32Array::from(first);
+                let keys = key_arrays
+                    .iter()
+                    .map(|a| Ok(arrow::compute::take(a, &first, None)?))
+                    .collect::<Result<Vec<_>>>()?;
+                (key_of_row, keys)
+            }
+            None => ((0..n).collect(), key_arrays.to_vec()),
+        };
+        let n_groups = keys.first().map_or(n, |k| k.len());
+        Ok((
+            self.partial_states(instances, &group_of_row, n_groups)?,
+            keys,
+        ))
+    }
+
+    /// Merges partial states (`states`, every aggregate's state fields in order, a row per
+    /// group of `key_arrays`; a key may come more than once) into the held state, in place.
+    /// Returns the milliseconds it took.
+    pub(super) fn live_merge(
+        &self,
+        live: &mut LiveAggregation,
+        states: &[ArrayRef],
+        key_arrays: &[ArrayRef],
+    ) -> Result<i64> {
+        let n = key_arrays.first().map_or(0, |k| k.len());
+        let (key_rows, part_rows, times) = self.split_partitions(n, key_arrays)?;
+        let Some(key_rows) = key_rows.as_ref() else {
+            return Err(SluiceError::internal("held aggregation state without keys"));
+        };
+        let results = on_threads(
+            live.parts.iter_mut().zip(&part_rows),
+            "an aggregation partition thread panicked",
+            |_, (part, rows)| -> Result<i64> {
+                let t = Instant::now();
+                if rows.is_empty() {
+                    return Ok(0);
+                }
+                let slots: Vec<u32> = rows
+                    .iter()
+                    .map(|r| {
+                        let r = *r as usize;
+                        let time = times
+                            .as_ref()
+                            .and_then(|t| t.is_valid(r).then(|| t.value(r)));
+                        part.slot(key_rows.row(r).data(), time).0
+                    })
+                    .collect();
+                for s in &slots {
+                    let s = *s as usize;
+                    if !part.is_dirty[s] {
+                        part.is_dirty[s] = true;
+                        part.dirty.push(s as u32);
+                    }
+                }
+                let these = UInt32Array::from(rows.to_vec());
+                for (c, s) in part.columns.iter_mut().zip(states) {
+                    c.merge(&slots, arrow::compute::take(s, &these, None)?.as_ref())?;
+                }
+                Ok(t.elapsed().as_millis() as i64)
+            },
+        );
+        let mut ms = 0;
+        for r in results {
+            ms += r?;
+        }
+        Ok(ms)
+    }
+
     /// The instances grouped by key: each one's group and each group's first instance, in
     /// order of first appearance; `None` when the key columns are not ones DataFusion's
     /// column-wise group values take (then every instance is encoded). A window key is grouped

@@ -57,6 +57,15 @@ use crate::state::schema::{state_fields, StateSchema};
 use crate::state::{KeyGroups, PairTimes};
 use crate::types::{OperatorId, OutputMode, WatermarkMs};
 
+/// The schema metadata key that marks routed rows as partial states
+/// ([`StreamingAggregate::partial_schema`]).
+const PARTIAL_STATES: &str = "sluice.partialStates";
+
+/// Whether routed rows of `schema` are partial states.
+fn is_partial(schema: &Schema) -> bool {
+    schema.metadata().contains_key(PARTIAL_STATES)
+}
+
 pub(super) struct AggFn {
     pub expr: Arc<AggregateFunctionExpr>,
     pub filter: Option<Arc<dyn PhysicalExpr>>,
@@ -379,6 +388,15 @@ impl StreamingAggregate {
         let mut dropped = 0u64;
         let mut updates_ms = 0i64;
         input.for_each_chunk(|chunk, _| {
+            if self.routed_in && chunk.first().is_some_and(|b| is_partial(&b.schema())) {
+                // Partial states routed from where the rows were read: merged in place.
+                let batch = concat_batches(&self.partial_schema()?, &chunk)?;
+                drop(chunk);
+                let n_states: usize = self.aggs.iter().map(|a| a.n_state).sum();
+                let (states, keys) = batch.columns().split_at(n_states);
+                updates_ms += self.live_merge(live, states, keys)?;
+                return Ok(());
+            }
             let batch = concat_batches(&self.chunk_schema(), &chunk)?;
             drop(chunk);
             let (rows, key_arrays) = self.chunk_instances(batch, late_us, &mut dropped)?;
@@ -421,6 +439,23 @@ impl StreamingAggregate {
             }),
         );
         Arc::new(Schema::new(fields))
+    }
+
+    /// The rows a worker is handed when the state is held by the operator ([`live`]): each
+    /// group's partial state (every aggregate's state fields, over the routed chunk's instances
+    /// of the group), then its key columns; marked as such in the schema's metadata.
+    fn partial_schema(&self) -> Result<SchemaRef> {
+        let mut fields: Vec<Arc<Field>> = Vec::new();
+        for a in &self.aggs {
+            fields.extend(a.expr.state_fields()?);
+        }
+        fields.extend(
+            self.key_fields.iter().enumerate().map(|(i, f)| {
+                Arc::new(Field::new(format!("#key{i}"), f.data_type().clone(), true))
+            }),
+        );
+        let marked = std::collections::HashMap::from([(PARTIAL_STATES.to_string(), "1".into())]);
+        Ok(Arc::new(Schema::new_with_metadata(fields, marked)))
     }
 
     /// The state partition of each of `n` instances, by their keys.
@@ -532,15 +567,31 @@ impl StatefulOperator for StreamingAggregate {
             })?;
             return Ok(());
         }
-        let schema = self.routed_schema();
+        // With the state held by the operator, each chunk's instances are aggregated here
+        // first (Spark's partial aggregation before its shuffle): a group's partial state
+        // crosses the wire, not its rows.
+        let partial = self.live.is_some();
+        let schema = if partial {
+            self.partial_schema()?
+        } else {
+            self.routed_schema()
+        };
         let mut dropped = 0u64;
         input.for_each_chunk(|chunk, _| {
             let batch = concat_batches(&self.input_schema, &chunk)?;
             drop(chunk);
             let (rows, key_arrays) = self.chunk_instances(batch, late_us, &mut dropped)?;
-            let n = rows.num_rows();
+            if rows.num_rows() == 0 {
+                // Every row late, or none: nothing for the owners.
+                return Ok(());
+            }
+            let (mut columns, key_arrays) = if partial {
+                self.partials(&rows, &key_arrays)?
+            } else {
+                (rows.columns().to_vec(), key_arrays)
+            };
+            let n = key_arrays.first().map_or(rows.num_rows(), |k| k.len());
             let partitions = self.instance_partitions(n, &key_arrays)?;
-            let mut columns = rows.columns().to_vec();
             columns.extend(key_arrays);
             let options = RecordBatchOptions::new().with_row_count(Some(n));
             let batch = RecordBatch::try_new_with_options(schema.clone(), columns, &options)?;
