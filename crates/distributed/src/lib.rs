@@ -3,17 +3,18 @@
 //! process that names workers run each batch's plan over them, while this process keeps the
 //! query loop (offsets, commits, watermark, progress), as Spark's driver.
 //!
-//! What runs where, for now: the workers read file and Kafka sources' batches (each a
-//! contiguous run of the batch's files or partitions' offset ranges, its rows streamed to the
-//! driver as the batch's plan pulls them, `actions.rs`); the driver runs the watermark nodes,
-//! `flatMapGroupsWithState` (its function is the driver's Rust code) and the stateless work over
-//! those rows; the stateless work over the rows of sources the driver reads (rate, memory, ...:
-//! projections, filters, Spark's generators, partial aggregations) runs on the workers, the rows
-//! split into one slice per worker and sent with the plan (`boundary.rs`); the stateful
-//! operators' state partitions (aggregations, session windows, deduplications, stream-stream
-//! joins) are on the workers, each worker owning a range of them for the batch, its rows routed
-//! to it by key a chunk at a time (`actions.rs`). A batch that loses a worker runs again, with
-//! the same offsets, on the workers that answer, which then own the lost worker's partitions.
+//! What runs where: the workers read the sources' batches (files, Kafka ranges, Delta data
+//! files, rate values; each a contiguous run, `actions.rs`) and run the stateless work over
+//! what they read with it (projections, filters, generators, partial aggregations, watermark
+//! nodes, `boundary.rs`), sending the driver only its output and the event-time statistics;
+//! the stateless work over the rows of sources the driver reads (memory, socket) runs on the
+//! workers through datafusion-distributed, the rows split into one slice per worker; the
+//! stateful operators' state partitions are on the workers, each worker owning a range of them
+//! for the batch (`actions.rs`), their rows routed by key from the workers that read them
+//! (`routes.rs`) or, when an input is not only reads, by the driver. The driver keeps the loop,
+//! the watermark, sorts, final aggregations, and an unnamed `flatMapGroupsWithState`'s state.
+//! A batch that loses a worker runs again, with the same offsets, on the workers that answer,
+//! which then own the lost worker's partitions.
 
 mod actions;
 mod boundary;

@@ -173,7 +173,8 @@ pub trait StateTaskRun: Send {
 
     /// Ends the task's input (if not ended yet), then hands each of its output rows to `output`
     /// as they come (at least one batch, which carries their schema);
-    /// returns the task's `StateOperatorProgress`, as JSON, or the error the task failed with.
+    /// returns the task's answer (its progress, as [`crate::run_state_task`] made it), or the
+    /// error the task failed with.
     fn finish(self: Box<Self>, output: &mut dyn FnMut(RecordBatch) -> Result<()>)
         -> Result<String>;
 }

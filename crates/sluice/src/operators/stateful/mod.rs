@@ -199,7 +199,8 @@ pub(crate) trait StatefulOperator: Send {
         false
     }
 
-    /// On the driver of a cluster: splits `inputs` by the state partition of each row's key
+    /// On the driver of a cluster, or on the worker that read the input
+    /// ([`remote::route_read`]): splits `inputs` by the state partition of each row's key
     /// (what each row changes in the state: Spark's shuffle by key) into `routed`, whose tasks
     /// send each its rows as they come, every row of input 0 before any of input 1; what a
     /// worker's operator is handed after [`Self::on_worker`]. The rows of one key go to one

@@ -9,7 +9,10 @@
 //! ([`run_state_task`]) builds the operator as the driver did, opens the stores of its
 //! partitions at the batch's version from the shared checkpoint, runs the batch and commits
 //! version N + 1 of them, and sends back its output rows and progress; the driver concatenates
-//! them in partition order and sums the progress, as Spark sums its tasks'. A worker keeps its
+//! them in partition order and sums the progress, as Spark sums its tasks'. When the
+//! operator's inputs are reads on the workers, the driver starts the tasks first and the
+//! reading workers route the rows themselves ([`route_read`]), so they cross the wire once;
+//! an aggregation whose state the operator holds routes partial states. A worker keeps its
 //! operator and open stores between batches while it owns the same partitions of the same
 //! query; when the workers change (one lost, one added), every partition's new owner loads it
 //! from the checkpoint.
@@ -471,11 +474,9 @@ impl Routed {
 
 /// Routes a read's `items` (its rows, then its counts) on the worker that read them, as
 /// `route` says: builds the operator of `route`'s task, splits the rows by state partition as
-/// the driver would ([`StatefulOperator::route`]), sends each task's rows to its owner through
+/// the driver would (the operator's `route`), sends each task's rows to its owner through
 /// `connect(t)` and ends them there. Returns the read's counts, with the rows the route dropped
 /// as late. Blocking.
-///
-/// [`StatefulOperator::route`]: super::StatefulOperator::route
 pub fn route_read(
     items: ReadItems,
     route: &ReadRoute,
@@ -490,7 +491,7 @@ pub fn route_read(
         tasks: route.owners.len(),
     };
     let runs = (0..routing.tasks)
-        .map(|t| connect(t))
+        .map(&mut *connect)
         .collect::<Result<Vec<_>>>()?;
     let counts: Arc<Mutex<Option<ReadCounts>>> = Arc::default();
     let counted = Arc::clone(&counts);
@@ -637,7 +638,8 @@ fn held() -> &'static Mutex<Held> {
 /// this worker owned the same partitions of it), its partitions' stores at the batch's version,
 /// its `rows` taken as the operator pulls them, version N + 1 committed on the checkpoint once
 /// they ended; each output row handed to `output` (at least one batch, which carries their
-/// schema). Returns the task's `StateOperatorProgress` as JSON. Blocking.
+/// schema). Returns the task's answer (its `StateOperatorProgress` and the earliest timeout in
+/// its partitions' state) as JSON, for the driver. Blocking.
 pub fn run_state_task(
     task: StateTask,
     rows: StateTaskRows,
