@@ -304,12 +304,21 @@ fn capture(
     frame: StreamFrame,
     checkpoint: &str,
 ) -> (sluice::StreamingQuery, Arc<Mutex<Vec<RecordBatch>>>) {
+    capture_in(frame, checkpoint, sluice::OutputMode::Append)
+}
+
+/// [`capture`] in output mode `mode`.
+fn capture_in(
+    frame: StreamFrame,
+    checkpoint: &str,
+    mode: sluice::OutputMode,
+) -> (sluice::StreamingQuery, Arc<Mutex<Vec<RecordBatch>>>) {
     let out: Arc<Mutex<Vec<RecordBatch>>> = Arc::default();
     let sink = out.clone();
     let query = frame
         .write_stream()
         .option("checkpointLocation", checkpoint)
-        .output_mode(sluice::OutputMode::Append)
+        .output_mode(mode)
         .trigger(Trigger::AvailableNow)
         .foreach_batch(move |data, _| {
             sink.lock()
@@ -1271,24 +1280,8 @@ fn a_flat_map_groups_with_state_function_registered_by_name_runs_on_workers_that
             )
             .unwrap();
         let checkpoint = tempfile::tempdir().unwrap();
-        let out: Arc<Mutex<Vec<RecordBatch>>> = Arc::default();
-        let sink = out.clone();
-        let query = frame
-            .write_stream()
-            .option(
-                "checkpointLocation",
-                checkpoint.path().display().to_string(),
-            )
-            .output_mode(sluice::OutputMode::Update)
-            .trigger(Trigger::AvailableNow)
-            .foreach_batch(move |data, _| {
-                sink.lock()
-                    .unwrap()
-                    .extend(data.partitions.iter().flatten().cloned());
-                Ok(())
-            })
-            .start()
-            .map_err(|e| e.to_string())?;
+        let at = checkpoint.path().display().to_string();
+        let (query, out) = capture_in(frame, &at, sluice::OutputMode::Update);
         query.await_termination().map_err(|e| e.to_string())?;
         Ok(ran_of(&query, &out))
     };

@@ -33,8 +33,8 @@ use super::stateful::event_time::{
     event_time_column, is_event_time, key_event_time_index, to_micros,
 };
 use super::stateful::{
-    partition_of, BatchContext, OperatorOutput, OutputRows, PartitionedStores, Routed, StageInput,
-    StateInfo, StatefulOperator,
+    BatchContext, OperatorOutput, OutputRows, PartitionedStores, Routed, StageInput, StateInfo,
+    StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
 use crate::progress::StateOperatorProgress;
@@ -501,24 +501,12 @@ impl StatefulOperator for StreamingDeduplicate {
         let input = inputs
             .pop()
             .ok_or_else(|| SluiceError::internal("a deduplication without its input"))?;
-        let partitions_n = routed.partitions();
-        input.for_each_chunk(|chunk, _| {
-            let batch = concat_batches(&self.input_schema, &chunk)?;
-            drop(chunk);
-            let keys: Vec<ArrayRef> = self
-                .key_columns
-                .iter()
-                .map(|c| batch.column(*c).clone())
-                .collect();
-            let partitions: Vec<usize> = match self.layout.key().encode(&keys)? {
-                Some(rows) => (0..batch.num_rows())
-                    .map(|i| partition_of(rows.row(i).data(), partitions_n))
-                    .collect(),
-                None => vec![partition_of(&[], partitions_n); batch.num_rows()],
-            };
-            routed.push(0, &batch, &partitions)
-        })?;
-        Ok(())
+        routed.push_by_key(
+            input,
+            &self.input_schema,
+            &self.key_columns,
+            self.layout.key(),
+        )
     }
 
     fn take_late_rows(&mut self) -> Vec<RecordBatch> {

@@ -48,8 +48,8 @@ use self::session::SessionIndex;
 use super::stateful::context::StateLocation;
 use super::stateful::event_time::key_event_time_index;
 use super::stateful::{
-    partition_of, BatchContext, OperatorOutput, PartitionedStores, Routed, StageInput, StateInfo,
-    StatefulOperator,
+    partitions_of_keys, BatchContext, OperatorOutput, PartitionedStores, Routed, StageInput,
+    StateInfo, StatefulOperator,
 };
 use crate::error::{class, Result, SluiceError};
 use crate::state::layout::aggregate::AggregateLayout;
@@ -460,12 +460,11 @@ impl StreamingAggregate {
 
     /// The state partition of each of `n` instances, by their keys.
     fn instance_partitions(&self, n: usize, key_arrays: &[ArrayRef]) -> Result<Vec<usize>> {
-        Ok(match self.layout.key().encode(key_arrays)? {
-            Some(rows) => (0..n)
-                .map(|i| partition_of(rows.row(i).data(), self.partitions))
-                .collect(),
-            None => vec![partition_of(&[], self.partitions); n],
-        })
+        Ok(partitions_of_keys(
+            self.layout.key().encode(key_arrays)?.as_ref(),
+            n,
+            self.partitions,
+        ))
     }
 }
 

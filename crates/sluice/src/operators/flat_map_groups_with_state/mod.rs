@@ -241,14 +241,25 @@ where
         + 'static,
 {
     use crate::sync::RwLockExt;
+    registered()
+        .write_unpoisoned()
+        .insert(name.to_string(), erased(f));
+}
+
+/// `f` type-erased, with its state type's Rust name.
+fn erased<S, F>(f: F) -> Registered
+where
+    S: Serialize + DeserializeOwned + Send + Sync + 'static,
+    F: Fn(&[ScalarValue], &RecordBatch, &mut GroupState<S>) -> Result<Vec<RecordBatch>>
+        + Send
+        + Sync
+        + 'static,
+{
     let function: Arc<dyn GroupFunction> = Arc::new(Typed {
         f,
         _s: std::marker::PhantomData,
     });
-    registered().write_unpoisoned().insert(
-        name.to_string(),
-        (function, std::any::type_name::<S>().to_string()),
-    );
+    (function, std::any::type_name::<S>().to_string())
 }
 
 /// The function registered as `name`, and its state type's name.
@@ -319,20 +330,7 @@ impl FlatMapGroupsWithState {
             + Sync
             + 'static,
     {
-        let func: Arc<dyn GroupFunction> = Arc::new(Typed {
-            f,
-            _s: std::marker::PhantomData,
-        });
-        let state_type = std::any::type_name::<S>().to_string();
-        Self::of_function(
-            input,
-            keys,
-            output_schema,
-            mode,
-            timeout,
-            (func, state_type),
-            None,
-        )
+        Self::of_function(input, keys, output_schema, mode, timeout, erased(f), None)
     }
 
     /// The node over the function `function` (and its state type's name), registered as

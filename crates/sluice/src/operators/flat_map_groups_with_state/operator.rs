@@ -349,23 +349,12 @@ impl StatefulOperator for StreamingFlatMapGroupsWithState {
         let input = inputs
             .pop()
             .ok_or_else(|| SluiceError::internal("a flatMapGroupsWithState without its input"))?;
-        let partitions_n = routed.partitions();
-        input.for_each_chunk(|chunk, _| {
-            let batch = concat_batches(&self.input_schema, &chunk)?;
-            drop(chunk);
-            let keys: Vec<ArrayRef> = self
-                .key_columns
-                .iter()
-                .map(|c| batch.column(*c).clone())
-                .collect();
-            let partitions: Vec<usize> = match self.layout.key().encode(&keys)? {
-                Some(rows) => (0..batch.num_rows())
-                    .map(|i| partition_of(rows.row(i).data(), partitions_n))
-                    .collect(),
-                None => vec![partition_of(&[], partitions_n); batch.num_rows()],
-            };
-            routed.push(0, &batch, &partitions)
-        })
+        routed.push_by_key(
+            input,
+            &self.input_schema,
+            &self.key_columns,
+            self.layout.key(),
+        )
     }
 
     fn should_run_another_batch(

@@ -40,7 +40,7 @@ pub(crate) use context::{BatchContext, StateInfo};
 pub(crate) use input::{Chunking, StageInput};
 pub(crate) use output::OutputRows;
 pub(crate) use remote::Routed;
-pub(crate) use stores::{partition_of, HeldVersion, PartitionedStores};
+pub(crate) use stores::{partition_of, partitions_of_keys, HeldVersion, PartitionedStores};
 
 /// What one batch of an operator produced: its output rows and its progress.
 ///

@@ -129,6 +129,34 @@ impl Routed {
     }
 }
 
+impl Routed {
+    /// Routes every row of `input` (input 0, rows of `schema`) to the owner of its key's
+    /// partition, the key being the columns `key_columns` as `key` encodes them.
+    pub(crate) fn push_by_key(
+        &mut self,
+        input: StageInput,
+        schema: &arrow::datatypes::SchemaRef,
+        key_columns: &[usize],
+        key: &crate::state::layout::KeyLayout,
+    ) -> Result<()> {
+        let partitions_n = self.partitions();
+        input.for_each_chunk(|chunk, _| {
+            let batch = arrow::compute::concat_batches(schema, &chunk)?;
+            drop(chunk);
+            let keys: Vec<arrow::array::ArrayRef> = key_columns
+                .iter()
+                .map(|c| batch.column(*c).clone())
+                .collect();
+            let partitions = super::stores::partitions_of_keys(
+                key.encode(&keys)?.as_ref(),
+                batch.num_rows(),
+                partitions_n,
+            );
+            self.push(0, &batch, &partitions)
+        })
+    }
+}
+
 /// The driver's side of an operator on workers.
 pub(crate) struct Remote {
     cluster: Arc<dyn Cluster>,

@@ -15,6 +15,21 @@ use crate::types::BatchId;
 
 use super::context::StateInfo;
 
+/// The partition of each of `n` rows by their encoded keys (`None`: no key columns, every
+/// row's key the empty key).
+pub(crate) fn partitions_of_keys(
+    keys: Option<&arrow::row::Rows>,
+    n: usize,
+    partitions: usize,
+) -> Vec<usize> {
+    match keys {
+        Some(rows) => (0..n)
+            .map(|i| partition_of(rows.row(i).data(), partitions))
+            .collect(),
+        None => vec![partition_of(&[], partitions); n],
+    }
+}
+
 /// FNV-1a: a partitioning hash that stays the same across builds and restarts.
 pub(crate) fn partition_of(key: &[u8], partitions: usize) -> usize {
     let mut h: u64 = 0xcbf29ce484222325;
