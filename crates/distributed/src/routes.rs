@@ -94,45 +94,15 @@ pub(crate) async fn take_rows(
         .map_err(|e| Status::invalid_argument(format!("routed rows' header: {e}")))?;
     let waited = Instant::now();
     let to = loop {
-        let looked = match lock().get(&exchange) {
-            Some(Entry::Running(inputs)) => {
-                Some(Some(inputs.get(input).cloned().ok_or(inputs.len())))
-            }
-            Some(Entry::Ended) => Some(None),
-            None => None,
-        };
-        let found = match looked {
-            Some(found) => found,
-            None => {
-                if waited.elapsed() > TASK_WAIT {
-                    return Err(Status::aborted(
-                        SluiceError::internal(format!(
-                            "routed rows came for the state task {exchange}, which did not \
-                             start on this worker within {TASK_WAIT:?}"
-                        ))
-                        .to_wire(),
-                    ));
-                }
-                tokio::time::sleep(Duration::from_millis(2)).await;
-                continue;
-            }
-        };
-        match found {
-            Some(Ok(to)) => break to,
-            Some(Err(n)) => {
-                return Err(Status::invalid_argument(format!(
-                    "routed rows of input {input}: the task {exchange} has {n} inputs"
+        match task_input(&exchange, input) {
+            Some(found) => break found?,
+            None if waited.elapsed() > TASK_WAIT => {
+                return Err(aborted(format!(
+                    "routed rows came for the state task {exchange}, which did not start on \
+                     this worker within {TASK_WAIT:?}"
                 )))
             }
-            None => {
-                return Err(Status::aborted(
-                    SluiceError::internal(format!(
-                        "routed rows came for the state task {exchange}, which had ended \
-                         (its batch failed and runs again)"
-                    ))
-                    .to_wire(),
-                ))
-            }
+            None => tokio::time::sleep(Duration::from_millis(2)).await,
         }
     };
     let ended = async move {
@@ -149,13 +119,7 @@ pub(crate) async fn take_rows(
                         return match to.send(Ok(None)).await {
                             Ok(()) => encode_answer(&Answer::Progress(String::new()))
                                 .map_err(|e| Status::aborted(e.to_wire())),
-                            Err(_) => Err(Status::aborted(
-                                SluiceError::internal(format!(
-                                    "the state task {exchange} ended before the rows routed to \
-                                     it did"
-                                ))
-                                .to_wire(),
-                            )),
+                            Err(_) => Err(ended_first(&exchange)),
                         };
                     }
                     Err(e) => Err(e),
@@ -169,16 +133,43 @@ pub(crate) async fn take_rows(
             let failed = item.is_err();
             let why = item.as_ref().err().map(|e| e.to_wire());
             if to.send(item).await.is_err() || failed {
-                return Err(Status::aborted(why.unwrap_or_else(|| {
-                    SluiceError::internal(format!(
-                        "the state task {exchange} ended before the rows routed to it did"
-                    ))
-                    .to_wire()
-                })));
+                return Err(why.map_or_else(|| ended_first(&exchange), Status::aborted));
             }
         }
     };
     Ok(futures::stream::once(ended).boxed())
+}
+
+/// Where rows of input `input` of the task `exchange` go: `None` while the task has not
+/// started on this worker.
+fn task_input(
+    exchange: &str,
+    input: usize,
+) -> Option<std::result::Result<mpsc::Sender<Item>, Status>> {
+    Some(match lock().get(exchange)? {
+        Entry::Running(inputs) => inputs.get(input).cloned().ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "routed rows of input {input}: the task {exchange} has {} inputs",
+                inputs.len()
+            ))
+        }),
+        Entry::Ended => Err(aborted(format!(
+            "routed rows came for the state task {exchange}, which had ended (its batch failed \
+             and runs again)"
+        ))),
+    })
+}
+
+/// A worker's error as the wire carries it.
+fn aborted(message: String) -> Status {
+    Status::aborted(SluiceError::internal(message).to_wire())
+}
+
+/// The task ended before the rows routed to it did.
+fn ended_first(exchange: &str) -> Status {
+    aborted(format!(
+        "the state task {exchange} ended before the rows routed to it did"
+    ))
 }
 
 /// A stateful task whose rows are routed to it by `task.senders` senders per input: registered

@@ -1036,26 +1036,32 @@ fn workers_over_mutual_tls_serve_only_drivers_their_ca_signed() {
     std::fs::create_dir_all(&certs).unwrap();
     certificates(&certs);
     let file = |name: &str| certs.join(name).display().to_string();
+    // How a driver with its certificate reaches the workers; the workers reach each other
+    // (rows routed to the state's owners) the same way.
+    let (ca, cert, key) = (file("ca.pem"), file("driver.pem"), file("driver.key"));
+    let client = [
+        "--workers-tls-ca",
+        &ca,
+        "--workers-tls-cert",
+        &cert,
+        "--workers-tls-key",
+        &key,
+    ];
     let workers: Vec<Worker> = (0..2)
         .map(|_| {
-            Worker::start_with(&[
+            let (wcert, wkey) = (file("worker.pem"), file("worker.key"));
+            let mut args = vec![
                 "--listen",
                 "127.0.0.1:0",
                 "--tls-cert",
-                &file("worker.pem"),
+                &wcert,
                 "--tls-key",
-                &file("worker.key"),
+                &wkey,
                 "--tls-client-ca",
-                &file("ca.pem"),
-                // the workers reach each other (rows routed to the state's owners) as the
-                // driver reaches them
-                "--workers-tls-ca",
-                &file("ca.pem"),
-                "--workers-tls-cert",
-                &file("driver.pem"),
-                "--workers-tls-key",
-                &file("driver.key"),
-            ])
+                &ca,
+            ];
+            args.extend(client);
+            Worker::start_with(&args)
         })
         .collect();
     let list: Vec<&str> = workers.iter().map(|w| w.address.as_str()).collect();
@@ -1084,17 +1090,7 @@ fn workers_over_mutual_tls_serve_only_drivers_their_ca_signed() {
         "a refused driver's task ran\n{plain}\n{anonymous}"
     );
     // Served: the driver with its certificate.
-    let (ok, stderr) = sluice_run(
-        &pipeline,
-        &[
-            "--workers-tls-ca",
-            &file("ca.pem"),
-            "--workers-tls-cert",
-            &file("driver.pem"),
-            "--workers-tls-key",
-            &file("driver.key"),
-        ],
-    );
+    let (ok, stderr) = sluice_run(&pipeline, &client);
     assert!(ok, "{stderr}");
     crate::memory::check_windowed(tmp.path(), rows);
     for w in &workers {

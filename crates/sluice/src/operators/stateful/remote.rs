@@ -302,17 +302,11 @@ impl Remote {
                 spec.owned = (owned.start, owned.end);
                 spec.epoch = epoch;
                 spec.batch = BatchSpec::of(ctx);
-                let (exchange, senders) = match direct {
-                    Some((exchange, senders)) => (format!("{exchange}/{t}"), senders.to_vec()),
-                    None => (String::new(), Vec::new()),
-                };
-                let task = StateTask {
-                    spec: serde_json::to_string(&spec)
-                        .map_err(|e| SluiceError::internal(format!("a state task's spec: {e}")))?,
-                    schemas: self.schemas.clone(),
-                    exprs: self.exprs.clone(),
-                    exchange,
-                    senders,
+                let task = match direct {
+                    Some((exchange, senders)) => {
+                        self.task(&spec, task_exchange(exchange, t), senders.to_vec())?
+                    }
+                    None => self.task(&spec, String::new(), Vec::new())?,
                 };
                 self.cluster.start_state_task(&workers[t], task)
             })
@@ -321,6 +315,19 @@ impl Remote {
             workers: workers[..routing.tasks].to_vec(),
             runs,
             at,
+        })
+    }
+
+    /// The operator's task as `spec` says, taking its rows from `senders` under `exchange`
+    /// (none: from the driver).
+    fn task(&self, spec: &TaskSpec, exchange: String, senders: Vec<usize>) -> Result<StateTask> {
+        Ok(StateTask {
+            spec: serde_json::to_string(spec)
+                .map_err(|e| SluiceError::internal(format!("a state task's spec: {e}")))?,
+            schemas: self.schemas.clone(),
+            exprs: self.exprs.clone(),
+            exchange,
+            senders,
         })
     }
 
@@ -354,18 +361,12 @@ impl Remote {
             .workers
             .iter()
             .enumerate()
-            .map(|(t, w)| (w.clone(), format!("{exchange}/{t}")))
+            .map(|(t, w)| (w.clone(), task_exchange(&exchange, t)))
             .collect();
+        // The readers build the operator from it; which partitions and exchange are the tasks'.
         let mut spec = self.spec.clone();
         spec.batch = BatchSpec::of(ctx);
-        let task = StateTask {
-            spec: serde_json::to_string(&spec)
-                .map_err(|e| SluiceError::internal(format!("a state task's spec: {e}")))?,
-            schemas: self.schemas.clone(),
-            exprs: self.exprs.clone(),
-            exchange: exchange.clone(),
-            senders: senders.clone(),
-        };
+        let task = self.task(&spec, String::new(), Vec::new())?;
         let dropped = Arc::new(AtomicU64::new(0));
         for (input, reads) in reads.iter().enumerate() {
             let route = ReadRoute {
@@ -561,6 +562,11 @@ pub fn route_read(
         .ok_or_else(|| SluiceError::internal("a routed read ended without its counts"))?;
     counts.dropped_by_watermark += dropped.max(0) as u64;
     Ok(counts)
+}
+
+/// The name of task `t` of the batch's exchange `exchange`.
+fn task_exchange(exchange: &str, t: usize) -> String {
+    format!("{exchange}/{t}")
 }
 
 /// Adds one task's progress to the operator's (Spark sums its tasks' figures).
