@@ -173,7 +173,7 @@ pub(crate) fn decode_task(bytes: &[u8], functions: &TaskContext) -> Result<State
 /// header (the task), then rows of an input (the input's number follows, `u32` little-endian),
 /// then the end of its rows; from the worker, output rows, then the progress.
 pub(crate) const HEADER: u8 = 0;
-pub(crate) const ROWS: u8 = 1;
+const ROWS: u8 = 1;
 pub(crate) const END: u8 = 2;
 
 pub(crate) fn message(kind: &[u8], body: Vec<u8>) -> FlightData {
@@ -185,7 +185,7 @@ pub(crate) fn message(kind: &[u8], body: Vec<u8>) -> FlightData {
 }
 
 /// Rows of input `input` of a stateful task.
-pub(crate) fn encode_input(input: usize, rows: &RecordBatch) -> Result<FlightData> {
+fn encode_input(input: usize, rows: &RecordBatch) -> Result<FlightData> {
     let mut kind = vec![ROWS];
     kind.extend((input as u32).to_le_bytes());
     Ok(message(&kind, ipc(std::slice::from_ref(rows))?))
@@ -561,7 +561,7 @@ pub(crate) fn channel_on(worker: &str, lane: usize) -> Result<Channel> {
 }
 
 /// The runtime the driver's stateful tasks wait on (their callers are plain threads).
-pub(crate) fn client_runtime() -> &'static tokio::runtime::Runtime {
+fn client_runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
