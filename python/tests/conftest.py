@@ -44,6 +44,14 @@ if ENGINE not in ("sluice", "spark"):
     raise RuntimeError("SLUICE_TEST_SERVER must be sluice or spark, not %r" % ENGINE)
 
 
+def progress_dict(p):
+    """A StreamingQueryProgress as a dict: PySpark 4 gives objects (their JSON in `.json`),
+    PySpark 3.5 dicts (scripts/clients runs both)."""
+    import json
+
+    return p if isinstance(p, dict) else json.loads(p.json)
+
+
 class External:
     """A server the tests did not start (SLUICE_CONNECT_URL)."""
 

@@ -13,6 +13,7 @@ import os
 import re
 
 from capture import make_capture, read_capture
+from conftest import progress_dict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -261,7 +262,7 @@ def build_views(spark, scenario, ws, run_index):
 
 
 def progress_dicts(q):
-    return [json.loads(p.json) for p in q.recentProgress]
+    return [progress_dict(p) for p in q.recentProgress]
 
 
 def execute_run(spark, scenario, run, ws, run_index, make_frame=None):

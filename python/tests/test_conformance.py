@@ -143,6 +143,7 @@ DATAFRAME_VERSIONS = {
 }
 
 
+@pytest.mark.streaming
 @pytest.mark.parametrize("name", sorted(DATAFRAME_VERSIONS))
 def test_dataframe_api_version(sessions, workdir, name):
     area, make = DATAFRAME_VERSIONS[name]

@@ -8,7 +8,12 @@ import os
 import signal
 import time
 import sys
+
+import pytest
+from conftest import progress_dict
 from pyspark import cloudpickle
+
+pytestmark = pytest.mark.streaming
 
 # foreachBatch functions and listeners defined here are pickled with their code: the
 # server's Python worker cannot import this test module.
@@ -116,7 +121,7 @@ def test_foreach_batch_job_resumes_after_sigkill_each_row_once(sessions, workdir
         called = [int(x) for x in fh.read().split()]
     # the restart resumed: batches committed before the kill were not called again
     assert not set(before) & set(called[called.index(max(before)) + 1:]), called
-    assert json.loads(q.recentProgress[0].json)["batchId"] == max(before) + 1
+    assert progress_dict(q.recentProgress[0])["batchId"] == max(before) + 1
 
 
 def test_file_sink_job_resumes_after_sigkill_each_row_once(sessions, workdir):
@@ -150,8 +155,7 @@ def test_sigterm_stops_running_queries_after_their_batch(workdir):
     finished and committed first (every offsets/N has its commits/N), so a restart has nothing
     to replay."""
     import pytest
-    from conftest import ENGINE
-    from pyspark.sql import SparkSession
+    from conftest import ENGINE, new_session
 
     import servers
 
@@ -163,7 +167,8 @@ def test_sigterm_stops_running_queries_after_their_batch(workdir):
     srv = servers.Server("sluice", log_path=os.path.join(workdir, "server.log"), cwd=workdir)
     srv.start()
     try:
-        spark = SparkSession.builder.remote(srv.url).getOrCreate()
+        # a new session: PySpark 3.5's getOrCreate() would hand back an earlier test's
+        spark = new_session(srv.url)
         start(spark, src, ckpt, {"processingTime": "0 seconds"},
               lambda w: w.foreachBatch(make_writer(out, os.path.join(workdir, "calls.log"))))
         wait_for(lambda: len(commits(ckpt)) >= 2, 120, "two committed batches")

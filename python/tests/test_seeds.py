@@ -19,13 +19,15 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from capture import make_print
-from conftest import ENGINE
+from conftest import ENGINE, progress_dict
 import sys
 from pyspark import cloudpickle
 
 # foreachBatch functions and listeners defined here are pickled with their code: the
 # server's Python worker cannot import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = pytest.mark.streaming
 
 SEEDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared",
                      "reference", "seeds")
@@ -100,8 +102,8 @@ def test_seed_000_checkpoint_folders_and_restart_read_counts(spark, workdir):
              .json(src).writeStream.format("parquet").option("path", out)
              .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
         assert q.awaitTermination(120)
-        return [(json.loads(p.json)["batchId"], rows(p)) for p in q.recentProgress
-                if "addBatch" in json.loads(p.json).get("durationMs", {})]
+        return [(progress_dict(p)["batchId"], rows(p)) for p in q.recentProgress
+                if "addBatch" in progress_dict(p).get("durationMs", {})]
 
     add("a.json", 2)
     add("b.json", 1)
@@ -132,7 +134,7 @@ def test_seed_000_checkpoint_folders_and_restart_read_counts(spark, workdir):
 def rows(p):
     """numInputRows of a progress (summed over its sources when the top-level figure is
     absent, as Spark 4.2's Connect server reports it)."""
-    j = json.loads(p.json)
+    j = progress_dict(p)
     if j.get("numInputRows") is not None:
         return j["numInputRows"]
     return sum(s.get("numInputRows", 0) for s in j.get("sources", []))
@@ -281,13 +283,13 @@ def test_seed_004_runs_and_prints_what_the_document_prints(spark, server, in_ser
                          for ts in console_batches(log()).values() for t in ts),
              90, "the 10:00 window in append mode")
     q = ns["query"]
-    seen = json.loads(q.lastProgress.json)["batchId"]
+    seen = progress_dict(q.lastProgress)["batchId"]
     put("late.json", LATE)
     empty = between(text, "+-----+---+----+-----+------+\n|start|end|", "\n\nNothing").strip()
 
     def late_batch():
         for p in q.recentProgress:
-            j = json.loads(p.json)
+            j = progress_dict(p)
             if j["batchId"] > seen and rows(p) == 1:
                 return j
         return None
@@ -324,7 +326,7 @@ def test_seed_004_runs_and_prints_what_the_document_prints(spark, server, in_ser
     q = (stream_filter(ns).writeStream.format("memory").queryName("seed004_once")
          .trigger(once=True).start())
     assert q.awaitTermination(120)
-    ran = [json.loads(p.json) for p in q.recentProgress]
+    ran = [progress_dict(p) for p in q.recentProgress]
     ran = [p for p in ran if "addBatch" in p.get("durationMs", {})]
     assert len(ran) == 1, ran
     assert sorted(r.user for r in spark.sql("select * from seed004_once").collect()) == \

@@ -9,9 +9,10 @@ import subprocess
 import pytest
 
 import servers
-from conftest import ENGINE, close_session, new_session
+from conftest import ENGINE, close_session, new_session, progress_dict
 
-pytestmark = pytest.mark.skipif(ENGINE != "sluice", reason="`sluice worker` is Sluice's")
+pytestmark = [pytest.mark.streaming,
+              pytest.mark.skipif(ENGINE != "sluice", reason="`sluice worker` is Sluice's")]
 
 SCHEMA = "id INT, user STRING, amount DOUBLE"
 
@@ -52,7 +53,7 @@ def test_a_query_over_spark_connect_runs_its_batches_on_the_workers(workdir):
         q.processAllAvailable()
         got = sorted((r["id"], r["user"]) for r in spark.table("on_workers").collect())
         assert got == sorted(expected)
-        progress = [json.loads(p.json) for p in q.recentProgress]
+        progress = [progress_dict(p) for p in q.recentProgress]
         tasks = {}
         for p in progress:
             for w in p.get("workers", []):

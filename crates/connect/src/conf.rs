@@ -95,6 +95,11 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("spark.master", "local[*]"),
 ];
 
+/// Keys a client sets that mean something to the client only, and that the server keeps without
+/// a warning: PySpark 3.5's `SparkSession.builder.remote(url).getOrCreate()` sets every builder
+/// option as a conf, the server's URL `spark.remote` included (4.x leaves it out).
+const CLIENT_SIDE_KEYS: &[&str] = &["spark.remote"];
+
 /// Zone names that mean UTC, the one session time zone the engine computes in.
 const UTC_NAMES: &[&str] = &["UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "+00:00", "Zulu"];
 
@@ -150,7 +155,10 @@ pub(crate) fn run(
                     sluice::conf::parse_partitions(&v)
                         .map_err(|e| ConnectError::illegal_argument(e.message().to_string()))?;
                 }
-                if kv.key.starts_with("spark.") && value(session, &kv.key).is_none() {
+                if kv.key.starts_with("spark.")
+                    && !CLIENT_SIDE_KEYS.contains(&kv.key.as_str())
+                    && value(session, &kv.key).is_none()
+                {
                     warnings.push(format!(
                         "Sluice does not read the conf {}; it is kept for spark.conf.get",
                         kv.key

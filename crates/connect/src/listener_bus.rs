@@ -6,8 +6,16 @@
 //! client posts it when the start result arrives. A Sluice batch can end before that, so a
 //! query's later events are held until its start result is out (plus [`START_GRACE`], for the
 //! client to take it in), keeping Spark's order: started, then progress, then terminated.
+//!
+//! PySpark 3.5 keeps its listeners on the *server* instead: `spark.streams.addListener` sends
+//! `StreamingQueryManagerCommand.add_listener` with the pickled listener, which the server runs in
+//! the client's `listener_worker` ([`crate::python::ListenerWorker`]). Such a server listener gets
+//! every event of the session's queries, started included, in order, from a thread of its own
+//! (a slow listener never holds up a query, as Spark's asynchronous listener bus), until
+//! `remove_listener` or the session's end.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -17,8 +25,8 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::proto;
 use crate::python::{
-    bus_event, query_idle_event_json, query_progress_event_json, query_terminated_event_json,
-    ListenerEventKind,
+    bus_event, query_idle_event_json, query_progress_event_json, query_started_event_json,
+    query_terminated_event_json, ListenerEventKind, ListenerWorker,
 };
 
 /// How long after a query's start result its held events wait.
@@ -30,6 +38,9 @@ pub struct ListenerBus {
     sender: Mutex<Option<UnboundedSender<proto::StreamingQueryListenerEvent>>>,
     registered: Mutex<bool>,
     gate: Mutex<Gate>,
+    /// The server-side listeners (PySpark 3.5's `add_listener`), by the client's listener id,
+    /// in the order they were added: each one's event queue.
+    server: Mutex<Vec<(String, Sender<(ListenerEventKind, String)>)>>,
 }
 
 /// Which queries' events may go out, and the events held for the others (in order).
@@ -52,12 +63,75 @@ impl ListenerBus {
     ) -> UnboundedReceiver<proto::StreamingQueryListenerEvent> {
         let (tx, rx) = unbounded_channel();
         *lock(&self.sender) = Some(tx);
+        self.register(session);
+        rx
+    }
+    /// Registers the engine listener that feeds the bus on the session, once.
+    fn register(self: &Arc<Self>, session: &sluice::Session) {
         let mut registered = lock(&self.registered);
         if !*registered {
             session.add_listener(Arc::new(Forwarder { bus: self.clone() }));
             *registered = true;
         }
-        rx
+    }
+
+    /// Adds a server-side listener (`add_listener`) under the client's id `id`: from now on
+    /// every event of the session's queries goes to `worker`, from a thread of its own. An
+    /// exception in the listener is logged (as Spark does); a worker that died (a 3.5 worker
+    /// ends on the listener's first exception) gets no more events.
+    pub fn add_server_listener(
+        self: &Arc<Self>,
+        session: &sluice::Session,
+        id: &str,
+        mut worker: ListenerWorker,
+    ) -> crate::Result<()> {
+        let (tx, rx) = channel::<(ListenerEventKind, String)>();
+        let name = format!("python-listener-{id}");
+        let listener = id.to_string();
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                for (kind, json) in rx {
+                    if let Err(e) = worker.send(kind, &json) {
+                        log::warn!("streaming query listener {listener}: {}", e.message);
+                        if !worker.is_alive() {
+                            break;
+                        }
+                    }
+                }
+                // Dropping the worker kills its process.
+            })
+            .map_err(|e| {
+                crate::ConnectError::new(
+                    crate::error::java::INTERNAL,
+                    "INTERNAL_ERROR",
+                    format!("cannot start the thread of a streaming query listener: {e}"),
+                )
+            })?;
+        self.register(session);
+        lock(&self.server).push((id.to_string(), tx));
+        Ok(())
+    }
+    /// Removes the server-side listener `id` (its worker ends once its queued events are
+    /// delivered); false when there is none.
+    pub fn remove_server_listener(&self, id: &str) -> bool {
+        let mut server = lock(&self.server);
+        let before = server.len();
+        server.retain(|(l, _)| l != id);
+        server.len() != before
+    }
+    /// The ids of the server-side listeners, in the order they were added.
+    pub fn server_listeners(&self) -> Vec<String> {
+        lock(&self.server)
+            .iter()
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+    /// Queues an event for every server-side listener.
+    fn to_server_listeners(&self, kind: ListenerEventKind, json: &str) {
+        for (_, tx) in lock(&self.server).iter() {
+            let _ = tx.send((kind, json.to_string()));
+        }
     }
     /// Ends the event stream (the client removed its last listener).
     pub fn close(&self) {
@@ -103,19 +177,32 @@ struct Forwarder {
 }
 
 impl StreamingQueryListener for Forwarder {
-    fn on_query_started(&self, _event: &QueryStartedEvent) {
-        // Sent with the start result, as Spark does.
+    fn on_query_started(&self, event: &QueryStartedEvent) {
+        // The bus's client gets it with the start result, as from Spark; server-side
+        // listeners get it here.
+        let json = query_started_event_json(
+            &event.id,
+            &event.run_id,
+            event.name.as_deref(),
+            &event.timestamp,
+        );
+        self.bus
+            .to_server_listeners(ListenerEventKind::Started, &json);
     }
     fn on_query_progress(&self, progress: &StreamingQueryProgress) {
         match query_progress_event_json(&progress.json()) {
-            Ok(json) => self
-                .bus
-                .post(&progress.id, ListenerEventKind::Progress, json),
+            Ok(json) => {
+                self.bus
+                    .to_server_listeners(ListenerEventKind::Progress, &json);
+                self.bus
+                    .post(&progress.id, ListenerEventKind::Progress, json)
+            }
             Err(e) => log::warn!("listener bus: {}", e.message),
         }
     }
     fn on_query_idle(&self, event: &QueryIdleEvent) {
         let json = query_idle_event_json(&event.id, &event.run_id, &event.timestamp);
+        self.bus.to_server_listeners(ListenerEventKind::Idle, &json);
         self.bus.post(&event.id, ListenerEventKind::Idle, json);
     }
     fn on_query_terminated(&self, event: &QueryTerminatedEvent) {
@@ -125,6 +212,8 @@ impl StreamingQueryListener for Forwarder {
             event.exception.as_deref(),
             event.error_class_on_exception.as_deref(),
         );
+        self.bus
+            .to_server_listeners(ListenerEventKind::Terminated, &json);
         self.bus
             .post(&event.id, ListenerEventKind::Terminated, json);
     }

@@ -1,13 +1,16 @@
 //! # The client's own Python workers: `foreachBatch`, `foreach` and listeners
 //!
 //! Spark Connect runs a PySpark client's Python callbacks in Python worker processes that the
-//! *server* starts, with the client's own `pyspark-client` installed in the interpreter named by
-//! `--python` / `PYSPARK_PYTHON` (else `python3`). Each worker connects back to the server twice:
+//! *server* starts, with the client's own `pyspark-client` (or `pyspark`, 3.5 to 4.x) installed in
+//! the interpreter named by `--python` / `PYSPARK_PYTHON` (else `python3`). Each worker connects
+//! back to the server twice:
 //!
-//! - over a Unix socket (`PYTHON_WORKER_FACTORY_SOCK_PATH`, no secret), on which the server sends
-//!   the pickled function and then one request per call, in PySpark's framing (big-endian `int` /
-//!   `long`, UTF-8 strings and byte strings behind a 4-byte length); the worker answers each with
-//!   `0`, or `-2` and the Python traceback;
+//! - over loopback TCP (`PYTHON_WORKER_FACTORY_PORT`, authenticated with
+//!   `PYTHON_WORKER_FACTORY_SECRET` as Spark's `SocketAuthHelper` does: the one transport the
+//!   workers of every client version speak, 3.5 and 4.0 having no Unix socket), on which the
+//!   server sends the pickled function and then one request per call, in PySpark's framing
+//!   (big-endian `int` / `long`, UTF-8 strings and byte strings behind a 4-byte length); the
+//!   worker answers each with `0`, or `-2` and the Python traceback;
 //! - over Spark Connect itself (`SPARK_CONNECT_LOCAL_URL` plus `;session_id=`), attached to the
 //!   client's session, for everything the function does with Spark (reading the cached batch,
 //!   writing tables, ...). The worker does not talk to the server until the function uses Spark.
@@ -36,9 +39,20 @@
 //!   session lock held across `call`), and must answer that command (unknown ids included).
 //! - `foreach_writer.python_function`: [`ForeachWriterWorker::start`], and the engine's
 //!   `foreach_batch` closure calls [`ForeachWriterWorker::call`] with the batch's partitions.
-//! - Listeners: pyspark-client 4.2 runs them client-side (`StreamingQueryListenerBusCommand`;
+//! - Listeners: pyspark 4.x runs them client-side (`StreamingQueryListenerBusCommand`;
 //!   events from [`bus_event`] and the `query_*_event_json` functions); the `add_listener`
-//!   command of older clients gets a [`ListenerWorker`].
+//!   command of PySpark 3.5 gets a [`ListenerWorker`] (`crate::listener_bus`).
+//!
+//! ## What differs between client versions
+//!
+//! The worker modules are the client's own, so the server speaks each version's protocol; the
+//! worker's `pyspark.__version__` is known once it connected (see `worker::RUN_MODULE`):
+//!
+//! | pyspark | transport | a failing function | listener events |
+//! |---|---|---|---|
+//! | 3.5 | TCP + secret | the worker exits, its traceback on stderr: reported as the function's `PythonException` | not answered (and a failing listener ends its worker) |
+//! | 4.0 | TCP + secret | `-2` and the traceback | answered `0` / `-2` |
+//! | 4.1 on | TCP + secret (or a Unix socket, which Sluice does not use) | `-2` and the traceback | answered `0` / `-2` |
 //! - `query.stop()` while a call blocks: [`WorkerInterrupt::interrupt`] (from `interrupter()`).
 
 mod foreach;
@@ -48,6 +62,8 @@ mod worker;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod version_tests;
 
 use std::sync::Arc;
 use std::time::Duration;

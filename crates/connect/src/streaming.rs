@@ -17,7 +17,7 @@ use crate::proto::streaming_query_command_result as query_result;
 use crate::proto::streaming_query_manager_command::Command as ManagerCommand;
 use crate::proto::streaming_query_manager_command_result as manager_result;
 use crate::proto::write_stream_operation_start::{SinkDestination, Trigger as ProtoTrigger};
-use crate::python::{ForeachBatchWorker, ForeachWriterWorker, PythonConfig};
+use crate::python::{ForeachBatchWorker, ForeachWriterWorker, ListenerWorker, PythonConfig};
 use crate::session::ConnectSession;
 
 /// The streaming queries of one session (`spark.streams`), by query id.
@@ -411,14 +411,27 @@ pub fn manager_command(
             }
             manager_result::ResultType::ResetTerminated(true)
         }
-        ManagerCommand::AddListener(_)
-        | ManagerCommand::RemoveListener(_)
-        | ManagerCommand::ListListeners(_) => {
-            return Err(ConnectError::not_supported(
-                "server-side StreamingQueryListeners (pyspark-client 4.2 runs Python listeners \
-                 on the client through the listener bus)",
-            ))
+        // PySpark 3.5's listeners run on the server (4.x keeps them on the client, through the
+        // listener bus).
+        ManagerCommand::AddListener(listener) => {
+            let worker = ListenerWorker::from_command(
+                &python_config(session),
+                &session.session_id,
+                listener,
+            )?;
+            session
+                .listener_bus
+                .add_server_listener(&session.sluice, &listener.id, worker)?;
+            manager_result::ResultType::AddListener(true)
         }
+        ManagerCommand::RemoveListener(listener) => manager_result::ResultType::RemoveListener(
+            session.listener_bus.remove_server_listener(&listener.id),
+        ),
+        ManagerCommand::ListListeners(_) => manager_result::ResultType::ListListeners(
+            manager_result::ListStreamingQueryListenerResult {
+                listener_ids: session.listener_bus.server_listeners(),
+            },
+        ),
     };
     Ok(proto::StreamingQueryManagerCommandResult {
         result_type: Some(result),

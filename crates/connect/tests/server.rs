@@ -254,6 +254,40 @@ fn conf_set_is_seen_by_get_and_unknown_keys_are_sql_conf_not_found() {
     });
 }
 
+/// PySpark 3.5's builder sets `spark.remote` as a conf on every `getOrCreate()`: kept without a
+/// warning (a warning is a Python `UserWarning` each time), while a key Sluice does not read warns.
+#[test]
+fn conf_set_of_spark_remote_is_quiet_and_an_unread_key_warns() {
+    use proto::config_request::{operation::OpType, Operation, Set};
+    let server = Server::start();
+    runtime().block_on(async {
+        let mut c = client(&server.url).await;
+        let session = uuid::Uuid::new_v4().to_string();
+        let set = |key: &str| proto::ConfigRequest {
+            session_id: session.clone(),
+            operation: Some(Operation {
+                op_type: Some(OpType::Set(Set {
+                    pairs: vec![proto::KeyValue {
+                        key: key.into(),
+                        value: Some("sc://127.0.0.1:15002".into()),
+                    }],
+                    silent: None,
+                })),
+            }),
+            ..Default::default()
+        };
+        let remote = c.config(set("spark.remote")).await.unwrap().into_inner();
+        assert!(remote.warnings.is_empty(), "{:?}", remote.warnings);
+        let other = c
+            .config(set("spark.unread.key"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(other.warnings.len(), 1, "{:?}", other.warnings);
+        assert!(other.warnings[0].contains("spark.unread.key"));
+    });
+}
+
 #[test]
 fn a_broken_stream_is_reattached_after_the_last_response_seen_and_release_forgets_it() {
     let server = Server::start();

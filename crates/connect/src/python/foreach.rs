@@ -6,9 +6,9 @@
 //! Spark runs it in its executor worker (`pyspark.worker`, the RDD `mapPartitions` protocol:
 //! task context, broadcast variables, pickled row batches). pyspark-client ships no worker
 //! module for it, so Sluice runs a small driver script of its own on the client's interpreter,
-//! built from pyspark-client's pieces (`get_sock_file_to_executor`, `check_python_version`,
-//! `read_command`, `handle_worker_exception`, `ArrowTableToRowsConversion`, the same conversion
-//! `collect()` uses). Its protocol, after the pid: the Python version and the pickled command,
+//! built from the client's pieces (`check_python_version`, `read_command`,
+//! `ArrowTableToRowsConversion`, the same conversion `collect()` uses), importing each from where
+//! the client's version has it (pyspark 3.5 to 4.x). Its protocol, after the pid: the Python version and the pickled command,
 //! answered `0`; then per partition of a batch: the batch id (`long`), the partition id (`int`)
 //! and the partition's rows as one Arrow IPC stream (bytes), answered `0` or `-2` and the
 //! traceback (the worker stays usable: the exception fails the batch, not the worker).
@@ -27,10 +27,26 @@ use super::worker::{handshake, Frame, Launch, Worker, WorkerInterrupt};
 use super::PythonConfig;
 
 /// Sluice's driver script for a `foreach` writer.
-const FOREACH_DRIVER: &str = r#""""Sluice's driver for a PySpark foreach writer (crates/connect/src/python/foreach.rs)."""
-from pyspark.serializers import read_int, read_long, write_int, CPickleSerializer
-from pyspark.util import handle_worker_exception
-from pyspark.worker_util import check_python_version, get_sock_file_to_executor, read_command
+const FOREACH_DRIVER: &str = r#""""Sluice's driver for a PySpark foreach writer (crates/connect/src/python/foreach.rs).
+The same code runs on pyspark 3.5 to 4.x: what moved between versions is imported from where
+each version has it."""
+import os
+import socket
+import traceback
+
+from pyspark.serializers import (SpecialLengths, CPickleSerializer, UTF8Deserializer, read_int,
+                                 read_long, write_int, write_with_length)
+from pyspark.worker_util import check_python_version
+
+try:  # pyspark 4.0 on
+    from pyspark.worker_util import read_command
+except ImportError:  # 3.5
+    from pyspark.worker import read_command
+
+
+def answer_exception(outfile):
+    write_int(SpecialLengths.PYTHON_EXCEPTION_THROWN, outfile)
+    write_with_length(traceback.format_exc().encode("utf-8"), outfile)
 
 
 def main(infile, outfile):
@@ -38,11 +54,14 @@ def main(infile, outfile):
         check_python_version(infile)
         func = read_command(CPickleSerializer(), infile)[0]
         import pyarrow as pa
-        from pyspark.sql.conversion import ArrowTableToRowsConversion
+        try:  # pyspark 4.0 on
+            from pyspark.sql.conversion import ArrowTableToRowsConversion
+        except ImportError:  # 3.5
+            from pyspark.sql.connect.conversion import ArrowTableToRowsConversion
         from pyspark.sql.pandas.types import from_arrow_schema
         from pyspark.taskcontext import TaskContext
-    except BaseException as e:
-        handle_worker_exception(e, outfile)
+    except BaseException:
+        answer_exception(outfile)
         outfile.flush()
         return
     write_int(0, outfile)
@@ -63,14 +82,30 @@ def main(infile, outfile):
             for _ in func(partition_id, iter(rows)) or []:
                 pass
             write_int(0, outfile)
-        except BaseException as e:
-            handle_worker_exception(e, outfile)
+        except BaseException:
+            answer_exception(outfile)
         outfile.flush()
 
 
+def connect():
+    """Spark's worker handshake over loopback TCP: the secret, the server's "ok", our pid."""
+    sock = socket.create_connection(("127.0.0.1", int(os.environ["PYTHON_WORKER_FACTORY_PORT"])))
+    sock_file = sock.makefile("rwb", 65536)
+    write_with_length(os.environ["PYTHON_WORKER_FACTORY_SECRET"].encode("utf-8"), sock_file)
+    sock_file.flush()
+    if UTF8Deserializer().loads(sock_file) != "ok":
+        raise RuntimeError("the Sluice server refused this worker's secret")
+    write_int(os.getpid(), sock_file)
+    sock_file.flush()
+    return sock_file
+
+
 if __name__ == "__main__":
-    with get_sock_file_to_executor(timeout=None) as sock_file:
+    sock_file = connect()
+    try:
         main(sock_file, sock_file)
+    finally:
+        sock_file.close()
 "#;
 
 /// A running `foreach` writer worker: one per streaming query.

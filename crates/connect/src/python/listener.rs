@@ -109,9 +109,32 @@ impl ListenerWorker {
     /// Calls the listener's method for `kind` with the event `json` (see the module doc for
     /// its shape). An exception in the listener is an error with its traceback; the worker
     /// stays usable (it catches per event), as Spark only logs such errors.
+    ///
+    /// PySpark 3.5's listener worker answers nothing and catches nothing: the event is only
+    /// sent, and an exception in the listener ends the worker, which the next event reports
+    /// (with the traceback), as Spark 3.5's server logs it.
     pub fn send(&mut self, kind: ListenerEventKind, json: &str) -> Result<()> {
         let frame = Frame::default().utf(json)?.int(kind.worker_code());
-        self.worker.request(&frame.0, kind.name(), None)
+        if self.answers_events() {
+            self.worker.request(&frame.0, kind.name(), None)
+        } else {
+            self.worker.send_unanswered(&frame.0, kind.name())
+        }
+    }
+
+    /// Whether the worker can still take events (it has not died nor broken the protocol).
+    pub fn is_alive(&self) -> bool {
+        self.worker.is_alive()
+    }
+
+    /// Whether the worker answers each event (`0` or `-2` and the traceback): pyspark 4.0 on.
+    pub fn answers_events(&self) -> bool {
+        !self.worker.pyspark_older_than(4, 0)
+    }
+
+    /// The worker's pyspark version (`"3.5.9"`).
+    pub fn pyspark_version(&self) -> Option<&str> {
+        self.worker.pyspark_version()
     }
     /// `onQueryStarted` with [`query_started_event_json`].
     pub fn on_query_started(&mut self, json: &str) -> Result<()> {

@@ -1,11 +1,11 @@
-//! One Python worker process and its Unix socket: start-up (listen, spawn, accept, read the
-//! pid), PySpark's framing (big-endian `int`/`long`, length-prefixed UTF-8 and bytes), the
+//! One Python worker process and its socket: start-up (listen on loopback TCP, spawn, accept,
+//! check the secret, read the pid), PySpark's framing (big-endian `int`/`long`, length-prefixed UTF-8 and bytes), the
 //! `0` / `-2 traceback` answers, output forwarding, and turning a dead or silent worker into an
 //! error with its exit status and last stderr lines.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,8 +20,11 @@ use super::{LineSink, OutputStream, PythonConfig};
 const PYTHON_EXCEPTION_THROWN: i32 = -2;
 /// The Java class PySpark turns into `pyspark.errors.PythonException`.
 pub(super) const PYTHON_EXCEPTION: &str = "org.apache.spark.api.python.PythonException";
-/// How many of the worker's last stderr lines an error quotes.
-const TAIL_LINES: usize = 20;
+/// How many of the worker's last stderr lines an error quotes (a 3.5 worker's traceback is
+/// all of its error).
+const TAIL_LINES: usize = 40;
+/// How a Python traceback starts.
+const TRACEBACK: &str = "Traceback (most recent call last):";
 /// How often a blocked read looks whether the worker is still alive.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -121,12 +124,23 @@ fn forward(
 /// module's packages, `__main__` has neither `__spec__` nor `__file__`, which pyspark-client's
 /// `pyspark.sql.connect` import check takes for a doctest run, and without a Spark distribution
 /// (pyspark-client has none) it exits with status 255 ("Could not find valid SPARK_HOME").
+/// First it leaves the interpreter's pyspark version in [`PYSPARK_VERSION_FILE`] beside itself
+/// (the module imports pyspark anyway): the workers' protocols differ between versions.
 const RUN_MODULE: &str = r#""""Sluice: runs a PySpark worker module as __main__ (see python/worker.rs)."""
+import os
 import runpy
 import sys
 
+import pyspark
+
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyspark_version"), "w") as f:
+    f.write(pyspark.__version__)
 runpy.run_module(sys.argv.pop(1), run_name="__main__", alter_sys=True)
 "#;
+
+/// The file [`RUN_MODULE`] writes the worker's `pyspark.__version__` to, in the worker's
+/// directory, before the module connects.
+const PYSPARK_VERSION_FILE: &str = "pyspark_version";
 
 /// What the worker process runs.
 pub(super) enum Launch {
@@ -151,11 +165,13 @@ pub(super) struct Worker {
     child: Arc<Mutex<Child>>,
     interrupted: Arc<AtomicBool>,
     pid: Option<i32>,
-    stream: UnixStream,
+    stream: TcpStream,
     dir: PathBuf,
     output: Arc<Output>,
     /// Why the worker cannot be used any more (it exited, or a call broke the protocol).
     broken: Option<String>,
+    /// The worker's `pyspark.__version__` (a module worker's; `None` for a script).
+    pyspark_version: Option<String>,
 }
 
 impl Worker {
@@ -209,25 +225,28 @@ impl Worker {
                 vec![path.into_os_string()]
             }
         };
-        let sock_path = dir.join("worker.sock");
-        let listener = UnixListener::bind(&sock_path).map_err(|e| {
-            io_error(
-                format!(
-                    "cannot listen on {} for the Python worker",
-                    sock_path.display()
-                ),
-                e,
-            )
-        })?;
+        // Loopback TCP with Spark's secret handshake: the transport every client's workers
+        // speak (3.5 and 4.0 only this one; 4.1+ also a Unix socket, when given one).
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .map_err(|e| io_error("cannot listen on 127.0.0.1 for the Python worker".into(), e))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| io_error("cannot set up the Python worker's socket".into(), e))?
+            .port();
         listener
             .set_nonblocking(true)
             .map_err(|e| io_error("cannot set up the Python worker's socket".into(), e))?;
+        let secret = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
         let mut cmd = Command::new(&python);
         cmd.args(&args)
             .current_dir(std::env::current_dir().unwrap_or_else(|_| dir.to_path_buf()))
-            .env("PYTHON_WORKER_FACTORY_SOCK_PATH", &sock_path)
-            .env_remove("PYTHON_WORKER_FACTORY_SECRET")
-            .env_remove("PYTHON_WORKER_FACTORY_PORT")
+            .env("PYTHON_WORKER_FACTORY_PORT", port.to_string())
+            .env("PYTHON_WORKER_FACTORY_SECRET", &secret)
+            .env_remove("PYTHON_WORKER_FACTORY_SOCK_PATH")
             .env(
                 "SPARK_CONNECT_LOCAL_URL",
                 super::worker_url(&config.connect_url),
@@ -275,7 +294,11 @@ impl Worker {
         let deadline = Instant::now() + config.connect_timeout;
         let stream = loop {
             match listener.accept() {
-                Ok((stream, _)) => break stream,
+                // Another local process may connect: only the worker knows the secret.
+                Ok((mut stream, _)) => match authenticate(&mut stream, &secret, deadline) {
+                    Ok(true) => break stream,
+                    Ok(false) | Err(_) => continue,
+                },
                 Err(e)
                     if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted =>
                 {
@@ -323,6 +346,10 @@ impl Worker {
             dir: dir.to_path_buf(),
             output,
             broken: None,
+            // Written before the module connected (RUN_MODULE).
+            pyspark_version: std::fs::read_to_string(dir.join(PYSPARK_VERSION_FILE))
+                .ok()
+                .map(|v| v.trim().to_string()),
         };
         // `get_sock_file_to_executor` sends the worker's pid first.
         let pid = worker.read_i32_until(Some(deadline), "start-up");
@@ -340,6 +367,23 @@ impl Worker {
     /// The interpreter this worker runs on.
     pub(super) fn python(&self) -> &str {
         &self.python
+    }
+
+    /// Whether the worker can still take calls (it has not died nor broken the protocol).
+    pub(super) fn is_alive(&self) -> bool {
+        self.broken.is_none() && self.try_wait().is_none()
+    }
+
+    /// The worker's pyspark version (`"3.5.9"`), known for module workers.
+    pub(super) fn pyspark_version(&self) -> Option<&str> {
+        self.pyspark_version.as_deref()
+    }
+
+    /// Whether the worker's pyspark is older than `major.minor` (false when unknown).
+    pub(super) fn pyspark_older_than(&self, major: u32, minor: u32) -> bool {
+        self.pyspark_version()
+            .and_then(major_minor)
+            .is_some_and(|v| v < (major, minor))
     }
 
     /// Sends one request (already framed) and reads the worker's `0` or traceback answer.
@@ -380,6 +424,29 @@ impl Worker {
                 )))
             }
         }
+    }
+
+    /// Sends one message that the worker does not answer (PySpark 3.5's listener events). A
+    /// worker that already died is an error with its status and last stderr lines.
+    pub(super) fn send_unanswered(&mut self, message: &[u8], during: &str) -> Result<()> {
+        if let Some(why) = &self.broken {
+            return Err(python_worker_failed(format!(
+                "the Python {} worker cannot run {during}: {why}",
+                self.what
+            )));
+        }
+        if self.try_wait().is_some() {
+            // Nothing is answered: it ended on an earlier message.
+            return Err(self.died(&format!("a message before {during}"), None));
+        }
+        if let Err(e) = self
+            .stream
+            .write_all(message)
+            .and_then(|_| self.stream.flush())
+        {
+            return Err(self.died(during, Some(e)));
+        }
+        Ok(())
     }
 
     fn read_i32_until(&mut self, deadline: Option<Instant>, during: &str) -> Result<i32> {
@@ -463,6 +530,13 @@ impl Worker {
         }
         let why = format!("it exited with {status} during {during}{io}");
         self.broken = Some(why.clone());
+        // PySpark 3.5's workers catch nothing: an exception in the user's function ends the
+        // process with its traceback on stderr (4.x answers -2 and the traceback instead).
+        if self.pyspark_older_than(4, 0) {
+            if let Some(at) = tail.rfind(TRACEBACK) {
+                return python_exception(self.what, during, &tail[at..]);
+            }
+        }
         python_worker_failed(format!(
             "the Python {} worker `{}`{pid} exited unexpectedly with {status} during \
              {during}{io}; its last stderr lines:\n{tail}\n{}",
@@ -524,6 +598,52 @@ impl WorkerInterrupt {
 fn kill(child: &mut Child) {
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Spark's `SocketAuthHelper.authClient`: the worker sends the secret (a length-prefixed UTF-8
+/// string, `_do_server_auth`), the server answers `ok` when it matches, else `err` and closes.
+/// The wait is bounded by `deadline` (at most 15 s, Spark's `SPARK_AUTH_SOCKET_TIMEOUT`).
+pub(super) fn authenticate(
+    stream: &mut TcpStream,
+    secret: &str,
+    deadline: Instant,
+) -> std::io::Result<bool> {
+    let wait = deadline
+        .saturating_duration_since(Instant::now())
+        .clamp(Duration::from_millis(100), Duration::from_secs(15));
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(wait))?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len)?;
+    let len = i32::from_be_bytes(len);
+    let ok = if usize::try_from(len).is_ok_and(|n| n == secret.len()) {
+        let mut got = vec![0u8; secret.len()];
+        stream.read_exact(&mut got)?;
+        // Every byte compared, whatever the first difference.
+        got.iter()
+            .zip(secret.as_bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    } else {
+        false
+    };
+    let reply: &[u8] = if ok { b"ok" } else { b"err" };
+    stream.write_all(&(reply.len() as i32).to_be_bytes())?;
+    stream.write_all(reply)?;
+    stream.flush()?;
+    Ok(ok)
+}
+
+/// `(4, 2)` of `"4.2.0"` (or `"4.3.0.dev1"`).
+pub(super) fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor: String = parts
+        .next()?
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    Some((major, minor.parse().ok()?))
 }
 
 /// "exit status 1", "signal 9 (SIGKILL)".
