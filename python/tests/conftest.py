@@ -93,13 +93,24 @@ def connect_url(server):
     return server.url
 
 
+# PySpark 3.5's client can deadlock when a SparkSession is garbage-collected while one of its
+# ReleaseExecute calls runs: SparkSession.__del__ then closes the client from inside the release
+# thread pool, whose join() waits for that very thread while holding the lock every new execute
+# takes (4.0 shut the pool down differently). The suite makes a session per test, so with 3.5
+# each one stays referenced until the run ends and is never collected mid-run.
+_KEPT_SESSIONS = []
+
+
 def new_session(url):
     """A new Spark Connect session (never a cached one: after a server restart the old
     session's channel is gone) with the session time zone the scenarios are recorded in."""
+    import pyspark
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.remote(url).create()
     spark.conf.set("spark.sql.session.timeZone", "UTC")
+    if pyspark.__version__.startswith("3."):
+        _KEPT_SESSIONS.append(spark)
     return spark
 
 

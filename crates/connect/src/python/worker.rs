@@ -31,10 +31,11 @@ const POLL: Duration = Duration::from_millis(200);
 /// The fix for a worker that cannot run at all.
 fn install_hint(python: &str) -> String {
     format!(
-        "the server runs the client's Python callbacks with `{python}`, which needs \
-         pyspark-client 4.2.0 (`{python} -m pip install pyspark-client==4.2.0`); start the server \
-         with `--python /path/to/python` or set PYSPARK_PYTHON to the interpreter the PySpark \
-         client runs in"
+        "the server runs the client's Python callbacks with `{python}`, which needs the PySpark \
+         client the program uses (`{python} -m pip install pyspark-client==4.2.0`, or \
+         `pyspark[connect]==3.5.9` for a 3.5 client); start the server with \
+         `--python /path/to/python` or set PYSPARK_PYTHON to the interpreter the PySpark client \
+         runs in"
     )
 }
 
