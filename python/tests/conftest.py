@@ -93,25 +93,45 @@ def connect_url(server):
     return server.url
 
 
-# PySpark 3.5's client can deadlock when a SparkSession is garbage-collected while one of its
-# ReleaseExecute calls runs: SparkSession.__del__ then closes the client from inside the release
-# thread pool, whose join() waits for that very thread while holding the lock every new execute
-# takes (4.0 shut the pool down differently). The suite makes a session per test, so with 3.5
-# each one stays referenced until the run ends and is never collected mid-run.
+# PySpark's client before 4.2 can deadlock when a SparkSession is garbage-collected during a
+# gRPC call: SparkSession.__del__ closes the client, which waits for the ReleaseExecute thread
+# pool to finish (3.5 joins it, 4.0 and 4.1 shut it down with wait=True), while a call in that
+# pool waits for a grpc lock the collecting thread holds, or the collection runs in the pool
+# itself (4.2 shuts the pool down without waiting). The suite makes a session per test, so with
+# those clients each one stays referenced until the run ends and is never collected mid-run.
 _KEPT_SESSIONS = []
+
+
+def _client_before(major, minor):
+    import pyspark
+
+    version = tuple(int(x) for x in pyspark.__version__.split(".")[:2])
+    return version < (major, minor)
 
 
 def new_session(url):
     """A new Spark Connect session (never a cached one: after a server restart the old
     session's channel is gone) with the session time zone the scenarios are recorded in."""
-    import pyspark
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.remote(url).create()
     spark.conf.set("spark.sql.session.timeZone", "UTC")
-    if pyspark.__version__.startswith("3."):
+    if _client_before(4, 2):
         _KEPT_SESSIONS.append(spark)
     return spark
+
+
+def forget_session(spark):
+    """Drops a session whose server was killed, without asking that server anything. PySpark
+    3.5's stop() does just that, and must be called: its getOrCreate() would hand the dead
+    session back to later code (4.x's skips stopped and closed ones)."""
+    try:
+        if _client_before(4, 0):
+            spark.stop()
+        else:
+            spark.client.close()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def close_session(spark):
@@ -138,12 +158,9 @@ class Sessions:
         self.current = new_session(server.url)
 
     def restart_server(self):
-        close_session_quietly = self.current
+        old = self.current
         self.server.restart()
-        try:
-            close_session_quietly.client.close()
-        except Exception:  # noqa: BLE001
-            pass
+        forget_session(old)
         self.current = new_session(self.server.url)
         return self.current
 

@@ -155,7 +155,7 @@ def test_sigterm_stops_running_queries_after_their_batch(workdir):
     finished and committed first (every offsets/N has its commits/N), so a restart has nothing
     to replay."""
     import pytest
-    from conftest import ENGINE, new_session
+    from conftest import ENGINE, forget_session, new_session
 
     import servers
 
@@ -166,6 +166,7 @@ def test_sigterm_stops_running_queries_after_their_batch(workdir):
     write_files(src, os.path.join(workdir, "staging"))
     srv = servers.Server("sluice", log_path=os.path.join(workdir, "server.log"), cwd=workdir)
     srv.start()
+    spark = None
     try:
         # a new session: PySpark 3.5's getOrCreate() would hand back an earlier test's
         spark = new_session(srv.url)
@@ -180,3 +181,5 @@ def test_sigterm_stops_running_queries_after_their_batch(workdir):
             assert os.path.exists(os.path.join(out, "%d.json" % b)), b
     finally:
         srv.kill()
+        if spark is not None:
+            forget_session(spark)
