@@ -45,11 +45,12 @@ if ENGINE not in ("sluice", "spark"):
 
 
 def progress_dict(p):
-    """A StreamingQueryProgress as a dict: PySpark 4 gives objects (their JSON in `.json`),
-    PySpark 3.5 dicts (scripts/clients runs both)."""
+    """A StreamingQueryProgress as a dict of its whole JSON: PySpark 4 gives objects (dicts of
+    the fields it knows, the whole JSON in `.json`), PySpark 3.5 plain dicts of the JSON
+    (scripts/clients runs both)."""
     import json
 
-    return p if isinstance(p, dict) else json.loads(p.json)
+    return json.loads(p.json) if hasattr(p, "json") else p
 
 
 class External:

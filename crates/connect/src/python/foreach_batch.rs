@@ -5,9 +5,13 @@
 //! Protocol (after the worker's pid): the server sends the client's Python version, the session
 //! id and the pickled function (`PythonUdf.command`, cloudpickled by the client's
 //! `DataStreamWriter.foreachBatch`); the worker answers `0`. Then per batch: the cached
-//! DataFrame's id (UTF-8) and the batch id (`long`); the worker answers `0`, or `-2` and the
-//! traceback, after which it exits (its loop is inside the `try`), so a failed function leaves
-//! the worker unusable, as in Spark, where the query stops.
+//! DataFrame's id (UTF-8) and the batch id (`long`), and from pyspark 4.3 on the id of the session
+//! the batch runs in (Spark 4.3 clones the query's session per batch; Sluice runs every batch in
+//! the client's session, so it sends that one's id, where the cached DataFrame lives); the
+//! worker answers `0`, or `-2` and the traceback, after which it exits (its loop is inside the
+//! `try`), so a failed function leaves the worker unusable, as in Spark, where the query stops.
+//! (pyspark 3.5's worker catches nothing: it exits with the traceback on stderr, which
+//! `Worker` turns into the same error.)
 
 use crate::error::Result;
 use crate::proto;
@@ -23,6 +27,8 @@ pub(super) const FOREACH_BATCH_MODULE: &str =
 /// it closes the socket and kills and reaps the process.
 pub struct ForeachBatchWorker {
     worker: Worker,
+    /// The client's session id, which pyspark 4.3's worker reads with every batch.
+    session_id: String,
 }
 
 impl std::fmt::Debug for ForeachBatchWorker {
@@ -52,7 +58,10 @@ impl ForeachBatchWorker {
         let mut worker = Worker::spawn(config, "foreachBatch", launch)?;
         let rest = Frame::default().utf(session_id)?.bytes(&function.command)?;
         handshake(&mut worker, config, &function.python_ver, rest)?;
-        Ok(Self { worker })
+        Ok(Self {
+            worker,
+            session_id: session_id.to_string(),
+        })
     }
 
     /// Runs the function on the batch the server cached under `df_id` (the worker reads it back
@@ -61,9 +70,17 @@ impl ForeachBatchWorker {
     /// traceback in its message; a worker that died is an error with its exit status and last
     /// stderr lines.
     pub fn call(&mut self, df_id: &str, batch_id: i64) -> Result<()> {
-        let frame = Frame::default().utf(df_id)?.long(batch_id);
+        let mut frame = Frame::default().utf(df_id)?.long(batch_id);
+        if self.sends_session_per_batch() {
+            frame = frame.utf(&self.session_id)?;
+        }
         self.worker
             .request(&frame.0, &format!("batch {batch_id}"), None)
+    }
+
+    /// Whether each batch also carries the session id it runs in (pyspark 4.3 on).
+    pub fn sends_session_per_batch(&self) -> bool {
+        !self.worker.pyspark_older_than(4, 3)
     }
 
     /// The interpreter the worker runs on.

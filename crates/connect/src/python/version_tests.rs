@@ -1,9 +1,10 @@
-//! The server's branches for older clients' workers, run against stand-ins that speak PySpark
-//! 3.5's worker protocol exactly as its `foreach_batch_worker` and `listener_worker` modules do
-//! (loopback TCP with the secret, no answer to listener events, no exception handling: a failing
-//! function ends the process with its traceback on stderr), so these tests need no PySpark 3.5
-//! install (the real one runs in `scripts/clients`). The stand-ins are a fake `pyspark` package
-//! (`__version__ = "3.5.9"`) on the `PYTHONPATH` of `python3 -S`.
+//! The server's branches for other clients' workers, run against stand-ins that speak their
+//! protocols exactly as the clients' `foreach_batch_worker` and `listener_worker` modules do:
+//! PySpark 3.5's (loopback TCP with the secret, no answer to listener events, no exception
+//! handling: a failing function ends the process with its traceback on stderr) and 4.3's (each
+//! batch also carries the session id it runs in). So these tests need no PySpark 3.5 or 4.3
+//! install (the real ones run in `scripts/clients`). The stand-ins are a fake `pyspark` package
+//! (`__version__` the version's) on the `PYTHONPATH` of `python3 -S`.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -76,8 +77,26 @@ while True:
     f.flush()
 "#;
 
+/// 4.3's `foreach_batch_worker`: the batch's session id follows the batch id.
+const FOREACH_BATCH_43: &str = r#"
+while True:
+    df_id = read_utf(f)
+    batch_id = read_long(f)
+    batch_session = read_utf(f)
+    with open(out, "a") as fh:
+        fh.write("%s %d %s %s\n" % (df_id, batch_id, session_id, batch_session))
+    write_int(0, f)
+    f.flush()
+"#;
+
 /// A `python3 -S` whose `pyspark` is the 3.5 stand-in.
 fn pyspark_35(dir: &Path) -> String {
+    fake_pyspark(dir, "3.5.9", FOREACH_BATCH)
+}
+
+/// A `python3 -S` whose `pyspark` is a stand-in of `version`, its foreachBatch worker's loop
+/// `foreach_batch`.
+fn fake_pyspark(dir: &Path, version: &str, foreach_batch: &str) -> String {
     use std::os::unix::fs::PermissionsExt;
     let worker = dir.join("pkgs/pyspark/sql/connect/streaming/worker");
     std::fs::create_dir_all(&worker).unwrap();
@@ -85,9 +104,9 @@ fn pyspark_35(dir: &Path) -> String {
     for part in ["pyspark", "sql", "connect", "streaming", "worker"] {
         package = package.join(part);
         let init = if part == "pyspark" {
-            "__version__ = \"3.5.9\"\n"
+            format!("__version__ = {version:?}\n")
         } else {
-            ""
+            String::new()
         };
         std::fs::write(package.join("__init__.py"), init).unwrap();
     }
@@ -98,10 +117,10 @@ fn pyspark_35(dir: &Path) -> String {
     .unwrap();
     std::fs::write(
         worker.join("foreach_batch_worker.py"),
-        format!("{COMMON}{FOREACH_BATCH}"),
+        format!("{COMMON}{foreach_batch}"),
     )
     .unwrap();
-    let python = dir.join("python-3.5");
+    let python = dir.join(format!("python-{version}"));
     std::fs::write(
         &python,
         format!(
@@ -230,6 +249,29 @@ fn a_35_foreach_batch_worker_that_raises_is_the_functions_exception() {
         "{}",
         err.message
     );
+}
+
+#[test]
+fn a_43_foreach_batch_worker_gets_the_session_of_each_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let python = fake_pyspark(dir.path(), "4.3.0", FOREACH_BATCH_43);
+    let out = dir.path().join("batches.txt");
+    let mut worker = ForeachBatchWorker::start(&config(&python), "s-43", &udf(&out)).unwrap();
+    assert!(worker.sends_session_per_batch());
+    let mut worker = within(Duration::from_secs(20), move || {
+        worker.call("df-0", 0).unwrap();
+        worker.call("df-1", 1).unwrap();
+        worker
+    });
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "df-0 0 s-43 s-43\ndf-1 1 s-43 s-43\n"
+    );
+    // A 3.5 worker reads no session per batch.
+    let dir = tempfile::tempdir().unwrap();
+    let python = pyspark_35(dir.path());
+    worker = ForeachBatchWorker::start(&config(&python), "s-35", &udf(&out)).unwrap();
+    assert!(!worker.sends_session_per_batch());
 }
 
 /// Spark's worker handshake: the right secret gets `ok`, anything else `err`.
