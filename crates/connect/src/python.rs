@@ -48,11 +48,14 @@
 //! The worker modules are the client's own, so the server speaks each version's protocol; the
 //! worker's `pyspark.__version__` is known once it connected (see `worker::RUN_MODULE`):
 //!
-//! | pyspark | transport | a failing function | listener events |
-//! |---|---|---|---|
-//! | 3.5 | TCP + secret | the worker exits, its traceback on stderr: reported as the function's `PythonException` | not answered (and a failing listener ends its worker) |
-//! | 4.0 | TCP + secret | `-2` and the traceback | answered `0` / `-2` |
-//! | 4.1 on | TCP + secret (or a Unix socket, which Sluice does not use) | `-2` and the traceback | answered `0` / `-2` |
+//! | pyspark | transport | a foreachBatch call | a failing function | listener events |
+//! |---|---|---|---|---|
+//! | 3.5 | TCP + secret | DataFrame id, batch id | the worker exits, its traceback on stderr: reported as the function's `PythonException` | not answered (and a failing listener ends its worker) |
+//! | 4.0 | TCP + secret | the same | `-2` and the traceback | answered `0` / `-2` |
+//! | 4.1, 4.2 | TCP + secret (or a Unix socket, which Sluice does not use) | the same | `-2` and the traceback | answered `0` / `-2` |
+//! | 4.3 | the same | and the batch's session id (the client's) | `-2` and the traceback | answered `0` / `-2` |
+//!
+//! `scripts/clients` runs the quickstart and the PySpark suite's streaming tests with each.
 //! - `query.stop()` while a call blocks: [`WorkerInterrupt::interrupt`] (from `interrupter()`).
 
 mod foreach;
