@@ -149,6 +149,11 @@ pub struct ConnectArgs {
     pub workers: Option<String>,
     #[command(flatten)]
     pub workers_tls: WorkersTlsArgs,
+    /// Stop (as on SIGTERM) when standard input reaches its end: a parent that holds the
+    /// server's stdin as a pipe stops it by exiting, however it exits (the Python package's
+    /// `SparkConnectServer` starts the server so)
+    #[arg(long)]
+    pub stop_on_stdin_close: bool,
 }
 
 /// `sluice run`: a pipeline file, or a built-in pipeline.
@@ -379,14 +384,48 @@ fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
         listen: args.listen,
         python: args.python,
     };
-    sluice_connect::serve(config, |addr| {
+    let stdin_closed = args.stop_on_stdin_close;
+    let shutdown = async move {
+        if stdin_closed {
+            tokio::select! {
+                _ = sluice_connect::server::shutdown_signal() => {}
+                _ = stdin_end() => log::info!("standard input closed: stopping the server"),
+            }
+        } else {
+            sluice_connect::server::shutdown_signal().await
+        }
+    };
+    let on_listening = |addr| {
         // One line on stdout, which scripts wait for (the port, when 0 was asked for).
         println!("Spark Connect server listening on sc://{addr}");
         use std::io::Write;
         let _ = std::io::stdout().flush();
-    })
-    .map_err(|e| e.message)?;
+    };
+    sluice_connect::serve_until(config, on_listening, shutdown).map_err(|e| e.message)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves when standard input reaches its end (or cannot be read): a thread of its own
+/// blocks on the reads.
+#[cfg(feature = "connect")]
+async fn stdin_end() {
+    let (ended, end) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("sluice-stdin".into())
+        .spawn(move || {
+            use std::io::Read;
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = [0u8; 256];
+            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+            let _ = ended.send(());
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = end.await;
+        }
+        // No thread to watch stdin: the server keeps to its signals.
+        Err(_) => std::future::pending::<()>().await,
+    }
 }
 
 /// `sluice connect` in a build without the server.
@@ -394,9 +433,9 @@ fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
 fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
     let _ = args;
     Err(
-        "this sluice was built without the Spark Connect server; build it with \
-         `cargo build -p sluice-cli --features connect` (its protobuf build needs protoc: \
-         PROTOC=$(scripts/protoc)), or run scripts/connect, which does both"
+        "this sluice was built without the Spark Connect server (a lean build, \
+         --no-default-features); build it with the default features: `cargo build -p \
+         sluice-cli`, or `pip install` the sluice wheel"
             .to_string(),
     )
 }
@@ -446,8 +485,9 @@ fn workers_tls(args: &WorkersTlsArgs) -> Result<(), String> {
     match args.workers_tls_ca {
         None => Ok(()),
         Some(_) => Err(
-            "--workers-tls-ca: this sluice was built without workers; build it \
-                        with `cargo build -p sluice-cli --features distributed`"
+            "--workers-tls-ca: this sluice was built without workers (a lean build, \
+             --no-default-features); build it with the default features: `cargo build -p \
+             sluice-cli`"
                 .to_string(),
         ),
     }
@@ -457,9 +497,11 @@ fn workers_tls(args: &WorkersTlsArgs) -> Result<(), String> {
 #[cfg(not(feature = "distributed"))]
 fn worker(args: WorkerArgs) -> Result<ExitCode, String> {
     let _ = args;
-    Err("this sluice was built without workers; build it with \
-         `cargo build -p sluice-cli --features distributed`"
-        .to_string())
+    Err(
+        "this sluice was built without workers (a lean build, --no-default-features); \
+         build it with the default features: `cargo build -p sluice-cli`"
+            .to_string(),
+    )
 }
 
 const DEMO_FILES: [(&str, &str); 3] = [

@@ -839,8 +839,9 @@ pub fn serve_until(
     })
 }
 
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or SIGINT: [`serve`]'s end, for a caller of [`serve_until`] that adds
+/// its own.
+pub async fn shutdown_signal() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
