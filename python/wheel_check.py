@@ -28,7 +28,7 @@ def seed_code(path):
 
 
 def main():
-    script = HEADER + seed_code(sys.argv[1]) + "\nserver.stop()\n"
+    script = HEADER + seed_code(sys.argv[1]) + "\nserver.stop()\n"  # stops the session too
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "watermark.py")
         with open(path, "w", encoding="utf-8") as fh:

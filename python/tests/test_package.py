@@ -129,3 +129,26 @@ def test_spark_session_sets_conf_and_reuses_one_server(sluice_module):
     finally:
         again.stop()
         first.stop()
+
+
+def test_a_session_left_open_after_the_with_block_does_not_hold_the_exit(tmp_path):
+    """`with SparkConnectServer() as server:` around a session the program never stops: the
+    block's end stops that session first, so the client's own exit cleanup does not retry
+    against a stopped server (it did for minutes)."""
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        sys.path.insert(0, %r)
+        from pyspark.sql import SparkSession
+        from sluice import SparkConnectServer
+        with SparkConnectServer() as server:
+            spark = SparkSession.builder.remote(server.url).getOrCreate()
+            print(spark.range(4).count(), flush=True)
+    """ % SRC))
+    env = dict(os.environ, SLUICE_BIN=servers.sluice_bin())
+    start = time.time()
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["4"]
+    assert time.time() - start < 30, "the program took %.0f s to exit" % (time.time() - start)

@@ -18,6 +18,7 @@ The package has no Python dependencies: install the Spark Connect client you use
 """
 
 import atexit
+import gc
 import os
 import re
 import shutil
@@ -144,11 +145,29 @@ class SparkConnectServer:
         """Whether the server process is still running."""
         return self._proc.poll() is None
 
+    def _stop_sessions(self):
+        """Stops the PySpark sessions connected to this server: a client left open would, at
+        the interpreter's exit, retry its cleanup calls against the stopped server for minutes."""
+        module = sys.modules.get("pyspark.sql.connect.session")
+        if module is None or self.url is None:
+            return
+        port = self.url.split("/;")[0].rsplit(":", 1)[1]
+        for obj in gc.get_objects():
+            if not isinstance(obj, module.SparkSession):
+                continue
+            try:
+                if obj.client._builder.endpoint.rsplit(":", 1)[1] == port:
+                    obj.stop()
+            except Exception:  # noqa: BLE001 - best effort, as SparkSession.stop itself
+                pass
+
     def stop(self, timeout=30.0):
         """Stops the server as SIGTERM does (queries stop after their current batch); kills it if
-        it has not exited within `timeout` seconds. Idempotent."""
+        it has not exited within `timeout` seconds. The PySpark sessions connected to it are
+        stopped first. Idempotent."""
         with self._lock:
             if self._proc.poll() is None:
+                self._stop_sessions()
                 try:
                     self._proc.stdin.close()  # --stop-on-stdin-close: the server stops
                 except OSError:
