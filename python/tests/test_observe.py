@@ -11,14 +11,20 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 
 import pytest
+from pyspark import cloudpickle
 
 import servers
 from conftest import ENGINE, close_session, new_session
+
+# The foreachBatch function defined here is pickled with its code: the server's Python worker
+# cannot import this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 pytestmark = pytest.mark.skipif(ENGINE != "sluice", reason="`sluice connect --ui` is Sluice's")
 
@@ -80,6 +86,10 @@ def batches(q, n):
     if not q.isActive:
         raise AssertionError("%s ended: %s" % (q.name, q.exception()))
     return len(q.recentProgress) >= n
+
+
+def fail_batch(df, batch_id):
+    raise ValueError("observe boom in batch %d" % batch_id)
 
 
 def metric(metrics, family, name, query_id):
@@ -196,10 +206,8 @@ def test_connect_ui_shows_every_session_s_queries_and_the_log_says_who_came_and_
         assert "Input rate vs processing rate" in dom
 
         # A query that fails, logged with its error.
-        from pyspark.sql import functions as F
         failing = (second.readStream.format("rate-micro-batch").option("rowsPerBatch", 5).load()
-                   .select(F.expr("CASE WHEN value >= 0 THEN raise_error('observe boom') END"))
-                   .writeStream.queryName("failing_query").format("noop")
+                   .writeStream.queryName("failing_query").foreachBatch(fail_batch)
                    .option("checkpointLocation", os.path.join(workdir, "ckpt3")).start())
         wait_for(lambda: not failing.isActive, 60, "the failing query to fail")
 

@@ -309,7 +309,10 @@ mod tests {
         assert_eq!(v["level"], "info");
         assert_eq!(v["target"], "sluice_connect::observe");
         let message = v["message"].as_str().unwrap();
-        assert!(message.starts_with("query failed: query_id=7f0c "), "{message}");
+        assert!(
+            message.starts_with("query failed: query_id=7f0c "),
+            "{message}"
+        );
         let fields = v["fields"].as_object().unwrap();
         let names: Vec<&str> = fields.keys().map(String::as_str).collect();
         assert_eq!(
@@ -343,7 +346,10 @@ mod tests {
     #[test]
     fn the_format_is_the_flag_else_the_environment() {
         let env = |v: &str| Some(v.to_string());
-        assert_eq!(LogFormat::resolve_with(None, env("JSON")), Ok(LogFormat::Json));
+        assert_eq!(
+            LogFormat::resolve_with(None, env("JSON")),
+            Ok(LogFormat::Json)
+        );
         assert_eq!(
             LogFormat::resolve_with(Some(LogFormat::Text), env("json")),
             Ok(LogFormat::Text)

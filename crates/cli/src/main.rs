@@ -61,7 +61,13 @@ struct Cli {
     /// How log lines are printed on stderr: text (TIME LEVEL TARGET: MESSAGE) or json (one
     /// object per line: ts, level, target, message, fields); default: $SLUICE_LOG_FORMAT, else
     /// text
-    #[arg(long, global = true, value_enum, value_name = "FORMAT", ignore_case = true)]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "FORMAT",
+        ignore_case = true
+    )]
     log_format: Option<logger::LogFormat>,
 }
 
@@ -98,11 +104,13 @@ enum Command {
     /// Serve Spark Connect: PySpark programs (`pip install pyspark-client==4.2.0`) connect with
     /// SparkSession.builder.remote("sc://127.0.0.1:15002") and run on Sluice; stops on SIGTERM
     /// or Ctrl-C after each query's current batch
-    #[command(after_help = "Logging: without RUST_LOG, warnings and the server's info lines \
+    #[command(
+        after_help = "Logging: without RUST_LOG, warnings and the server's info lines \
                       (RUST_LOG=warn,sluice_connect=info): each session opened (session id, \
                       user id, client type) and released, each query started (query id, run \
                       id, name, session id), stopped or failed (with its error class and \
-                      message). RUST_LOG=warn shows only warnings.")]
+                      message). RUST_LOG=warn shows only warnings."
+    )]
     Connect(ConnectArgs),
     /// Serve a worker for queries on a cluster: a driver whose queries set
     /// sluice.distributed.workers (or --workers) to this address runs its batches' plans here;
@@ -418,7 +426,9 @@ fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
     if let Some(addr) = &args.ui {
         // Every session's queries on one dashboard. The flag, else the environment (which
         // keeps it out of `ps` listings).
-        let token = args.ui_token.or_else(|| std::env::var("SLUICE_UI_TOKEN").ok());
+        let token = args
+            .ui_token
+            .or_else(|| std::env::var("SLUICE_UI_TOKEN").ok());
         let dashboard = ui::start(addr, token.as_deref())?;
         config.listeners.push(dashboard);
     }
