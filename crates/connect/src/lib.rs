@@ -15,6 +15,7 @@
 //! | [`plan`] | relations and expressions of the Spark Connect plan to Sluice frames (Spark SQL text over the session's views) |
 //! | [`streaming`] | `writeStream` (`WriteStreamOperationStart`) and the query handle / manager commands |
 //! | [`python`] | the client's own Python workers: `foreachBatch`, `foreach` and listeners |
+//! | [`observe`] | watching the server: listeners every session registers (the `--ui` dashboard), session and query log lines |
 //! | [`listener_bus`] | Python `StreamingQueryListener`s: the session's query events streamed to the client |
 //! | [`ipc`] | Arrow IPC streams in and out (local relations, results) |
 //! | [`error`] | errors as PySpark users catch them (`AnalysisException`, `StreamingQueryException`, ...) |
@@ -27,6 +28,7 @@ pub mod error;
 pub mod grpc;
 pub mod ipc;
 pub mod listener_bus;
+pub mod observe;
 pub mod plan;
 pub mod python;
 pub mod server;
