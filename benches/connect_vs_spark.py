@@ -215,8 +215,8 @@ def main():
         if os.access(servers.sluice_bin(), os.X_OK):
             out["sluice"] = bench("sluice", args.batches, sys.executable)
         else:
-            out["sluice"] = {"error": "no sluice binary at %s (cargo build -p sluice-cli "
-                                      "--features connect)" % servers.sluice_bin()}
+            out["sluice"] = {"error": "no sluice binary at %s (cargo build -p sluice-cli)"
+                                      % servers.sluice_bin()}
     out["machine"]["loadavg_at_end"] = os.getloadavg()[0]
     print(json.dumps(out))
 

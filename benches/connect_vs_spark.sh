@@ -13,7 +13,7 @@
 #     is started with `spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer`
 #     (Java 17), PYSPARK_PYTHON set to that venv's python for its foreachBatch worker.
 # Sluice's server is $SLUICE_BIN, default $CARGO_TARGET_DIR/debug/sluice (CARGO_TARGET_DIR
-# defaulting to /var/tmp/sluice-target), built with `cargo build -p sluice-cli --features connect`
+# defaulting to /var/tmp/sluice-target), built with `cargo build -p sluice-cli`
 # (use a --release build for figures worth publishing: SLUICE_BIN=.../release/sluice).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -25,7 +25,7 @@ export TZ=UTC
 
 mkdir -p "$DIR"
 if [ -z "${SLUICE_BIN:-}" ]; then
-  cargo build --release --bin sluice --features sluice-cli/distributed
+  cargo build --release --bin sluice
   SLUICE_BIN="$CARGO_TARGET_DIR/release/sluice"
 fi
 [ -d "$DIR/events-$ROWS" ] || python3 "$SHARED/gen_events.py" --rows "$ROWS" --files "$FILES" --seed "$SEED" --out "$DIR/events-$ROWS" >/dev/null

@@ -113,7 +113,7 @@ class Server:
         if self.kind == "sluice" and not os.access(sluice_bin(), os.X_OK):
             raise RuntimeError(
                 "the sluice binary %s does not exist: build it with "
-                "`cargo build -p sluice-cli --features connect` (CARGO_TARGET_DIR=%s), or set "
+                "`cargo build -p sluice-cli` (CARGO_TARGET_DIR=%s), or set "
                 "SLUICE_BIN, or point SLUICE_CONNECT_URL at a running server"
                 % (sluice_bin(), os.environ.get("CARGO_TARGET_DIR", "/var/tmp/sluice-target")))
         t0 = time.monotonic()

@@ -18,8 +18,10 @@
 //! - `sluice state read DIR [--operator N] [--batch N] [--json]`: an operator's state as of a
 //!   committed batch (`inspect.rs`).
 //!
-//! Logging: the engine's `log` lines go to stderr above the status lines (`logger.rs`), filtered
-//! by `RUST_LOG` (env_logger's syntax); without it warnings and errors are shown.
+//! Logging: the engine's `log` lines go to stderr above the status lines (`logger.rs`), each
+//! starting with the UTC time, filtered by `RUST_LOG` (env_logger's syntax); without it warnings
+//! and errors are shown (and `sluice connect`'s sessions and queries coming and going).
+//! `--log-format json` (or `SLUICE_LOG_FORMAT=json`) prints them as one JSON object per line.
 //!
 //! Exit codes: 0 done, 1 a query or a conformance scenario failed, 2 bad arguments or a bad
 //! pipeline file (and errors before anything ran).
@@ -48,12 +50,25 @@ use sluice::{col, lit, OutputMode, Session, Trigger};
 #[derive(Parser, Debug)]
 #[command(name = "sluice", version, propagate_version = true)]
 #[command(
-    after_help = "Logging: RUST_LOG=warn|info|debug|sluice=debug,... (default: warnings). \
-                        See `sluice <COMMAND> --help` for each command."
+    after_help = "Logging: RUST_LOG=warn|info|debug|sluice=debug,... (default: warnings; \
+                  for `sluice connect` also its sessions and queries). Lines start with the \
+                  UTC time; --log-format json (or SLUICE_LOG_FORMAT=json) prints one JSON \
+                  object per line. See `sluice <COMMAND> --help` for each command."
 )]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// How log lines are printed on stderr: text (TIME LEVEL TARGET: MESSAGE) or json (one
+    /// object per line: ts, level, target, message, fields); default: $SLUICE_LOG_FORMAT, else
+    /// text
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "FORMAT",
+        ignore_case = true
+    )]
+    log_format: Option<logger::LogFormat>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -89,6 +104,13 @@ enum Command {
     /// Serve Spark Connect: PySpark programs (`pip install pyspark-client==4.2.0`) connect with
     /// SparkSession.builder.remote("sc://127.0.0.1:15002") and run on Sluice; stops on SIGTERM
     /// or Ctrl-C after each query's current batch
+    #[command(
+        after_help = "Logging: without RUST_LOG, warnings and the server's info lines \
+                      (RUST_LOG=warn,sluice_connect=info): each session opened (session id, \
+                      user id, client type) and released, each query started (query id, run \
+                      id, name, session id), stopped or failed (with its error class and \
+                      message). RUST_LOG=warn shows only warnings."
+    )]
     Connect(ConnectArgs),
     /// Serve a worker for queries on a cluster: a driver whose queries set
     /// sluice.distributed.workers (or --workers) to this address runs its batches' plans here;
@@ -149,6 +171,20 @@ pub struct ConnectArgs {
     pub workers: Option<String>,
     #[command(flatten)]
     pub workers_tls: WorkersTlsArgs,
+    /// Stop (as on SIGTERM) when standard input reaches its end: a parent that holds the
+    /// server's stdin as a pipe stops it by exiting, however it exits (the Python package's
+    /// `SparkConnectServer` starts the server so)
+    #[arg(long)]
+    pub stop_on_stdin_close: bool,
+    /// Serve a live dashboard of every session's queries at ADDR, and their metrics at
+    /// /metrics (host:port, or a port on 127.0.0.1; port 0 picks one and the address is
+    /// printed). An address other than loopback (e.g. 0.0.0.0:4040) needs --ui-token
+    #[arg(long, value_name = "ADDR")]
+    pub ui: Option<String>,
+    /// The token every dashboard request must carry (Authorization: Bearer TOKEN, or open
+    /// http://HOST:PORT/?token=TOKEN); default: $SLUICE_UI_TOKEN
+    #[arg(long, value_name = "TOKEN", requires = "ui")]
+    pub ui_token: Option<String>,
 }
 
 /// `sluice run`: a pipeline file, or a built-in pipeline.
@@ -322,7 +358,19 @@ fn main() -> ExitCode {
     }
     // `--help`, `--version` and bad arguments exit here (0, 0, 2).
     let cli = Cli::parse();
-    logger::install();
+    let log_format = match logger::LogFormat::resolve(cli.log_format) {
+        Ok(f) => f,
+        Err(e) => {
+            status::print_line(&format!("error: {e}"));
+            return ExitCode::from(2);
+        }
+    };
+    let default_filter = match &cli.command {
+        // A server nobody watches otherwise: its sessions and queries coming and going.
+        Some(Command::Connect(_)) => logger::CONNECT_FILTER,
+        _ => logger::DEFAULT_FILTER,
+    };
+    logger::install(default_filter, log_format);
     // Sink formats outside the engine, for every session of this process.
     #[cfg(feature = "delta")]
     sluice_delta::register();
@@ -375,18 +423,62 @@ fn main() -> ExitCode {
 /// `sluice connect`: the Spark Connect server (built with the `connect` feature).
 #[cfg(feature = "connect")]
 fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
-    let config = sluice_connect::ServerConfig {
+    let mut config = sluice_connect::ServerConfig {
         listen: args.listen,
         python: args.python,
+        ..Default::default()
     };
-    sluice_connect::serve(config, |addr| {
+    if let Some(addr) = &args.ui {
+        // Every session's queries on one dashboard. The flag, else the environment (which
+        // keeps it out of `ps` listings).
+        let token = args
+            .ui_token
+            .or_else(|| std::env::var("SLUICE_UI_TOKEN").ok());
+        let dashboard = ui::start(addr, token.as_deref())?;
+        config.listeners.push(dashboard);
+    }
+    let stdin_closed = args.stop_on_stdin_close;
+    let shutdown = async move {
+        if stdin_closed {
+            tokio::select! {
+                _ = sluice_connect::server::shutdown_signal() => {}
+                _ = stdin_end() => log::info!("standard input closed: stopping the server"),
+            }
+        } else {
+            sluice_connect::server::shutdown_signal().await
+        }
+    };
+    let on_listening = |addr| {
         // One line on stdout, which scripts wait for (the port, when 0 was asked for).
         println!("Spark Connect server listening on sc://{addr}");
         use std::io::Write;
         let _ = std::io::stdout().flush();
-    })
-    .map_err(|e| e.message)?;
+    };
+    sluice_connect::serve_until(config, on_listening, shutdown).map_err(|e| e.message)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves when standard input reaches its end (or cannot be read): a thread of its own
+/// blocks on the reads.
+#[cfg(feature = "connect")]
+async fn stdin_end() {
+    let (ended, end) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("sluice-stdin".into())
+        .spawn(move || {
+            use std::io::Read;
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = [0u8; 256];
+            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+            let _ = ended.send(());
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = end.await;
+        }
+        // No thread to watch stdin: the server keeps to its signals.
+        Err(_) => std::future::pending::<()>().await,
+    }
 }
 
 /// `sluice connect` in a build without the server.
@@ -394,9 +486,9 @@ fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
 fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
     let _ = args;
     Err(
-        "this sluice was built without the Spark Connect server; build it with \
-         `cargo build -p sluice-cli --features connect` (its protobuf build needs protoc: \
-         PROTOC=$(scripts/protoc)), or run scripts/connect, which does both"
+        "this sluice was built without the Spark Connect server (a lean build, \
+         --no-default-features); build it with the default features: `cargo build -p \
+         sluice-cli`, or `pip install` the sluice wheel"
             .to_string(),
     )
 }
@@ -446,8 +538,9 @@ fn workers_tls(args: &WorkersTlsArgs) -> Result<(), String> {
     match args.workers_tls_ca {
         None => Ok(()),
         Some(_) => Err(
-            "--workers-tls-ca: this sluice was built without workers; build it \
-                        with `cargo build -p sluice-cli --features distributed`"
+            "--workers-tls-ca: this sluice was built without workers (a lean build, \
+             --no-default-features); build it with the default features: `cargo build -p \
+             sluice-cli`"
                 .to_string(),
         ),
     }
@@ -457,9 +550,11 @@ fn workers_tls(args: &WorkersTlsArgs) -> Result<(), String> {
 #[cfg(not(feature = "distributed"))]
 fn worker(args: WorkerArgs) -> Result<ExitCode, String> {
     let _ = args;
-    Err("this sluice was built without workers; build it with \
-         `cargo build -p sluice-cli --features distributed`"
-        .to_string())
+    Err(
+        "this sluice was built without workers (a lean build, --no-default-features); \
+         build it with the default features: `cargo build -p sluice-cli`"
+            .to_string(),
+    )
 }
 
 const DEMO_FILES: [(&str, &str); 3] = [

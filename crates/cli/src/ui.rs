@@ -1,5 +1,6 @@
-//! `sluice run --ui ADDR`: a live dashboard of the running queries, like Spark's Structured
-//! Streaming tab, served over HTTP while the queries run (off unless asked for).
+//! `sluice run --ui ADDR` and `sluice connect --ui ADDR`: a live dashboard of the running
+//! queries (for `connect`, every session's), like Spark's Structured Streaming tab, served over
+//! HTTP while the queries run (off unless asked for).
 //!
 //! - `/`: one self-contained page (`ui.html`, no external scripts) that polls `/api/progress`
 //!   every second and draws, per query, on `<canvas>`: input vs processing rate, input rows,

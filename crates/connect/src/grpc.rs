@@ -1,5 +1,5 @@
 //! The `spark.connect.SparkConnectService` gRPC service: method paths, codecs and message size
-//! limits. The `apache-spark-connect-proto` crate generates only a client, so the server side
+//! limits. The generated protocol crate (`sluice-connect-proto`) holds only a client, so the server side
 //! of the routing is here, by hand, on tonic's server building blocks: one trait method per
 //! RPC, and [`SparkConnectServer`] dispatching `/spark.connect.SparkConnectService/<Method>`.
 

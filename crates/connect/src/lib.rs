@@ -2,12 +2,12 @@
 //!
 //! `sluice connect` answers Spark Connect (gRPC, plans as protobuf, data as Arrow IPC), so a
 //! PySpark program that says `SparkSession.builder.remote("sc://127.0.0.1:15002")` runs on
-//! Sluice unchanged. The messages are the `apache-spark-connect-proto` crate's (protocol 4.2,
-//! matching `pyspark-client` 4.2); this crate uses only the engine's public API.
+//! Sluice unchanged. The messages are generated from Spark's `.proto` files and checked in
+//! (`sluice-connect-proto`, protocol 4.2, matching `pyspark-client` 4.2); this crate uses only the engine's public API.
 //!
 //! | module | concept |
 //! |---|---|
-//! | [`grpc`] | the `spark.connect.SparkConnectService` gRPC service: method routing and codecs (the proto crate generates only a client) |
+//! | [`grpc`] | the `spark.connect.SparkConnectService` gRPC service: method routing and codecs (the generated code is only a client) |
 //! | [`server`] | the service: sessions, execute (with reattach and release), analyze, config, interrupt, artifacts, error details; `serve` with clean shutdown |
 //! | `commands` | commands: `spark.sql`, temp views, `writeStream`, the query handle, `spark.streams` |
 //! | `conf` | `spark.conf` with Spark's defaults for the keys PySpark reads |
@@ -15,6 +15,7 @@
 //! | [`plan`] | relations and expressions of the Spark Connect plan to Sluice frames (Spark SQL text over the session's views) |
 //! | [`streaming`] | `writeStream` (`WriteStreamOperationStart`) and the query handle / manager commands |
 //! | [`python`] | the client's own Python workers: `foreachBatch`, `foreach` and listeners |
+//! | [`observe`] | watching the server: listeners every session registers (the `--ui` dashboard), session and query log lines |
 //! | [`listener_bus`] | Python `StreamingQueryListener`s: the session's query events streamed to the client |
 //! | [`ipc`] | Arrow IPC streams in and out (local relations, results) |
 //! | [`error`] | errors as PySpark users catch them (`AnalysisException`, `StreamingQueryException`, ...) |
@@ -27,6 +28,7 @@ pub mod error;
 pub mod grpc;
 pub mod ipc;
 pub mod listener_bus;
+pub mod observe;
 pub mod plan;
 pub mod python;
 pub mod server;
@@ -34,7 +36,7 @@ pub mod session;
 pub mod streaming;
 
 /// The generated Spark Connect messages (`spark.connect.*`).
-pub use spark_connect_proto as proto;
+pub use sluice_connect_proto as proto;
 
 pub use error::{ConnectError, Result};
 pub use server::{serve, serve_until, ServerConfig};

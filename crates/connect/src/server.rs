@@ -25,6 +25,9 @@ pub struct ServerConfig {
     pub listen: String,
     /// The Python interpreter for `foreachBatch` workers (else `PYSPARK_PYTHON`, else `python3`).
     pub python: Option<String>,
+    /// Listeners every session registers when it opens: they see every query of every client
+    /// (`sluice connect --ui`'s dashboard).
+    pub listeners: crate::observe::Listeners,
 }
 
 impl Default for ServerConfig {
@@ -32,6 +35,7 @@ impl Default for ServerConfig {
         Self {
             listen: "127.0.0.1:15002".to_string(),
             python: None,
+            listeners: Default::default(),
         }
     }
 }
@@ -51,6 +55,7 @@ trait SessionRequest {
     fn session_id(&self) -> &str;
     fn user_context(&self) -> Option<&proto::UserContext>;
     fn observed_server_side_session_id(&self) -> Option<&String>;
+    fn client_type(&self) -> Option<&str>;
 }
 
 macro_rules! session_request {
@@ -64,6 +69,9 @@ macro_rules! session_request {
             }
             fn observed_server_side_session_id(&self) -> Option<&String> {
                 self.client_observed_server_side_session_id.as_ref()
+            }
+            fn client_type(&self) -> Option<&str> {
+                self.client_type.as_deref()
             }
         }
     )*};
@@ -102,6 +110,7 @@ impl ConnectService {
         session_id: &str,
         user: Option<&proto::UserContext>,
         observed: Option<&String>,
+        client_type: Option<&str>,
     ) -> Result<Arc<ConnectSession>> {
         if session_id.is_empty() {
             return Err(ConnectError::illegal_argument(
@@ -114,6 +123,7 @@ impl ConnectService {
             None => {
                 let user_id = user.map(|u| u.user_id.as_str()).unwrap_or_default();
                 let s = ConnectSession::new(session_id, user_id, self.settings.clone())?;
+                crate::observe::session_opened(session_id, user_id, client_type);
                 sessions.insert(session_id.to_string(), s.clone());
                 s
             }
@@ -141,8 +151,16 @@ impl ConnectService {
             req.session_id(),
             req.user_context(),
             req.observed_server_side_session_id(),
+            req.client_type(),
         )
         .map_err(ConnectError::into_status)
+    }
+
+    /// Logs every open session closed (server shutdown).
+    fn close_all_sessions(&self) {
+        for s in lock(&self.sessions).values() {
+            crate::observe::session_closed(&s.session_id, &s.user_id);
+        }
     }
 
     /// Stops every query of every session (server shutdown).
@@ -715,7 +733,9 @@ impl SparkConnectService for ConnectService {
                 let id = s.server_side_session_id.clone();
                 // Spark stops a released session's queries.
                 let _ = blocking(move || {
+                    let active = s.queries.all().iter().filter(|q| q.is_active()).count();
                     s.queries.stop_all();
+                    crate::observe::session_released(&s.session_id, &s.user_id, active);
                     Ok(())
                 })
                 .await;
@@ -803,6 +823,7 @@ pub fn serve_until(
         let settings = SessionSettings {
             python: config.python.clone(),
             connect_url: format!("sc://{addr}"),
+            listeners: config.listeners.clone(),
         };
         let service = Arc::new(ConnectService::new(settings));
         on_listening(addr);
@@ -828,7 +849,11 @@ pub fn serve_until(
             } => Ok(()),
         };
         // Queries started while shutting down stop too.
-        let _ = tokio::task::spawn_blocking(move || service.stop_all_queries()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            service.stop_all_queries();
+            service.close_all_sessions();
+        })
+        .await;
         result.map_err(|e| {
             ConnectError::new(
                 crate::error::java::INTERNAL,
@@ -839,8 +864,9 @@ pub fn serve_until(
     })
 }
 
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or SIGINT: [`serve`]'s end, for a caller of [`serve_until`] that adds
+/// its own.
+pub async fn shutdown_signal() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {

@@ -20,6 +20,8 @@ pub struct SessionSettings {
     pub python: Option<String>,
     /// The address the Python workers connect back to (`sc://host:port`).
     pub connect_url: String,
+    /// Listeners every session registers (`ServerConfig::listeners`).
+    pub listeners: crate::observe::Listeners,
 }
 
 /// One client's session.
@@ -62,6 +64,9 @@ impl ConnectSession {
     /// A new session with Sluice's defaults (session time zone UTC, as `sluice` has it).
     pub fn new(session_id: &str, user_id: &str, settings: SessionSettings) -> Result<Arc<Self>> {
         let sluice = Session::builder().build()?;
+        // Before any query: the server's log lines, then the embedding program's listeners.
+        sluice.add_listener(Arc::new(crate::observe::QueryLog::new(session_id)));
+        settings.listeners.register(&sluice);
         Ok(Arc::new(Self {
             session_id: session_id.to_string(),
             server_side_session_id: uuid::Uuid::new_v4().to_string(),

@@ -24,6 +24,7 @@ impl Server {
             let config = ServerConfig {
                 listen: "127.0.0.1:0".into(),
                 python: None,
+                ..Default::default()
             };
             sluice_connect::serve_until(config, |addr| tx.send(addr).unwrap(), async move {
                 let _ = stopped.await;

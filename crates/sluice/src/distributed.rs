@@ -221,8 +221,8 @@ pub(crate) fn for_workers(workers: &[String]) -> Result<Option<Arc<dyn Cluster>>
             class::INVALID_CONF_VALUE,
             format!(
                 "{DISTRIBUTED_WORKERS} is set ({}), but this build of Sluice cannot run a batch \
-                 on workers; use the `sluice` binary built with the feature `distributed` \
-                 (cargo build --release --features sluice-cli/distributed), or unset \
+                 on workers; use the `sluice` binary (its default build has workers; a lean \
+                 build needs the feature `distributed`), or unset \
                  {DISTRIBUTED_WORKERS} to run the query in this process",
                 workers.join(",")
             ),

@@ -105,8 +105,8 @@ impl SinkFormat {
                         "Data source {name} does not exist as a streaming sink. Use parquet, \
                          json, csv, console, memory, kafka, noop, foreach or foreach_batch{}.",
                         if name.trim().eq_ignore_ascii_case("delta") {
-                            " (delta is the sluice-delta crate: the `sluice` binary built with its \
-                             `delta` feature has it; a Rust program calls sluice_delta::register())"
+                            " (delta is the sluice-delta crate: the `sluice` binary has it unless built \
+                             without default features; a Rust program calls sluice_delta::register())"
                         } else {
                             ""
                         }
