@@ -173,7 +173,7 @@ pub struct ConnectSecurityArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 128 * 1024 * 1024)]
     pub max_message_size: usize,
     /// The deepest nesting of a request's messages (a chained DataFrame call such as withColumn
-    /// nests two), as Spark's spark.connect.grpc.marshallerRecursionLimit; at most 16384
+    /// nests two), as Spark's spark.connect.grpc.marshallerRecursionLimit; at most 8192
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_plan_depth: usize,
     /// Sessions open at once (a session lasts until the client's spark.stop())

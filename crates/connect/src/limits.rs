@@ -20,7 +20,7 @@ use tonic::body::Body;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
 use tonic::codegen::http;
 use tonic::{Code, Status};
-use tonic_prost::ProstCodec;
+use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
 
 use crate::error::{java, ConnectError};
 
@@ -29,15 +29,17 @@ pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 128 * 1024 * 1024;
 /// Spark's `spark.connect.grpc.marshallerRecursionLimit` default: 1024 nested messages.
 pub const DEFAULT_MAX_PLAN_DEPTH: usize = 1024;
 /// The deepest `--max-plan-depth` accepted: the server's threads get a stack for the depth
-/// allowed ([`thread_stack_size`]), so this bounds their size (256 MiB, reserved, not used).
-pub const MAX_PLAN_DEPTH_CEILING: usize = 16 * 1024;
+/// allowed ([`thread_stack_size`]), so this bounds their size (390 MiB, reserved, not used).
+pub const MAX_PLAN_DEPTH_CEILING: usize = 8 * 1024;
 
 /// The stack each of the server's threads (the runtime's and the blocking pool's, where requests
-/// are decoded, planned and dropped) gets for requests nested `max_depth` deep: 16 KiB a level
-/// (measured: a level of prost's decoding, the plan's conversion and its drop take far less in
-/// a debug build), and never less than 8 MiB. Address space only: pages are used as touched.
+/// are decoded, planned and dropped) gets for requests nested `max_depth` deep (prost may
+/// recurse [`SPECULATION_SLACK`] levels more into a malformed one): 48 KiB a level, twice what
+/// a debug build was measured to need (a 1023-level plan decoded, planned and run overflowed 16
+/// KiB a level, not 24), and never less than 8 MiB. Address space only: pages are used as they
+/// are touched (54 MiB of it a thread for the default 1024).
 pub fn thread_stack_size(max_depth: usize) -> usize {
-    (max_depth.min(MAX_PLAN_DEPTH_CEILING) * 16 * 1024).max(8 * 1024 * 1024)
+    ((max_depth.min(MAX_PLAN_DEPTH_CEILING) + SPECULATION_SLACK) * 48 * 1024).max(8 << 20)
 }
 
 /// The error for a request of `found` bytes over `limit`.
@@ -149,7 +151,7 @@ impl<E, D> DepthLimitedCodec<E, D> {
 #[derive(Debug)]
 pub struct DepthLimitedDecoder<D> {
     max_depth: usize,
-    inner: <ProstCodec<(), D> as Codec>::Decoder,
+    inner: ProstDecoder<D>,
 }
 
 impl<E, D> Codec for DepthLimitedCodec<E, D>
@@ -159,7 +161,7 @@ where
 {
     type Encode = E;
     type Decode = D;
-    type Encoder = <ProstCodec<E, D> as Codec>::Encoder;
+    type Encoder = ProstEncoder<E>;
     type Decoder = DepthLimitedDecoder<D>;
 
     fn encoder(&mut self) -> Self::Encoder {
@@ -169,7 +171,7 @@ where
     fn decoder(&mut self) -> Self::Decoder {
         DepthLimitedDecoder {
             max_depth: self.max_depth,
-            inner: ProstCodec::<(), D>::default().decoder(),
+            inner: ProstCodec::<E, D>::default().decoder(),
         }
     }
 }
@@ -191,6 +193,13 @@ impl<D: prost::Message + Default + Send + 'static> Decoder for DepthLimitedDecod
     }
 }
 
+/// Levels past the limit that [`nesting_depth`] reads on speculation before it refuses: a
+/// string or bytes field read as a message may seem to nest a few levels (in `SELECT`, `S` is a
+/// start-group key), so a plan at the limit with a string in its last message is not refused
+/// for that; nesting this far past the limit, real or not, is refused, so prost never recurses
+/// deeper than `limit + SPECULATION_SLACK` levels.
+pub const SPECULATION_SLACK: usize = 128;
+
 /// One message being read by [`nesting_depth`].
 struct Frame {
     /// Where its bytes end (a group's: its parent's end).
@@ -202,6 +211,8 @@ struct Frame {
     speculative: bool,
     /// A group's field number (its end is the matching end-group key).
     group: Option<u64>,
+    /// The deepest level of the messages in it that parsed whole (its own, once it does).
+    deepest: usize,
 }
 
 fn varint(bytes: &[u8], pos: &mut usize, end: usize) -> Option<u64> {
@@ -221,123 +232,127 @@ fn varint(bytes: &[u8], pos: &mut usize, end: usize) -> Option<u64> {
 }
 
 /// How deeply the protobuf message `bytes` nests, counting the top message as 0, a message
-/// field in it as 1, and so on; groups count as messages (prost recurses into them too). As the
-/// wire format does not tell a nested message from a string or bytes, every non-empty
-/// length-delimited field that parses as a message is counted as one: an upper bound of the
-/// depth prost decodes, exact for real messages (a string that happens to parse is at most
-/// counted one level deeper than it sits). Stops at `limit + 1` (anything deeper is refused
-/// anyway), so it keeps at most `limit + 2` frames whatever the input; each byte is read once
-/// (a field that turns out not to be a message is skipped, not read again). A malformed message
-/// gives the depth read so far (prost then reports what is wrong with it).
+/// field in it as 1, and so on; groups count as messages (prost recurses into them too).
+///
+/// The wire format does not tell a nested message from a string or bytes, so every non-empty
+/// length-delimited field is read as a message on speculation, and counted as one only if it
+/// parses whole (a field that does not is skipped as bytes, not read again: each byte is read
+/// once). For a real message this is the depth prost decodes (a string that happens to parse
+/// whole may count a level or two more). Whatever is read, parsed whole or not, is read at most
+/// [`SPECULATION_SLACK`] levels past `limit`: anything nested further is answered as too deep
+/// (`> limit`) at once, as prost would recurse into it before finding it malformed. So the
+/// stack of frames here, and prost's recursion for any message this lets through, stay within
+/// `limit + SPECULATION_SLACK` levels. A malformed message gives the depth read so far (prost
+/// then reports what is wrong with it).
 pub fn nesting_depth(bytes: &[u8], limit: usize) -> usize {
+    let cap = limit.saturating_add(SPECULATION_SLACK);
+    let too_deep = cap.saturating_add(1);
     let mut stack = vec![Frame {
         end: bytes.len(),
         level: 0,
         speculative: false,
         group: None,
+        deepest: 0,
     }];
     let mut pos = 0usize;
-    let mut deepest = 0usize;
-    // A speculative frame that does not parse: back to its parent, after it. None: malformed.
-    let give_up = |stack: &mut Vec<Frame>, pos: &mut usize| -> Option<()> {
-        while let Some(frame) = stack.pop() {
-            if frame.speculative {
-                *pos = frame.end;
-                return Some(());
+    // The deepest message that parsed whole anywhere: the answer for a malformed message.
+    let mut seen = 0usize;
+    // A message parsed whole: its depth goes to its parent. None: it was the top one.
+    let complete = |stack: &mut Vec<Frame>, seen: &mut usize| -> Option<usize> {
+        let done = stack.pop()?;
+        let depth = done.deepest.max(done.level);
+        *seen = (*seen).max(depth);
+        match stack.last_mut() {
+            Some(parent) => {
+                parent.deepest = parent.deepest.max(depth);
+                None
             }
+            None => Some(depth),
         }
-        None
     };
     loop {
         let Some(top) = stack.last() else {
-            return deepest;
+            return seen;
         };
-        let (end, level) = (top.end, top.level);
-        if pos == end {
-            if top.group.is_some() {
-                // A group must end with its end-group key.
-                if give_up(&mut stack, &mut pos).is_none() {
-                    return deepest;
+        let (end, level, group) = (top.end, top.level, top.group);
+        let parsed = if pos == end {
+            if group.is_none() {
+                if let Some(depth) = complete(&mut stack, &mut seen) {
+                    return depth;
                 }
                 continue;
             }
-            deepest = deepest.max(level);
-            if level > limit {
-                return deepest;
-            }
-            stack.pop();
-            continue;
-        }
-        let ok = (|| -> Option<()> {
-            let key = varint(bytes, &mut pos, end)?;
-            let (field, wire) = (key >> 3, key & 7);
-            if field == 0 {
-                return None;
-            }
-            match wire {
-                0 => {
-                    varint(bytes, &mut pos, end)?;
+            // A group must end with its end-group key.
+            None
+        } else {
+            (|| -> Option<()> {
+                let key = varint(bytes, &mut pos, end)?;
+                let (field, wire) = (key >> 3, key & 7);
+                if field == 0 {
+                    return None;
                 }
-                1 | 5 => {
-                    let n = if wire == 1 { 8 } else { 4 };
-                    if end - pos < n {
-                        return None;
+                match wire {
+                    0 => {
+                        varint(bytes, &mut pos, end)?;
                     }
-                    pos += n;
-                }
-                2 => {
-                    let len = usize::try_from(varint(bytes, &mut pos, end)?).ok()?;
-                    if end - pos < len {
-                        return None;
+                    1 | 5 => {
+                        let n = if wire == 1 { 8 } else { 4 };
+                        if end - pos < n {
+                            return None;
+                        }
+                        pos += n;
                     }
-                    if len == 0 || level > limit {
-                        // Empty (nothing to recurse into), or inside a message already too
-                        // deep if it parses: skipped.
-                        pos += len;
-                    } else {
+                    2 => {
+                        let len = usize::try_from(varint(bytes, &mut pos, end)?).ok()?;
+                        if end - pos < len {
+                            return None;
+                        }
+                        if len == 0 {
+                            // Nothing to recurse into.
+                            return Some(());
+                        }
                         stack.push(Frame {
                             end: pos + len,
                             level: level + 1,
                             speculative: true,
                             group: None,
+                            deepest: 0,
                         });
                     }
-                }
-                3 => {
-                    if level > limit {
-                        // A group in a message too deep already: too deep if that one parses;
-                        // counted as one level more without reading it.
-                        deepest = deepest.max(level + 1);
-                        return None;
-                    }
-                    stack.push(Frame {
+                    3 => stack.push(Frame {
                         end,
                         level: level + 1,
                         speculative: false,
                         group: Some(field),
-                    });
-                }
-                4 => {
-                    let top = stack.last()?;
-                    if top.group != Some(field) {
-                        return None;
+                        deepest: 0,
+                    }),
+                    4 => {
+                        if group != Some(field) {
+                            return None;
+                        }
+                        // Groups are never the top message.
+                        complete(&mut stack, &mut seen);
                     }
-                    deepest = deepest.max(top.level);
-                    if top.level > limit {
-                        return None;
-                    }
-                    stack.pop();
+                    _ => return None,
                 }
-                _ => return None,
-            }
-            Some(())
-        })();
-        if ok.is_none() {
-            if deepest > limit {
-                return deepest;
-            }
-            if give_up(&mut stack, &mut pos).is_none() {
-                return deepest;
+                Some(())
+            })()
+        };
+        if stack.last().is_some_and(|f| f.level > cap) {
+            return too_deep;
+        }
+        if parsed.is_none() {
+            // The innermost speculative message did not parse: it was bytes; on after it. None
+            // left: the message is malformed.
+            loop {
+                match stack.pop() {
+                    Some(frame) if frame.speculative => {
+                        pos = frame.end;
+                        break;
+                    }
+                    Some(_) => {}
+                    None => return seen,
+                }
             }
         }
     }
@@ -378,10 +393,13 @@ mod tests {
         // Relation(0) > Limit(1) > Relation(2) > Sql(3).
         assert_eq!(nesting_depth(&chain(1).encode_to_vec(), 1024), 3);
         assert_eq!(nesting_depth(&chain(100).encode_to_vec(), 1024), 201);
-        // At the limit exactly it is let through; past it, the count stops one level past it.
+        // The depth is exact around the limit; far past it the count stops (limit + slack + 1).
         assert_eq!(nesting_depth(&chain(100).encode_to_vec(), 201), 201);
         assert_eq!(nesting_depth(&chain(100).encode_to_vec(), 200), 201);
-        assert_eq!(nesting_depth(&chain(100).encode_to_vec(), 50), 51);
+        assert_eq!(
+            nesting_depth(&chain(100).encode_to_vec(), 50),
+            50 + SPECULATION_SLACK + 1
+        );
     }
 
     /// prost without its recursion limit decodes exactly the depths the check lets through, on a
@@ -409,6 +427,11 @@ mod tests {
                 drop(decoded);
                 let over = request(steps + 1).encode_to_vec();
                 assert!(nesting_depth(&over, limit) > limit);
+                // The deepest prost may be let into (a malformed message read on speculation
+                // up to the slack) fits the stack too.
+                let deepest = request((limit + SPECULATION_SLACK - 3) / 2).encode_to_vec();
+                let decoded = proto::ExecutePlanRequest::decode(deepest.as_slice()).unwrap();
+                assert_eq!(decoded.clone(), decoded);
             })
             .unwrap()
             .join()
@@ -430,7 +453,7 @@ mod tests {
             bytes.push(0x0a);
             prost::encoding::encode_varint(*size, &mut bytes);
         }
-        assert_eq!(nesting_depth(&bytes, 1024), 1025);
+        assert_eq!(nesting_depth(&bytes, 1024), 1024 + SPECULATION_SLACK + 1);
         // Start-group keys (field 1, wire type 3) nested without end: prost's skip recurses.
         let groups = vec![0x0b; 1_000_000];
         assert!(nesting_depth(&groups, 1024) > 1024);

@@ -780,11 +780,16 @@ fn a_sessions_temp_views_are_its_own() {
             uuid::Uuid::new_v4().to_string(),
             uuid::Uuid::new_v4().to_string(),
         );
+        // df.createOrReplaceTempView("mine") in session a.
         let create = proto::Command {
-            command_type: Some(proto::command::CommandType::SqlCommand(proto::SqlCommand {
-                input: Some(sql_relation("CREATE TEMPORARY VIEW mine AS SELECT 41 AS n")),
-                ..Default::default()
-            })),
+            command_type: Some(proto::command::CommandType::CreateDataframeView(
+                proto::CreateDataFrameViewCommand {
+                    input: Some(sql_relation("SELECT 41 AS n")),
+                    name: "mine".into(),
+                    is_global: false,
+                    replace: true,
+                },
+            )),
         };
         responses(&mut c, execute_request(&a, proto::plan::OpType::Command(create)))
             .await
