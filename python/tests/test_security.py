@@ -15,6 +15,7 @@ server on the server's own loopback port for its workers, with the server's toke
 import json
 import os
 import subprocess
+import tempfile
 import uuid
 
 import pytest
@@ -28,11 +29,19 @@ pytestmark = pytest.mark.skipif(
 
 TOKEN = "tok-" + uuid.uuid4().hex
 
+# gRPC reads its default roots once, when the process makes its first TLS channel (a client
+# given a token to 127.0.0.1 makes one too): they are this file from the start.
+CERT_DIR = tempfile.mkdtemp(prefix="sluice-tls-")
+os.environ["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = os.path.join(CERT_DIR, "server.pem")
+
 
 @pytest.fixture(scope="module")
-def cert(tmp_path_factory):
-    """A self-signed certificate for 127.0.0.1 and localhost, trusted by this process's gRPC."""
-    d = tmp_path_factory.mktemp("tls")
+def cert():
+    """A self-signed certificate for 127.0.0.1 and localhost, which this process's gRPC trusts
+    (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH); made before any test makes a TLS channel."""
+    import pathlib
+
+    d = pathlib.Path(CERT_DIR)
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
          "-nodes", "-days", "2", "-subj", "/CN=localhost",
@@ -41,8 +50,6 @@ def cert(tmp_path_factory):
          "-addext", "extendedKeyUsage=serverAuth",
          "-keyout", str(d / "server.key"), "-out", str(d / "server.pem")],
         check=True, capture_output=True)
-    # gRPC reads its default roots once, when the process's first TLS channel is made.
-    os.environ["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = str(d / "server.pem")
     return d
 
 
@@ -75,13 +82,12 @@ def tls_server(tmp_path, cert):
     srv.stop()
 
 
-def session(url, retries=True):
+def session(url):
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.remote(url).create()
-    if not retries:
-        # a refused connection is UNAVAILABLE, which the client retries for ~10 minutes
-        spark.client.set_retry_policies([])
+    # a refused connection is UNAVAILABLE, which the client would retry for ~10 minutes
+    spark.client.set_retry_policies([])
     return spark
 
 
@@ -95,7 +101,7 @@ def query_works(url):
 
 def refusal(url):
     """The exception a query on `url` raises (it must raise)."""
-    spark = session(url, retries=False)
+    spark = session(url)
     try:
         with pytest.raises(Exception) as e:
             spark.sql("SELECT 1 AS n").collect()
@@ -104,14 +110,14 @@ def refusal(url):
         close_session(spark)
 
 
-def test_the_token_as_the_client_sends_it_runs_a_query(token_server, monkeypatch):
+def test_the_token_as_the_client_sends_it_runs_a_query(cert, token_server, monkeypatch):
     port = token_server.port
     assert query_works("sc://localhost:%d/;token=%s" % (port, TOKEN)) == [42]
     monkeypatch.setenv("SPARK_CONNECT_AUTHENTICATE_TOKEN", TOKEN)
     assert query_works("sc://localhost:%d" % port) == [42]
 
 
-def test_without_the_token_or_with_another_the_server_refuses(token_server):
+def test_without_the_token_or_with_another_the_server_refuses(cert, token_server):
     port = token_server.port
     missing = refusal("sc://127.0.0.1:%d" % port)
     assert "authentication" in missing.lower() and "UNAUTHENTICATED" in missing, missing
@@ -122,7 +128,7 @@ def test_without_the_token_or_with_another_the_server_refuses(token_server):
     assert "not this server's" in wrong, wrong
 
 
-def test_a_token_to_another_host_than_localhost_makes_the_client_use_tls(token_server):
+def test_a_token_to_another_host_than_localhost_makes_the_client_use_tls(cert, token_server):
     # pyspark-client sends a token over TLS only (except to `localhost`): a server without
     # TLS cannot be reached as 127.0.0.1 with a token.
     err = refusal("sc://127.0.0.1:%d/;token=%s" % (token_server.port, TOKEN))

@@ -38,19 +38,58 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Why a call is refused, if it is: the tokens accepted and the call's `authorization`.
-pub fn refusal(tokens: &[String], authorization: Option<&[u8]>) -> Option<Status> {
+/// Why a call is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No `authorization` metadata.
+    NoToken,
+    /// `authorization` is not `Bearer TOKEN`.
+    NotBearer,
+    /// A token that is not the server's.
+    WrongToken,
+}
+
+impl Refusal {
+    /// Why, in a few words (for the server's log).
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::NoToken => "no token",
+            Refusal::NotBearer => "authorization metadata other than a bearer token",
+            Refusal::WrongToken => "a wrong token",
+        }
+    }
+
+    /// The status the client gets: `UNAUTHENTICATED`, what is wrong and how to connect.
+    pub fn status(self) -> Status {
+        Status::unauthenticated(match self {
+            Refusal::NoToken => {
+                "authentication failed: this Spark Connect server needs a token and the call \
+                 carried none. Connect with sc://HOST:PORT/;token=TOKEN (or set \
+                 SPARK_CONNECT_AUTHENTICATE_TOKEN), the token the server was given with `sluice \
+                 connect --token` or SLUICE_CONNECT_TOKEN; over TLS add ;use_ssl=true, on this \
+                 machine without TLS use the host localhost"
+            }
+            Refusal::NotBearer => {
+                "authentication failed: the call's authorization metadata is not `Bearer \
+                 TOKEN`; give the token as sc://HOST:PORT/;token=TOKEN"
+            }
+            Refusal::WrongToken => {
+                "authentication failed: the token this client sent is not this server's (the \
+                 one given to `sluice connect --token` or SLUICE_CONNECT_TOKEN); check ;token= \
+                 in the sc:// URL or SPARK_CONNECT_AUTHENTICATE_TOKEN"
+            }
+        })
+    }
+}
+
+/// Why a call is refused, if it is: the tokens accepted (none: every call is served) and the
+/// call's `authorization` metadata.
+pub fn refusal(tokens: &[String], authorization: Option<&[u8]>) -> Option<Refusal> {
     if tokens.is_empty() {
         return None;
     }
     let Some(value) = authorization else {
-        return Some(Status::unauthenticated(
-            "authentication failed: this Spark Connect server needs a token and the call \
-             carried none. Connect with sc://HOST:PORT/;token=TOKEN (or set \
-             SPARK_CONNECT_AUTHENTICATE_TOKEN), the token the server was given with `sluice \
-             connect --token` or SLUICE_CONNECT_TOKEN; over TLS add ;use_ssl=true, on this \
-             machine without TLS use the host localhost",
-        ));
+        return Some(Refusal::NoToken);
     };
     let bearer = std::str::from_utf8(value)
         .ok()
@@ -58,24 +97,25 @@ pub fn refusal(tokens: &[String], authorization: Option<&[u8]>) -> Option<Status
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, credentials)| credentials.trim());
     let Some(bearer) = bearer else {
-        return Some(Status::unauthenticated(
-            "authentication failed: the call's authorization metadata is not `Bearer TOKEN`; \
-             give the token as sc://HOST:PORT/;token=TOKEN",
-        ));
+        return Some(Refusal::NotBearer);
     };
     // Every token is compared, so the time does not tell which one came close.
     let matched = tokens
         .iter()
         .fold(false, |ok, t| ok | same_secret(bearer.as_bytes(), t.as_bytes()));
-    if matched {
-        None
-    } else {
-        Some(Status::unauthenticated(
-            "authentication failed: the token this client sent is not this server's (the one \
-             given to `sluice connect --token` or SLUICE_CONNECT_TOKEN); check ;token= in the \
-             sc:// URL or SPARK_CONNECT_AUTHENTICATE_TOKEN",
-        ))
-    }
+    (!matched).then_some(Refusal::WrongToken)
+}
+
+/// The client's address, as tonic's server records it for a connection (plain or TLS).
+fn peer<B>(req: &http::Request<B>) -> Option<SocketAddr> {
+    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+    let ext = req.extensions();
+    ext.get::<TcpConnectInfo>()
+        .and_then(TcpConnectInfo::remote_addr)
+        .or_else(|| {
+            ext.get::<TlsConnectInfo<TcpConnectInfo>>()
+                .and_then(|t| t.get_ref().remote_addr())
+        })
 }
 
 /// A service that serves only calls carrying one of `tokens` (none: every call).
@@ -118,12 +158,14 @@ where
             .get(http::header::AUTHORIZATION)
             .map(|v| v.as_bytes());
         match refusal(&self.tokens, authorization) {
-            Some(status) => {
+            Some(refused) => {
+                let from = peer(&req).map_or_else(String::new, |a| format!(" from {a}"));
                 log::warn!(
-                    "refused a Spark Connect call ({}): {}",
+                    "refused a Spark Connect call{from} ({}): {}",
                     req.uri().path(),
-                    status.message()
+                    refused.reason()
                 );
+                let status = refused.status();
                 Box::pin(async move { Ok(status.into_http()) })
             }
             None => Box::pin(self.inner.call(req)),
@@ -194,11 +236,19 @@ mod tests {
         assert!(refusal(&[], None).is_none(), "no token: open");
         assert!(refusal(&tokens, Some(b"Bearer s3cret")).is_none());
         assert!(refusal(&tokens, Some(b"bearer  local-7 ")).is_none());
-        let none = refusal(&tokens, None).unwrap();
-        assert_eq!(none.code(), tonic::Code::Unauthenticated);
-        assert!(none.message().contains("carried none"), "{}", none.message());
-        for wrong in [&b"Bearer s3cre"[..], b"Bearer s3cretX", b"Bearer ", b"Basic s3cret"] {
-            let status = refusal(&tokens, Some(wrong)).unwrap();
+        assert_eq!(refusal(&tokens, None), Some(Refusal::NoToken));
+        let cases: [(&[u8], Refusal); 5] = [
+            (b"Bearer s3cre", Refusal::WrongToken),
+            (b"Bearer s3cretX", Refusal::WrongToken),
+            (b"Bearer nope", Refusal::WrongToken),
+            (b"Bearer ", Refusal::NotBearer),
+            (b"Basic s3cret", Refusal::NotBearer),
+        ];
+        for (sent, expected) in cases {
+            assert_eq!(refusal(&tokens, Some(sent)), Some(expected));
+        }
+        for refused in [Refusal::NoToken, Refusal::NotBearer, Refusal::WrongToken] {
+            let status = refused.status();
             assert_eq!(status.code(), tonic::Code::Unauthenticated);
             assert!(
                 status.message().starts_with("authentication failed"),
@@ -207,7 +257,10 @@ mod tests {
             );
             assert!(!status.message().contains("s3cret"), "{}", status.message());
         }
-        let wrong = refusal(&tokens, Some(b"Bearer nope")).unwrap();
-        assert!(wrong.message().contains("not this server's"));
+        assert!(Refusal::NoToken.status().message().contains("carried none"));
+        assert!(Refusal::WrongToken
+            .status()
+            .message()
+            .contains("not this server's"));
     }
 }
