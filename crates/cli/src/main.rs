@@ -423,6 +423,7 @@ fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
         max_plan_depth: security.max_plan_depth,
         max_sessions: security.max_sessions,
         max_queries: security.max_queries,
+        ..sluice_connect::ServerConfig::default()
     };
     sluice_connect::serve(config, |addr| {
         // One line on stdout, which scripts wait for (the port, when 0 was asked for).

@@ -85,8 +85,10 @@ pub fn too_many_sessions(limit: usize) -> ConnectError {
             java::INTERNAL,
             "CONNECT_LIMIT_EXCEEDED.SESSIONS",
             format!(
-                "this server has {limit} sessions open, its limit: end sessions that are done \
-                 with spark.stop(), or raise the limit with `sluice connect --max-sessions N`"
+                "this server has {limit} sessions open, its limit, and none has been idle long \
+                 enough to end (an hour without a call or an active query): end sessions that \
+                 are done with spark.stop(), or raise the limit with `sluice connect \
+                 --max-sessions N`"
             ),
         )
     }

@@ -663,7 +663,7 @@ fn sessions_past_the_limit_are_refused_until_one_is_released() {
         }
         let err = c.config(get_conf(&sessions[2], key)).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
-        for part in ["2 sessions", "spark.stop()", "--max-sessions"] {
+        for part in ["2 sessions", "idle", "spark.stop()", "--max-sessions"] {
             assert!(err.message().contains(part), "{}", err.message());
         }
         // Open sessions keep working; a released one makes room.
@@ -675,6 +675,49 @@ fn sessions_past_the_limit_are_refused_until_one_is_released() {
         .await
         .unwrap();
         c.config(get_conf(&sessions[2], key)).await.unwrap();
+    });
+}
+
+/// At the limit, a session idle past the timeout without an active query makes room for a new
+/// one (Spark would have ended it); one with an active query does not.
+#[test]
+fn at_the_session_limit_an_idle_session_without_queries_makes_room() {
+    let server = Server::with(ServerConfig {
+        max_sessions: 1,
+        session_idle_timeout: std::time::Duration::ZERO,
+        ..Default::default()
+    });
+    runtime().block_on(async {
+        let mut c = client(&server.url).await;
+        let key = "spark.sql.session.timeZone";
+        let (a, b, d) = (
+            uuid::Uuid::new_v4().to_string(),
+            uuid::Uuid::new_v4().to_string(),
+            uuid::Uuid::new_v4().to_string(),
+        );
+        let seen = c.config(get_conf(&a, key)).await.unwrap().into_inner();
+        // b takes a's place; a comes back as a session that changed.
+        c.config(get_conf(&b, key)).await.unwrap();
+        let mut again = get_conf(&a, key);
+        again.client_observed_server_side_session_id = Some(seen.server_side_session_id);
+        let err = c.config(again).await.unwrap_err();
+        assert!(err.message().contains("SESSION_CHANGED"), "{}", err.message());
+        // a (new) has an active query: d is refused.
+        let started = responses(&mut c, start_rate_query(&a, "busy")).await.unwrap();
+        let err = c.config(get_conf(&d, key)).await.unwrap_err();
+        assert!(err.message().contains("--max-sessions"), "{}", err.message());
+        let stop = proto::StreamingQueryCommand {
+            query_id: Some(query_id(&started)),
+            command: Some(proto::streaming_query_command::Command::Stop(true)),
+        };
+        let stop = execute_request(
+            &a,
+            proto::plan::OpType::Command(proto::Command {
+                command_type: Some(proto::command::CommandType::StreamingQueryCommand(stop)),
+            }),
+        );
+        responses(&mut c, stop).await.unwrap();
+        c.config(get_conf(&d, key)).await.unwrap();
     });
 }
 
