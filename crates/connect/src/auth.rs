@@ -100,9 +100,9 @@ pub fn refusal(tokens: &[String], authorization: Option<&[u8]>) -> Option<Refusa
         return Some(Refusal::NotBearer);
     };
     // Every token is compared, so the time does not tell which one came close.
-    let matched = tokens
-        .iter()
-        .fold(false, |ok, t| ok | same_secret(bearer.as_bytes(), t.as_bytes()));
+    let matched = tokens.iter().fold(false, |ok, t| {
+        ok | same_secret(bearer.as_bytes(), t.as_bytes())
+    });
     (!matched).then_some(Refusal::WrongToken)
 }
 
@@ -224,7 +224,12 @@ mod tests {
             assert!(check_exposure(listen, Some("  ")).is_err(), "a blank token");
             assert!(check_exposure(listen, Some("s3cret")).is_ok());
         }
-        for listen in ["127.0.0.1:0", "127.3.4.5:15002", "[::1]:15002", "localhost:15002"] {
+        for listen in [
+            "127.0.0.1:0",
+            "127.3.4.5:15002",
+            "[::1]:15002",
+            "localhost:15002",
+        ] {
             assert!(check_exposure(listen, None).is_ok(), "{listen}");
         }
         assert!(check_exposure("not an address", None).is_err());

@@ -213,7 +213,9 @@ where
             "/spark.connect.SparkConnectService/ReattachExecute" => {
                 server_streaming!(inner, limits, req, reattach_execute)
             }
-            "/spark.connect.SparkConnectService/AnalyzePlan" => unary!(inner, limits, req, analyze_plan),
+            "/spark.connect.SparkConnectService/AnalyzePlan" => {
+                unary!(inner, limits, req, analyze_plan)
+            }
             "/spark.connect.SparkConnectService/Config" => unary!(inner, limits, req, config),
             "/spark.connect.SparkConnectService/ArtifactStatus" => {
                 unary!(inner, limits, req, artifact_status)
@@ -228,8 +230,12 @@ where
             "/spark.connect.SparkConnectService/FetchErrorDetails" => {
                 unary!(inner, limits, req, fetch_error_details)
             }
-            "/spark.connect.SparkConnectService/CloneSession" => unary!(inner, limits, req, clone_session),
-            "/spark.connect.SparkConnectService/GetStatus" => unary!(inner, limits, req, get_status),
+            "/spark.connect.SparkConnectService/CloneSession" => {
+                unary!(inner, limits, req, clone_session)
+            }
+            "/spark.connect.SparkConnectService/GetStatus" => {
+                unary!(inner, limits, req, get_status)
+            }
             "/spark.connect.SparkConnectService/AddArtifacts" => Box::pin(async move {
                 let svc = Once(Some(move |r| async move { inner.add_artifacts(r).await }));
                 let response = grpc(limits).client_streaming(svc, req).await;

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use futures::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::auth::Authenticated;
 use crate::conf;
 use crate::error::{ConnectError, Result};
-use crate::auth::Authenticated;
 use crate::grpc::{ResponseStream, SparkConnectServer, SparkConnectService, WireLimits};
 use crate::proto;
 use crate::proto::execute_plan_response::ResponseType;
@@ -76,7 +76,10 @@ impl Default for ServerConfig {
 impl ServerConfig {
     /// The token, if one was given that is not blank.
     fn token(&self) -> Option<&str> {
-        self.token.as_deref().map(str::trim).filter(|t| !t.is_empty())
+        self.token
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
     }
 
     /// Refuses a configuration the server cannot keep: an exposed address without a token, a
@@ -181,7 +184,11 @@ impl ConnectService {
             .iter()
             .filter(|(_, s)| {
                 s.last_used().elapsed() >= self.idle_timeout
-                    && !s.queries.all().iter().any(sluice::StreamingQuery::is_active)
+                    && !s
+                        .queries
+                        .all()
+                        .iter()
+                        .any(sluice::StreamingQuery::is_active)
             })
             .min_by_key(|(_, s)| s.last_used())
             .map(|(id, _)| id.clone())
@@ -905,7 +912,11 @@ pub fn serve_until(
         .build()
         .map_err(|e| internal(format!("cannot start the server's runtime: {e}")))?;
     runtime.block_on(async move {
-        let tls = config.tls.as_ref().map(TlsFiles::server_config).transpose()?;
+        let tls = config
+            .tls
+            .as_ref()
+            .map(TlsFiles::server_config)
+            .transpose()?;
         let token = config.token().map(str::to_string);
         let listener = bind(&config.listen).await?;
         let addr = listener.local_addr().map_err(|e| {
@@ -926,14 +937,25 @@ pub fn serve_until(
         } else {
             None
         };
-        let worker_token = token
-            .as_ref()
-            .map(|_| format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()));
+        let worker_token = token.as_ref().map(|_| {
+            format!(
+                "{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            )
+        });
         let connect_url = match (&workers, &worker_token) {
             (Some(w), worker_token) => {
-                let port = w.local_addr().map_err(|e| internal(format!("the workers' port: {e}")))?.port();
+                let port = w
+                    .local_addr()
+                    .map_err(|e| internal(format!("the workers' port: {e}")))?
+                    .port();
                 // pyspark-client sends a token without TLS only to the host `localhost`.
-                let host = if worker_token.is_some() { "localhost" } else { "127.0.0.1" };
+                let host = if worker_token.is_some() {
+                    "localhost"
+                } else {
+                    "127.0.0.1"
+                };
                 format!("sc://{host}:{port}")
             }
             (None, _) => format!("sc://{addr}"),
@@ -988,7 +1010,10 @@ pub fn serve_until(
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
         };
         let main = builder
-            .add_service(Authenticated::new(routes.clone(), token.into_iter().collect()))
+            .add_service(Authenticated::new(
+                routes.clone(),
+                token.into_iter().collect(),
+            ))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
                 closed(),
@@ -997,7 +1022,10 @@ pub fn serve_until(
             match workers {
                 Some(listener) => {
                     tonic::transport::Server::builder()
-                        .add_service(Authenticated::new(routes, worker_token.into_iter().collect()))
+                        .add_service(Authenticated::new(
+                            routes,
+                            worker_token.into_iter().collect(),
+                        ))
                         .serve_with_incoming_shutdown(
                             tokio_stream::wrappers::TcpListenerStream::new(listener),
                             closed(),
@@ -1013,7 +1041,12 @@ pub fn serve_until(
         };
         // Queries started while shutting down stop too.
         let _ = tokio::task::spawn_blocking(move || service.stop_all_queries()).await;
-        result.map_err(|e| internal(format!("the Spark Connect server failed: {}", error_chain(&e))))
+        result.map_err(|e| {
+            internal(format!(
+                "the Spark Connect server failed: {}",
+                error_chain(&e)
+            ))
+        })
     })
 }
 

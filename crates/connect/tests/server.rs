@@ -28,7 +28,11 @@ impl Server {
     fn with(config: ServerConfig) -> Self {
         let (tx, rx) = mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let scheme = if config.tls.is_some() { "https" } else { "http" };
+        let scheme = if config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let thread = std::thread::spawn(move || {
             let config = ServerConfig {
                 listen: "127.0.0.1:0".into(),
@@ -376,12 +380,20 @@ fn with_a_token_every_call_needs_it_and_the_refusal_says_why_without_showing_it(
         // No token: refused, whatever the RPC.
         let none = c.config(conf()).await.unwrap_err();
         assert_eq!(none.code(), tonic::Code::Unauthenticated, "{none:?}");
-        assert!(none.message().contains("carried none"), "{}", none.message());
+        assert!(
+            none.message().contains("carried none"),
+            "{}",
+            none.message()
+        );
         assert!(none.message().contains(";token="), "{}", none.message());
         let exec = select_int(&mut c, &session, "SELECT 1", None).await;
         assert_eq!(exec.unwrap_err().code(), tonic::Code::Unauthenticated);
         // A wrong token (one character short, one more, another scheme): refused, not shown.
-        for wrong in ["Bearer s3cret-toke", "Bearer s3cret-tokenn", "Basic s3cret-token"] {
+        for wrong in [
+            "Bearer s3cret-toke",
+            "Bearer s3cret-tokenn",
+            "Basic s3cret-token",
+        ] {
             let mut req = tonic::Request::new(conf());
             req.metadata_mut()
                 .insert("authorization", wrong.parse().unwrap());
@@ -401,7 +413,12 @@ fn with_a_token_every_call_needs_it_and_the_refusal_says_why_without_showing_it(
             .unwrap()
             .into_inner();
         assert_eq!(got.pairs[0].value.as_deref(), Some("UTC"));
-        let two = select_int(&mut c, &session, "SELECT 1 + 1 AS two", Some("s3cret-token"));
+        let two = select_int(
+            &mut c,
+            &session,
+            "SELECT 1 + 1 AS two",
+            Some("s3cret-token"),
+        );
         assert_eq!(two.await.unwrap(), 2);
     });
 }
@@ -421,7 +438,13 @@ fn certificates(dir: &std::path::Path) {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
     openssl(
         &[
             &["req", "-x509", "-days", "2", "-subj", "/CN=sluice test CA"][..],
@@ -446,8 +469,21 @@ fn certificates(dir: &std::path::Path) {
         .concat(),
     );
     openssl(&[
-        "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-        "-CAcreateserial", "-days", "2", "-extfile", "server.ext", "-out", "server.pem",
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "server.pem",
     ]);
 }
 
@@ -528,10 +564,17 @@ fn files_that_are_not_a_certificate_and_its_key_are_refused_by_name() {
         sluice_connect::serve_until(config, |_| panic!("it listened"), async {}).unwrap_err()
     };
     let missing = serve(dir.path().join("nope.pem"), dir.path().join("server.key"));
-    assert!(missing.message.contains("--tls-cert"), "{}", missing.message);
+    assert!(
+        missing.message.contains("--tls-cert"),
+        "{}",
+        missing.message
+    );
     assert!(missing.message.contains("nope.pem"), "{}", missing.message);
     // A key that is not the certificate's.
-    let mismatched = serve(dir.path().join("server.pem"), other.path().join("server.key"));
+    let mismatched = serve(
+        dir.path().join("server.pem"),
+        other.path().join("server.key"),
+    );
     assert!(
         mismatched.message.contains("--tls-cert and --tls-key"),
         "{}",
@@ -546,8 +589,8 @@ fn an_address_other_than_loopback_is_refused_without_a_token() {
             listen: listen.into(),
             ..Default::default()
         };
-        let err = sluice_connect::serve_until(config, |_| panic!("it listened"), async {})
-            .unwrap_err();
+        let err =
+            sluice_connect::serve_until(config, |_| panic!("it listened"), async {}).unwrap_err();
         for part in ["--token", "SLUICE_CONNECT_TOKEN", "127.0.0.1:PORT"] {
             assert!(err.message.contains(part), "{}", err.message);
         }
@@ -573,7 +616,12 @@ fn a_request_over_the_message_size_limit_is_refused_naming_the_limit() {
         let mut c = client(&server.url).await;
         let session = uuid::Uuid::new_v4().to_string();
         let padded = |n: usize| format!("SELECT 5 AS five /* {} */", "x".repeat(n));
-        assert_eq!(select_int(&mut c, &session, &padded(100), None).await.unwrap(), 5);
+        assert_eq!(
+            select_int(&mut c, &session, &padded(100), None)
+                .await
+                .unwrap(),
+            5
+        );
         let err = select_int(&mut c, &session, &padded(5000), None)
             .await
             .unwrap_err();
@@ -618,17 +666,14 @@ fn plans_as_deep_as_sparks_limit_run_and_deeper_ones_are_refused_by_name() {
                 // ExecutePlanRequest(0) > Plan(1) > Relation(2) > (Limit > Relation) x n >
                 // Sql(2n + 3): the deepest under 1024 is n = 510.
                 for steps in [60, 510] {
-                    let req = execute_request(
-                        &session,
-                        proto::plan::OpType::Root(limits_chain(steps)),
-                    );
+                    let req =
+                        execute_request(&session, proto::plan::OpType::Root(limits_chain(steps)));
                     let r = responses(&mut c, req).await;
                     let r = r.unwrap_or_else(|e| panic!("{steps} steps: {e:?}"));
                     let b = batches(&r);
                     assert_eq!(b.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
                 }
-                let req =
-                    execute_request(&session, proto::plan::OpType::Root(limits_chain(511)));
+                let req = execute_request(&session, proto::plan::OpType::Root(limits_chain(511)));
                 let err = responses(&mut c, req).await.unwrap_err();
                 assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
                 for part in [
@@ -701,11 +746,21 @@ fn at_the_session_limit_an_idle_session_without_queries_makes_room() {
         let mut again = get_conf(&a, key);
         again.client_observed_server_side_session_id = Some(seen.server_side_session_id);
         let err = c.config(again).await.unwrap_err();
-        assert!(err.message().contains("SESSION_CHANGED"), "{}", err.message());
+        assert!(
+            err.message().contains("SESSION_CHANGED"),
+            "{}",
+            err.message()
+        );
         // a (new) has an active query: d is refused.
-        let started = responses(&mut c, start_rate_query(&a, "busy")).await.unwrap();
+        let started = responses(&mut c, start_rate_query(&a, "busy"))
+            .await
+            .unwrap();
         let err = c.config(get_conf(&d, key)).await.unwrap_err();
-        assert!(err.message().contains("--max-sessions"), "{}", err.message());
+        assert!(
+            err.message().contains("--max-sessions"),
+            "{}",
+            err.message()
+        );
         let stop = proto::StreamingQueryCommand {
             query_id: Some(query_id(&started)),
             command: Some(proto::streaming_query_command::Command::Stop(true)),
@@ -772,7 +827,9 @@ fn streaming_queries_past_the_limit_are_refused_until_one_stops() {
             uuid::Uuid::new_v4().to_string(),
             uuid::Uuid::new_v4().to_string(),
         );
-        let first = responses(&mut c, start_rate_query(&a, "first")).await.unwrap();
+        let first = responses(&mut c, start_rate_query(&a, "first"))
+            .await
+            .unwrap();
         // The limit is the server's: another session is refused too.
         let err = responses(&mut c, start_rate_query(&b, "second"))
             .await
@@ -795,7 +852,9 @@ fn streaming_queries_past_the_limit_are_refused_until_one_stops() {
         )
         .await
         .unwrap();
-        let second = responses(&mut c, start_rate_query(&b, "second")).await.unwrap();
+        let second = responses(&mut c, start_rate_query(&b, "second"))
+            .await
+            .unwrap();
         let stop = proto::StreamingQueryCommand {
             query_id: Some(query_id(&second)),
             command: Some(proto::streaming_query_command::Command::Stop(true)),
@@ -834,9 +893,12 @@ fn a_sessions_temp_views_are_its_own() {
                 },
             )),
         };
-        responses(&mut c, execute_request(&a, proto::plan::OpType::Command(create)))
-            .await
-            .unwrap();
+        responses(
+            &mut c,
+            execute_request(&a, proto::plan::OpType::Command(create)),
+        )
+        .await
+        .unwrap();
         let seen = select_int(&mut c, &a, "SELECT n + 1 FROM mine", None).await;
         assert_eq!(seen.unwrap(), 42);
         let err = select_int(&mut c, &b, "SELECT n FROM mine", None)

@@ -19,7 +19,10 @@ fn connect(args: &[&str], token_env: Option<&str>) -> Command {
 
 #[test]
 fn an_address_other_than_loopback_is_refused_without_a_token() {
-    for args in [&["--listen", "0.0.0.0:0"][..], &["--listen", "0.0.0.0:0", "--token", " "]] {
+    for args in [
+        &["--listen", "0.0.0.0:0"][..],
+        &["--listen", "0.0.0.0:0", "--token", " "],
+    ] {
         let out = connect(args, None).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
