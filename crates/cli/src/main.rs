@@ -176,7 +176,8 @@ pub struct ConnectSecurityArgs {
     /// nests two), as Spark's spark.connect.grpc.marshallerRecursionLimit; at most 8192
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_plan_depth: usize,
-    /// Sessions open at once (a session lasts until the client's spark.stop())
+    /// Sessions open at once (a session lasts until the client's spark.stop(); at the limit, one
+    /// idle for an hour with no active query makes room for a new one)
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub max_sessions: usize,
     /// Streaming queries active at once, across all sessions
