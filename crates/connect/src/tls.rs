@@ -11,6 +11,9 @@ use tonic::transport::{Identity, ServerTlsConfig};
 
 use crate::error::{ConnectError, Result};
 
+/// How long a client has to finish its TLS handshake.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The server's certificate chain and key (PEM files).
 #[derive(Debug, Clone)]
 pub struct TlsFiles {
@@ -53,6 +56,10 @@ impl TlsFiles {
             pem(&self.cert, "the server's certificate", "--tls-cert")?,
             pem(&self.key, "the server's key", "--tls-key")?,
         );
-        Ok(ServerTlsConfig::new().identity(identity))
+        // A connection that does not finish its handshake is closed (tonic waits forever by
+        // default, each such connection holding a descriptor).
+        Ok(ServerTlsConfig::new()
+            .identity(identity)
+            .timeout(HANDSHAKE_TIMEOUT))
     }
 }

@@ -547,6 +547,26 @@ fn a_tls_server_serves_clients_that_trust_its_ca_and_refuses_plain_tcp() {
             .await;
         assert!(connected.is_err(), "a client of another CA connected");
     });
+    // A connection that never starts its handshake is closed after the handshake timeout.
+    use std::io::Read;
+    let mut idle = std::net::TcpStream::connect(&addr).unwrap();
+    idle.set_read_timeout(Some(sluice_connect::tls::HANDSHAKE_TIMEOUT * 3))
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let read = idle.read(&mut [0u8; 16]);
+    assert!(
+        matches!(read, Ok(0))
+            || read
+                .as_ref()
+                .is_err_and(|e| e.kind() != std::io::ErrorKind::WouldBlock),
+        "{read:?} after {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        t0.elapsed() < sluice_connect::tls::HANDSHAKE_TIMEOUT * 2,
+        "{:?}",
+        t0.elapsed()
+    );
 }
 
 #[test]
