@@ -185,6 +185,40 @@ pub struct ConnectArgs {
     /// http://HOST:PORT/?token=TOKEN); default: $SLUICE_UI_TOKEN
     #[arg(long, value_name = "TOKEN", requires = "ui")]
     pub ui_token: Option<String>,
+    #[command(flatten)]
+    pub security: ConnectSecurityArgs,
+}
+
+/// `sluice connect`'s access and limits (`sluice_connect::ServerConfig`).
+#[derive(Args, Debug)]
+pub struct ConnectSecurityArgs {
+    /// The token every call must carry: clients connect with sc://HOST:PORT/;token=TOKEN
+    /// (pyspark-client then uses TLS, so add ;use_ssl=true with --tls-cert, or on this machine
+    /// use sc://localhost:PORT/;token=TOKEN without TLS); default: $SLUICE_CONNECT_TOKEN. An
+    /// address other than loopback (e.g. 0.0.0.0:15002) needs one
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Serve TLS only, with this certificate chain (PEM; its names must include the host
+    /// clients connect to); clients add ;use_ssl=true
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM)
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The largest request in bytes, as Spark's spark.connect.grpc.maxInboundMessageSize
+    #[arg(long, value_name = "BYTES", default_value_t = 128 * 1024 * 1024)]
+    pub max_message_size: usize,
+    /// The deepest nesting of a request's messages (a chained DataFrame call such as withColumn
+    /// nests two), as Spark's spark.connect.grpc.marshallerRecursionLimit; at most 8192
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_plan_depth: usize,
+    /// Sessions open at once (a session lasts until the client's spark.stop(); at the limit, one
+    /// idle for an hour with no active query makes room for a new one)
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub max_sessions: usize,
+    /// Streaming queries active at once, across all sessions
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub max_queries: usize,
 }
 
 /// `sluice run`: a pipeline file, or a built-in pipeline.
@@ -423,10 +457,22 @@ fn main() -> ExitCode {
 /// `sluice connect`: the Spark Connect server (built with the `connect` feature).
 #[cfg(feature = "connect")]
 fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
+    let security = args.security;
     let mut config = sluice_connect::ServerConfig {
         listen: args.listen,
         python: args.python,
-        ..Default::default()
+        token: security
+            .token
+            .or_else(|| std::env::var(sluice_connect::auth::TOKEN_ENV).ok()),
+        tls: security
+            .tls_cert
+            .zip(security.tls_key)
+            .map(|(cert, key)| sluice_connect::TlsFiles { cert, key }),
+        max_message_size: security.max_message_size,
+        max_plan_depth: security.max_plan_depth,
+        max_sessions: security.max_sessions,
+        max_queries: security.max_queries,
+        ..sluice_connect::ServerConfig::default()
     };
     if let Some(addr) = &args.ui {
         // Every session's queries on one dashboard. The flag, else the environment (which

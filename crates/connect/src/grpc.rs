@@ -1,7 +1,8 @@
 //! The `spark.connect.SparkConnectService` gRPC service: method paths, codecs and message size
 //! limits. The generated protocol crate (`sluice-connect-proto`) holds only a client, so the server side
 //! of the routing is here, by hand, on tonic's server building blocks: one trait method per
-//! RPC, and [`SparkConnectServer`] dispatching `/spark.connect.SparkConnectService/<Method>`.
+//! RPC, and [`SparkConnectServer`] dispatching `/spark.connect.SparkConnectService/<Method>`,
+//! decoding with the server's limits on a message's size and nesting ([`WireLimits`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -14,16 +15,32 @@ use tonic::body::Body;
 use tonic::codegen::{http, Body as HttpBody, BoxFuture, Service, StdError};
 use tonic::server::{Grpc, NamedService};
 use tonic::{Request, Response, Status, Streaming};
-use tonic_prost::ProstCodec;
 
+use crate::limits::{explain_too_large, DepthLimitedCodec};
 use crate::proto;
 
 /// A stream of responses of a server-streaming RPC.
 pub type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
-/// The largest message the server accepts (a local relation with data, an artifact chunk):
-/// Spark's `spark.connect.grpc.maxInboundMessageSize` default, 128 MiB.
-pub const MAX_INBOUND_MESSAGE_SIZE: usize = 128 * 1024 * 1024;
+/// What the server decodes: the largest message (a local relation with data, an artifact chunk;
+/// Spark's `spark.connect.grpc.maxInboundMessageSize`) and the deepest nesting of messages
+/// (Spark's `spark.connect.grpc.marshallerRecursionLimit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireLimits {
+    /// Bytes per message.
+    pub max_message_size: usize,
+    /// Levels of nested messages.
+    pub max_depth: usize,
+}
+
+impl Default for WireLimits {
+    fn default() -> Self {
+        Self {
+            max_message_size: crate::limits::DEFAULT_MAX_MESSAGE_SIZE,
+            max_depth: crate::limits::DEFAULT_MAX_PLAN_DEPTH,
+        }
+    }
+}
 
 /// The RPCs of `spark.connect.SparkConnectService` (protocol 4.2).
 #[tonic::async_trait]
@@ -94,12 +111,13 @@ pub trait SparkConnectService: Send + Sync + 'static {
 #[derive(Debug)]
 pub struct SparkConnectServer<T> {
     inner: Arc<T>,
+    limits: WireLimits,
 }
 
 impl<T> SparkConnectServer<T> {
-    /// Serves `inner`.
-    pub fn new(inner: Arc<T>) -> Self {
-        Self { inner }
+    /// Serves `inner`, decoding requests within `limits`.
+    pub fn new(inner: Arc<T>, limits: WireLimits) -> Self {
+        Self { inner, limits }
     }
 }
 
@@ -107,6 +125,7 @@ impl<T> Clone for SparkConnectServer<T> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
+            limits: self.limits,
         }
     }
 }
@@ -139,32 +158,34 @@ where
     }
 }
 
-fn grpc<Enc, Dec>() -> Grpc<ProstCodec<Enc, Dec>>
+fn grpc<Enc, Dec>(limits: WireLimits) -> Grpc<DepthLimitedCodec<Enc, Dec>>
 where
     Enc: prost::Message + Send + 'static,
     Dec: prost::Message + Default + Send + 'static,
 {
-    Grpc::new(ProstCodec::default())
-        .max_decoding_message_size(MAX_INBOUND_MESSAGE_SIZE)
+    Grpc::new(DepthLimitedCodec::new(limits.max_depth))
+        .max_decoding_message_size(limits.max_message_size)
         .max_encoding_message_size(usize::MAX)
 }
 
 macro_rules! unary {
-    ($inner:expr, $req:expr, $method:ident) => {{
-        let inner = $inner;
+    ($inner:expr, $limits:expr, $req:expr, $method:ident) => {{
+        let (inner, limits) = ($inner, $limits);
         Box::pin(async move {
             let svc = Once(Some(move |r| async move { inner.$method(r).await }));
-            Ok(grpc().unary(svc, $req).await)
+            let response = grpc(limits).unary(svc, $req).await;
+            Ok(explain_too_large(limits.max_message_size, response))
         })
     }};
 }
 
 macro_rules! server_streaming {
-    ($inner:expr, $req:expr, $method:ident) => {{
-        let inner = $inner;
+    ($inner:expr, $limits:expr, $req:expr, $method:ident) => {{
+        let (inner, limits) = ($inner, $limits);
         Box::pin(async move {
             let svc = Once(Some(move |r| async move { inner.$method(r).await }));
-            Ok(grpc().server_streaming(svc, $req).await)
+            let response = grpc(limits).server_streaming(svc, $req).await;
+            Ok(explain_too_large(limits.max_message_size, response))
         })
     }};
 }
@@ -184,34 +205,41 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let inner = self.inner.clone();
+        let (inner, limits) = (self.inner.clone(), self.limits);
         match req.uri().path() {
             "/spark.connect.SparkConnectService/ExecutePlan" => {
-                server_streaming!(inner, req, execute_plan)
+                server_streaming!(inner, limits, req, execute_plan)
             }
             "/spark.connect.SparkConnectService/ReattachExecute" => {
-                server_streaming!(inner, req, reattach_execute)
+                server_streaming!(inner, limits, req, reattach_execute)
             }
-            "/spark.connect.SparkConnectService/AnalyzePlan" => unary!(inner, req, analyze_plan),
-            "/spark.connect.SparkConnectService/Config" => unary!(inner, req, config),
+            "/spark.connect.SparkConnectService/AnalyzePlan" => {
+                unary!(inner, limits, req, analyze_plan)
+            }
+            "/spark.connect.SparkConnectService/Config" => unary!(inner, limits, req, config),
             "/spark.connect.SparkConnectService/ArtifactStatus" => {
-                unary!(inner, req, artifact_status)
+                unary!(inner, limits, req, artifact_status)
             }
-            "/spark.connect.SparkConnectService/Interrupt" => unary!(inner, req, interrupt),
+            "/spark.connect.SparkConnectService/Interrupt" => unary!(inner, limits, req, interrupt),
             "/spark.connect.SparkConnectService/ReleaseExecute" => {
-                unary!(inner, req, release_execute)
+                unary!(inner, limits, req, release_execute)
             }
             "/spark.connect.SparkConnectService/ReleaseSession" => {
-                unary!(inner, req, release_session)
+                unary!(inner, limits, req, release_session)
             }
             "/spark.connect.SparkConnectService/FetchErrorDetails" => {
-                unary!(inner, req, fetch_error_details)
+                unary!(inner, limits, req, fetch_error_details)
             }
-            "/spark.connect.SparkConnectService/CloneSession" => unary!(inner, req, clone_session),
-            "/spark.connect.SparkConnectService/GetStatus" => unary!(inner, req, get_status),
+            "/spark.connect.SparkConnectService/CloneSession" => {
+                unary!(inner, limits, req, clone_session)
+            }
+            "/spark.connect.SparkConnectService/GetStatus" => {
+                unary!(inner, limits, req, get_status)
+            }
             "/spark.connect.SparkConnectService/AddArtifacts" => Box::pin(async move {
                 let svc = Once(Some(move |r| async move { inner.add_artifacts(r).await }));
-                Ok(grpc().client_streaming(svc, req).await)
+                let response = grpc(limits).client_streaming(svc, req).await;
+                Ok(explain_too_large(limits.max_message_size, response))
             }),
             other => {
                 let status = Status::unimplemented(format!(

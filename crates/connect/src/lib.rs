@@ -7,6 +7,9 @@
 //!
 //! | module | concept |
 //! |---|---|
+//! | [`auth`] | bearer tokens as Spark Connect clients send them; no token, no other address than loopback |
+//! | [`tls`] | TLS for the port (`--tls-cert`, `--tls-key`), on rustls with ring |
+//! | [`limits`] | a request's size and nesting, sessions and queries: Spark's limits, each refused by name |
 //! | [`grpc`] | the `spark.connect.SparkConnectService` gRPC service: method routing and codecs (the generated code is only a client) |
 //! | [`server`] | the service: sessions, execute (with reattach and release), analyze, config, interrupt, artifacts, error details; `serve` with clean shutdown |
 //! | `commands` | commands: `spark.sql`, temp views, `writeStream`, the query handle, `spark.streams` |
@@ -22,11 +25,13 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod auth;
 pub(crate) mod commands;
 pub(crate) mod conf;
 pub mod error;
 pub mod grpc;
 pub mod ipc;
+pub mod limits;
 pub mod listener_bus;
 pub mod observe;
 pub mod plan;
@@ -34,9 +39,11 @@ pub mod python;
 pub mod server;
 pub mod session;
 pub mod streaming;
+pub mod tls;
 
 /// The generated Spark Connect messages (`spark.connect.*`).
 pub use sluice_connect_proto as proto;
 
 pub use error::{ConnectError, Result};
 pub use server::{serve, serve_until, ServerConfig};
+pub use tls::TlsFiles;

@@ -108,6 +108,9 @@ pub struct PythonConfig {
     /// The Spark Connect URL the worker connects back to, `sc://127.0.0.1:PORT` (see
     /// [`PythonConfig::for_user`] for a session of another user than the default).
     pub connect_url: String,
+    /// The token the worker sends back (`SPARK_CONNECT_AUTHENTICATE_TOKEN`), when the server
+    /// wants one.
+    pub token: Option<String>,
     /// How long a starting worker may take to connect and to load the function (60 s).
     pub connect_timeout: Duration,
     /// Where the worker's stdout/stderr lines go ([`server_output`] by default).
@@ -139,6 +142,7 @@ impl PythonConfig {
         Self {
             python,
             connect_url,
+            token: None,
             connect_timeout: Duration::from_secs(60),
             lines: server_output(),
         }

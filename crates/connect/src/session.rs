@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::streaming::Queries;
 
 /// What a session is started with.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct SessionSettings {
     /// The Python interpreter for the client's workers (`--python`, else `PYSPARK_PYTHON`, else
     /// `python3`).
@@ -22,6 +22,22 @@ pub struct SessionSettings {
     pub connect_url: String,
     /// Listeners every session registers (`ServerConfig::listeners`).
     pub listeners: crate::observe::Listeners,
+    /// The token the Python workers send (`SPARK_CONNECT_AUTHENTICATE_TOKEN`) when the server
+    /// wants one: a secret of the process, for its loopback port of its own workers.
+    pub worker_token: Option<String>,
+    /// The server's streaming queries, against its `--max-queries` (shared by every session).
+    pub queries: Arc<crate::streaming::QueryLimit>,
+}
+
+impl std::fmt::Debug for SessionSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionSettings")
+            .field("python", &self.python)
+            .field("connect_url", &self.connect_url)
+            .field("worker_token", &self.worker_token.as_ref().map(|_| "(set)"))
+            .field("queries", &self.queries)
+            .finish()
+    }
 }
 
 /// One client's session.

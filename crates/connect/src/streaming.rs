@@ -56,11 +56,87 @@ impl Queries {
     }
 }
 
+/// The server's active streaming queries, across its sessions, and its limit on them
+/// (`sluice connect --max-queries`): each holds a thread, its state and maybe a Python worker.
+pub struct QueryLimit {
+    max: usize,
+    slots: Mutex<QuerySlots>,
+}
+
+#[derive(Default)]
+struct QuerySlots {
+    active: Vec<StreamingQuery>,
+    /// Queries being started (their Python worker, their first plan) and not yet active.
+    starting: usize,
+}
+
+/// The default of `--max-queries`.
+pub const DEFAULT_MAX_QUERIES: usize = 100;
+
+impl Default for QueryLimit {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_QUERIES)
+    }
+}
+
+impl std::fmt::Debug for QueryLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryLimit")
+            .field("max", &self.max)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QueryLimit {
+    /// At most `max` active streaming queries.
+    pub fn new(max: usize) -> Self {
+        Self {
+            max,
+            slots: Mutex::default(),
+        }
+    }
+
+    /// A place for one more query, or the error naming the limit.
+    fn reserve(self: &Arc<Self>) -> Result<QuerySlot> {
+        let mut slots = lock(&self.slots);
+        slots.active.retain(StreamingQuery::is_active);
+        if slots.active.len() + slots.starting >= self.max {
+            return Err(crate::limits::too_many_queries(self.max));
+        }
+        slots.starting += 1;
+        Ok(QuerySlot(self.clone()))
+    }
+
+    /// How many queries are active now.
+    pub fn active(&self) -> usize {
+        let mut slots = lock(&self.slots);
+        slots.active.retain(StreamingQuery::is_active);
+        slots.active.len()
+    }
+}
+
+/// A reserved place for a query being started; given back when dropped.
+struct QuerySlot(Arc<QueryLimit>);
+
+impl QuerySlot {
+    fn started(self, query: &StreamingQuery) {
+        lock(&self.0.slots).active.push(query.clone());
+    }
+}
+
+impl Drop for QuerySlot {
+    fn drop(&mut self) {
+        let mut slots = lock(&self.0.slots);
+        slots.starting = slots.starting.saturating_sub(1);
+    }
+}
+
 /// Starts `writeStream ... start()`.
 pub fn start(
     session: &Arc<ConnectSession>,
     op: &proto::WriteStreamOperationStart,
 ) -> Result<proto::WriteStreamOperationStartResult> {
+    let slot = session.settings.queries.reserve()?;
     let input = op
         .input
         .as_ref()
@@ -110,6 +186,7 @@ pub fn start(
         Some(name) => writer.to_table(&name)?,
         None => writer.start()?,
     };
+    slot.started(&query);
     let result = proto::WriteStreamOperationStartResult {
         query_id: Some(instance_id(&query)),
         name: query.name().unwrap_or_default().to_string(),
@@ -142,11 +219,13 @@ fn python_function<'a>(
 }
 
 fn python_config(session: &ConnectSession) -> PythonConfig {
-    PythonConfig::from_env(
+    let mut config = PythonConfig::from_env(
         session.settings.python.clone(),
         session.settings.connect_url.clone(),
     )
-    .for_user(&session.user_id)
+    .for_user(&session.user_id);
+    config.token = session.settings.worker_token.clone();
+    config
 }
 
 /// The Python `foreach` writer: each batch's partitions go to the worker, which calls the

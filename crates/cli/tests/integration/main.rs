@@ -31,6 +31,11 @@ mod cli;
 #[cfg(feature = "delta")]
 mod s3_delta_chaos;
 
+// `sluice connect`: no token, no address other than loopback; its access and limit flags
+// (feature `connect`).
+#[cfg(feature = "connect")]
+mod connect;
+
 // A query on three `sluice worker` processes, its checkpoint on S3: the rows of one process,
 // with and without a worker SIGKILLed (feature `distributed`).
 #[cfg(feature = "distributed")]

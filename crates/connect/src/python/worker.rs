@@ -253,11 +253,17 @@ impl Worker {
                 super::worker_url(&config.connect_url),
             )
             .env("SPARK_AUTH_SOCKET_TIMEOUT", "15")
+            // The server's own environment may hold a client's token: only the one for this
+            // server's workers goes to them.
+            .env_remove("SPARK_CONNECT_AUTHENTICATE_TOKEN")
             .env("SPARK_BUFFER_SIZE", "65536")
             .env("PYTHONUNBUFFERED", "YES")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(token) = &config.token {
+            cmd.env("SPARK_CONNECT_AUTHENTICATE_TOKEN", token);
+        }
         let mut child = cmd.spawn().map_err(|e| {
             let what_failed = if e.kind() == ErrorKind::NotFound {
                 format!("the Python interpreter `{python}` was not found")
