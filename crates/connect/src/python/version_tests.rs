@@ -258,10 +258,9 @@ fn a_43_foreach_batch_worker_gets_the_session_of_each_batch() {
     let out = dir.path().join("batches.txt");
     let mut worker = ForeachBatchWorker::start(&config(&python), "s-43", &udf(&out)).unwrap();
     assert!(worker.sends_session_per_batch());
-    let mut worker = within(Duration::from_secs(20), move || {
+    within(Duration::from_secs(20), move || {
         worker.call("df-0", 0).unwrap();
         worker.call("df-1", 1).unwrap();
-        worker
     });
     assert_eq!(
         std::fs::read_to_string(&out).unwrap(),
@@ -270,7 +269,7 @@ fn a_43_foreach_batch_worker_gets_the_session_of_each_batch() {
     // A 3.5 worker reads no session per batch.
     let dir = tempfile::tempdir().unwrap();
     let python = pyspark_35(dir.path());
-    worker = ForeachBatchWorker::start(&config(&python), "s-35", &udf(&out)).unwrap();
+    let worker = ForeachBatchWorker::start(&config(&python), "s-35", &udf(&out)).unwrap();
     assert!(!worker.sends_session_per_batch());
 }
 
