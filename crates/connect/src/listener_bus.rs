@@ -40,8 +40,11 @@ pub struct ListenerBus {
     gate: Mutex<Gate>,
     /// The server-side listeners (PySpark 3.5's `add_listener`), by the client's listener id,
     /// in the order they were added: each one's event queue.
-    server: Mutex<Vec<(String, Sender<(ListenerEventKind, String)>)>>,
+    server: Mutex<Vec<(String, EventQueue)>>,
 }
+
+/// Where a server-side listener's events wait for its thread.
+type EventQueue = Sender<(ListenerEventKind, String)>;
 
 /// Which queries' events may go out, and the events held for the others (in order).
 #[derive(Default)]

@@ -258,10 +258,9 @@ fn a_43_foreach_batch_worker_gets_the_session_of_each_batch() {
     let out = dir.path().join("batches.txt");
     let mut worker = ForeachBatchWorker::start(&config(&python), "s-43", &udf(&out)).unwrap();
     assert!(worker.sends_session_per_batch());
-    let mut worker = within(Duration::from_secs(20), move || {
+    within(Duration::from_secs(20), move || {
         worker.call("df-0", 0).unwrap();
         worker.call("df-1", 1).unwrap();
-        worker
     });
     assert_eq!(
         std::fs::read_to_string(&out).unwrap(),
@@ -270,7 +269,7 @@ fn a_43_foreach_batch_worker_gets_the_session_of_each_batch() {
     // A 3.5 worker reads no session per batch.
     let dir = tempfile::tempdir().unwrap();
     let python = pyspark_35(dir.path());
-    worker = ForeachBatchWorker::start(&config(&python), "s-35", &udf(&out)).unwrap();
+    let worker = ForeachBatchWorker::start(&config(&python), "s-35", &udf(&out)).unwrap();
     assert!(!worker.sends_session_per_batch());
 }
 
@@ -315,4 +314,160 @@ fn pyspark_versions_compare_by_major_and_minor() {
     assert_eq!(major_minor("4.10rc1"), Some((4, 10)));
     assert_eq!(major_minor("four"), None);
     assert_eq!(major_minor("4"), None);
+}
+
+/// PySpark 3.5's `spark.streams.addListener` over Spark Connect: `add_listener` runs the pickled
+/// listener in the client's `listener_worker` on the server (here the 3.5 stand-in), which gets
+/// the query's started, progress and terminated events in order; `list_listeners` and
+/// `remove_listener` see it.
+#[test]
+fn a_35_add_listener_gets_a_querys_events_on_the_server_until_removed() {
+    use crate::proto::command::CommandType;
+    use crate::proto::execute_plan_response::ResponseType;
+    use crate::proto::spark_connect_service_client::SparkConnectServiceClient;
+    use crate::proto::streaming_query_manager_command::{
+        Command as Manager, StreamingQueryListenerCommand,
+    };
+    use crate::proto::streaming_query_manager_command_result::ResultType;
+
+    let dir = tempfile::tempdir().unwrap();
+    let python = pyspark_35(dir.path());
+    let out = dir.path().join("events.txt");
+    let src = dir.path().join("in");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("1.json"), "{\"id\": 1}\n{\"id\": 2}\n").unwrap();
+
+    let (tx, rx) = mpsc::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let config = crate::ServerConfig {
+            listen: "127.0.0.1:0".into(),
+            python: Some(python),
+            ..Default::default()
+        };
+        crate::serve_until(config, |addr| tx.send(addr).unwrap(), async move {
+            let _ = stopped.await;
+        })
+        .unwrap();
+    });
+    let addr = rx.recv().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let session = uuid::Uuid::new_v4().to_string();
+    let request = |command: CommandType| proto::ExecutePlanRequest {
+        session_id: session.clone(),
+        plan: Some(proto::Plan {
+            op_type: Some(proto::plan::OpType::Command(proto::Command {
+                command_type: Some(command),
+            })),
+        }),
+        ..Default::default()
+    };
+    let manager = |command: Manager| {
+        request(CommandType::StreamingQueryManagerCommand(
+            proto::StreamingQueryManagerCommand {
+                command: Some(command),
+            },
+        ))
+    };
+    let listener = |id: &str| StreamingQueryListenerCommand {
+        python_listener_payload: Some(udf(&out)),
+        id: id.into(),
+        ..Default::default()
+    };
+    runtime.block_on(async {
+        let mut client = SparkConnectServiceClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let mut run = async |req: proto::ExecutePlanRequest| {
+            let mut stream = client.execute_plan(req).await.unwrap().into_inner();
+            let mut results = Vec::new();
+            while let Some(r) = stream.message().await.unwrap() {
+                results.push(r.response_type);
+            }
+            results
+        };
+        let manager_result = |results: Vec<Option<ResponseType>>| {
+            results
+                .into_iter()
+                .find_map(|r| match r {
+                    Some(ResponseType::StreamingQueryManagerCommandResult(r)) => r.result_type,
+                    _ => None,
+                })
+                .unwrap()
+        };
+        let added = manager_result(run(manager(Manager::AddListener(listener("l1")))).await);
+        assert_eq!(added, ResultType::AddListener(true));
+        let listed = manager_result(run(manager(Manager::ListListeners(true))).await);
+        let ResultType::ListListeners(listed) = listed else {
+            panic!("{listed:?}")
+        };
+        assert_eq!(listed.listener_ids, vec!["l1".to_string()]);
+
+        let start = proto::WriteStreamOperationStart {
+            input: Some(proto::Relation {
+                common: None,
+                rel_type: Some(proto::relation::RelType::Read(proto::Read {
+                    is_streaming: true,
+                    read_type: Some(proto::read::ReadType::DataSource(proto::read::DataSource {
+                        format: Some("json".into()),
+                        schema: Some("id INT".into()),
+                        paths: vec![src.to_string_lossy().into_owned()],
+                        ..Default::default()
+                    })),
+                })),
+            }),
+            format: "noop".into(),
+            trigger: Some(proto::write_stream_operation_start::Trigger::AvailableNow(
+                true,
+            )),
+            ..Default::default()
+        };
+        let started = run(request(CommandType::WriteStreamOperationStart(start))).await;
+        let query_id = started
+            .into_iter()
+            .find_map(|r| match r {
+                Some(ResponseType::WriteStreamOperationStartResult(r)) => r.query_id,
+                _ => None,
+            })
+            .unwrap()
+            .id;
+        // started (0), progress (1), terminated (3), each with the query's id.
+        let events = wait_for_line_starting(&out, "3 ");
+        let kinds: Vec<&str> = events.lines().map(|l| &l[..1]).collect();
+        assert_eq!(kinds.first(), Some(&"0"), "{events}");
+        assert_eq!(kinds.last(), Some(&"3"), "{events}");
+        assert!(kinds.contains(&"1"), "{events}");
+        assert!(
+            events.lines().next().unwrap().contains(&query_id),
+            "{events}"
+        );
+
+        let removed = manager_result(run(manager(Manager::RemoveListener(listener("l1")))).await);
+        assert_eq!(removed, ResultType::RemoveListener(true));
+        let listed = manager_result(run(manager(Manager::ListListeners(true))).await);
+        assert_eq!(
+            listed,
+            ResultType::ListListeners(
+                proto::streaming_query_manager_command_result::ListStreamingQueryListenerResult {
+                    listener_ids: vec![]
+                }
+            )
+        );
+    });
+    let _ = stop.send(());
+    server.join().unwrap();
+}
+
+fn wait_for_line_starting(path: &Path, prefix: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().any(|l| l.starts_with(prefix)) || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
