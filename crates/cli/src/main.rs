@@ -487,11 +487,11 @@ fn connect(args: ConnectArgs) -> Result<ExitCode, String> {
     let shutdown = async move {
         if stdin_closed {
             tokio::select! {
-                _ = sluice_connect::server::shutdown_signal() => {}
+                _ = sluice_connect::serve::shutdown_signal() => {}
                 _ = stdin_end() => log::info!("standard input closed: stopping the server"),
             }
         } else {
-            sluice_connect::server::shutdown_signal().await
+            sluice_connect::serve::shutdown_signal().await
         }
     };
     let on_listening = |addr| {

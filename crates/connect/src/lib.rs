@@ -11,6 +11,7 @@
 //! | [`tls`] | TLS for the port (`--tls-cert`, `--tls-key`), on rustls with ring |
 //! | [`limits`] | a request's size and nesting, sessions and queries: Spark's limits, each refused by name |
 //! | [`grpc`] | the `spark.connect.SparkConnectService` gRPC service: method routing and codecs (the generated code is only a client) |
+//! | [`mod@serve`] | `ServerConfig` (`sluice connect`'s flags) and `serve`/`serve_until`: bind, TLS, token and wire limits, shutdown |
 //! | [`server`] | the service: sessions, execute (with reattach and release), analyze, config, interrupt, artifacts, error details; `serve` with clean shutdown |
 //! | `commands` | commands: `spark.sql`, temp views, `writeStream`, the query handle, `spark.streams` |
 //! | `conf` | `spark.conf` with Spark's defaults for the keys PySpark reads |
@@ -36,6 +37,7 @@ pub mod listener_bus;
 pub mod observe;
 pub mod plan;
 pub mod python;
+pub mod serve;
 pub mod server;
 pub mod session;
 pub mod streaming;
@@ -45,5 +47,5 @@ pub mod tls;
 pub use sluice_connect_proto as proto;
 
 pub use error::{ConnectError, Result};
-pub use server::{serve, serve_until, ServerConfig};
+pub use serve::{serve, serve_until, ServerConfig};
 pub use tls::TlsFiles;
