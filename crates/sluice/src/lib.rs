@@ -52,11 +52,19 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+// The vocabulary lives in `sluice-common` (the bottom layer); its modules keep their paths here.
+pub use sluice_common::conf;
+pub use sluice_common::error;
+pub use sluice_common::progress;
+pub use sluice_common::redact;
+use sluice_common::sync;
+pub use sluice_common::testing;
+pub use sluice_common::time_text;
+pub use sluice_common::types;
+
 pub mod catalog;
 pub mod checkpoint;
-pub mod conf;
 pub mod distributed;
-pub mod error;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -68,19 +76,13 @@ pub mod kafka_log;
 pub(crate) mod operators;
 pub mod pipeline;
 pub(crate) mod plan;
-pub mod progress;
 pub mod query;
-pub mod redact;
 pub mod schema;
 pub mod session;
 pub mod sink;
 pub mod source;
 pub mod state;
 pub mod storage;
-mod sync;
-pub mod testing;
-pub mod time_text;
-pub mod types;
 pub(crate) mod value_text;
 
 pub use datafusion::prelude::{lit, Expr};

@@ -674,4 +674,27 @@ mod tests {
         let e = read(false).unwrap_err();
         assert!(e.message().contains("'a' as type 'Int32'"), "{e}");
     }
+
+    #[test]
+    fn a_session_honours_a_user_set_redaction_regex() {
+        assert!(!crate::redact::is_secret_key("my.vault.zzlocker"));
+        // The secret conf first: the regex, set after it, still covers it.
+        let s = Session::builder()
+            .config("my.vault.zzlocker", "locker-value-81")
+            .config(crate::redact::REDACTION_REGEX, "(?i)zzlocker")
+            .build()
+            .unwrap();
+        assert!(crate::redact::is_secret_key("my.vault.zzlocker"));
+        s.set_conf("other.zzlocker", "locker-value-82");
+        let e = SluiceError::query("X", "got locker-value-81 and locker-value-82");
+        let r = crate::redact::REDACTED;
+        assert_eq!(e.message(), format!("got {r} and {r}"));
+        let Err(bad) = Session::builder()
+            .config(crate::redact::REDACTION_REGEX, "(unclosed")
+            .build()
+        else {
+            panic!("a regex that does not compile is refused");
+        };
+        assert_eq!(bad.class(), "INVALID_CONF_VALUE", "{bad}");
+    }
 }

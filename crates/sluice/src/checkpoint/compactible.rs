@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::atomic::write_atomic_new_as;
 use super::log::{corrupt_log, log_lines, log_text, parse_batch_id, parse_version_line};
+pub use crate::conf::LogCleanup;
 use crate::error::{Fault, Result, SluiceError};
 use crate::storage;
 
@@ -40,31 +41,6 @@ pub struct CompactibleLog<E> {
     fault: Fault,
     cleanup: Option<LogCleanup>,
     _entry: PhantomData<fn() -> E>,
-}
-
-/// When a compactible log deletes the files a compaction superseded (Spark's
-/// `spark.sql.streaming.fileSink.log.deletion` / `.cleanupDelay`, the same for `fileSource`, and
-/// `spark.sql.streaming.minBatchesToRetain`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogCleanup {
-    /// Whether files are deleted at all (`...log.deletion`, default true).
-    pub enabled: bool,
-    /// Only files older than this are deleted (`...log.cleanupDelay`, default 10 minutes), so a
-    /// reader that listed the log a moment ago still finds what it listed.
-    pub delay_ms: u64,
-    /// The newest batches whose entries stay readable from their own files or the compaction
-    /// before them (`minBatchesToRetain`, default 100).
-    pub min_batches_to_retain: u64,
-}
-
-impl Default for LogCleanup {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            delay_ms: 10 * 60 * 1000,
-            min_batches_to_retain: crate::conf::DEFAULT_MIN_BATCHES_TO_RETAIN,
-        }
-    }
 }
 
 impl<E> Clone for CompactibleLog<E> {

@@ -143,7 +143,7 @@ impl DataStreamWriter {
             crate::plan::analysis::check_continuous_plan(&plan)?;
         }
         // The session's conf, parsed once for the query.
-        let conf = StreamingConf::from_session(&session)?;
+        let conf = StreamingConf::from_lookup(session.shuffle_partitions(), |k| session.conf(k))?;
         check_streaming_plan(&plan, self.output_mode, conf.check_correctness)?;
         let schema = Arc::new(plan.schema().as_arrow().clone());
 

@@ -148,6 +148,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::checkpoint::CheckpointDir;
+pub use crate::conf::{LocalCacheMemory, StateStoreKind};
 use crate::error::Result;
 use crate::types::OperatorId;
 
@@ -280,37 +281,6 @@ impl StateStoreId {
     pub fn dir(&self) -> PathBuf {
         CheckpointDir::new(&self.checkpoint_root)
             .state_partition_dir(OperatorId(self.operator_id), self.partition_id as usize)
-    }
-}
-
-/// Where a store holds its committed version (`spark.sql.streaming.stateStore.providerClass`).
-/// The checkpoint files are the same either way.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum StateStoreKind {
-    /// In memory (Spark's `HDFSBackedStateStoreProvider`, Sluice's default).
-    #[default]
-    InMemory,
-    /// In a local on-disk cache, memory bounded by its cache and write buffers (Spark's
-    /// `RocksDBStateStoreProvider`).
-    OnDisk,
-}
-
-/// The memory of the on-disk provider's local cache: fjall's block cache and its write buffer
-/// (memtable) per store. The process's cache is sized by the first store that opens it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LocalCacheMemory {
-    /// The block cache, shared by every store of the process.
-    pub cache_bytes: u64,
-    /// The write buffer of each store's pairs before they go to disk.
-    pub write_buffer_bytes: u64,
-}
-
-impl Default for LocalCacheMemory {
-    fn default() -> Self {
-        Self {
-            cache_bytes: 64 << 20,
-            write_buffer_bytes: 64 << 20,
-        }
     }
 }
 

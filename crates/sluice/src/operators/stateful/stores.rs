@@ -476,7 +476,7 @@ mod tests {
             .config(crate::testing::CRASH_POINT, "inStateCommit:4")
             .build()
             .unwrap();
-        let hooks = TestHooks::from_session(&session);
+        let hooks = TestHooks::from_lookup(|k| session.conf(k));
         let info = info(tmp.path(), hooks);
         let mut providers = open_stores(&info, 0..3, None, None, false).unwrap();
         // Batch 3 reads version 0 and commits 1; batch 4 reads 1 and must crash committing 2.

@@ -206,7 +206,7 @@ impl StreamExecution {
             lock,
             conf: spec.conf.clone(),
             pinned,
-            hooks: TestHooks::from_session(&spec.session),
+            hooks: TestHooks::from_lookup(|k| spec.session.conf(k)),
             batches_this_run: 0,
             sink,
             sink_description: crate::redact::redacted(spec.sink.description()),

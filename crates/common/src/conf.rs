@@ -10,10 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::checkpoint::LogCleanup;
 use crate::error::{class, Result, SluiceError};
-use crate::session::Session;
-use crate::state::StateStoreKind;
 
 /// `spark.sql.shuffle.partitions`: the number of state partitions, pinned at a query's first run.
 pub const SHUFFLE_PARTITIONS: &str = "spark.sql.shuffle.partitions";
@@ -139,7 +136,7 @@ pub struct StreamingConf {
     /// first run.
     pub state_store: Option<StateStoreKind>,
     /// The on-disk provider's memory ([`ROCKSDB_BOUNDED_MEMORY`] and its companions).
-    pub local_cache: crate::state::LocalCacheMemory,
+    pub local_cache: LocalCacheMemory,
     /// [`CHECKPOINT_LOCATION`].
     pub checkpoint_location: Option<String>,
     /// [`ANSI_ENABLED`].
@@ -248,7 +245,7 @@ impl Default for StreamingConf {
             check_correctness: true,
             allow_key_rename: false,
             state_store: None,
-            local_cache: crate::state::LocalCacheMemory::default(),
+            local_cache: LocalCacheMemory::default(),
             checkpoint_location: None,
             ansi_enabled: false,
             file_sink_log: LogCleanup::default(),
@@ -260,13 +257,8 @@ impl Default for StreamingConf {
 }
 
 impl StreamingConf {
-    /// Reads and checks every key from the session. A value that does not parse is an error
-    /// naming the key, not a silent default.
-    pub fn from_session(session: &Session) -> Result<Self> {
-        Self::from_lookup(session.shuffle_partitions(), |k| session.conf(k))
-    }
-
-    /// Reads the conf through `get` (a session's or a pipeline file's `SET`s).
+    /// Reads and checks every key through `get` (a session's conf or a pipeline file's `SET`s).
+    /// A value that does not parse is an error naming the key, not a silent default.
     pub fn from_lookup(
         shuffle_partitions: usize,
         get: impl Fn(&str) -> Option<String>,
@@ -310,6 +302,62 @@ impl StreamingConf {
     }
 }
 
+/// When a compactible log deletes the files a compaction superseded (Spark's
+/// `spark.sql.streaming.fileSink.log.deletion` / `.cleanupDelay`, the same for `fileSource`, and
+/// `spark.sql.streaming.minBatchesToRetain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogCleanup {
+    /// Whether files are deleted at all (`...log.deletion`, default true).
+    pub enabled: bool,
+    /// Only files older than this are deleted (`...log.cleanupDelay`, default 10 minutes), so a
+    /// reader that listed the log a moment ago still finds what it listed.
+    pub delay_ms: u64,
+    /// The newest batches whose entries stay readable from their own files or the compaction
+    /// before them (`minBatchesToRetain`, default 100).
+    pub min_batches_to_retain: u64,
+}
+
+impl Default for LogCleanup {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            delay_ms: 10 * 60 * 1000,
+            min_batches_to_retain: DEFAULT_MIN_BATCHES_TO_RETAIN,
+        }
+    }
+}
+
+/// Where a store holds its committed version (`spark.sql.streaming.stateStore.providerClass`).
+/// The checkpoint files are the same either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StateStoreKind {
+    /// In memory (Spark's `HDFSBackedStateStoreProvider`, Sluice's default).
+    #[default]
+    InMemory,
+    /// In a local on-disk cache, memory bounded by its cache and write buffers (Spark's
+    /// `RocksDBStateStoreProvider`).
+    OnDisk,
+}
+
+/// The memory of the on-disk provider's local cache: fjall's block cache and its write buffer
+/// (memtable) per store. The process's cache is sized by the first store that opens it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalCacheMemory {
+    /// The block cache, shared by every store of the process.
+    pub cache_bytes: u64,
+    /// The write buffer of each store's pairs before they go to disk.
+    pub write_buffer_bytes: u64,
+}
+
+impl Default for LocalCacheMemory {
+    fn default() -> Self {
+        Self {
+            cache_bytes: 64 << 20,
+            write_buffer_bytes: 64 << 20,
+        }
+    }
+}
+
 /// The store kind a [`STATE_STORE_PROVIDER_CLASS`] value selects (`whence` names where it was
 /// read, for the error).
 fn provider_class(v: &str, whence: &str) -> Result<StateStoreKind> {
@@ -330,11 +378,9 @@ fn provider_class(v: &str, whence: &str) -> Result<StateStoreKind> {
 /// The on-disk provider's memory: without [`ROCKSDB_BOUNDED_MEMORY`], Sluice's defaults; with
 /// it, [`ROCKSDB_MAX_MEMORY_MB`] split between write buffers ([`ROCKSDB_WRITE_BUFFER_RATIO`])
 /// and the block cache, as Spark splits it.
-fn local_cache_memory(
-    get: &impl Fn(&str) -> Option<String>,
-) -> Result<crate::state::LocalCacheMemory> {
+fn local_cache_memory(get: &impl Fn(&str) -> Option<String>) -> Result<LocalCacheMemory> {
     if !parse_bool(get, ROCKSDB_BOUNDED_MEMORY)?.unwrap_or(false) {
-        return Ok(crate::state::LocalCacheMemory::default());
+        return Ok(LocalCacheMemory::default());
     }
     let total = parse_num(get, ROCKSDB_MAX_MEMORY_MB)?.unwrap_or(500).max(2) << 20;
     let ratio = match get(ROCKSDB_WRITE_BUFFER_RATIO) {
@@ -353,7 +399,7 @@ fn local_cache_memory(
         },
     };
     let write_buffer = ((total as f64 * ratio) as u64).max(1 << 20);
-    Ok(crate::state::LocalCacheMemory {
+    Ok(LocalCacheMemory {
         cache_bytes: total.saturating_sub(write_buffer).max(1 << 20),
         write_buffer_bytes: write_buffer,
     })
@@ -369,7 +415,7 @@ pub fn provider_class_name(kind: StateStoreKind) -> &'static str {
 
 /// The value of source/sink option `key`: option names are case-insensitive, as in Spark's
 /// `CaseInsensitiveMap`.
-pub(crate) fn option<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
+pub fn option<'a>(options: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
     options
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(key))
@@ -462,7 +508,8 @@ pub fn parse_workers(v: &str) -> Result<Vec<String>> {
         .collect()
 }
 
-pub(crate) fn parse_bool(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bool>> {
+/// `key`'s value as a Spark boolean (`true`/`false`, any case), or an error naming the key.
+pub fn parse_bool(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bool>> {
     get(key)
         .map(|v| match v.trim().to_ascii_lowercase().as_str() {
             "true" => Ok(true),
@@ -693,7 +740,6 @@ mod tests {
     /// cache and write buffers.
     #[test]
     fn rocksdb_bounded_memory_splits_the_limit_as_spark_does() {
-        use crate::state::LocalCacheMemory;
         assert_eq!(conf(&[]).unwrap().local_cache, LocalCacheMemory::default());
         let bounded = conf(&[(ROCKSDB_BOUNDED_MEMORY, "true")]).unwrap();
         assert_eq!(

@@ -406,6 +406,9 @@ impl std::error::Error for SluiceError {
     }
 }
 
+/// `conf::MEMORY_LIMIT`, named here so `error` stays below `conf` (a test checks they agree).
+const MEMORY_LIMIT: &str = "sluice.memory.limit";
+
 impl From<datafusion::error::DataFusionError> for SluiceError {
     fn from(e: datafusion::error::DataFusionError) -> Self {
         use datafusion::error::DataFusionError as D;
@@ -415,10 +418,8 @@ impl From<datafusion::error::DataFusionError> for SluiceError {
                 class::MEMORY_LIMIT_EXCEEDED,
                 format!(
                     "{e}. An operator that keeps rows in memory needed more than its share (half) \
-                     of {}; raise it (for example SET {} = '2g'), or make batches smaller \
-                     (maxFilesPerTrigger, maxBytesPerTrigger, maxOffsetsPerTrigger)",
-                    crate::conf::MEMORY_LIMIT,
-                    crate::conf::MEMORY_LIMIT
+                     of {MEMORY_LIMIT}; raise it (for example SET {MEMORY_LIMIT} = '2g'), or make \
+                     batches smaller (maxFilesPerTrigger, maxBytesPerTrigger, maxOffsetsPerTrigger)"
                 ),
             )
             .with_source(e);
@@ -465,6 +466,11 @@ mod tests {
         assert_eq!(e.to_string(), "[X.Y] do this");
         assert_eq!(e.fault(), Fault::Query);
         assert_eq!(e.context("batch 3").message(), "batch 3: do this");
+    }
+
+    #[test]
+    fn the_memory_limit_key_is_confs() {
+        assert_eq!(MEMORY_LIMIT, crate::conf::MEMORY_LIMIT);
     }
 
     #[test]

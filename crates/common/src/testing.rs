@@ -14,8 +14,6 @@
 //!   most K rows (the conformance matrix runs each scenario with 1-row chunks, so the chunked path
 //!   a large batch takes is checked against Spark's outputs).
 
-use crate::session::Session;
-
 /// Conf key of the injected crash point (`afterOffsets:N`, `afterSink:N`, `inStateCommit:N`).
 pub const CRASH_POINT: &str = "sluice.testing.crashPoint";
 /// Conf key: stop (as a clean stop) after this many batches in one run.
@@ -62,12 +60,13 @@ pub struct TestHooks {
 }
 
 impl TestHooks {
-    /// The session's hooks (none without the `testing` feature).
+    /// The hooks a conf sets, read through `get` (a session's conf; none without the `testing`
+    /// feature).
     #[allow(unused_variables)]
-    pub fn from_session(session: &Session) -> Self {
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
         #[cfg(feature = "testing")]
         {
-            let crash = session.conf(CRASH_POINT).and_then(|v| {
+            let crash = get(CRASH_POINT).and_then(|v| {
                 let (point, n) = v.split_once(':')?;
                 let point = match point {
                     "afterOffsets" => CrashPoint::AfterOffsets,
@@ -79,14 +78,10 @@ impl TestHooks {
             });
             Self {
                 crash,
-                max_batches_per_run: session
-                    .conf(MAX_BATCHES_PER_RUN)
-                    .and_then(|v| v.trim().parse().ok()),
-                stop_without_commit: session
-                    .conf(STOP_WITHOUT_COMMIT)
+                max_batches_per_run: get(MAX_BATCHES_PER_RUN).and_then(|v| v.trim().parse().ok()),
+                stop_without_commit: get(STOP_WITHOUT_COMMIT)
                     .is_some_and(|v| v.eq_ignore_ascii_case("true")),
-                stateful_input_chunk_rows: session
-                    .conf(STATEFUL_INPUT_CHUNK_ROWS)
+                stateful_input_chunk_rows: get(STATEFUL_INPUT_CHUNK_ROWS)
                     .and_then(|v| v.trim().parse().ok())
                     .filter(|n| *n > 0),
             }

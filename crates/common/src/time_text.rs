@@ -144,7 +144,7 @@ fn bad_range(text: &str, why: impl std::fmt::Display) -> SluiceError {
 /// multi-unit text, e.g. `1 minutes 30 seconds` (negative: every part negated), following
 /// Spark's patterns: `[+|-]y-m` (YEAR TO MONTH), `[+|-]d h[:m[:s[.f]]]` (DAY TO HOUR / MINUTE /
 /// SECOND), `[+|-]h:m[:s[.f]]` (HOUR TO MINUTE / SECOND), `[+|-]m:s[.f]` (MINUTE TO SECOND).
-pub(crate) fn range_interval_text(value: &str, from: &str, to: &str) -> Result<String> {
+pub fn range_interval_text(value: &str, from: &str, to: &str) -> Result<String> {
     let shown = format!("INTERVAL '{value}' {from} TO {to}");
     let v = value.trim();
     let (negative, body) = match v.strip_prefix('-') {
@@ -215,15 +215,16 @@ pub(crate) fn range_interval_text(value: &str, from: &str, to: &str) -> Result<S
 
 /// One piece of a Spark datetime pattern (`yyyy-MM-dd 'at' HH:mm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PatternPiece {
+pub enum PatternPiece {
     /// A character written as is; `quoted` when it came from `'text'` (`''` is a quote).
+    #[allow(missing_docs)]
     Literal { c: char, quoted: bool },
     /// A run of one pattern letter (`yyyy` is `('y', 4)`).
     Letters(char, usize),
 }
 
 /// Splits a Spark datetime pattern into literal characters and runs of pattern letters.
-pub(crate) fn pattern_pieces(pattern: &str) -> Vec<PatternPiece> {
+pub fn pattern_pieces(pattern: &str) -> Vec<PatternPiece> {
     let chars: Vec<char> = pattern.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -262,7 +263,7 @@ pub(crate) fn pattern_pieces(pattern: &str) -> Vec<PatternPiece> {
 }
 
 /// A literal character in chrono's syntax (`%` is written `%%`).
-pub(crate) fn push_chrono_literal(out: &mut String, c: char) {
+pub fn push_chrono_literal(out: &mut String, c: char) {
     if c == '%' {
         out.push('%');
     }
@@ -270,7 +271,7 @@ pub(crate) fn push_chrono_literal(out: &mut String, c: char) {
 }
 
 /// A duration in microseconds as a person writes it: `10 minutes`, `90 seconds`, `1500 ms`.
-pub(crate) fn describe_micros(us: i64) -> String {
+pub fn describe_micros(us: i64) -> String {
     const UNITS: [(i64, &str); 5] = [
         (86_400_000_000, "days"),
         (3_600_000_000, "hours"),
@@ -292,7 +293,7 @@ pub(crate) fn describe_micros(us: i64) -> String {
 
 /// A time string as Spark's `JavaUtils.timeStringAsMs` reads it (`500`, `10s`, `10m`, `1h`: a
 /// bare number is milliseconds), in milliseconds; None when it does not parse.
-pub(crate) fn parse_duration_ms(v: &str) -> Option<i64> {
+pub fn parse_duration_ms(v: &str) -> Option<i64> {
     let t = v.trim().to_ascii_lowercase();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);

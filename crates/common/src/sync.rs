@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::error::{Result, SluiceError};
 
 /// [`Mutex::lock`], recovering a poisoned lock.
-pub(crate) trait MutexExt<T: ?Sized> {
+pub trait MutexExt<T: ?Sized> {
     /// The guard, also when an earlier holder panicked.
     fn lock_unpoisoned(&self) -> MutexGuard<'_, T>;
 }
@@ -21,7 +21,7 @@ impl<T: ?Sized> MutexExt<T> for Mutex<T> {
 }
 
 /// [`RwLock::read`]/[`RwLock::write`], recovering a poisoned lock.
-pub(crate) trait RwLockExt<T: ?Sized> {
+pub trait RwLockExt<T: ?Sized> {
     /// A read guard, also when an earlier writer panicked.
     fn read_unpoisoned(&self) -> RwLockReadGuard<'_, T>;
     /// A write guard, also when an earlier writer panicked.
@@ -41,7 +41,7 @@ impl<T: ?Sized> RwLockExt<T> for RwLock<T> {
 /// item on a scoped thread of its own. Returns the results in item order; a thread that panics
 /// gives an internal error with the message `panicked`. One item runs on the calling thread
 /// without starting any thread.
-pub(crate) fn on_threads<I, T, F>(items: I, panicked: &str, work: F) -> Vec<Result<T>>
+pub fn on_threads<I, T, F>(items: I, panicked: &str, work: F) -> Vec<Result<T>>
 where
     I: IntoIterator,
     I::IntoIter: ExactSizeIterator,
