@@ -58,9 +58,12 @@ pub use sluice_common::error;
 pub use sluice_common::progress;
 pub use sluice_common::redact;
 use sluice_common::sync;
+// Spark's SQL semantics live in `sluice-spark` (the layer above the vocabulary).
 pub use sluice_common::testing;
 pub use sluice_common::time_text;
 pub use sluice_common::types;
+pub use sluice_spark::schema;
+use sluice_spark::value_text;
 
 pub mod catalog;
 pub mod checkpoint;
@@ -77,13 +80,11 @@ pub(crate) mod operators;
 pub mod pipeline;
 pub(crate) mod plan;
 pub mod query;
-pub mod schema;
 pub mod session;
 pub mod sink;
 pub mod source;
 pub mod state;
 pub mod storage;
-pub(crate) mod value_text;
 
 pub use datafusion::prelude::{lit, Expr};
 pub use error::{Fault, Result, SluiceError};

@@ -23,7 +23,7 @@ use datafusion_spark::SessionStateBuilderSpark;
 use crate::conf::SHUFFLE_PARTITIONS;
 use crate::error::{Result, SluiceError};
 use crate::frame::StreamFrame;
-use crate::plan::spark::{SparkCastRule, SparkRound};
+use crate::plan::fixes::{SparkCastRule, SparkRound};
 use crate::plan::StreamingRelation;
 use crate::progress::StreamingQueryListener;
 use crate::source::memory::MemoryStream;
@@ -119,7 +119,7 @@ impl SessionBuilder {
             )
             .with_analyzer_rule(Arc::new(SparkCastRule))
             // input_file_name() and co. (helper scalars, plan/functions/input_file.rs).
-            .with_analyzer_rule(crate::plan::functions::input_file_rule())
+            .with_analyzer_rule(crate::plan::input_file::rule())
             .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner));
         // Nested types (helper nested): Spark's `s.field` and 0-based `arr[i]` before
         // DataFusion's planner.
@@ -165,7 +165,7 @@ impl SessionBuilder {
         }
         if let Some(to_char) = state.scalar_functions().get("to_char").cloned() {
             state.register_udf(Arc::new(ScalarUDF::new_from_impl(
-                crate::plan::spark::SparkDateFormat::new(to_char),
+                crate::plan::fixes::SparkDateFormat::new(to_char),
             )))?;
         }
         for udf in crate::operators::window::window_udfs()
@@ -176,7 +176,7 @@ impl SessionBuilder {
             state.register_udf(Arc::new(udf))?;
         }
         // Spark's function library beyond datafusion-spark (plan/functions/).
-        crate::plan::functions::register(&mut state)?;
+        crate::plan::functions::register(&mut state, crate::plan::input_file::udfs())?;
         syntax.bind(&state);
         // Spark's generators (explode, LATERAL VIEW, ..): placeholders that plan_generators plans.
         for udf in crate::plan::generate::generator_udfs() {

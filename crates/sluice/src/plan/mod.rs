@@ -22,20 +22,17 @@
 //! - [`generate`]: Spark's generators (`explode`, `LATERAL VIEW`, ..) as `Generate` nodes.
 
 pub(crate) mod analysis;
-pub(crate) mod ansi;
+// Spark's SQL semantics (functions, casts, JSON, field access) live in `sluice-spark`.
+pub(crate) use sluice_spark::{ansi, field_access, fixes, functions, json, promote_strings};
 pub(crate) mod continuous;
-pub(crate) mod field_access;
-pub(crate) mod functions;
 pub(crate) mod generate;
 pub(crate) mod incremental;
+pub(crate) mod input_file;
 pub(crate) mod intervals;
-pub(crate) mod json;
 pub(crate) mod literals;
 pub(crate) mod names;
 pub(crate) mod planner;
-pub(crate) mod promote_strings;
 pub(crate) mod relation;
-pub(crate) mod spark;
 pub(crate) mod sql;
 pub(crate) mod sql_names;
 pub(crate) mod sql_syntax;

@@ -19,17 +19,10 @@
 //! files, so its cost follows the new files rather than every file in the folder.
 
 pub(crate) mod compression;
-pub(crate) mod datetime;
 mod format;
-pub(crate) use format::csv::{infer_csv_schema, parse_csv_values};
-pub(crate) use format::nested::{
-    is_nested as is_nested_type, non_string_map_key as nested_type_has_non_string_map_key,
-    nullable_type,
-};
-pub use format::parse_json_documents;
-pub(crate) use format::parse_json_values;
+pub use sluice_spark::records::parse_json_documents;
 mod listing;
-mod options;
+use sluice_spark::records::options;
 pub(crate) mod remote;
 mod source_log;
 
@@ -52,7 +45,7 @@ use crate::source::{
     LazyRows, Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider,
 };
 
-pub use self::format::nullable_schema;
+pub use sluice_spark::records::nullable_schema;
 
 /// Spark's default `maxFileAge`: 7 days.
 const DEFAULT_MAX_FILE_AGE_MS: i64 = 7 * 24 * 3600 * 1000;
