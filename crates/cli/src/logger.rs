@@ -1,5 +1,5 @@
 //! The binary's logger: the engine's `log` lines (and librdkafka's, through
-//! `sluice::kafka_log`) on stderr, filtered by `RUST_LOG` in env_logger's syntax
+//! `sluice::kafka::log`) on stderr, filtered by `RUST_LOG` in env_logger's syntax
 //! (`RUST_LOG=info`, `RUST_LOG=warn,sluice::state=debug`, `RUST_LOG=off`); without it, the
 //! subcommand's default: warnings and errors ([`DEFAULT_FILTER`]), and for `sluice connect` the
 //! server's own info lines too ([`CONNECT_FILTER`]: sessions opened and released, queries

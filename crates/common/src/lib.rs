@@ -13,6 +13,7 @@
 //! | [`redact`] | secrets are never printed: secret keys (Spark's `spark.redaction.regex`, extended), remembered secret values, `redact_text` |
 //! | [`time_text`] | timestamps as text, in Spark's two forms, and Spark's interval strings |
 //! | [`testing`] | test hooks (feature `testing`): injected crashes and stops, no-ops without the feature |
+//! | [`rows`] | rows between blocking code and DataFusion's streams (`row_stream`, `blocking_rows`) |
 //! | [`sync`] | locks that survive poisoning (`MutexExt`, `RwLockExt`) and `on_threads` |
 
 #![warn(missing_docs, unreachable_pub)]
@@ -21,6 +22,7 @@ pub mod conf;
 pub mod error;
 pub mod progress;
 pub mod redact;
+pub mod rows;
 #[doc(hidden)]
 pub mod sync;
 pub mod testing;

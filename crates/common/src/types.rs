@@ -100,6 +100,10 @@ impl BatchData {
 /// one compact line of `offsets/N` (e.g. `{"logOffset":3}` for the file source).
 pub type Offset = serde_json::Value;
 
+/// Rows produced as they are pulled: one partition of a lazily read range, a stage's input or
+/// output. After an error it ends.
+pub type RowIter = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+
 /// A micro-batch's id: `N` in `offsets/N` and `commits/N` (Spark's `batchId`). In continuous
 /// processing the same number is an epoch id ([`EpochId`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -73,9 +73,7 @@ pub mod frame;
 pub mod fuzzing;
 pub mod inspect;
 #[cfg(feature = "kafka")]
-mod kafka_conf;
-#[cfg(feature = "kafka")]
-pub mod kafka_log;
+pub mod kafka;
 pub(crate) mod operators;
 pub mod pipeline;
 pub(crate) mod plan;

@@ -523,11 +523,11 @@ impl DataFrameReader {
         self
     }
     /// Reads a source that takes no path: `format("kafka")` with its options (Spark's `load()`;
-    /// see [`crate::source::kafka::read_batch`]).
+    /// see [`crate::kafka::source::read_batch`]).
     pub fn load_source(self) -> Result<StreamFrame> {
         let (schema, batches) = match self.format.as_str() {
             #[cfg(feature = "kafka")]
-            "kafka" => crate::source::kafka::read_batch(&self.options)?,
+            "kafka" => crate::kafka::source::read_batch(&self.options)?,
             other
                 if SourceFormat::parse(other)
                     .is_ok_and(|f| !f.is_file() && f != SourceFormat::Kafka) =>

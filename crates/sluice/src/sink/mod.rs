@@ -7,8 +7,6 @@
 pub mod console;
 pub mod file;
 pub mod foreach;
-#[cfg(feature = "kafka")]
-pub mod kafka;
 pub mod memory;
 pub mod registry;
 
@@ -18,7 +16,7 @@ use std::path::PathBuf;
 use arrow::datatypes::SchemaRef;
 
 use crate::error::{Result, SluiceError};
-use crate::source::RowIter;
+use crate::types::RowIter;
 use crate::types::OutputMode;
 
 pub use crate::types::BatchData;

@@ -170,7 +170,7 @@ pub fn sink_provider(
             Arc::new(MemorySinkProvider::new(catalog, name.to_string(), schema)?)
         }
         #[cfg(feature = "kafka")]
-        SinkFormat::Kafka => Arc::new(crate::sink::kafka::KafkaSinkProvider::try_new(options)?),
+        SinkFormat::Kafka => Arc::new(crate::kafka::sink::KafkaSinkProvider::try_new(options)?),
         #[cfg(not(feature = "kafka"))]
         SinkFormat::Kafka => {
             return Err(SluiceError::not_supported_yet(

@@ -6,8 +6,6 @@
 //! for the rows of the range `(start, end]`.
 
 pub mod file;
-#[cfg(feature = "kafka")]
-pub mod kafka;
 pub mod memory;
 pub mod nexmark;
 pub mod rate;
@@ -91,9 +89,7 @@ impl SourceBatch {
     }
 }
 
-/// One partition of a lazily read range: its record batches, produced as they are pulled.
-/// After an error it ends.
-pub type RowIter = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+pub use crate::types::RowIter;
 
 /// A range's rows, read as the batch runs: partitions the plan reads in parallel (their
 /// concatenation in order is the range's rows), and what the read counted.

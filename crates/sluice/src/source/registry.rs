@@ -138,7 +138,7 @@ pub fn source_provider(
         SourceFormat::RateMicroBatch => Arc::new(RatePerMicroBatchProvider::try_new(options)?),
         #[cfg(feature = "kafka")]
         SourceFormat::Kafka => {
-            Arc::new(crate::source::kafka::KafkaSourceProvider::try_new(options)?)
+            Arc::new(crate::kafka::source::KafkaSourceProvider::try_new(options)?)
         }
         #[cfg(not(feature = "kafka"))]
         SourceFormat::Kafka => {

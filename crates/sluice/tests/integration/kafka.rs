@@ -1232,7 +1232,7 @@ fn kafka_min_partitions_splits_a_read_and_group_options_are_taken() {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    let (_, batches) = sluice::source::kafka::read_batch(&options).unwrap();
+    let (_, batches) = sluice::kafka::source::read_batch(&options).unwrap();
     assert_eq!(batches.len(), 4, "one partition read in 4 pieces");
     assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 100);
     // groupIdPrefix and kafka.group.id name the consumer's group; the records are all read.

@@ -30,6 +30,12 @@ pub use crate::time_text::parse_duration_ms;
 use std::collections::HashMap;
 
 use crate::error::{Result, SluiceError};
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+use super::{datetime, nested};
+use crate::schema::spark_type_name;
 
 #[derive(Debug, Clone, Default)]
 /// A reader's options, looked up without regard to case (as Spark's `CaseInsensitiveMap`).
@@ -121,10 +127,10 @@ impl Options {
 
 /// The datetime options of the JSON and CSV readers, compiled; a pattern letter Sluice cannot
 /// parse with is refused, naming the option.
-pub fn datetime_formats(opts: &Options) -> Result<super::datetime::DatetimeFormats> {
+pub fn datetime_formats(opts: &Options) -> Result<datetime::DatetimeFormats> {
     let compile = |key: &str| {
         opts.get(key)
-            .map(|v| super::datetime::SparkPattern::compile(key, v))
+            .map(|v| datetime::SparkPattern::compile(key, v))
             .transpose()
             .map_err(SluiceError::not_supported_yet)
     };
@@ -132,7 +138,7 @@ pub fn datetime_formats(opts: &Options) -> Result<super::datetime::DatetimeForma
         None => None,
         Some(_) => Some(opts.bool("enableDateTimeParsingFallback", false)?),
     };
-    Ok(super::datetime::DatetimeFormats {
+    Ok(datetime::DatetimeFormats {
         timestamp: compile("timestampFormat")?,
         timestamp_ntz: compile("timestampNTZFormat")?,
         date: compile("dateFormat")?,
@@ -225,4 +231,449 @@ mod tests {
         assert_eq!(parse_duration_ms("1500"), Some(1500));
         assert_eq!(parse_duration_ms("2 weeks"), None);
     }
+}
+
+/// How bad records are handled (Spark's `mode` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseMode {
+    /// `PERMISSIVE` (the default): a bad record is a row of nulls (or its bad fields null), counted.
+    Permissive,
+    /// `DROPMALFORMED`: a bad record is dropped, counted.
+    DropMalformed,
+    /// `FAILFAST`: a bad record fails the query, naming its file and line.
+    FailFast,
+}
+
+/// JSON reader options (Spark's `JSONOptions` that matter when a schema is given).
+#[derive(Debug, Clone)]
+pub struct JsonOptions {
+    /// `multiLine`: a file is one document (or an array of them), not JSON lines.
+    pub multi_line: bool,
+    /// `allowSingleQuotes` (default true).
+    pub allow_single_quotes: bool,
+    /// `allowNonNumericNumbers`: `NaN`, `Infinity`, `-Infinity` (default true).
+    pub allow_non_numeric_numbers: bool,
+    /// `allowComments`: Java/C++ comments.
+    pub allow_comments: bool,
+    /// `allowUnquotedFieldNames`.
+    pub allow_unquoted_field_names: bool,
+    /// `allowNumericLeadingZeros`.
+    pub allow_numeric_leading_zeros: bool,
+    /// `allowUnquotedControlChars`.
+    pub allow_unquoted_control_chars: bool,
+    /// `allowBackslashEscapingAnyCharacter`.
+    pub allow_backslash_escaping_any_character: bool,
+    /// `lineSep`: the record separator (none: `\n`, `\r\n` or `\r`).
+    pub line_sep: Option<String>,
+    /// `timestampFormat`, `dateFormat`, `timestampNTZFormat`, `enableDateTimeParsingFallback`.
+    pub datetime: datetime::DatetimeFormats,
+}
+
+/// CSV reader options (Spark's `CSVOptions`).
+#[derive(Debug, Clone)]
+pub struct CsvOptions {
+    /// `header`: the first line of each file names the columns.
+    pub header: bool,
+    /// `sep` / `delimiter` (default `,`).
+    pub sep: u8,
+    /// 0: no quoting.
+    pub quote: u8,
+    /// 0: no escape character.
+    pub escape: u8,
+    /// 0: none.
+    pub escape_escape: u8,
+    /// `comment`: lines starting with this character are skipped.
+    pub comment: Option<u8>,
+    /// `nullValue`: the text of a null (default empty).
+    pub null_value: String,
+    /// `emptyValue`: the text of an empty string.
+    pub empty_value: String,
+    /// `nanValue` (default `NaN`).
+    pub nan_value: String,
+    /// `positiveInf` (default `Inf`).
+    pub positive_inf: String,
+    /// `negativeInf` (default `-Inf`).
+    pub negative_inf: String,
+    /// `ignoreLeadingWhiteSpace`.
+    pub ignore_leading_ws: bool,
+    /// `ignoreTrailingWhiteSpace`.
+    pub ignore_trailing_ws: bool,
+    /// `enforceSchema=false`: each file's header must name the schema's columns, by position,
+    /// ignoring case (Spark's `CSVHeaderChecker`).
+    pub check_header: bool,
+    /// `lineSep`: the record separator (none: `\n`, `\r\n` or `\r`).
+    pub line_sep: Option<String>,
+    /// `multiLine`: a quoted value may span lines (records are split outside quotes only).
+    pub multi_line: bool,
+    /// `timestampFormat`, `dateFormat`, `timestampNTZFormat`, `enableDateTimeParsingFallback`.
+    pub datetime: datetime::DatetimeFormats,
+}
+
+#[derive(Debug, Clone)]
+/// Text reader options (Spark's `TextOptions`).
+pub struct TextOptions {
+    /// `wholetext`: a file is one row.
+    pub whole_text: bool,
+    /// `lineSep`: the line separator (none: `\n`, `\r\n` or `\r`).
+    pub line_sep: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+/// The record format and its options.
+pub enum FormatKind {
+    /// JSON lines or (`multiLine`) JSON documents.
+    Json(JsonOptions),
+    /// CSV.
+    Csv(CsvOptions),
+    /// Text: one `value` column per line (or file).
+    Text(TextOptions),
+    /// Parquet: batches come decoded; only the schema is adapted.
+    Parquet,
+}
+
+/// Everything a reader needs: the format options, the output schema and the parse mode.
+#[derive(Debug, Clone)]
+pub struct ParseOptions {
+    /// The format and its options.
+    pub kind: FormatKind,
+    /// The output schema: the given schema with every field nullable.
+    pub schema: SchemaRef,
+    /// What a bad record does (`mode`).
+    pub mode: ParseMode,
+    /// The column that receives the raw text of bad records (json/csv), if the schema has it.
+    pub corrupt_idx: Option<usize>,
+    /// The schema columns filled from the data, in order (all but the corrupt-record column).
+    pub data_fields: Vec<usize>,
+    /// `ignoreMissingFiles`: a listed file that vanished is skipped.
+    pub ignore_missing_files: bool,
+    /// `ignoreCorruptFiles`: a file that cannot be read or decoded is skipped.
+    pub ignore_corrupt_files: bool,
+}
+
+/// The schema with every field nullable, inside nested types too (the readers' output
+/// schema, Spark's `asNullable`).
+pub fn nullable_schema(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| nested::nullable_field(f))
+        .collect();
+    if fields
+        .iter()
+        .zip(schema.fields().iter())
+        .all(|(a, b)| a == b.as_ref())
+    {
+        return schema.clone();
+    }
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// The schema of the `text` format.
+pub fn text_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("value", DataType::Utf8, true)]))
+}
+
+fn opt_char_ascii(key: &str, c: char) -> Result<u8> {
+    if c == '\0' {
+        return Ok(0);
+    }
+    if !c.is_ascii() {
+        return Err(SluiceError::not_supported_yet(format!(
+            "the option '{key}' = {c:?}: only ASCII characters are supported yet"
+        )));
+    }
+    Ok(c as u8)
+}
+
+/// Spark's `CSVExprUtils.toChar` for `sep`: one character or an escape such as `\t`.
+fn parse_sep(v: &str) -> Result<u8> {
+    let c = match v {
+        "" => {
+            return Err(Options::invalid(
+                "sep",
+                v,
+                "the delimiter cannot be an empty string",
+            ))
+        }
+        "\\t" => '\t',
+        "\\r" => '\r',
+        "\\b" => '\u{8}',
+        "\\f" => '\u{c}',
+        "\\\"" => '"',
+        "\\'" => '\'',
+        "\\n" => '\n',
+        "\\\\" => '\\',
+        "\\" => {
+            return Err(Options::invalid(
+                "sep",
+                v,
+                "a single backslash is not allowed; use two backslashes for the backslash \
+                 character",
+            ))
+        }
+        s if s.chars().count() == 1 => s.chars().next().unwrap_or(','),
+        s => {
+            return Err(SluiceError::not_supported_yet(format!(
+                "the CSV delimiter {s:?} has more than one character; multi-character \
+                 delimiters are not supported yet"
+            )))
+        }
+    };
+    if !c.is_ascii() {
+        return Err(SluiceError::not_supported_yet(format!(
+            "the CSV delimiter {c:?} is not ASCII; only ASCII delimiters are supported yet"
+        )));
+    }
+    Ok(c as u8)
+}
+
+impl ParseOptions {
+    /// Validates the options of `format` against `schema` (the given, not yet nullable one).
+    pub fn new(format: &str, schema: &SchemaRef, opts: &Options) -> Result<Self> {
+        let schema = nullable_schema(schema);
+        let mode = match opts.get("mode") {
+            None => ParseMode::Permissive,
+            Some(m) => match m.trim().to_ascii_uppercase().as_str() {
+                "PERMISSIVE" => ParseMode::Permissive,
+                "DROPMALFORMED" => ParseMode::DropMalformed,
+                "FAILFAST" => ParseMode::FailFast,
+                _ => {
+                    return Err(Options::invalid(
+                        "mode",
+                        m,
+                        "expected PERMISSIVE, DROPMALFORMED or FAILFAST",
+                    ))
+                }
+            },
+        };
+        let datetime = datetime_formats(opts)?;
+        check_documented(format, opts)?;
+        for key in ["encoding", "charset"] {
+            if let Some(v) = opts.get(key) {
+                let norm = v.trim().to_ascii_lowercase().replace(['-', '_'], "");
+                if norm != "utf8" {
+                    return Err(SluiceError::not_supported_yet(format!(
+                        "the option '{key}' = {v:?}: only UTF-8 files are supported yet"
+                    )));
+                }
+            }
+        }
+        let line_sep = match opts.get("lineSep") {
+            Some("") => return Err(Options::invalid("lineSep", "", "it cannot be empty")),
+            Some(s) => Some(s.to_string()),
+            None => None,
+        };
+        let ignore_missing_files = opts.bool("ignoreMissingFiles", false)?;
+        let ignore_corrupt_files = opts.bool("ignoreCorruptFiles", false)?;
+        let kind = match format {
+            "json" => {
+                if opts.bool("multiLine", false)? && line_sep.is_some() {
+                    return Err(Options::invalid(
+                        "lineSep",
+                        opts.get("lineSep").unwrap_or(""),
+                        "it cannot be combined with multiLine=true",
+                    ));
+                }
+                FormatKind::Json(JsonOptions {
+                    multi_line: opts.bool("multiLine", false)?,
+                    allow_single_quotes: opts.bool("allowSingleQuotes", true)?,
+                    allow_non_numeric_numbers: opts.bool("allowNonNumericNumbers", true)?,
+                    allow_comments: opts.bool("allowComments", false)?,
+                    allow_unquoted_field_names: opts.bool("allowUnquotedFieldNames", false)?,
+                    allow_numeric_leading_zeros: opts.bool("allowNumericLeadingZeros", false)?,
+                    allow_unquoted_control_chars: opts.bool("allowUnquotedControlChars", false)?,
+                    allow_backslash_escaping_any_character: opts
+                        .bool("allowBackslashEscapingAnyCharacter", false)?,
+                    line_sep,
+                    datetime,
+                })
+            }
+            "csv" => {
+                let sep = match opts.get("sep").or_else(|| opts.get("delimiter")) {
+                    None => b',',
+                    Some(v) => parse_sep(v)?,
+                };
+                let quote_c = opts.char_or("quote", '"')?;
+                let quote = opt_char_ascii("quote", quote_c)?;
+                let escape_c = opts.char_or("escape", '\\')?;
+                let escape = opt_char_ascii("escape", escape_c)?;
+                let escape_escape = match opts.get("charToEscapeQuoteEscaping") {
+                    Some(_) => {
+                        let c = opts.char_or("charToEscapeQuoteEscaping", '\0')?;
+                        opt_char_ascii("charToEscapeQuoteEscaping", c)?
+                    }
+                    // univocity: the escape character itself, unless it equals the quote.
+                    None if quote == escape => 0,
+                    None => escape,
+                };
+                let comment = match opts.get("comment") {
+                    None | Some("") => None,
+                    Some(_) => {
+                        let c = opts.char_or("comment", '#')?;
+                        if c == '\0' {
+                            None
+                        } else {
+                            Some(opt_char_ascii("comment", c)?)
+                        }
+                    }
+                };
+                if let Some(h) = opts.get("unescapedQuoteHandling") {
+                    if !h.eq_ignore_ascii_case("STOP_AT_DELIMITER") {
+                        return Err(SluiceError::not_supported_yet(format!(
+                            "the CSV option unescapedQuoteHandling={h}: only STOP_AT_DELIMITER \
+                             (the default) is supported yet"
+                        )));
+                    }
+                }
+                if let Some(ls) = &line_sep {
+                    if ls.chars().count() != 1 {
+                        return Err(Options::invalid(
+                            "lineSep",
+                            ls,
+                            "the CSV line separator must be a single character",
+                        ));
+                    }
+                }
+                FormatKind::Csv(CsvOptions {
+                    header: opts.bool("header", false)?,
+                    sep,
+                    quote,
+                    escape,
+                    escape_escape,
+                    comment,
+                    null_value: opts.get("nullValue").unwrap_or("").to_string(),
+                    empty_value: opts.get("emptyValue").unwrap_or("").to_string(),
+                    nan_value: opts.get("nanValue").unwrap_or("NaN").to_string(),
+                    positive_inf: opts.get("positiveInf").unwrap_or("Inf").to_string(),
+                    negative_inf: opts.get("negativeInf").unwrap_or("-Inf").to_string(),
+                    ignore_leading_ws: opts.bool("ignoreLeadingWhiteSpace", false)?,
+                    ignore_trailing_ws: opts.bool("ignoreTrailingWhiteSpace", false)?,
+                    check_header: !opts.bool("enforceSchema", true)?,
+                    multi_line: opts.bool("multiLine", false)?,
+                    line_sep,
+                    datetime,
+                })
+            }
+            "text" => FormatKind::Text(TextOptions {
+                whole_text: opts.bool("wholetext", false)?,
+                line_sep,
+            }),
+            "parquet" => FormatKind::Parquet,
+            other => {
+                return Err(SluiceError::query(
+                    class::UNSUPPORTED_DATA_SOURCE,
+                    format!("{other} is not a file format; use json, csv, parquet or text"),
+                ))
+            }
+        };
+
+        let mut corrupt_idx = None;
+        if matches!(kind, FormatKind::Json(_))
+            && schema
+                .fields()
+                .iter()
+                .any(|f| nested::non_string_map_key(f.data_type()))
+        {
+            return Err(SluiceError::query(
+                class::INVALID_JSON_SCHEMA_MAP_TYPE,
+                format!(
+                    "Input schema \"{}\" can only contain STRING as a key type for a MAP.",
+                    spark_type_name(&DataType::Struct(schema.fields().clone()))
+                ),
+            ));
+        }
+        match &kind {
+            FormatKind::Json(_) | FormatKind::Csv(_) => {
+                let corrupt_name = opts
+                    .get("columnNameOfCorruptRecord")
+                    .unwrap_or("_corrupt_record");
+                for (i, f) in schema.fields().iter().enumerate() {
+                    if f.name() == corrupt_name {
+                        if f.data_type() != &DataType::Utf8 {
+                            return Err(SluiceError::query(
+                                class::INVALID_CORRUPT_RECORD_TYPE,
+                                format!(
+                                    "the column `{corrupt_name}` for corrupt records must have \
+                                     the nullable STRING type, but got {}",
+                                    spark_type_name(f.data_type())
+                                ),
+                            ));
+                        }
+                        corrupt_idx = Some(i);
+                        continue;
+                    }
+                    check_parsable_type(format, f)?;
+                }
+            }
+            FormatKind::Text(_) => {
+                if schema.fields().len() != 1 || schema.field(0).data_type() != &DataType::Utf8 {
+                    return Err(SluiceError::query(
+                        class::INVALID_SCHEMA,
+                        format!(
+                            "the text format reads a single STRING column (value STRING), but \
+                             the schema is {}",
+                            crate::schema::schema_to_ddl(&schema)
+                        ),
+                    ));
+                }
+            }
+            FormatKind::Parquet => {}
+        }
+        let data_fields = (0..schema.fields().len())
+            .filter(|i| Some(*i) != corrupt_idx)
+            .collect();
+        Ok(Self {
+            kind,
+            schema,
+            mode,
+            corrupt_idx,
+            data_fields,
+            ignore_missing_files,
+            ignore_corrupt_files,
+        })
+    }
+}
+
+fn check_parsable_type(format: &str, f: &Field) -> Result<()> {
+    if nested::is_nested(f.data_type()) {
+        if format != "json" {
+            // Spark 3.5: the CSV (and text) data sources refuse nested columns.
+            return Err(unsupported_for_datasource(format, f));
+        }
+        if nested::readable(f.data_type()) {
+            return Ok(());
+        }
+    }
+    match f.data_type() {
+        DataType::Utf8
+        | DataType::Boolean
+        | DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal128(_, _)
+        | DataType::Date32
+        | DataType::Timestamp(TimeUnit::Microsecond, _) => Ok(()),
+        other => Err(SluiceError::not_supported_yet(format!(
+            "column `{}` has the type {} ({other}), which the {format} reader does not \
+             support yet",
+            f.name(),
+            spark_type_name(other)
+        ))),
+    }
+}
+
+/// Spark's `UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE` for column `f` of a `format` source or sink.
+pub fn unsupported_for_datasource(format: &str, f: &Field) -> SluiceError {
+    SluiceError::query(
+        class::UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE,
+        format!(
+            "The {} datasource doesn't support the column `{}` of the type \"{}\".",
+            format.to_ascii_uppercase(),
+            f.name(),
+            spark_type_name(f.data_type())
+        ),
+    )
 }

@@ -5,7 +5,7 @@
 use arrow::array::RecordBatch;
 
 use crate::error::Result;
-use crate::source::RowIter;
+use crate::types::RowIter;
 
 /// How a stateful operator's input is cut into chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -110,7 +110,7 @@ impl OutputRows {
     }
 
     /// The rows, in order, as they are read (back from the spill file when they were spilled).
-    pub(crate) fn into_rows(self) -> Result<crate::source::RowIter> {
+    pub(crate) fn into_rows(self) -> Result<crate::types::RowIter> {
         let schema = self.schema.clone();
         Ok(self.into_relation(&schema, 1)?.into_rows())
     }
@@ -134,7 +134,7 @@ impl OutputRows {
         file.seek(SeekFrom::Start(0))
             .map_err(|e| spill_error("read", e))?;
         let reader = StreamReader::try_new(BufReader::new(file), None)?;
-        let rows: crate::source::RowIter = Box::new(reader.map(|b| b.map_err(SluiceError::from)));
+        let rows: crate::types::RowIter = Box::new(reader.map(|b| b.map_err(SluiceError::from)));
         if scans > 1 {
             return Ok(RelationRows::Batches(rows.collect::<Result<_>>()?));
         }

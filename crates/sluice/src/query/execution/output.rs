@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Result, SluiceError};
 use crate::sink::BatchStreams;
-use crate::source::RowIter;
+use crate::types::RowIter;
 use crate::sync::MutexExt;
 
 /// What the partitions of one batch's rows did.

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::plan::incremental::{BatchInputs, RelationRows};
-use crate::source::{Offset, RowIter, Source, SourceProvider};
+use crate::source::{Offset, Source, SourceProvider};
+use crate::types::RowIter;
 
 use super::core::SourceSlot;
 use super::trigger::MicroBatchTrigger;

@@ -589,7 +589,7 @@ impl FileSource {
     /// them, counted in `counters`.
     fn lazy_batch(
         &self,
-        partitions: Vec<crate::source::RowIter>,
+        partitions: Vec<crate::types::RowIter>,
         on_workers: Option<Arc<crate::source::remote::WorkerReads>>,
         counters: Arc<format::ReadCounters>,
     ) -> SourceBatch {

@@ -19,7 +19,8 @@ use super::FileSource;
 use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers};
 use crate::error::Result;
 use crate::source::remote::{read_in_runs, ReadSpec, WorkerReads};
-use crate::source::{RowIter, SourceBatch};
+use crate::source::SourceBatch;
+use crate::types::RowIter;
 
 /// A file read's spec ([`crate::source::remote::ReadSpec::File`]).
 #[derive(Debug, Serialize, Deserialize)]

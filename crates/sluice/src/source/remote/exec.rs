@@ -28,8 +28,8 @@ use super::WorkerReads;
 use crate::distributed::{ReadItem, ReadItems, ReadTask};
 use crate::error::{Result, SluiceError};
 use crate::operators::watermark::{watermark_handles, watermark_stats};
-use crate::plan::incremental::{blocking_rows, failed_stream, row_stream};
-use crate::source::RowIter;
+use sluice_common::rows::{blocking_rows, failed_stream, row_stream};
+use crate::types::RowIter;
 use crate::sync::MutexExt;
 
 /// A stream's rows read on the workers, as the batch's logical plan scans them.

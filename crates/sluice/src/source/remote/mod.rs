@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers, ReadRoute, ReadTask};
 use crate::error::{Result, SluiceError};
 use crate::operators::watermark::StatsHandle;
-use crate::source::RowIter;
+use crate::types::RowIter;
 use crate::sync::{MutexExt, RwLockExt};
 
 pub(crate) use exec::{reads_under, WorkerReadTable};
@@ -33,7 +33,7 @@ pub(crate) enum ReadSpec {
     File(super::file::remote::FileRead),
     /// Kafka partitions' offset ranges.
     #[cfg(feature = "kafka")]
-    Kafka(super::kafka::remote::KafkaRead),
+    Kafka(crate::kafka::source::remote::KafkaRead),
     /// Slices of a rate source's micro-batch, generated on the worker.
     Rate(super::rate::RateRead),
     /// A read of a kind registered with [`register_read`]: its spec is that read's own text.
@@ -91,7 +91,7 @@ fn read_items(spec: String, schema: SchemaRef) -> Result<ReadItems> {
         ReadSpec::File(f) => super::file::remote::run(f, schema),
         ReadSpec::Rate(r) => super::rate::run_on_worker(r),
         #[cfg(feature = "kafka")]
-        ReadSpec::Kafka(k) => super::kafka::remote::run(k),
+        ReadSpec::Kafka(k) => crate::kafka::source::remote::run(k),
         ReadSpec::Registered { kind, spec } => {
             let read = registered().read_unpoisoned().get(&kind).copied();
             let read = read.ok_or_else(|| {

@@ -185,7 +185,7 @@ impl KafkaSource {
                     continue;
                 }
                 // A broker restarting: the consumer reconnects and fetches again.
-                Err(err) if crate::kafka_log::is_unreachable(&err) => {
+                Err(err) if crate::kafka::log::is_unreachable(&err) => {
                     log::debug!("reading {t}-{p}: {err}; the consumer reconnects");
                     continue;
                 }

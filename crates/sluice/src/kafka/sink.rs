@@ -34,16 +34,16 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Offset as KOffset, TopicPartitionList};
 
-use super::{BatchData, Sink, SinkContext, SinkProvider};
+use crate::sink::{BatchData, Sink, SinkContext, SinkProvider};
 use crate::error::{Result, SluiceError};
-use crate::kafka_log::{within, Failure, KafkaLogContext, Logged};
+use crate::kafka::log::{within, Failure, KafkaLogContext, Logged};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The definition of a Kafka sink.
 #[derive(Debug, Clone)]
 pub struct KafkaSinkProvider {
-    client: crate::kafka_conf::Settings,
+    client: crate::kafka::conf::Settings,
     topic: Option<String>,
     exactly_once: bool,
     /// How long a batch waits for its records' delivery.
@@ -82,7 +82,7 @@ impl KafkaSinkProvider {
                 }
             }
         }
-        let mut client = crate::kafka_conf::client_settings(&client)?;
+        let mut client = crate::kafka::conf::client_settings(&client)?;
         let given = client.clone();
         let set = |k: &str| {
             given
@@ -234,7 +234,7 @@ fn failure(
     other: impl FnOnce(rdkafka::error::KafkaError) -> SluiceError,
 ) -> SluiceError {
     match f {
-        Failure::Refused(text) => crate::kafka_conf::refused(&text, client),
+        Failure::Refused(text) => crate::kafka::conf::refused(&text, client),
         Failure::Kafka(e) => other(e),
     }
 }
@@ -242,7 +242,7 @@ fn failure(
 struct KafkaSink {
     producer: ThreadedProducer<KafkaLogContext>,
     /// The librdkafka settings (for error messages).
-    client: crate::kafka_conf::Settings,
+    client: crate::kafka::conf::Settings,
     delivery_timeout: Duration,
     #[cfg(feature = "testing")]
     pause_in_transaction: Option<Duration>,
