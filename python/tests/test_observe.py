@@ -4,7 +4,7 @@ sessions opened and released and queries started, stopped and failed, with their
 
 Two PySpark sessions each run a streaming query with a `queryName` through one server; the
 test reads `/api/progress` and `/metrics`, draws the page in headless Chromium (as the Rust
-test in crates/cli/src/ui.rs does: the query's section, its figures and charts in the DOM) and
+test in crates/cli/src/ui/tests/browser.rs does: the query's section, its figures and charts in the DOM) and
 reads the server's log. A second server with `--log-format json` prints the same lines as JSON
 objects with the ids as fields."""
 import json

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use sluice::{Session, Trigger};
 
-use crate::bench::BenchArgs;
+use crate::bench_args::BenchArgs;
 use crate::nexmark::peak_rss_bytes;
 
 /// The event schema of `shared/bench/gen_events.py`.

@@ -24,7 +24,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
-use sluice::kafka_log::KafkaLogContext;
+use sluice::kafka::log::KafkaLogContext;
 use sluice::sink::foreach::{ForeachWriter, Row};
 use sluice::{Session, SluiceError, Trigger};
 
@@ -61,7 +61,7 @@ impl ForeachWriter for LatencyWriter {
     fn close(&mut self, _error: Option<&SluiceError>) {}
 }
 
-pub fn run(args: &crate::bench::BenchArgs) -> Result<(), String> {
+pub fn run(args: &crate::bench_args::BenchArgs) -> Result<(), String> {
     let (source, seconds, rps) = (args.source.clone(), args.seconds, args.rows_per_second);
     let (bootstrap, sink) = (args.bootstrap.clone(), args.sink.clone());
     let mode = args

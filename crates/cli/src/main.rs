@@ -7,7 +7,7 @@
 //! - `sluice run PIPELINE.sql [--set NAME=VALUE]... [--progress human|json|none] [--ui ADDR
 //!   [--ui-token TOKEN]]`: runs a pipeline file (`sql_pipeline.rs`) until its queries finish or
 //!   Ctrl-C, with a live status line per query (`status.rs`) and, with `--ui`, a dashboard
-//!   (`ui.rs`; a non-loopback ADDR needs a token, `--ui-token` or `SLUICE_UI_TOKEN`).
+//!   (`ui/`; a non-loopback ADDR needs a token, `--ui-token` or `SLUICE_UI_TOKEN`).
 //! - `sluice run --pipeline file-to-parquet|windowed-count --input DIR --output DIR --checkpoint DIR
 //!   [--available-now]`: a built-in pipeline over JSON files (the chaos test's).
 //! - `sluice bench --workload windowed|stateless|overhead|decode|nexmark|latency ...`: benchmarks
@@ -27,6 +27,7 @@
 //! pipeline file (and errors before anything ran).
 
 mod bench;
+mod bench_args;
 mod inspect;
 mod kafka_bench;
 mod latency;
@@ -92,7 +93,7 @@ enum Command {
     Run(RunArgs),
     /// Benchmarks: the Sluice side of shared/bench/bench_spark.py, Nexmark queries, end-to-end
     /// latency; prints one JSON line last
-    Bench(bench::BenchArgs),
+    Bench(bench_args::BenchArgs),
     /// Run conformance scenarios (files or directories of Spark-recorded scenarios)
     Conformance(ConformanceArgs),
     /// Look into a query checkpoint

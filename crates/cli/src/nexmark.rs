@@ -121,7 +121,7 @@ pub fn query(session: &Session, run: &NexmarkRun) -> sluice::Result<(StreamFrame
         }
         other => {
             return Err(sluice::SluiceError::query(
-                "UNKNOWN_WORKLOAD",
+                sluice::error::class::UNKNOWN_WORKLOAD,
                 format!("unknown Nexmark query {other:?}: use q0, q1, q2, q5, q7 or q8"),
             ))
         }

@@ -206,7 +206,7 @@ pub mod class {
     pub const XPATH_INVALID_PATH: &str = "XPATH_INVALID_PATH";
     pub const XPATH_INVALID_XML: &str = "XPATH_INVALID_XML";
     pub const XPATH_NOT_A_NODE_SET: &str = "XPATH_NOT_A_NODE_SET";
-    // Aggregates (plan/functions/: aggregates_more, percentile, bitmap, hll, histogram).
+    // Aggregates (functions/: aggregates, statistics, percentile, bitmap, hll, histogram).
     pub const DATATYPE_MISMATCH_INVALID_ORDERING_TYPE: &str =
         "DATATYPE_MISMATCH.INVALID_ORDERING_TYPE";
     pub const HLL_INVALID_INPUT_SKETCH_BUFFER: &str = "HLL_INVALID_INPUT_SKETCH_BUFFER";
@@ -214,6 +214,84 @@ pub mod class {
     pub const HLL_UNION_DIFFERENT_LG_K: &str = "HLL_UNION_DIFFERENT_LG_K";
     pub const INVALID_BITMAP_POSITION: &str = "INVALID_BITMAP_POSITION";
     pub const INVALID_PARAMETER_VALUE: &str = "INVALID_PARAMETER_VALUE";
+    // Scalar functions (functions/: binary, collections, numfmt, strings, ...): Spark's classes.
+    /// An array would have more elements than Spark allows (`sequence`).
+    pub const COLLECTION_SIZE_LIMIT_EXCEEDED_PARAMETER: &str =
+        "COLLECTION_SIZE_LIMIT_EXCEEDED.PARAMETER";
+    /// A value cannot be converted as asked (`to_binary('zz', 'hex')`).
+    pub const CONVERSION_INVALID_INPUT: &str = "CONVERSION_INVALID_INPUT";
+    /// The operands of a binary operator have types it cannot combine (`try_divide(1, interval)`).
+    pub const DATATYPE_MISMATCH_BINARY_OP_DIFF_TYPES: &str =
+        "DATATYPE_MISMATCH.BINARY_OP_DIFF_TYPES";
+    /// `extract`/`date_part` names a field its source does not have.
+    pub const INVALID_EXTRACT_FIELD: &str = "INVALID_EXTRACT_FIELD";
+    /// A number format (`to_number`, `to_char`) is malformed.
+    pub const INVALID_FORMAT: &str = "INVALID_FORMAT";
+    /// The input does not match its number format (`to_number('12x', '999')`).
+    pub const INVALID_FORMAT_MISMATCH_INPUT: &str = "INVALID_FORMAT.MISMATCH_INPUT";
+    /// An element index of 0 (`element_at`, `array_insert`): indices count from 1 or from -1.
+    pub const INVALID_INDEX_OF_ZERO: &str = "INVALID_INDEX_OF_ZERO";
+    /// `to_binary`'s format is not `hex`, `utf-8` or `base64`.
+    pub const INVALID_PARAMETER_VALUE_BINARY_FORMAT: &str = "INVALID_PARAMETER_VALUE.BINARY_FORMAT";
+    /// `encode`/`decode` names a charset Spark does not support.
+    pub const INVALID_PARAMETER_VALUE_CHARSET: &str = "INVALID_PARAMETER_VALUE.CHARSET";
+    /// `sequence`'s step does not move from start towards stop.
+    pub const INVALID_PARAMETER_VALUE_SEQUENCE_WRONG_INPUT_TYPES: &str =
+        "INVALID_PARAMETER_VALUE.SEQUENCE_WRONG_INPUT_TYPES";
+    /// A time zone name or offset is not known (`convert_timezone`, `make_timestamp`).
+    pub const INVALID_TIMEZONE: &str = "INVALID_TIMEZONE";
+    /// An argument that must be a constant is not (`to_number`'s format).
+    pub const NON_FOLDABLE_ARGUMENT: &str = "NON_FOLDABLE_ARGUMENT";
+    /// `raise_error` was called, or `assert_true` met a false condition.
+    pub const USER_RAISED_EXCEPTION: &str = "USER_RAISED_EXCEPTION";
+    /// A function was called with a number of arguments it does not take.
+    pub const WRONG_NUM_ARGS_WITHOUT_SUGGESTION: &str = "WRONG_NUM_ARGS.WITHOUT_SUGGESTION";
+    // The Spark Connect server (crates/connect): Spark's classes, and Sluice's limits.
+    /// A server limit was reached: a message over `--max-message-size`.
+    pub const CONNECT_LIMIT_EXCEEDED_MESSAGE_SIZE: &str = "CONNECT_LIMIT_EXCEEDED.MESSAGE_SIZE";
+    /// A server limit was reached: a plan nested deeper than the server reads.
+    pub const CONNECT_LIMIT_EXCEEDED_PLAN_DEPTH: &str = "CONNECT_LIMIT_EXCEEDED.PLAN_DEPTH";
+    /// A server limit was reached: more sessions than the server keeps.
+    pub const CONNECT_LIMIT_EXCEEDED_SESSIONS: &str = "CONNECT_LIMIT_EXCEEDED.SESSIONS";
+    /// A server limit was reached: more streaming queries than the server runs.
+    pub const CONNECT_LIMIT_EXCEEDED_STREAMING_QUERIES: &str =
+        "CONNECT_LIMIT_EXCEEDED.STREAMING_QUERIES";
+    /// A request argument is not valid (PySpark's `IllegalArgumentException`).
+    pub const INVALID_ARGUMENT: &str = "INVALID_ARGUMENT";
+    /// A handle the client holds is gone (a cached DataFrame whose `foreachBatch` call ended).
+    pub const INVALID_HANDLE: &str = "INVALID_HANDLE";
+    /// A client reattached an operation id that is already running.
+    pub const INVALID_HANDLE_OPERATION_ALREADY_EXISTS: &str =
+        "INVALID_HANDLE.OPERATION_ALREADY_EXISTS";
+    /// A client named an operation the server does not know (released, or the server restarted).
+    pub const INVALID_HANDLE_OPERATION_NOT_FOUND: &str = "INVALID_HANDLE.OPERATION_NOT_FOUND";
+    /// A client's session was ended or the server restarted: its server-side state is gone.
+    pub const INVALID_HANDLE_SESSION_CHANGED: &str = "INVALID_HANDLE.SESSION_CHANGED";
+    /// `union`/`unionByName` of frames whose columns do not match.
+    pub const NUM_COLUMNS_MISMATCH: &str = "NUM_COLUMNS_MISMATCH";
+    /// `pivot` without values found more distinct values than Spark pivots on (10000).
+    pub const PIVOT_VALUE_LIMIT_EXCEEDED: &str = "PIVOT_VALUE_LIMIT_EXCEEDED";
+    /// A Python function (`foreachBatch`, a listener) raised; the message has its traceback.
+    pub const PYTHON_EXCEPTION: &str = "PYTHON_EXCEPTION";
+    /// The Python worker runs another Python version than the client.
+    pub const PYTHON_VERSION_MISMATCH: &str = "PYTHON_VERSION_MISMATCH";
+    /// The Python worker itself failed (it would not start, or its connection broke).
+    pub const PYTHON_WORKER_FAILED: &str = "PYTHON_WORKER_FAILED";
+    /// `spark.conf.get` of a key that is not set and has no default.
+    pub const SQL_CONF_NOT_FOUND: &str = "SQL_CONF_NOT_FOUND";
+    /// `createTempView` of a name that is taken.
+    pub const TEMP_TABLE_OR_VIEW_ALREADY_EXISTS: &str = "TEMP_TABLE_OR_VIEW_ALREADY_EXISTS";
+    /// A `?` or `:name` marker of `spark.sql(query, args)` has no argument.
+    pub const UNBOUND_SQL_PARAMETER: &str = "UNBOUND_SQL_PARAMETER";
+    /// `unpivot` given no value columns.
+    pub const UNPIVOT_REQUIRES_VALUE_COLUMNS: &str = "UNPIVOT_REQUIRES_VALUE_COLUMNS";
+    /// A join's `USING` column is not on one of its sides.
+    pub const UNRESOLVED_USING_COLUMN_FOR_JOIN: &str = "UNRESOLVED_USING_COLUMN_FOR_JOIN";
+    /// The plan asks for something Spark does not support (a frame with no columns).
+    pub const UNSUPPORTED_FEATURE: &str = "UNSUPPORTED_FEATURE";
+    // The command line (crates/cli).
+    /// `sluice bench`/`sluice nexmark` was given a workload or query it does not have.
+    pub const UNKNOWN_WORKLOAD: &str = "UNKNOWN_WORKLOAD";
 }
 
 /// Who is at fault for an error.

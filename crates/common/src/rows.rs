@@ -70,10 +70,7 @@ pub struct BlockingStream {
 }
 
 /// `stream`'s batches as a blocking iterator, each polled on `handle`'s runtime.
-pub fn blocking_rows(
-    stream: SendableRecordBatchStream,
-    handle: tokio::runtime::Handle,
-) -> RowIter {
+pub fn blocking_rows(stream: SendableRecordBatchStream, handle: tokio::runtime::Handle) -> RowIter {
     Box::new(BlockingStream {
         handle,
         stream: Some(stream),

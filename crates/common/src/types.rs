@@ -100,6 +100,52 @@ impl BatchData {
 /// one compact line of `offsets/N` (e.g. `{"logOffset":3}` for the file source).
 pub type Offset = serde_json::Value;
 
+/// Event-time statistics of the rows that passed a watermark node in one batch, in ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EventTimeStats {
+    /// The latest event time seen (ms).
+    pub max: i64,
+    /// The earliest event time seen (ms).
+    pub min: i64,
+    /// The sum of the event times seen (ms), for the average.
+    pub sum: f64,
+    /// How many rows with an event time were seen.
+    pub count: u64,
+}
+
+impl EventTimeStats {
+    /// Adds one row's event time (ms).
+    pub fn add(&mut self, ms: i64) {
+        if self.count == 0 {
+            self.max = ms;
+            self.min = ms;
+        } else {
+            self.max = self.max.max(ms);
+            self.min = self.min.min(ms);
+        }
+        self.sum += ms as f64;
+        self.count += 1;
+    }
+    /// Adds the statistics `o` of other rows (another partition, another batch).
+    pub fn merge(&mut self, o: &EventTimeStats) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = *o;
+            return;
+        }
+        self.max = self.max.max(o.max);
+        self.min = self.min.min(o.min);
+        self.sum += o.sum;
+        self.count += o.count;
+    }
+    /// The average event time (ms); none without rows.
+    pub fn avg(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+}
+
 /// Rows produced as they are pulled: one partition of a lazily read range, a stage's input or
 /// output. After an error it ends.
 pub type RowIter = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;

@@ -147,7 +147,7 @@ fn save(session: &Arc<ConnectSession>, write: &proto::WriteOperation) -> Result<
     let frame = crate::plan::frame(session, input)?;
     if frame.is_streaming() {
         return Err(ConnectError::analysis(
-            "WRITE_STREAM_NOT_ALLOWED",
+            sluice::error::class::WRITE_STREAM_NOT_ALLOWED,
             "'write' can not be called on streaming Dataset/DataFrame; use writeStream",
         ));
     }

@@ -175,7 +175,7 @@ pub(crate) fn run(
                 Some(v) => Ok(pair(k, Some(v))),
                 None => Err(ConnectError::new(
                     crate::error::java::INTERNAL,
-                    "SQL_CONF_NOT_FOUND",
+                    sluice::error::class::SQL_CONF_NOT_FOUND,
                     format!(
                         "The SQL config \"{k}\" cannot be found. Please verify that the config \
                          exists."

@@ -65,7 +65,11 @@ impl ConnectError {
     pub fn illegal_argument(message: impl Into<String>) -> Self {
         Self {
             code: Code::InvalidArgument,
-            ..Self::new(java::ILLEGAL_ARGUMENT, "INVALID_ARGUMENT", message)
+            ..Self::new(
+                java::ILLEGAL_ARGUMENT,
+                sluice::error::class::INVALID_ARGUMENT,
+                message,
+            )
         }
     }
     /// A plan node, expression or call Sluice does not support yet, named.
@@ -115,14 +119,14 @@ impl From<SluiceError> for ConnectError {
         let java_class = match e.fault() {
             Fault::Query => match class {
                 // Spark's option and conf checks throw IllegalArgumentException.
-                "INVALID_OPTION"
-                | "INVALID_OPTION_VALUE"
-                | "INVALID_CONF_VALUE"
-                | "INVALID_DELIMITER_VALUE" => java::ILLEGAL_ARGUMENT,
+                sluice::error::class::INVALID_OPTION
+                | sluice::error::class::INVALID_OPTION_VALUE
+                | sluice::error::class::INVALID_CONF_VALUE
+                | sluice::error::class::INVALID_DELIMITER_VALUE => java::ILLEGAL_ARGUMENT,
                 c if c.starts_with("CAST_") => java::NUMBER_FORMAT,
-                "DIVIDE_BY_ZERO" | "ARITHMETIC_OVERFLOW" | "NUMERIC_VALUE_OUT_OF_RANGE" => {
-                    java::ARITHMETIC
-                }
+                sluice::error::class::DIVIDE_BY_ZERO
+                | sluice::error::class::ARITHMETIC_OVERFLOW
+                | sluice::error::class::NUMERIC_VALUE_OUT_OF_RANGE => java::ARITHMETIC,
                 _ => java::ANALYSIS,
             },
             Fault::Input | Fault::Checkpoint | Fault::Connector => java::RUNTIME,
@@ -151,7 +155,11 @@ impl From<datafusion::error::DataFusionError> for ConnectError {
 
 impl From<arrow::error::ArrowError> for ConnectError {
     fn from(e: arrow::error::ArrowError) -> Self {
-        ConnectError::new(java::INTERNAL, "INTERNAL_ERROR", e.to_string())
+        ConnectError::new(
+            java::INTERNAL,
+            sluice::error::class::INTERNAL_ERROR,
+            e.to_string(),
+        )
     }
 }
 

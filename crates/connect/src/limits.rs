@@ -49,7 +49,7 @@ pub fn message_too_large(found: Option<usize>, limit: usize) -> ConnectError {
         code: Code::ResourceExhausted,
         ..ConnectError::new(
             java::ILLEGAL_ARGUMENT,
-            "CONNECT_LIMIT_EXCEEDED.MESSAGE_SIZE",
+            sluice::error::class::CONNECT_LIMIT_EXCEEDED_MESSAGE_SIZE,
             format!(
                 "the request is {found}, over this server's limit of {limit} bytes per message \
                  (Spark's spark.connect.grpc.maxInboundMessageSize): raise it with `sluice \
@@ -65,7 +65,7 @@ pub fn plan_too_deep(limit: usize) -> ConnectError {
         code: Code::InvalidArgument,
         ..ConnectError::new(
             java::ILLEGAL_ARGUMENT,
-            "CONNECT_LIMIT_EXCEEDED.PLAN_DEPTH",
+            sluice::error::class::CONNECT_LIMIT_EXCEEDED_PLAN_DEPTH,
             format!(
                 "the request's messages nest deeper than this server's limit of {limit} levels \
                  (Spark's spark.connect.grpc.marshallerRecursionLimit; a chained DataFrame call \
@@ -83,7 +83,7 @@ pub fn too_many_sessions(limit: usize) -> ConnectError {
         code: Code::ResourceExhausted,
         ..ConnectError::new(
             java::INTERNAL,
-            "CONNECT_LIMIT_EXCEEDED.SESSIONS",
+            sluice::error::class::CONNECT_LIMIT_EXCEEDED_SESSIONS,
             format!(
                 "this server has {limit} sessions open, its limit, and none has been idle long \
                  enough to end (an hour without a call or an active query): end sessions that \
@@ -100,7 +100,7 @@ pub fn too_many_queries(limit: usize) -> ConnectError {
         code: Code::ResourceExhausted,
         ..ConnectError::new(
             java::ILLEGAL_ARGUMENT,
-            "CONNECT_LIMIT_EXCEEDED.STREAMING_QUERIES",
+            sluice::error::class::CONNECT_LIMIT_EXCEEDED_STREAMING_QUERIES,
             format!(
                 "this server runs {limit} streaming queries, its limit (across all sessions): \
                  stop one (query.stop()), or raise the limit with `sluice connect --max-queries \

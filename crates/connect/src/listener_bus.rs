@@ -107,7 +107,7 @@ impl ListenerBus {
             .map_err(|e| {
                 crate::ConnectError::new(
                     crate::error::java::INTERNAL,
-                    "INTERNAL_ERROR",
+                    sluice::error::class::INTERNAL_ERROR,
                     format!("cannot start the thread of a streaming query listener: {e}"),
                 )
             })?;

@@ -279,7 +279,11 @@ pub fn serve_until(
 }
 
 fn internal(message: String) -> ConnectError {
-    ConnectError::new(crate::error::java::INTERNAL, "INTERNAL_ERROR", message)
+    ConnectError::new(
+        crate::error::java::INTERNAL,
+        sluice::error::class::INTERNAL_ERROR,
+        message,
+    )
 }
 
 /// An error with its sources (tonic's transport errors say little at the top).

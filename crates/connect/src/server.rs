@@ -155,7 +155,7 @@ impl ConnectService {
             if !seen.is_empty() && *seen != session.server_side_session_id {
                 return Err(ConnectError::new(
                     crate::error::java::INTERNAL,
-                    "INVALID_HANDLE.SESSION_CHANGED",
+                    sluice::error::class::INVALID_HANDLE_SESSION_CHANGED,
                     format!(
                         "The existing Spark server driver instance has restarted, or ended the \
                          session after it was idle (session {session_id}): server-side state \
@@ -295,7 +295,7 @@ async fn blocking<T: Send + 'static>(
         Ok(Err(e)) => Err(e.into_status()),
         Err(e) => Err(ConnectError::new(
             crate::error::java::INTERNAL,
-            "INTERNAL_ERROR",
+            sluice::error::class::INTERNAL_ERROR,
             format!("a Sluice task failed: {e}"),
         )
         .into_status()),
@@ -478,7 +478,7 @@ impl SparkConnectService for ConnectService {
         if lock(&self.operations).contains_key(&operation_id) {
             return Err(ConnectError::new(
                 crate::error::java::INTERNAL,
-                "INVALID_HANDLE.OPERATION_ALREADY_EXISTS",
+                sluice::error::class::INVALID_HANDLE_OPERATION_ALREADY_EXISTS,
                 format!("the operation {operation_id} already exists"),
             )
             .into_status());
@@ -545,7 +545,7 @@ impl SparkConnectService for ConnectService {
         else {
             return Err(ConnectError::new(
                 crate::error::java::INTERNAL,
-                "INVALID_HANDLE.OPERATION_NOT_FOUND",
+                sluice::error::class::INVALID_HANDLE_OPERATION_NOT_FOUND,
                 format!(
                     "the operation {} is not known (it was released, or the server restarted)",
                     req.operation_id

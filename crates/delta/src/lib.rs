@@ -9,7 +9,7 @@
 //! - **The streaming source** `read_stream().format("delta").load(path)`: the table's versions
 //!   as offsets (`startingVersion`, `startingTimestamp`, `maxFilesPerTrigger`,
 //!   `maxBytesPerTrigger`, `ignoreDeletes`, `skipChangeCommits`), so one query's table feeds
-//!   another (see `source.rs`).
+//!   another (see `source/`).
 //! - **The batch writer** [`write_batch`] for `foreach_batch`: the seed document's
 //!   `batch.write.format("delta").option("txnAppId", ..).option("txnVersion", batch_id)` pattern,
 //!   which skips a batch the table already has.
@@ -28,15 +28,15 @@ use deltalake::operations::write::SchemaMode;
 use deltalake::protocol::SaveMode;
 use deltalake::DeltaTable;
 use sluice::error::class;
-use sluice::sink::registry::SinkFactory;
+use sluice::formats::sink::SinkFactory;
 use sluice::sink::{Sink, SinkContext, SinkProvider};
 use sluice::types::{BatchData, OutputMode};
 use sluice::{Result, SluiceError};
 
 /// Adds the `delta` sink format to every session of the process.
 pub fn register() {
-    sluice::sink::registry::register_format("delta", Arc::new(DeltaSinkFactory));
-    sluice::source::registry::register_format("delta", Arc::new(source::DeltaSourceFactory));
+    sluice::formats::sink::register_format("delta", Arc::new(DeltaSinkFactory));
+    sluice::formats::source::register_format("delta", Arc::new(source::DeltaSourceFactory));
     // A query on workers reads a Delta source's files there.
     sluice::source::remote::register_read(source::READ_KIND, source::read_on_worker);
 }

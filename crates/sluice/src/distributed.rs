@@ -123,7 +123,7 @@ pub struct ReadCounts {
     pub dropped_by_watermark: u64,
 }
 
-pub use crate::operators::watermark::EventTimeStats;
+pub use crate::types::EventTimeStats;
 
 /// How a query's sources read on a cluster (`Source::read_on_workers`).
 #[derive(Debug, Clone)]

@@ -6,6 +6,11 @@
 //!
 //! ## Architecture map (one concept, one home)
 //!
+//! The engine sits on two crates: `sluice-common` (the vocabulary: [`types`], [`error`],
+//! [`conf`], [`progress`], [`redact`], [`time_text`], [`testing`]) and `sluice-spark` (Spark's
+//! SQL semantics: the function library, casts, [`schema`], the JSON/CSV record parsers). Their
+//! modules are re-exported here at the paths users know.
+//!
 //! Public API (what a user of the library touches):
 //!
 //! | module | concept (Spark's name) |
@@ -13,38 +18,28 @@
 //! | [`session`] | `Session` (SparkSession): configuration, `read_stream()` (DataStreamReader), `read()`, `sql()`, the catalog of views, listeners |
 //! | [`frame`] | `StreamFrame` (a streaming DataFrame: `filter`, `select`, `with_watermark`, `group_by`, joins, ...) over a DataFusion `LogicalPlan` |
 //! | [`query`] | `StreamingQuery` handle, `DataStreamWriter`, and the execution: one core (`StreamExecution`) with a micro-batch and a continuous driver |
-//! | [`source`] | the `Source`/`SourceProvider` contract and the built-in sources (file json/csv/parquet/text, rate, rate-micro-batch, memory, kafka, nexmark) behind one registry |
-//! | [`sink`] | the `Sink`/`SinkProvider` contract and the built-in sinks (file + `_spark_metadata` manifest + `partitionBy` folders, console, memory, foreach, foreachBatch, noop, kafka) behind one registry |
+//! | [`source`] | the `Source`/`SourceProvider` contract and the built-in sources (file json/csv/parquet/text, rate, rate-micro-batch, memory, nexmark) (their names in [`formats`]) |
+//! | [`sink`] | the `Sink`/`SinkProvider` contract and the built-in sinks (file + `_spark_metadata` manifest + `partitionBy` folders, console, memory, foreach, foreachBatch, noop) (their names in [`formats`]) |
+//! | [`kafka`] | (feature `kafka`) Apache Kafka in one place: the source, the sink, Spark's `kafka.*` client options, the librdkafka client context |
+//! | [`formats`] | a format name to its provider, one registry per side (Spark's `DataSource.lookupDataSource`): the built-in sources and sinks, Kafka, and the formats other crates register (`delta`) |
 //! | [`catalog`] | tables (Spark's session catalog of file tables under `spark.sql.warehouse.dir`): `to_table`, `session.table`, SQL `FROM t` |
-//! | [`progress`] | `StreamingQueryProgress` and friends with Spark's JSON keys, `StreamingQueryListener` |
-//! | [`error`] | `SluiceError`: fault, stable class (every class listed once in [`error::class`]), message with the fix |
-//! | [`types`] | the shared vocabulary: `OutputMode`, `Trigger`, `BatchData`, `Offset`, batch/operator ids, watermark and event-time units |
-//! | [`conf`] | every conf key the engine reads, its default, `StreamingConf` (parsed once per query) and `PinnedConf` (frozen into `offsets/N`) |
-//! | [`schema`] | Spark's DDL schema strings and type names (one grammar) to Arrow |
 //! | [`pipeline`] | pipelines in SQL (`sluice run FILE.sql`): Flink-style `CREATE TABLE` sources, `CREATE SINK .. AS SELECT` queries |
 //! | [`inspect`] | a checkpoint read from outside its query: `sluice checkpoint describe`, `sluice state read` |
 //! | [`checkpoint`] | the checkpoint directory (`CheckpointDir` builds every path) and its logs: `metadata`, `offsets/`, `commits/`, recovery |
 //! | [`storage`] | every file call, on a local path or an object store (`s3://`, `gs://`, `abfss://`): Spark's `CheckpointFileManager` over Hadoop's `FileSystem`, with conditional creates, retries and counters |
 //! | [`distributed`] | a query on a cluster (`sluice.distributed.workers`): the hook through which each batch's plan runs on workers while this process keeps the loop (Spark's driver) |
 //! | [`state`] | the versioned state store contract (`StateStore`, `StateStoreProvider`) and the default provider under `state/<op>/<partition>/` |
-//! | [`testing`] | test hooks (feature `testing`): injected crashes and stops, no-ops without the feature |
-//! | [`redact`] | secrets are never printed: which option and conf keys are secrets (Spark's `spark.redaction.regex`, extended), the secret values the process was given, and `redact_text` on every message, log line and description on its way out |
-//! | [`time_text`] | timestamps as text, in Spark's two forms, and Spark's interval strings |
-//! | `value_text` | (crate-private) Spark's text of Arrow values, nested ones too: JSON as `to_json` and the JSON sink write it, and `show()`'s form |
-//! | `kafka_conf` | (crate-private, feature `kafka`) Spark's `kafka.*` client options (security protocol, SASL mechanism, JAAS text, trust and key stores) as librdkafka's settings |
-//! | `kafka_log` | (feature `kafka`) the librdkafka client context that sends librdkafka's logs to the `log` crate |
 //!
 //! Inside the engine (crate-private): `plan` (the only code that talks to DataFusion's planner:
 //! streaming analysis, the staged per-batch plan, the continuous plan, the session's query
-//! planner, Spark SQL semantics), `operators` (watermarks, windows, and the stateful operators
-//! on one framework: aggregation, deduplication, stream-stream join, flatMapGroupsWithState),
-//! and `sync` (poison-recovering locks).
+//! planner, the SQL front end), `operators` (watermarks, windows, and the stateful operators
+//! on one framework: aggregation, deduplication, stream-stream join, flatMapGroupsWithState).
 //!
-//! Dependencies run one way: the vocabulary (`types`, `error`, `conf`, `testing`, `time_text`,
-//! `redact`) depends on nothing else here; sources and sinks are leaves; `state` knows ids and
-//! versions, never queries; `checkpoint` owns every byte under `offsets/` and `commits/`; `plan`
-//! turns plans into per-batch work; `query` is the only code that knows the *order* of things;
-//! `inspect` sits above `checkpoint` and `state`.
+//! Dependencies run one way between crates (Cargo enforces it); inside this crate,
+//! `scripts/module-cycles` counts the remaining module loops and CI fails on a new one. `state`
+//! knows ids and versions, never queries; `checkpoint` owns every byte under `offsets/` and
+//! `commits/`; `query` is the only code that knows the *order* of things; `inspect` sits above
+//! `checkpoint` and `state`.
 //!
 //! The life of one micro-batch (see `ARCHITECTURE.md`): construct (latest offsets) -> write
 //! `offsets/N` -> plan on DataFusion over exactly this batch's rows -> `sink.add_batch(N)` ->
@@ -68,6 +63,7 @@ use sluice_spark::value_text;
 pub mod catalog;
 pub mod checkpoint;
 pub mod distributed;
+pub mod formats;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -22,12 +22,12 @@ use datafusion_spark::SessionStateBuilderSpark;
 
 use crate::conf::SHUFFLE_PARTITIONS;
 use crate::error::{Result, SluiceError};
+use crate::formats::source::{source_provider, SourceFormat};
 use crate::frame::StreamFrame;
 use crate::plan::fixes::{SparkCastRule, SparkRound};
 use crate::plan::StreamingRelation;
 use crate::progress::StreamingQueryListener;
 use crate::source::memory::MemoryStream;
-use crate::source::registry::{source_provider, SourceFormat};
 use crate::source::SourceProvider;
 
 /// Builds a [`Session`].
@@ -463,7 +463,7 @@ impl DataStreamReader {
     /// Defines the stream. File formats read the directory `path`; `rate` sources ignore it.
     pub fn load(self, path: impl AsRef<str>) -> Result<StreamFrame> {
         let name = self.format.as_deref().unwrap_or("parquet");
-        if let Some(factory) = crate::source::registry::registered_format(name) {
+        if let Some(factory) = crate::formats::source::registered_format(name) {
             let provider = factory.create(path.as_ref(), self.schema.clone(), &self.options)?;
             return self.session.stream(provider);
         }

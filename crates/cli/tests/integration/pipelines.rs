@@ -824,7 +824,7 @@ mod continuous_kafka {
 }
 
 /// `--ui ADDR`: the dashboard of a running pipeline answers with its progress and metrics
-/// (the page itself is drawn in headless Chromium by the tests of `src/ui.rs`).
+/// (the page itself is drawn in headless Chromium by the tests of `src/ui/tests/browser.rs`).
 #[test]
 fn a_running_pipeline_serves_its_dashboard() {
     use std::io::{BufRead, BufReader, Write};

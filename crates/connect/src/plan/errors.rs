@@ -9,7 +9,7 @@ pub(crate) fn in_spark_words(mut e: ConnectError) -> ConnectError {
     e.message = scrub(&e.message);
     if let Some((name, valid)) = unknown_column(&e.message) {
         e.java_class = java::ANALYSIS;
-        e.error_class = "UNRESOLVED_COLUMN.WITH_SUGGESTION".to_string();
+        e.error_class = sluice::error::class::UNRESOLVED_COLUMN_WITH_SUGGESTION.to_string();
         e.message = format!(
             "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with \
              name `{name}` cannot be resolved. Did you mean one of the following? [{}].",

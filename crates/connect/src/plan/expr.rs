@@ -98,7 +98,7 @@ pub(crate) fn name_parts(name: &str) -> Result<Vec<String>> {
     }
     if in_quote {
         return Err(ConnectError::analysis(
-            "PARSE_SYNTAX_ERROR",
+            sluice::error::class::PARSE_SYNTAX_ERROR,
             format!("the column name {name:?} has an unclosed backquote"),
         ));
     }
@@ -530,7 +530,7 @@ fn function(scope: &Scope, name: &str, args: &[proto::Expression], distinct: boo
             Ok(())
         } else {
             Err(ConnectError::analysis(
-                "WRONG_NUM_ARGS",
+                sluice::error::class::WRONG_NUM_ARGS,
                 format!("{name} takes {n} arguments, got {}", a.len()),
             ))
         }

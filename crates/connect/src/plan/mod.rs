@@ -61,7 +61,7 @@ pub fn create_temp_view(
 ) -> Result<()> {
     if !replace && session.sluice.context().table_exist(name)? {
         return Err(ConnectError::analysis(
-            "TEMP_TABLE_OR_VIEW_ALREADY_EXISTS",
+            sluice::error::class::TEMP_TABLE_OR_VIEW_ALREADY_EXISTS,
             format!(
                 "Cannot create the temporary view `{name}` because it already exists. Choose a \
                  different name, drop or replace the existing view (createOrReplaceTempView)."
@@ -263,7 +263,7 @@ impl<'a> Planner<'a> {
     pub(crate) fn select(&self, src: &Source, items: &[String], ids: Vec<i64>) -> Result<Planned> {
         if items.is_empty() {
             return Err(ConnectError::analysis(
-                "UNSUPPORTED_FEATURE",
+                sluice::error::class::UNSUPPORTED_FEATURE,
                 "the result would have no columns, which Sluice's frames cannot have yet",
             ));
         }
@@ -303,7 +303,7 @@ impl<'a> Planner<'a> {
             RelType::CachedRemoteRelation(c) => {
                 let f = self.session.cached_frame(&c.relation_id).ok_or_else(|| {
                     ConnectError::analysis(
-                        "INVALID_HANDLE",
+                        sluice::error::class::INVALID_HANDLE,
                         format!(
                             "the cached DataFrame {} is gone (its foreachBatch call ended)",
                             c.relation_id

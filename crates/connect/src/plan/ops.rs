@@ -107,7 +107,7 @@ fn pivot(
     if values.is_empty() {
         if c.frame.is_streaming() {
             return Err(ConnectError::analysis(
-                "UNSUPPORTED_STREAMING_OPERATION",
+                sluice::error::class::UNSUPPORTED_STREAMING_OPERATION,
                 "pivot without values needs the distinct values of its input; give the values \
                  (pivot(col, [..])) or pivot a batch DataFrame",
             ));
@@ -141,7 +141,7 @@ fn pivot(
         }
         if values.len() > 10_000 {
             return Err(ConnectError::analysis(
-                "PIVOT_VALUE_LIMIT_EXCEEDED",
+                sluice::error::class::PIVOT_VALUE_LIMIT_EXCEEDED,
                 "the pivot column has more than 10000 distinct values; give the values",
             ));
         }
@@ -314,7 +314,7 @@ fn using_join(
             .map(|(q, c)| qualified(q, c))
             .ok_or_else(|| {
                 ConnectError::analysis(
-                    "UNRESOLVED_USING_COLUMN_FOR_JOIN",
+                    sluice::error::class::UNRESOLVED_USING_COLUMN_FOR_JOIN,
                     format!("USING column `{n}` cannot be resolved on the {side} side of the join"),
                 )
             })
@@ -465,7 +465,7 @@ fn by_name(
                 )),
                 None => {
                     return Err(ConnectError::analysis(
-                        "NUM_COLUMNS_MISMATCH",
+                        sluice::error::class::NUM_COLUMNS_MISMATCH,
                         format!(
                             "unionByName: the column `{n}` is missing on one side; pass \
                              allowMissingColumns=True to fill it with nulls"
@@ -478,7 +478,7 @@ fn by_name(
     };
     if !allow_missing && ls.fields().len() != rs.fields().len() {
         return Err(ConnectError::analysis(
-            "NUM_COLUMNS_MISMATCH",
+            sluice::error::class::NUM_COLUMNS_MISMATCH,
             format!(
                 "unionByName needs the same number of columns on both sides, got {} and {}",
                 ls.fields().len(),
@@ -631,7 +631,7 @@ pub(crate) fn to_df(p: &Planner<'_>, t: &proto::ToDf) -> Result<Planned> {
 fn collect(p: &Planned, what: &str) -> Result<Vec<RecordBatch>> {
     if p.frame.is_streaming() {
         return Err(ConnectError::analysis(
-            "STREAMING_QUERY_WITHOUT_WRITE_STREAM",
+            sluice::error::class::STREAMING_QUERY_WITHOUT_WRITE_STREAM,
             format!(
                 "Queries with streaming sources must be executed with writeStream.start(); \
                  {what} runs on batch DataFrames only."

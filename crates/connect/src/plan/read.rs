@@ -170,7 +170,7 @@ pub(crate) fn substitute(
             '?' if !positional.is_empty() => {
                 let v = positional.get(next_pos).ok_or_else(|| {
                     ConnectError::analysis(
-                        "UNBOUND_SQL_PARAMETER",
+                        sluice::error::class::UNBOUND_SQL_PARAMETER,
                         format!(
                             "the query has more `?` markers than the {} arguments given",
                             positional.len()
@@ -200,7 +200,7 @@ pub(crate) fn substitute(
                     Some((_, v)) => out.push_str(v),
                     None => {
                         return Err(ConnectError::analysis(
-                            "UNBOUND_SQL_PARAMETER",
+                            sluice::error::class::UNBOUND_SQL_PARAMETER,
                             format!("Found the unbound parameter: {name}. Pass it in args."),
                         ))
                     }

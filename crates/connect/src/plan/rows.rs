@@ -28,7 +28,7 @@ fn considered(src: &Source, types: &[DataType], cols: &[String]) -> Result<Vec<u
                 .position(|(_, n)| n.eq_ignore_ascii_case(c))
                 .ok_or_else(|| {
                     ConnectError::analysis(
-                        "UNRESOLVED_COLUMN.WITH_SUGGESTION",
+                        sluice::error::class::UNRESOLVED_COLUMN_WITH_SUGGESTION,
                         format!(
                             "A column `{c}` cannot be resolved; the columns are {:?}",
                             src.cols.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>()
@@ -207,7 +207,7 @@ pub(crate) fn to_schema(p: &Planner<'_>, t: &proto::ToSchema) -> Result<Planned>
             .position(|(_, n)| n.eq_ignore_ascii_case(f.name()))
             .ok_or_else(|| {
                 ConnectError::analysis(
-                    "UNRESOLVED_COLUMN.WITH_SUGGESTION",
+                    sluice::error::class::UNRESOLVED_COLUMN_WITH_SUGGESTION,
                     format!("df.to: the column `{}` is not in the DataFrame", f.name()),
                 )
             })?;
@@ -257,7 +257,7 @@ pub(crate) fn unpivot(p: &Planner<'_>, u: &proto::Unpivot) -> Result<Planned> {
     };
     if values.is_empty() {
         return Err(ConnectError::analysis(
-            "UNPIVOT_REQUIRES_VALUE_COLUMNS",
+            sluice::error::class::UNPIVOT_REQUIRES_VALUE_COLUMNS,
             "unpivot needs at least one value column",
         ));
     }

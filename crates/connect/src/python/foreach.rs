@@ -204,7 +204,7 @@ fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<u8>> {
             let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| {
                 ConnectError::new(
                     crate::error::java::INTERNAL,
-                    "INTERNAL_ERROR",
+                    sluice::error::class::INTERNAL_ERROR,
                     format!("a foreach batch does not match its schema: {e}"),
                 )
             })?;

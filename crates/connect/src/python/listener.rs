@@ -170,7 +170,7 @@ pub fn query_progress_event_json(progress_json: &str) -> Result<String> {
     let progress: Value = serde_json::from_str(progress_json).map_err(|e| {
         ConnectError::new(
             crate::error::java::INTERNAL,
-            "INTERNAL_ERROR",
+            sluice::error::class::INTERNAL_ERROR,
             format!("the progress JSON for a listener event is not JSON: {e}"),
         )
     })?;

@@ -675,7 +675,11 @@ fn hint_for(tail: &str, python: &str) -> String {
 
 /// An error of the worker itself (not of the user's function).
 pub(super) fn python_worker_failed(message: String) -> ConnectError {
-    ConnectError::new(java::INTERNAL, "PYTHON_WORKER_FAILED", message)
+    ConnectError::new(
+        java::INTERNAL,
+        sluice::error::class::PYTHON_WORKER_FAILED,
+        message,
+    )
 }
 
 fn io_error(what: String, e: std::io::Error) -> ConnectError {
@@ -684,10 +688,10 @@ fn io_error(what: String, e: std::io::Error) -> ConnectError {
 
 /// The user's function raised: `PythonException` with the traceback, as Spark reports it.
 fn python_exception(what: &str, during: &str, traceback: &str) -> ConnectError {
-    let class = if traceback.contains("PYTHON_VERSION_MISMATCH") {
-        "PYTHON_VERSION_MISMATCH"
+    let class = if traceback.contains(sluice::error::class::PYTHON_VERSION_MISMATCH) {
+        sluice::error::class::PYTHON_VERSION_MISMATCH
     } else {
-        "PYTHON_EXCEPTION"
+        sluice::error::class::PYTHON_EXCEPTION
     };
     ConnectError::new(
         PYTHON_EXCEPTION,

@@ -34,9 +34,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Offset as KOffset, TopicPartitionList};
 
-use crate::sink::{BatchData, Sink, SinkContext, SinkProvider};
 use crate::error::{Result, SluiceError};
 use crate::kafka::log::{within, Failure, KafkaLogContext, Logged};
+use crate::sink::{BatchData, Sink, SinkContext, SinkProvider};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -36,50 +36,7 @@ use crate::error::{Result, SluiceError};
 /// Field metadata key marking the event-time column (Spark's name).
 pub(crate) const WATERMARK_DELAY_KEY: &str = "spark.watermarkDelayMs";
 
-/// Event-time statistics of the rows that passed a watermark node in one batch, in ms.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct EventTimeStats {
-    /// The latest event time seen (ms).
-    pub max: i64,
-    /// The earliest event time seen (ms).
-    pub min: i64,
-    /// The sum of the event times seen (ms), for the average.
-    pub sum: f64,
-    /// How many rows with an event time were seen.
-    pub count: u64,
-}
-
-impl EventTimeStats {
-    fn add(&mut self, ms: i64) {
-        if self.count == 0 {
-            self.max = ms;
-            self.min = ms;
-        } else {
-            self.max = self.max.max(ms);
-            self.min = self.min.min(ms);
-        }
-        self.sum += ms as f64;
-        self.count += 1;
-    }
-    /// Adds the statistics `o` of other rows (another partition, another batch).
-    pub(crate) fn merge(&mut self, o: &EventTimeStats) {
-        if o.count == 0 {
-            return;
-        }
-        if self.count == 0 {
-            *self = *o;
-            return;
-        }
-        self.max = self.max.max(o.max);
-        self.min = self.min.min(o.min);
-        self.sum += o.sum;
-        self.count += o.count;
-    }
-    /// The average event time (ms); none without rows.
-    pub(crate) fn avg(&self) -> Option<f64> {
-        (self.count > 0).then(|| self.sum / self.count as f64)
-    }
-}
+pub(crate) use crate::types::EventTimeStats;
 
 /// Shared between a watermark node's exec and the query loop for one batch.
 pub(crate) type StatsHandle = Arc<Mutex<EventTimeStats>>;

@@ -24,10 +24,11 @@ use futures::StreamExt;
 
 use super::relation::StreamingRelation;
 use crate::error::{Result, SluiceError};
+use crate::operators::stateful::output::StageRows;
 use crate::operators::watermark::{EventTimeWatermark, StatsHandle};
 use crate::source::remote::{WorkerReadTable, WorkerReads};
-use crate::types::RowIter;
 use crate::sync::MutexExt;
+use crate::types::RowIter;
 
 /// Plans and runs one streaming query's batches.
 #[derive(Debug)]
@@ -52,6 +53,15 @@ pub(crate) enum RelationRows {
     OnWorkers(Arc<WorkerReads>),
 }
 
+impl From<StageRows> for RelationRows {
+    fn from(rows: StageRows) -> Self {
+        match rows {
+            StageRows::InMemory(batches) => RelationRows::Batches(batches),
+            StageRows::Spilled(rows) => RelationRows::lazy(vec![rows]),
+        }
+    }
+}
+
 impl Default for RelationRows {
     fn default() -> Self {
         RelationRows::Batches(Vec::new())
@@ -67,33 +77,9 @@ impl RelationRows {
     }
 }
 
-impl RelationRows {
-    /// Every row, partition by partition (lazy partitions taken as a scan takes them).
-    pub(crate) fn into_rows(self) -> RowIter {
-        match self {
-            RelationRows::Batches(b) => Box::new(b.into_iter().map(Ok)),
-            RelationRows::Lazy(p) => p.take_rows(),
-            RelationRows::OnWorkers(r) => Box::new(r.partitions().into_iter().flatten()),
-        }
-    }
-}
-
 /// The partitions of a lazy read, taken by the scan that runs them.
 pub(crate) struct LazyPartitions {
     partitions: Mutex<Vec<Option<RowIter>>>,
-}
-
-impl LazyPartitions {
-    /// Every row left, partition by partition.
-    pub(crate) fn take_rows(&self) -> RowIter {
-        let parts: Vec<RowIter> = self
-            .partitions
-            .lock_unpoisoned()
-            .drain(..)
-            .flatten()
-            .collect();
-        Box::new(parts.into_iter().flatten())
-    }
 }
 
 impl std::fmt::Debug for LazyPartitions {

@@ -1,6 +1,5 @@
 //! Spark's values (PySpark 3.5.7) for `input_file_name()`, `input_file_block_start()` and
-//! `input_file_block_length()` (moved here from sluice-spark's `scalars_more_tests.rs` with the
-//! rule they test).
+//! `input_file_block_length()` (beside the rule they test, which reads the engine's plans).
 
 use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;

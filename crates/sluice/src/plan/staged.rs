@@ -323,7 +323,8 @@ impl StagedPlan {
             let (rows, progress) = (out.rows, out.progress);
             bound.insert(
                 stage.placeholder,
-                rows.into_relation(&stage.placeholder_schema, stage.placeholder_uses)?,
+                rows.into_stage_rows(&stage.placeholder_schema, stage.placeholder_uses)?
+                    .into(),
             );
             state_operators.push(progress);
             late_rows.extend(stage.operator.take_late_rows());

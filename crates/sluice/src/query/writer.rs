@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::{Result, SluiceError};
+use crate::formats::sink::{self as registry, SinkFormat};
 use crate::frame::StreamFrame;
 use crate::plan::{check_streaming_plan, is_streaming};
 use crate::sink::foreach::{ForeachBatchSinkProvider, ForeachSinkProvider, ForeachWriter};
-use crate::sink::registry::{self, SinkFormat};
 use crate::sink::SinkProvider;
 use crate::types::BatchData;
 

@@ -8,7 +8,6 @@ pub mod console;
 pub mod file;
 pub mod foreach;
 pub mod memory;
-pub mod registry;
 
 use std::fmt::Debug;
 use std::path::PathBuf;
@@ -16,8 +15,8 @@ use std::path::PathBuf;
 use arrow::datatypes::SchemaRef;
 
 use crate::error::{Result, SluiceError};
-use crate::types::RowIter;
 use crate::types::OutputMode;
+use crate::types::RowIter;
 
 pub use crate::types::BatchData;
 

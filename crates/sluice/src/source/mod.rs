@@ -10,7 +10,6 @@ pub mod memory;
 pub mod nexmark;
 pub mod rate;
 pub(crate) mod read_ahead;
-pub mod registry;
 pub mod remote;
 pub mod socket;
 

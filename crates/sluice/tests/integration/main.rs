@@ -122,7 +122,7 @@ mod engine_sql_syntax;
 // Spark's aggregate functions in a streaming aggregation with a restart.
 mod engine_functions;
 // mode, percentile_approx, hll_sketch_agg and kin: their state across batches and a restart.
-mod engine_aggregates_more;
+mod engine_aggregate_state;
 // Nested types end to end: DDL, the JSON source and functions, field access, sinks, state.
 mod engine_nested;
 

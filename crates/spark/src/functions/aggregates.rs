@@ -1,7 +1,9 @@
 //! Spark's aggregate functions that DataFusion lacks or names and types differently:
 //! `first`/`last` (with `ignoreNulls` as an argument or `IGNORE NULLS`), `count_if`,
-//! `skewness`/`kurtosis` (Spark's central moments), and `approx_count_distinct` (DataFusion's
-//! `approx_distinct` with Spark's BIGINT result).
+//! `skewness`/`kurtosis` (Spark's central moments), `approx_count_distinct` (DataFusion's
+//! `approx_distinct` with Spark's BIGINT result), and `max_by`/`min_by` (Spark's tie rule: the
+//! last row among equal orderings). Also what the other aggregate files share: [`agg_err`],
+//! [`as_int64`], the usage error and the state fields.
 //!
 //! Every accumulator here keeps its state in `state()` fields, so a streaming aggregation
 //! stores and merges it across batches and restarts like any DataFusion aggregate.
@@ -9,15 +11,55 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray};
-use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type};
+use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type, IntervalUnit, TimeUnit};
 use datafusion::common::{exec_err, ScalarValue};
-use datafusion::error::Result as DfResult;
+use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility,
 };
 use datafusion::physical_expr::expressions::Literal;
+
+use crate::error::SluiceError;
+
+// ---- what the aggregate files share ----
+
+/// An execution error carrying Spark's error class `class` (kept through DataFusion).
+pub(super) fn agg_err(class: &'static str, msg: impl Into<String>) -> DataFusionError {
+    DataFusionError::External(Box::new(SluiceError::query(class, msg.into())))
+}
+
+/// Spark's error for a call with a number of arguments the aggregate does not take.
+pub(super) fn wrong_args(name: &str, what: &str, n: usize) -> DataFusionError {
+    agg_err(
+        crate::error::class::WRONG_NUM_ARGS,
+        format!("`{name}` takes {what}, not {n} arguments"),
+    )
+}
+
+/// Year-month (months) or day-time (microseconds) interval values as BIGINT; other types cast.
+pub(super) fn as_int64(a: &ArrayRef) -> DfResult<ArrayRef> {
+    Ok(match a.data_type() {
+        DataType::Interval(IntervalUnit::YearMonth) => Arc::new(
+            a.as_primitive::<arrow::datatypes::IntervalYearMonthType>()
+                .unary::<_, Int64Type>(|v| v as i64),
+        ),
+        DataType::Duration(_) => {
+            let d = arrow::compute::cast(a, &DataType::Duration(TimeUnit::Microsecond))?;
+            Arc::new(
+                d.as_primitive::<arrow::datatypes::DurationMicrosecondType>()
+                    .unary::<_, Int64Type>(|v| v),
+            )
+        }
+        _ => arrow::compute::cast(a, &DataType::Int64)?,
+    })
+}
+
+/// A state field of the aggregate `args` describes, named `<name>[what]`.
+pub(super) fn state_field(args: &StateFieldsArgs, what: &str, t: DataType) -> FieldRef {
+    Arc::new(Field::new(format!("{}[{what}]", args.name), t, true))
+}
 
 /// Spark's `first(x[, ignoreNulls])` / `last(x[, ignoreNulls])` over DataFusion's
 /// `first_value` / `last_value`; `first(x) IGNORE NULLS` reaches the same accumulator.
@@ -689,35 +731,158 @@ pub(super) fn numeric_from_strings(
     .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow::array::BooleanArray;
-
-    #[test]
-    fn central_moments_merge_like_one_pass() {
-        let xs = [1.0, 2.0, 4.0, 8.0, 9.5];
-        let mut all = Moments::default();
-        xs.iter().for_each(|x| all.add(*x));
-        let (mut a, mut b) = (Moments::default(), Moments::default());
-        xs[..2].iter().for_each(|x| a.add(*x));
-        xs[2..].iter().for_each(|x| b.add(*x));
-        a.merge(&b);
-        for (x, y) in [
-            (all.m2, a.m2),
-            (all.m3, a.m3),
-            (all.m4, a.m4),
-            (all.avg, a.avg),
-        ] {
-            assert!((x - y).abs() < 1e-9 * x.abs().max(1.0), "{x} vs {y}");
+/// Spark's ordering of two non-null values of one type: doubles with NaN largest and
+/// `-0.0 == 0.0`, everything else as DataFusion orders scalars.
+fn spark_cmp(a: &ScalarValue, b: &ScalarValue) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    fn dbl(x: f64, y: f64) -> Ordering {
+        match (x.is_nan(), y.is_nan()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            _ => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
         }
     }
-
-    #[test]
-    fn count_if_counts_true_only() {
-        let mut acc = CountIfAccumulator::default();
-        let b: ArrayRef = Arc::new(BooleanArray::from(vec![Some(true), None, Some(false)]));
-        acc.update_batch(&[b]).unwrap();
-        assert_eq!(acc.evaluate().unwrap(), ScalarValue::Int64(Some(1)));
+    match (a, b) {
+        (ScalarValue::Float64(Some(x)), ScalarValue::Float64(Some(y))) => dbl(*x, *y),
+        (ScalarValue::Float32(Some(x)), ScalarValue::Float32(Some(y))) => dbl(*x as f64, *y as f64),
+        _ => a.partial_cmp(b).unwrap_or(Ordering::Equal),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// max_by / min_by
+
+#[derive(Debug)]
+struct ByAcc {
+    max: bool,
+    value: ScalarValue,
+    ordering: ScalarValue,
+}
+
+impl ByAcc {
+    /// Spark's `MaxMinBy` update/merge: the new side wins unless the old ordering is strictly
+    /// better (so the last of equal orderings is kept); a null ordering never wins.
+    fn offer(&mut self, value: ScalarValue, ordering: ScalarValue) {
+        if ordering.is_null() {
+            return;
+        }
+        let replace = self.ordering.is_null() || {
+            let c = spark_cmp(&self.ordering, &ordering);
+            if self.max {
+                c != std::cmp::Ordering::Greater
+            } else {
+                c != std::cmp::Ordering::Less
+            }
+        };
+        if replace {
+            self.value = value;
+            self.ordering = ordering;
+        }
+    }
+    fn take(&mut self, values: &ArrayRef, orderings: &ArrayRef) -> DfResult<()> {
+        for i in 0..orderings.len() {
+            if orderings.is_valid(i) {
+                self.offer(
+                    ScalarValue::try_from_array(values, i)?,
+                    ScalarValue::try_from_array(orderings, i)?,
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Accumulator for ByAcc {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+        self.take(&values[0], &values[1])
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
+        self.take(&states[0], &states[1])
+    }
+    fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+        Ok(vec![self.value.clone(), self.ordering.clone()])
+    }
+    fn evaluate(&mut self) -> DfResult<ScalarValue> {
+        Ok(self.value.clone())
+    }
+    fn size(&self) -> usize {
+        size_of_val(self) + self.value.size() + self.ordering.size()
+    }
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct MaxMinBy {
+    max: bool,
+    signature: Signature,
+}
+
+impl AggregateUDFImpl for MaxMinBy {
+    fn name(&self) -> &str {
+        if self.max {
+            "max_by"
+        } else {
+            "min_by"
+        }
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        match arg_types {
+            [x, y] => {
+                let norm = |t: &DataType| match t {
+                    DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
+                    t => t.clone(),
+                };
+                if matches!(y, DataType::Map(..)) {
+                    return Err(agg_err(
+                        crate::error::class::DATATYPE_MISMATCH_INVALID_ORDERING_TYPE,
+                        format!("`{}` cannot order by a MAP ({y})", self.name()),
+                    ));
+                }
+                Ok(vec![norm(x), norm(y)])
+            }
+            _ => Err(wrong_args(
+                self.name(),
+                "two arguments (x, y)",
+                arg_types.len(),
+            )),
+        }
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(arg_types[0].clone())
+    }
+    fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+        Ok(Box::new(ByAcc {
+            max: self.max,
+            value: ScalarValue::try_from(args.expr_fields[0].data_type())?,
+            ordering: ScalarValue::try_from(args.expr_fields[1].data_type())?,
+        }))
+    }
+    fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
+        Ok(vec![
+            state_field(&args, "value", args.input_fields[0].data_type().clone()),
+            state_field(&args, "ordering", args.input_fields[1].data_type().clone()),
+        ])
+    }
+}
+
+/// `max_by(x, y)` and `min_by(x, y)`.
+pub(super) fn max_min_by() -> Vec<AggregateUDF> {
+    let sig = || Signature::user_defined(Volatility::Immutable);
+    vec![
+        AggregateUDF::new_from_impl(MaxMinBy {
+            max: true,
+            signature: sig(),
+        }),
+        AggregateUDF::new_from_impl(MaxMinBy {
+            max: false,
+            signature: sig(),
+        }),
+    ]
+}
+
+#[cfg(test)]
+#[path = "aggregates_tests.rs"]
+mod tests;

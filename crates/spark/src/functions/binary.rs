@@ -1,5 +1,6 @@
 //! Spark's string functions on BINARY arguments (`substring`/`substr`, `left`, `overlay`,
-//! `lpad`/`rpad` work on bytes; `btrim` reads the bytes as text, as Spark's implicit cast does),
+//! `lpad`/`rpad` work on bytes; `btrim` reads the bytes as text, as Spark's implicit cast does;
+//! `startswith` / `endswith` / `contains` / `bit_length` / `octet_length` of bytes),
 //! `regexp_substr`, `convert_timezone`, `make_ym_interval`, `rand`/`random`/`randn` with a seed,
 //! and `date_part`/`extract` of seconds as DECIMAL(8,6).
 
@@ -17,13 +18,13 @@ use datafusion::logical_expr::{
     Volatility,
 };
 
-use super::rowwise::{spark_err, Dispatch, RowFn};
+use super::rowwise::{all, r_i32, spark_err, Dispatch, RowFn};
 
 const TS_US: DataType = DataType::Timestamp(TimeUnit::Microsecond, None);
 
 fn usage(name: &str, what: &str) -> datafusion::error::DataFusionError {
     spark_err(
-        "WRONG_NUM_ARGS.WITHOUT_SUGGESTION",
+        crate::error::class::WRONG_NUM_ARGS_WITHOUT_SUGGESTION,
         format!("{name} takes {what}"),
     )
 }
@@ -258,7 +259,7 @@ fn regexp_substr(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
     };
     let re = regex::Regex::new(p).map_err(|e| {
         spark_err(
-            "INVALID_PARAMETER_VALUE.PATTERN",
+            crate::error::class::INVALID_PARAMETER_VALUE_PATTERN,
             format!("regexp_substr: the regular expression {p:?} is invalid: {e}"),
         )
     })?;
@@ -281,7 +282,7 @@ fn r_ts(_: &[DataType]) -> DfResult<DataType> {
 fn zone(name: &str) -> DfResult<arrow::array::timezone::Tz> {
     name.parse().map_err(|_| {
         spark_err(
-            "INVALID_TIMEZONE",
+            crate::error::class::INVALID_TIMEZONE,
             format!("convert_timezone: the time zone {name:?} is not known; use a region such as 'Europe/Brussels' or an offset such as '+01:00'"),
         )
     })
@@ -331,7 +332,7 @@ fn make_ym_interval(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
     let months = (y.unwrap_or(0) as i64) * 12 + m.unwrap_or(0) as i64;
     let months = i32::try_from(months).map_err(|_| {
         spark_err(
-            "ARITHMETIC_OVERFLOW",
+            crate::error::class::ARITHMETIC_OVERFLOW,
             "make_ym_interval: the interval overflows INTERVAL YEAR TO MONTH".into(),
         )
     })?;
@@ -462,7 +463,7 @@ fn interval_field(field: &str, v: &ScalarValue) -> DfResult<Option<i32>> {
         "MINUTE" | "M" | "MIN" | "MINS" | "MINUTES" => (micros / 60_000_000) % 60,
         other => {
             return Err(spark_err(
-                "INVALID_EXTRACT_FIELD",
+                crate::error::class::INVALID_EXTRACT_FIELD,
                 format!("Cannot extract {other:?} from an interval; use YEAR, MONTH, DAY, HOUR, MINUTE or SECOND"),
             ))
         }
@@ -601,6 +602,74 @@ impl ScalarUDFImpl for DatePart {
         }
         self.inner.simplify(args, info)
     }
+}
+
+fn r_bool(_: &[DataType]) -> DfResult<DataType> {
+    Ok(DataType::Boolean)
+}
+
+// ---- binary variants of string functions ----
+
+fn c_bin2(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
+    match t.len() {
+        2 => Ok(all(DataType::Binary, 2)),
+        _ => Err(usage(name, "two arguments")),
+    }
+}
+fn c_bin1(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
+    match t.len() {
+        1 => Ok(vec![DataType::Binary]),
+        _ => Err(usage(name, "one argument")),
+    }
+}
+
+fn bin_pair(a: &[ScalarValue], f: fn(&[u8], &[u8]) -> bool) -> ScalarValue {
+    match (bytes(&a[0]), bytes(&a[1])) {
+        (Some(x), Some(y)) => ScalarValue::Boolean(Some(f(x, y))),
+        _ => ScalarValue::Boolean(None),
+    }
+}
+fn bin_starts(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
+    Ok(bin_pair(a, |x, y| x.starts_with(y)))
+}
+fn bin_ends(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
+    Ok(bin_pair(a, |x, y| x.ends_with(y)))
+}
+fn bin_contains(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
+    Ok(bin_pair(a, |x, y| {
+        y.is_empty() || x.windows(y.len()).any(|w| w == y)
+    }))
+}
+fn bin_bits(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
+    Ok(ScalarValue::Int32(bytes(&a[0]).map(|b| b.len() as i32 * 8)))
+}
+fn bin_octets(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
+    Ok(ScalarValue::Int32(bytes(&a[0]).map(|b| b.len() as i32)))
+}
+
+/// The binary variants of the registered string functions `existing` finds: `starts_with`,
+/// `ends_with`, `contains`, `bit_length`, `octet_length`.
+pub(super) fn string_variants(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<ScalarUDF> {
+    let mut out = Vec::new();
+    type Alt = (
+        &'static str,
+        super::rowwise::Coerce,
+        super::rowwise::Returns,
+        super::rowwise::Eval,
+    );
+    let binary: [Alt; 5] = [
+        ("starts_with", c_bin2, r_bool, bin_starts),
+        ("ends_with", c_bin2, r_bool, bin_ends),
+        ("contains", c_bin2, r_bool, bin_contains),
+        ("bit_length", c_bin1, r_i32, bin_bits),
+        ("octet_length", c_bin1, r_i32, bin_octets),
+    ];
+    for (name, c, r, e) in binary {
+        if let Some(inner) = existing(name) {
+            out.push(Dispatch::udf(inner, RowFn::new(name, c, r, e), is_binary));
+        }
+    }
+    out
 }
 
 /// The binary variants (wrapping the registered string functions `existing` finds) and the

@@ -17,7 +17,7 @@ use datafusion::logical_expr::{
     ScalarUDFImpl, Signature, Volatility,
 };
 
-use super::aggregates_more::agg_err;
+use super::aggregates::agg_err;
 
 /// Spark's `BitmapExpressionUtils.NUM_BYTES`.
 const NUM_BYTES: usize = 4096;

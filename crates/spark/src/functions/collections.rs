@@ -71,7 +71,7 @@ fn list_of(ret: &DataType, values: ArrayRef) -> DfResult<ScalarValue> {
         DataType::List(f) => f.clone(),
         other => {
             return Err(spark_err(
-                "INTERNAL_ERROR",
+                crate::error::class::INTERNAL_ERROR,
                 format!("{other} is not a list"),
             ))
         }
@@ -102,7 +102,7 @@ fn unify(a: &DataType, b: &DataType) -> DataType {
 
 fn usage(name: &str, what: &str) -> datafusion::error::DataFusionError {
     spark_err(
-        "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+        crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
         format!("{name} takes {what}"),
     )
 }
@@ -290,7 +290,7 @@ fn element_at_impl(a: &[ScalarValue], ret: &DataType, try_: bool) -> DfResult<Sc
             return ScalarValue::try_from(ret);
         }
         return Err(spark_err(
-            "INVALID_INDEX_OF_ZERO",
+            crate::error::class::INVALID_INDEX_OF_ZERO,
             "The index 0 is invalid. An index shall be either < 0 or > 0 (the first element \
              has index 1)."
                 .into(),
@@ -417,14 +417,14 @@ const MAX_SEQUENCE: usize = 2_147_483_632;
 
 fn too_long() -> datafusion::error::DataFusionError {
     spark_err(
-        "COLLECTION_SIZE_LIMIT_EXCEEDED.PARAMETER",
+        crate::error::class::COLLECTION_SIZE_LIMIT_EXCEEDED_PARAMETER,
         format!("sequence: the result would have more than {MAX_SEQUENCE} elements"),
     )
 }
 
 fn bad_bounds() -> datafusion::error::DataFusionError {
     spark_err(
-        "INVALID_PARAMETER_VALUE.SEQUENCE_WRONG_INPUT_TYPES",
+        crate::error::class::INVALID_PARAMETER_VALUE_SEQUENCE_WRONG_INPUT_TYPES,
         "sequence: illegal sequence boundaries: the step must move from start towards stop \
          (a step of 0 only when start equals stop)"
             .into(),
@@ -496,7 +496,7 @@ fn add_months(d: chrono::NaiveDateTime, months: i64) -> Option<chrono::NaiveDate
 fn time_sequence(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
     let epoch = NaiveDate::from_ymd_opt(1970, 1, 1)
         .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .ok_or_else(|| spark_err("INTERNAL_ERROR", "epoch".into()))?;
+        .ok_or_else(|| spark_err(crate::error::class::INTERNAL_ERROR, "epoch".into()))?;
     let to_dt = |v: &ScalarValue| -> Option<chrono::NaiveDateTime> {
         match v {
             ScalarValue::Date32(Some(d)) => {
@@ -600,7 +600,7 @@ fn map_concat(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
         let k = scalar_at(keys, j)?;
         if seen.contains(&k) {
             return Err(spark_err(
-                "DUPLICATED_MAP_KEY",
+                crate::error::class::DUPLICATED_MAP_KEY,
                 format!(
                     "Duplicate map key {k} was found, please check the input data. To remove                      duplicated keys, set spark.sql.mapKeyDedupPolicy to LAST_WIN (not                      supported by Sluice yet) or make the keys distinct."
                 ),
@@ -631,7 +631,7 @@ fn array_insert(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
     };
     if *pos == 0 {
         return Err(spark_err(
-            "INVALID_INDEX_OF_ZERO",
+            crate::error::class::INVALID_INDEX_OF_ZERO,
             "array_insert: the index 0 is invalid. An index shall be either < 0 or > 0 (the \
              first element has index 1)."
                 .into(),

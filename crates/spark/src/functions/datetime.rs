@@ -1,18 +1,21 @@
 //! Spark's date and time functions that neither DataFusion nor `datafusion-spark` has:
 //! the fields of a date (`year`, `month`, `dayofweek`, `weekofyear`, `quarter`, ...),
-//! `window_time` and `months_between`.
+//! `window_time`, `months_between`, and `make_timestamp` / `make_timestamp_ltz` /
+//! `make_timestamp_ntz` (computed row by row).
 
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, TimestampMicrosecondArray};
 use arrow::compute::{date_part, DatePart};
 use arrow::datatypes::{DataType, Int32Type, TimeUnit, TimestampMicrosecondType};
-use chrono::{Datelike, NaiveDateTime, Timelike};
+use chrono::{Datelike, NaiveDate, NaiveDateTime, TimeZone, Timelike};
 use datafusion::common::{exec_err, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
+
+use super::rowwise::{all, spark_err, text, usage, RowFn};
 
 const TS_US: DataType = DataType::Timestamp(TimeUnit::Microsecond, None);
 
@@ -349,6 +352,96 @@ pub(super) fn date_trunc_udf(
     registered: impl Fn(&str) -> Option<Arc<ScalarUDF>>,
 ) -> Option<ScalarUDF> {
     registered("date_trunc").map(|inner| ScalarUDF::new_from_impl(DateTruncUnits { inner }))
+}
+
+fn r_ts(_: &[DataType]) -> DfResult<DataType> {
+    Ok(TS_US)
+}
+
+// ---- make_timestamp ----
+
+fn c_make_ts(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
+    let tz = name != "make_timestamp_ntz";
+    match t.len() {
+        6 => {}
+        7 if tz => {}
+        _ => {
+            return Err(usage(
+                name,
+                if tz {
+                    "(year, month, day, hour, min, sec[, timezone])"
+                } else {
+                    "(year, month, day, hour, min, sec)"
+                },
+            ))
+        }
+    }
+    let mut out = all(DataType::Int32, 5);
+    out.push(DataType::Float64);
+    if t.len() == 7 {
+        out.push(DataType::Utf8);
+    }
+    Ok(out)
+}
+
+fn make_ts(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
+    let null = Ok(ScalarValue::TimestampMicrosecond(None, None));
+    let mut f = [0i32; 5];
+    for (i, x) in f.iter_mut().enumerate() {
+        match &a[i] {
+            ScalarValue::Int32(Some(v)) => *x = *v,
+            _ => return null,
+        }
+    }
+    let ScalarValue::Float64(Some(sec)) = a[5] else {
+        return null;
+    };
+    let micros = (sec * 1e6).round() as i64;
+    if !(0..=60_000_000).contains(&micros) {
+        return null;
+    }
+    let Some(date) = NaiveDate::from_ymd_opt(f[0], f[1] as u32, f[2] as u32) else {
+        return null;
+    };
+    let Some(base) = date.and_hms_opt(f[3] as u32, f[4] as u32, 0) else {
+        return null;
+    };
+    let local = base + chrono::Duration::microseconds(micros);
+    let utc = match a.get(6) {
+        None => local,
+        Some(v) => {
+            let Some(name) = text(v) else { return null };
+            let tz: arrow::array::timezone::Tz = name.parse().map_err(|_| {
+                spark_err(
+                    crate::error::class::INVALID_TIMEZONE,
+                    format!("make_timestamp: the time zone {name:?} is not known"),
+                )
+            })?;
+            match tz.from_local_datetime(&local).earliest() {
+                Some(t) => t.naive_utc(),
+                None => match tz
+                    .from_local_datetime(&(local + chrono::Duration::hours(1)))
+                    .earliest()
+                {
+                    Some(t) => t.naive_utc(),
+                    None => return null,
+                },
+            }
+        }
+    };
+    Ok(ScalarValue::TimestampMicrosecond(
+        Some(utc.and_utc().timestamp_micros()),
+        None,
+    ))
+}
+
+/// `make_timestamp`, `make_timestamp_ltz` and `make_timestamp_ntz`.
+pub(super) fn make_timestamp_udfs() -> Vec<ScalarUDF> {
+    vec![
+        RowFn::new("make_timestamp", c_make_ts, r_ts, make_ts).udf(),
+        RowFn::new("make_timestamp_ltz", c_make_ts, r_ts, make_ts).udf(),
+        RowFn::new("make_timestamp_ntz", c_make_ts, r_ts, make_ts).udf(),
+    ]
 }
 
 #[cfg(test)]

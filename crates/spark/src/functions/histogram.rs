@@ -19,7 +19,7 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility,
 };
 
-use super::aggregates_more::agg_err;
+use super::aggregates::agg_err;
 use super::percentile::constant;
 
 /// `java.util.Random`, for Spark's tie-breaking.

@@ -24,7 +24,7 @@ use datafusion::logical_expr::{
 use datasketches::hash::value::raw_bytes;
 use datasketches::hll::{HllSketch, HllType, HllUnion};
 
-use super::aggregates_more::agg_err;
+use super::aggregates::agg_err;
 use super::percentile::constant;
 
 const DEFAULT_LG_K: u8 = 12;

@@ -20,30 +20,35 @@
 
 mod aes;
 mod aggregates;
-mod aggregates_more;
 mod aliases;
 mod binary;
 mod bitmap;
 mod catalog;
+mod charsets;
 mod coerce;
 mod collections;
 mod csv;
 mod datetime;
+mod errors;
 mod hash;
 mod histogram;
 mod hll;
+mod intervals;
+mod json;
 pub mod lambda;
 mod md5;
-mod misc;
 mod numfmt;
 mod percentile;
 mod rounding;
 mod rowwise;
-mod scalars_more;
+mod statistics;
 mod strings;
 mod syntax;
 #[cfg(test)]
 mod table_tests;
+#[cfg(test)]
+mod testing;
+mod type_of;
 mod unix_time;
 mod xpath;
 
@@ -72,6 +77,7 @@ pub fn register(
     let scalars = state.scalar_functions().clone();
     let mut wrapped = coerce::string_arg_wrappers(|name| scalars.get(name).cloned());
     wrapped.extend(coerce::pattern_wrappers(|name| scalars.get(name).cloned()));
+    // The order matters where names repeat: a later registration replaces an earlier one.
     for udf in datetime::udfs()
         .into_iter()
         .chain(strings::udfs())
@@ -81,10 +87,17 @@ pub fn register(
         .chain(hash::udfs())
         .chain(rounding::udfs(|name| scalars.get(name).cloned()))
         .chain(collections::udfs(|name| scalars.get(name).cloned()))
-        .chain(misc::udfs(|name| scalars.get(name).cloned()))
+        .chain([strings::levenshtein_udf(), strings::mask_udf()])
+        .chain(charsets::udfs())
+        .chain(json::udfs())
+        .chain([strings::sentences_udf()])
+        .chain(datetime::make_timestamp_udfs())
+        .chain([errors::assert_true_udf()])
+        .chain(binary::string_variants(|name| scalars.get(name).cloned()))
         .chain(binary::udfs(|name| scalars.get(name).cloned()))
         .chain(bitmap::udfs().into_iter().chain(hll::udfs()))
-        .chain(scalars_more::udfs(|name| scalars.get(name).cloned()))
+        .chain([strings::regexp_replace_udf(), type_of::udf()])
+        .chain(intervals::udfs(|name| scalars.get(name).cloned()))
         .chain(extra)
         .chain(wrapped)
         .chain(aes::udfs())
@@ -124,8 +137,11 @@ pub fn register(
         state.register_udaf(Arc::new(udaf))?;
     }
     let existing = state.aggregate_functions().clone();
-    for udaf in aggregates_more::udafs(|name| existing.get(name).cloned())
+    for udaf in [statistics::mode()]
         .into_iter()
+        .chain(aggregates::max_min_by())
+        .chain([statistics::regr_intercept()])
+        .chain(statistics::try_avg(|name| existing.get(name).cloned()))
         .chain(percentile::udafs())
         .chain(bitmap::udafs())
         .chain(hll::udafs())

@@ -28,7 +28,7 @@ fn text(v: &ScalarValue) -> Option<&str> {
 
 fn bad_format(f: &str, why: &str) -> datafusion::error::DataFusionError {
     spark_err(
-        "INVALID_FORMAT",
+        crate::error::class::INVALID_FORMAT,
         format!("The format {f:?} is invalid: {why}. Use digits 0 or 9, '.' or 'D', ',' or 'G', '$', 'S' or 'MI', 'PR'."),
     )
 }
@@ -257,7 +257,7 @@ fn c_to_char(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
     match t {
         [a, _] => Ok(vec![a.clone(), DataType::Utf8]),
         _ => Err(spark_err(
-            "WRONG_NUM_ARGS.WITHOUT_SUGGESTION",
+            crate::error::class::WRONG_NUM_ARGS_WITHOUT_SUGGESTION,
             format!("{name} takes (expr, format)"),
         )),
     }
@@ -331,7 +331,7 @@ fn c_format_number(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
     match t {
         [_, _] => Ok(vec![DataType::Float64, DataType::Utf8]),
         _ => Err(spark_err(
-            "WRONG_NUM_ARGS.WITHOUT_SUGGESTION",
+            crate::error::class::WRONG_NUM_ARGS_WITHOUT_SUGGESTION,
             format!("{name} takes (x, d) or (x, pattern)"),
         )),
     }
@@ -354,7 +354,7 @@ struct ToNumber {
 fn format_type(f: Option<&ScalarValue>) -> DfResult<DataType> {
     let Some(f) = f.and_then(text) else {
         return Err(spark_err(
-            "NON_FOLDABLE_ARGUMENT",
+            crate::error::class::NON_FOLDABLE_ARGUMENT,
             "to_number: the format must be a constant STRING".into(),
         ));
     };
@@ -374,7 +374,7 @@ impl ScalarUDFImpl for ToNumber {
         match arg_types.len() {
             2 => Ok(vec![DataType::Utf8, DataType::Utf8]),
             _ => Err(spark_err(
-                "WRONG_NUM_ARGS.WITHOUT_SUGGESTION",
+                crate::error::class::WRONG_NUM_ARGS_WITHOUT_SUGGESTION,
                 format!("{} takes (expr, format)", self.name),
             )),
         }
@@ -389,7 +389,10 @@ impl ScalarUDFImpl for ToNumber {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let ret = args.return_field.data_type().clone();
         let DataType::Decimal128(p, s) = ret else {
-            return Err(spark_err("INTERNAL_ERROR", "to_number: result type".into()));
+            return Err(spark_err(
+                crate::error::class::INTERNAL_ERROR,
+                "to_number: result type".into(),
+            ));
         };
         let fmt = match args.args.get(1) {
             Some(ColumnarValue::Scalar(v)) => text(v).map(str::to_string),
@@ -397,7 +400,7 @@ impl ScalarUDFImpl for ToNumber {
         };
         let Some(fmt) = fmt else {
             return Err(spark_err(
-                "NON_FOLDABLE_ARGUMENT",
+                crate::error::class::NON_FOLDABLE_ARGUMENT,
                 "to_number: the format must be a constant STRING".into(),
             ));
         };
@@ -418,7 +421,7 @@ impl ScalarUDFImpl for ToNumber {
                 None if self.try_ => out.append_null(),
                 None => {
                     return Err(spark_err(
-                        "INVALID_FORMAT.MISMATCH_INPUT",
+                        crate::error::class::INVALID_FORMAT_MISMATCH_INPUT,
                         format!("The input {t:?} does not match the format {fmt:?}; use try_to_number to get NULL instead"),
                     ))
                 }

@@ -28,7 +28,7 @@ use datafusion::logical_expr::{
 };
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::aggregates_more::agg_err;
+use super::aggregates::agg_err;
 
 /// The value of a constant argument expression (folded or not); `None` when it reads columns.
 pub(super) fn constant(e: &Arc<dyn PhysicalExpr>) -> DfResult<Option<ScalarValue>> {
@@ -109,7 +109,7 @@ fn value_type(name: &str, t: &DataType) -> DfResult<DataType> {
 pub(super) fn as_doubles(a: &ArrayRef) -> DfResult<ArrayRef> {
     Ok(match a.data_type() {
         DataType::Interval(IntervalUnit::YearMonth) | DataType::Duration(_) => {
-            arrow::compute::cast(&super::aggregates_more::as_int64(a)?, &DataType::Float64)?
+            arrow::compute::cast(&super::aggregates::as_int64(a)?, &DataType::Float64)?
         }
         DataType::Date32 => arrow::compute::cast(
             &arrow::compute::cast(a, &DataType::Int32)?,

@@ -3,7 +3,9 @@
 //!
 //! For functions whose cost is in the values, not the loop (collections, JSON text, masks):
 //! `RowFn` holds three plain functions (argument coercion, result type, one row), so each Spark
-//! function is a few lines with Spark's argument rules and null handling spelled out.
+//! function is a few lines with Spark's argument rules and null handling spelled out. The
+//! helpers those functions share (a value's text, the usage error, common result types) are at
+//! the end.
 
 use std::sync::Arc;
 
@@ -249,6 +251,45 @@ impl ScalarUDFImpl for Dispatch {
 /// An execution error with Spark's error class in front.
 pub(super) fn spark_err(class: &str, msg: String) -> DataFusionError {
     DataFusionError::Execution(format!("[{class}] {msg}"))
+}
+
+// ---- what the row-wise functions share ----
+
+/// Spark's error for a call with arguments the function does not take (`{name} takes {what}`).
+pub(super) fn usage(name: &str, what: &str) -> DataFusionError {
+    spark_err(
+        crate::error::class::WRONG_NUM_ARGS_WITHOUT_SUGGESTION,
+        format!("{name} takes {what}"),
+    )
+}
+
+/// The text of a STRING value; `None` for a null or another type.
+pub(super) fn text(v: &ScalarValue) -> Option<&str> {
+    match v {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// `n` arguments of type `t`.
+pub(super) fn all(t: DataType, n: usize) -> Vec<DataType> {
+    vec![t; n]
+}
+
+/// Result types: STRING, INT, ARRAY<STRING>.
+pub(super) fn r_str(_: &[DataType]) -> DfResult<DataType> {
+    Ok(DataType::Utf8)
+}
+pub(super) fn r_i32(_: &[DataType]) -> DfResult<DataType> {
+    Ok(DataType::Int32)
+}
+pub(super) fn r_str_list(_: &[DataType]) -> DfResult<DataType> {
+    Ok(DataType::List(Arc::new(Field::new_list_field(
+        DataType::Utf8,
+        true,
+    ))))
 }
 
 /// A registered function whose failing rows are null: always (`try_to_timestamp`), or only with

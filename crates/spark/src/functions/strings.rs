@@ -1,8 +1,12 @@
 //! Spark's string and number-formatting functions that DataFusion and `datafusion-spark` lack
 //! or define differently: `locate`/`position` (Spark's argument order), `regexp_extract`,
 //! `regexp_extract_all`, `split` (a Java regex with a limit), `format_number`, `bround`
-//! (HALF_EVEN) and `conv`.
+//! (HALF_EVEN) and `conv`; and, computed row by row, `levenshtein` (with a threshold), `mask`,
+//! `sentences`, and `regexp_replace(str, regexp, rep[, position])`: every match is replaced
+//! (DataFusion's replaces the first unless given the `g` flag), from the 1-based `position` on;
+//! `rep` is a Java replacement (`$1`, `${name}`, `\$` for a literal `$`).
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -11,10 +15,12 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Float64Type, Int32Type};
 use bigdecimal::{BigDecimal, RoundingMode};
 use datafusion::common::{exec_err, ScalarValue};
-use datafusion::error::Result as DfResult;
+use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
+
+use super::rowwise::{all, r_i32, r_str, r_str_list, spark_err, text, usage, RowFn};
 
 /// Which function a [`StringFn`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,7 +88,7 @@ impl StringFn {
 /// A Java regex as the `regex` crate reads it (the common syntax is shared).
 fn compile(pattern: &str) -> DfResult<regex::Regex> {
     regex::Regex::new(pattern).map_err(|e| {
-        datafusion::error::DataFusionError::Execution(format!(
+        DataFusionError::Execution(format!(
             "[INVALID_PARAMETER_VALUE.PATTERN] the regular expression {pattern:?} is invalid: {e}"
         ))
     })
@@ -467,26 +473,356 @@ pub(super) fn udfs() -> Vec<ScalarUDF> {
     .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+// ---- levenshtein ----
 
-    #[test]
-    fn conv_format_number_and_split_follow_spark() {
-        assert_eq!(conv("100", 2, 10).as_deref(), Some("4"));
-        assert_eq!(conv("-10", 16, -10).as_deref(), Some("-16"));
-        assert_eq!(
-            format_number(12332.123456, 4).as_deref(),
-            Some("12,332.1235")
-        );
-        assert_eq!(format_number(-1234567.5, 0).as_deref(), Some("-1,234,568"));
-        let re = regex::Regex::new("[ABC]").unwrap();
-        assert_eq!(
-            split("oneAtwoBthreeC", &re, -1),
-            ["one", "two", "three", ""]
-        );
-        assert_eq!(split("oneAtwoBthreeC", &re, 2), ["one", "twoBthreeC"]);
-        assert_eq!(bround(2.5, 0), 2.0);
-        assert_eq!(bround(3.5, 0), 4.0);
+fn c_levenshtein(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
+    match t.len() {
+        2 => Ok(all(DataType::Utf8, 2)),
+        3 => Ok(vec![DataType::Utf8, DataType::Utf8, DataType::Int32]),
+        _ => Err(usage(name, "(str1, str2[, threshold])")),
     }
 }
+
+fn levenshtein(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
+    let (Some(x), Some(y)) = (text(&a[0]), text(&a[1])) else {
+        return Ok(ScalarValue::Int32(None));
+    };
+    let x: Vec<char> = x.chars().collect();
+    let y: Vec<char> = y.chars().collect();
+    let mut prev: Vec<usize> = (0..=y.len()).collect();
+    let mut cur = vec![0; y.len() + 1];
+    for i in 1..=x.len() {
+        cur[0] = i;
+        for j in 1..=y.len() {
+            let cost = usize::from(x[i - 1] != y[j - 1]);
+            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    let d = prev[y.len()] as i32;
+    Ok(ScalarValue::Int32(Some(match a.get(2) {
+        Some(ScalarValue::Int32(Some(t))) if d > *t => -1,
+        Some(ScalarValue::Int32(None)) => return Ok(ScalarValue::Int32(None)),
+        _ => d,
+    })))
+}
+
+// ---- mask ----
+
+fn c_mask(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
+    match t.len() {
+        1..=5 => Ok(all(DataType::Utf8, t.len())),
+        _ => Err(usage(
+            name,
+            "(str[, upperChar[, lowerChar[, digitChar[, otherChar]]]])",
+        )),
+    }
+}
+
+fn mask(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
+    let Some(s) = text(&a[0]) else {
+        return Ok(ScalarValue::Utf8(None));
+    };
+    // Absent: Spark's defaults; NULL: keep the character.
+    let repl = |i: usize, default: Option<char>| match a.get(i) {
+        None => default,
+        Some(v) => text(v).and_then(|t| t.chars().next()),
+    };
+    let (upper, lower, digit, other) = (
+        repl(1, Some('X')),
+        repl(2, Some('x')),
+        repl(3, Some('n')),
+        repl(4, None),
+    );
+    let out: String = s
+        .chars()
+        .map(|c| {
+            let r = if c.is_uppercase() {
+                upper
+            } else if c.is_lowercase() {
+                lower
+            } else if c.is_ascii_digit() {
+                digit
+            } else {
+                other
+            };
+            r.unwrap_or(c)
+        })
+        .collect();
+    Ok(ScalarValue::Utf8(Some(out)))
+}
+
+// ---- sentences ----
+
+fn c_sentences(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
+    match t.len() {
+        1..=3 => Ok(all(DataType::Utf8, t.len())),
+        _ => Err(usage(name, "(str[, lang[, country]])")),
+    }
+}
+fn r_sentences(_: &[DataType]) -> DfResult<DataType> {
+    Ok(DataType::List(Arc::new(
+        arrow::datatypes::Field::new_list_field(r_str_list(&[])?, true),
+    )))
+}
+
+/// Spark's `sentences`: sentences end at `.`, `!` or `?` followed by a space or the end; a word
+/// is a run of letters and digits (an apostrophe inside a word kept), as Java's
+/// `BreakIterator` finds them for English text. The locale arguments are accepted and ignored.
+fn sentences(a: &[ScalarValue], ret: &DataType) -> DfResult<ScalarValue> {
+    let Some(s) = text(&a[0]) else {
+        return ScalarValue::try_from(ret);
+    };
+    let chars: Vec<char> = s.chars().collect();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    for (i, c) in chars.iter().enumerate() {
+        let inner_apostrophe =
+            *c == '\'' && !word.is_empty() && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric());
+        if c.is_alphanumeric() || inner_apostrophe {
+            word.push(*c);
+            continue;
+        }
+        if !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        let ends =
+            matches!(c, '.' | '!' | '?') && chars.get(i + 1).is_none_or(|n| n.is_whitespace());
+        if ends && !words.is_empty() {
+            out.push(std::mem::take(&mut words));
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    if !words.is_empty() {
+        out.push(words);
+    }
+    let lists: Vec<ScalarValue> = out
+        .into_iter()
+        .map(|ws| {
+            let vals: Vec<ScalarValue> =
+                ws.into_iter().map(|w| ScalarValue::Utf8(Some(w))).collect();
+            ScalarValue::List(ScalarValue::new_list_nullable(&vals, &DataType::Utf8))
+        })
+        .collect();
+    Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+        &lists,
+        &r_str_list(&[])?,
+    )))
+}
+
+// ---- regexp_replace ----
+
+fn c_regexp_replace(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
+    match t.len() {
+        3 => Ok(vec![DataType::Utf8; 3]),
+        4 => Ok(vec![
+            DataType::Utf8,
+            DataType::Utf8,
+            DataType::Utf8,
+            DataType::Int32,
+        ]),
+        n => Err(spark_err(
+            crate::error::class::WRONG_NUM_ARGS_WITHOUT_SUGGESTION,
+            format!(
+                "The `{name}` requires [3, 4] parameters but the actual number is {n}: \
+                 {name}(str, regexp, rep[, position])"
+            ),
+        )),
+    }
+}
+
+fn r_utf8(_: &[DataType]) -> DfResult<DataType> {
+    Ok(DataType::Utf8)
+}
+
+fn utf8(v: &ScalarValue) -> Option<&str> {
+    match v {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some(s),
+        _ => None,
+    }
+}
+
+thread_local! {
+    /// The last pattern compiled on this thread (patterns are almost always one literal).
+    static LAST_REGEX: RefCell<Option<(String, regex::Regex)>> = const { RefCell::new(None) };
+}
+
+fn with_regex<T>(pattern: &str, f: impl FnOnce(&regex::Regex) -> DfResult<T>) -> DfResult<T> {
+    LAST_REGEX.with(|cell| {
+        let mut cache = cell.borrow_mut();
+        if cache.as_ref().is_none_or(|(p, _)| p != pattern) {
+            let re = regex::Regex::new(pattern).map_err(|e| {
+                spark_err(
+                    crate::error::class::INVALID_PARAMETER_VALUE_PATTERN,
+                    format!(
+                        "The value of parameter(s) `regexp` in `regexp_replace` is invalid: \
+                         '{pattern}' ({e}). Fix the regular expression."
+                    ),
+                )
+            })?;
+            *cache = Some((pattern.to_string(), re));
+        }
+        match cache.as_ref() {
+            Some((_, re)) => f(re),
+            None => Err(DataFusionError::Internal("regex cache is empty".into())),
+        }
+    })
+}
+
+/// Appends Java's `Matcher.appendReplacement` expansion of `rep` for one match.
+fn append_replacement(
+    re: &regex::Regex,
+    caps: &regex::Captures,
+    rep: &str,
+    out: &mut String,
+) -> DfResult<()> {
+    let bad = |what: String| {
+        DataFusionError::Execution(format!(
+            "regexp_replace: the replacement {rep:?} {what}. Write `\\$` for a literal `$` and \
+             `\\\\` for a literal backslash."
+        ))
+    };
+    let groups = caps.len() - 1;
+    let mut chars = rep.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e) => out.push(e),
+                None => return Err(bad("ends with a lone `\\`".into())),
+            },
+            '$' => {
+                if chars.peek() == Some(&'{') {
+                    chars.next();
+                    let mut name = String::new();
+                    loop {
+                        match chars.next() {
+                            Some('}') => break,
+                            Some(ch) if ch.is_ascii_alphanumeric() => name.push(ch),
+                            _ => return Err(bad("has an unclosed or invalid `${name}`".into())),
+                        }
+                    }
+                    if !re.capture_names().any(|n| n == Some(name.as_str())) {
+                        return Err(bad(format!("names no group `{name}` of the regexp")));
+                    }
+                    // A group that did not take part in the match adds nothing (Java's too).
+                    if let Some(m) = caps.name(&name) {
+                        out.push_str(m.as_str());
+                    }
+                    continue;
+                }
+                let Some(first) = chars.peek().and_then(|c| c.to_digit(10)) else {
+                    return Err(bad(
+                        "has a `$` not followed by a group number or `{name}`".into()
+                    ));
+                };
+                chars.next();
+                let mut group = first as usize;
+                // Java takes more digits while the group number stays a group.
+                while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
+                    let next = group * 10 + d as usize;
+                    if next > groups {
+                        break;
+                    }
+                    group = next;
+                    chars.next();
+                }
+                if group > groups {
+                    return Err(bad(format!(
+                        "refers to group {group}, but the regexp has {groups} group(s)"
+                    )));
+                }
+                if let Some(m) = caps.get(group) {
+                    out.push_str(m.as_str());
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    Ok(())
+}
+
+/// Spark's `RegExpReplace`: every match of `re` in `s` from the character `position` (1-based)
+/// on replaced by `rep`; the text before `position` is kept. Matching sees only the text from
+/// `position` (Java's region with anchoring bounds: `^` matches there).
+fn regexp_replace_str(s: &str, re: &regex::Regex, rep: &str, position: i32) -> DfResult<String> {
+    let start = match s.char_indices().nth((position - 1) as usize) {
+        Some((b, _)) => b,
+        None => return Ok(s.to_string()),
+    };
+    let region = &s[start..];
+    let mut out = String::with_capacity(s.len());
+    out.push_str(&s[..start]);
+    let mut last = 0;
+    let mut at = 0;
+    while at <= region.len() {
+        let Some(caps) = re.captures_at(region, at) else {
+            break;
+        };
+        let Some(m) = caps.get(0) else { break };
+        out.push_str(&region[last..m.start()]);
+        append_replacement(re, &caps, rep, &mut out)?;
+        last = m.end();
+        at = if m.end() > m.start() {
+            m.end()
+        } else {
+            match region[m.end()..].chars().next() {
+                Some(c) => m.end() + c.len_utf8(),
+                None => break,
+            }
+        };
+    }
+    out.push_str(&region[last..]);
+    Ok(out)
+}
+
+fn regexp_replace(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
+    let position = match a.get(3) {
+        None => 1,
+        Some(ScalarValue::Int32(Some(p))) => *p,
+        Some(_) => return Ok(ScalarValue::Utf8(None)),
+    };
+    if position <= 0 {
+        return Err(spark_err(
+            crate::error::class::DATATYPE_MISMATCH_VALUE_OUT_OF_RANGE,
+            format!(
+                "Cannot resolve \"regexp_replace\" due to data type mismatch: The position must \
+                 be between (0, 2147483647] (current value = {position}). Positions count from 1."
+            ),
+        ));
+    }
+    let (Some(s), Some(p), Some(rep)) = (utf8(&a[0]), utf8(&a[1]), utf8(&a[2])) else {
+        return Ok(ScalarValue::Utf8(None));
+    };
+    with_regex(p, |re| {
+        regexp_replace_str(s, re, rep, position).map(|s| ScalarValue::Utf8(Some(s)))
+    })
+}
+
+/// `levenshtein(str1, str2[, threshold])`.
+pub(super) fn levenshtein_udf() -> ScalarUDF {
+    RowFn::new("levenshtein", c_levenshtein, r_i32, levenshtein).udf()
+}
+
+/// `mask(str[, upperChar[, lowerChar[, digitChar[, otherChar]]]])`.
+pub(super) fn mask_udf() -> ScalarUDF {
+    RowFn::new("mask", c_mask, r_str, mask).udf()
+}
+
+/// `sentences(str[, lang[, country]])`.
+pub(super) fn sentences_udf() -> ScalarUDF {
+    RowFn::new("sentences", c_sentences, r_sentences, sentences).udf()
+}
+
+/// `regexp_replace(str, regexp, rep[, position])`.
+pub(super) fn regexp_replace_udf() -> ScalarUDF {
+    RowFn::new("regexp_replace", c_regexp_replace, r_utf8, regexp_replace).udf()
+}
+
+#[cfg(test)]
+#[path = "strings_tests.rs"]
+mod tests;

@@ -84,3 +84,65 @@ impl TypePlanner for SparkTypePlanner {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Spark's values (PySpark 3.5.7) for the syntax forms and `TIMESTAMP_NTZ`
+    //! (`input_file_name()` and friends: the engine's `plan/input_file_tests.rs`).
+
+    use datafusion::common::ScalarValue;
+
+    use crate::functions::testing::{error, row, session, text};
+
+    #[test]
+    fn extract_substring_and_overlay_syntax_use_sparks_functions() {
+        let s = session();
+        let r = row(
+            &s,
+            "SELECT extract(SECONDS FROM timestamp'2019-10-01 00:00:01.000001'),
+                    extract(seconds FROM interval 5 hours 30 seconds 1 milliseconds 1 microseconds),
+                    extract(YEAR FROM TIMESTAMP '2019-08-12 01:00:00.123456')",
+        );
+        assert_eq!(r[0].1, ScalarValue::Decimal128(Some(1_000_001), 8, 6));
+        assert_eq!(r[1].1, ScalarValue::Decimal128(Some(30_001_001), 8, 6));
+        assert_eq!(r[2].1.to_string(), "2019");
+        assert_eq!(
+            text(
+                &s,
+                "SELECT substring('Spark SQL', 0, 2), substring(NULL, 1, 2),
+                        substring('Spark SQL' FROM 5 FOR 1), substring('abc', NULL)"
+            ),
+            ["Sp", "NULL", "k", "NULL"]
+        );
+        let r = row(
+            &s,
+            "SELECT overlay(encode('Spark SQL', 'utf-8') PLACING encode('_', 'utf-8') FROM 6),
+                    overlay('Spark SQL' PLACING 'tructured' FROM 2 FOR 4)",
+        );
+        assert_eq!(r[0].1, ScalarValue::Binary(Some(b"Spark_SQL".to_vec())));
+        assert_eq!(r[1].1.to_string(), "Structured SQL");
+    }
+
+    #[test]
+    fn timestamp_ntz_is_a_sql_type() {
+        let s = session();
+        assert_eq!(
+            text(
+                &s,
+                "SELECT CAST('2021-01-01 10:00:00' AS TIMESTAMP_NTZ),
+                        convert_timezone('Europe/Brussels', 'America/Los_Angeles',
+                                         timestamp_ntz'2021-12-06 00:00:00'),
+                        convert_timezone('UTC', 'Asia/Tokyo', NULL)"
+            ),
+            ["2021-01-01T10:00:00", "2021-12-05T15:00:00", "NULL"]
+        );
+        let e = error(
+            &s,
+            "SELECT convert_timezone('Nowhere/Else', timestamp_ntz'2021-12-05 15:00:00')",
+        );
+        assert!(
+            e.contains("convert_timezone") || e.contains("Nowhere"),
+            "{e}"
+        );
+    }
+}

@@ -32,18 +32,18 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset as KOffset, TopicPartitionList};
 
+use crate::error::{Result, SluiceError};
+use crate::kafka::log::{within, Failure, KafkaLogContext, Logged};
 use crate::source::{
     ContinuousReader, Offset, ReadLimit, Source, SourceBatch, SourceContext, SourceProvider,
 };
-use crate::error::{Result, SluiceError};
-use crate::kafka::log::{within, Failure, KafkaLogContext, Logged};
 
 mod continuous;
 mod read;
 pub(crate) mod remote;
 mod rows;
-mod stream;
 pub(crate) mod spec;
+mod stream;
 
 use continuous::KafkaContinuousReader;
 use stream::{get, KafkaSource};

@@ -146,7 +146,10 @@ impl KafkaSource {
 
     /// The first offset at or after each (topic, partition, time in ms); None where no record
     /// is that recent.
-    pub(super) fn offsets_for_times(&self, wanted: &[(String, i32, i64)]) -> Result<Vec<Option<i64>>> {
+    pub(super) fn offsets_for_times(
+        &self,
+        wanted: &[(String, i32, i64)],
+    ) -> Result<Vec<Option<i64>>> {
         let mut tpl = TopicPartitionList::new();
         for (t, p, ts) in wanted {
             tpl.add_partition_offset(t, *p, KOffset::Offset(*ts))
@@ -188,7 +191,12 @@ impl KafkaSource {
     }
 
     /// The offsets `spec` names for `ranges`' partitions (see [`spec::resolve`]).
-    pub(super) fn resolve(&self, spec: &OffsetSpec, side: Side, ranges: &Ranges) -> Result<PartitionOffsets> {
+    pub(super) fn resolve(
+        &self,
+        spec: &OffsetSpec,
+        side: Side,
+        ranges: &Ranges,
+    ) -> Result<PartitionOffsets> {
         spec::resolve(spec, side, ranges, self.p.latest_when_unmatched, |w| {
             self.offsets_for_times(w)
         })

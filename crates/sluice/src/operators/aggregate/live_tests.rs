@@ -4,8 +4,8 @@ use super::*;
 use arrow::array::{Float64Array, Int64Array};
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::functions_aggregate::{
-    approx_distinct::approx_distinct_udaf, average::avg_udaf, count::count_udaf,
-    min_max::max_udaf, min_max::min_udaf, sum::sum_udaf,
+    approx_distinct::approx_distinct_udaf, average::avg_udaf, count::count_udaf, min_max::max_udaf,
+    min_max::min_udaf, sum::sum_udaf,
 };
 use datafusion::logical_expr::AggregateUDF;
 use datafusion::physical_expr::aggregate::AggregateExprBuilder;

@@ -12,7 +12,25 @@ use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 
 use crate::error::{Result, SluiceError};
-use crate::plan::incremental::RelationRows;
+
+/// An operator's output rows as the plan above it takes them: in memory, or read back from the
+/// spill file as they are pulled.
+pub(crate) enum StageRows {
+    /// The rows, in memory.
+    InMemory(Vec<RecordBatch>),
+    /// The rows, read back from the spill file as they are pulled.
+    Spilled(crate::types::RowIter),
+}
+
+impl StageRows {
+    /// The rows, in order, as they are pulled.
+    pub(crate) fn into_rows(self) -> crate::types::RowIter {
+        match self {
+            StageRows::InMemory(b) => Box::new(b.into_iter().map(Ok)),
+            StageRows::Spilled(rows) => rows,
+        }
+    }
+}
 
 /// One batch's output rows of a stateful operator.
 pub(crate) struct OutputRows {
@@ -112,20 +130,20 @@ impl OutputRows {
     /// The rows, in order, as they are read (back from the spill file when they were spilled).
     pub(crate) fn into_rows(self) -> Result<crate::types::RowIter> {
         let schema = self.schema.clone();
-        Ok(self.into_relation(&schema, 1)?.into_rows())
+        Ok(self.into_stage_rows(&schema, 1)?.into_rows())
     }
 
     /// The rows as a relation of `schema` (the same columns; names and nullability from it)
     /// that the plan scans `scans` times: in memory, or read back from the spill file as the
     /// plan pulls them (read back first when the plan scans them more than once).
-    pub(crate) fn into_relation(self, schema: &SchemaRef, scans: usize) -> Result<RelationRows> {
+    pub(crate) fn into_stage_rows(self, schema: &SchemaRef, scans: usize) -> Result<StageRows> {
         let Some(w) = self.spill else {
             let batches = self
                 .kept
                 .into_iter()
                 .map(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()))
                 .collect::<Result<Vec<_>, _>>()?;
-            return Ok(RelationRows::Batches(batches));
+            return Ok(StageRows::InMemory(batches));
         };
         let mut file = w
             .into_inner()?
@@ -136,9 +154,9 @@ impl OutputRows {
         let reader = StreamReader::try_new(BufReader::new(file), None)?;
         let rows: crate::types::RowIter = Box::new(reader.map(|b| b.map_err(SluiceError::from)));
         if scans > 1 {
-            return Ok(RelationRows::Batches(rows.collect::<Result<_>>()?));
+            return Ok(StageRows::InMemory(rows.collect::<Result<_>>()?));
         }
-        Ok(RelationRows::lazy(vec![rows]))
+        Ok(StageRows::Spilled(rows))
     }
 }
 
@@ -161,9 +179,9 @@ mod tests {
     use arrow::datatypes::{DataType, Field, Schema};
     use std::sync::Arc;
 
-    fn values(rows: RelationRows) -> Vec<i64> {
+    fn values(rows: StageRows) -> Vec<i64> {
         let batches: Vec<RecordBatch> = match rows {
-            RelationRows::Batches(b) => b,
+            StageRows::InMemory(b) => b,
             lazy => lazy.into_rows().map(|b| b.unwrap()).collect(),
         };
         batches
@@ -192,7 +210,7 @@ mod tests {
         small.push(batch(0..10)).unwrap();
         assert!(!small.spilled());
         assert_eq!(
-            values(small.into_relation(&named, 1).unwrap()),
+            values(small.into_stage_rows(&named, 1).unwrap()),
             (0..10).collect::<Vec<_>>()
         );
         // Past it: every row from the file, in order, in the relation's schema.
@@ -203,16 +221,16 @@ mod tests {
         }
         assert!(big.spilled());
         assert_eq!(big.num_rows(), 2_000);
-        let relation = big.into_relation(&named, 1).unwrap();
-        assert!(matches!(relation, RelationRows::Lazy(_)));
+        let relation = big.into_stage_rows(&named, 1).unwrap();
+        assert!(matches!(relation, StageRows::Spilled(_)));
         assert_eq!(values(relation), (0..2_000).collect::<Vec<_>>());
         // Scanned twice: read back into memory.
         let mut twice = OutputRows::spilling(schema.clone(), 1_000);
         for k in 0..20 {
             twice.push(batch(k * 100..(k + 1) * 100)).unwrap();
         }
-        let relation = twice.into_relation(&named, 2).unwrap();
-        assert!(matches!(relation, RelationRows::Batches(_)));
+        let relation = twice.into_stage_rows(&named, 2).unwrap();
+        assert!(matches!(relation, StageRows::InMemory(_)));
         assert_eq!(values(relation), (0..2_000).collect::<Vec<_>>());
     }
 }

@@ -23,11 +23,11 @@ use datafusion::logical_expr::LogicalPlan;
 
 use crate::checkpoint::{CheckpointDir, OffsetSeq};
 use crate::error::{class, Fault, Result, SluiceError};
+use crate::formats::sink::SinkFormat;
 use crate::plan::continuous::ContinuousPlan;
 use crate::plan::streaming_relations;
 use crate::progress::SinkProgress;
 use crate::query::StreamingQuery;
-use crate::sink::registry::SinkFormat;
 use crate::sink::SinkProvider;
 use crate::source::{ContinuousReader, Offset};
 use crate::types::{BatchData, OutputMode, Trigger};

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Result, SluiceError};
 use crate::sink::BatchStreams;
-use crate::types::RowIter;
 use crate::sync::MutexExt;
+use crate::types::RowIter;
 
 /// What the partitions of one batch's rows did.
 pub(crate) struct Watch {

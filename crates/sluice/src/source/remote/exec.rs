@@ -28,9 +28,9 @@ use super::WorkerReads;
 use crate::distributed::{ReadItem, ReadItems, ReadTask};
 use crate::error::{Result, SluiceError};
 use crate::operators::watermark::{watermark_handles, watermark_stats};
-use sluice_common::rows::{blocking_rows, failed_stream, row_stream};
-use crate::types::RowIter;
 use crate::sync::MutexExt;
+use crate::types::RowIter;
+use sluice_common::rows::{blocking_rows, failed_stream, row_stream};
 
 /// A stream's rows read on the workers, as the batch's logical plan scans them.
 #[derive(Debug)]

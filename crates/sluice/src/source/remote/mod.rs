@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::distributed::{ReadCounts, ReadItem, ReadItems, ReadOnWorkers, ReadRoute, ReadTask};
 use crate::error::{Result, SluiceError};
 use crate::operators::watermark::StatsHandle;
-use crate::types::RowIter;
 use crate::sync::{MutexExt, RwLockExt};
+use crate::types::RowIter;
 
 pub(crate) use exec::{reads_under, WorkerReadTable};
 pub use exec::{run_read_task_under, ReadRowsExec, WorkerReadExec};

@@ -38,7 +38,10 @@ impl KnownChanges {
     }
 
     /// Writes the changes in key order.
-    pub(super) fn write(&mut self, w: &mut crate::state::format::StateFileWriter<impl io::Write>) -> io::Result<()> {
+    pub(super) fn write(
+        &mut self,
+        w: &mut crate::state::format::StateFileWriter<impl io::Write>,
+    ) -> io::Result<()> {
         let bytes = &self.bytes;
         self.entries
             .sort_unstable_by(|a, b| bytes[a.0.clone()].cmp(&bytes[b.0.clone()]));
@@ -266,7 +269,12 @@ impl MemStore {
 impl MemStore {
     /// Stages `value` for `key` (`None`: its removal); `in_committed` says whether the
     /// committed version has `key`, asked only when this version has not staged it yet.
-    pub(super) fn change(&mut self, key: &[u8], value: Option<&[u8]>, in_committed: impl Fn(&Self) -> bool) {
+    pub(super) fn change(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        in_committed: impl Fn(&Self) -> bool,
+    ) {
         let staged = self.staged.get(key).map(|slot| slot.is_some());
         let live_before = match staged {
             Some(live) => live,

@@ -1,6 +1,7 @@
-//! More of Spark's aggregates: `mode`, `first_value`/`last_value` with `ignoreNulls` as an
-//! argument, `try_avg`, `max_by`/`min_by` (Spark's tie rule: the last row among equal
-//! orderings), and `regr_intercept` (Spark's `CovPopulation` / `VariancePop` arithmetic).
+//! Spark's statistical aggregates DataFusion lacks or computes differently: `mode` (with
+//! Spark's tie rule: the first of the most frequent values in Spark's hash-map order),
+//! `try_avg` (null instead of an overflow error for intervals), and `regr_intercept` (Spark's
+//! `CovPopulation` / `VariancePop` arithmetic).
 //!
 //! Every accumulator keeps its whole state in `state()` fields (lists for `mode`'s counts per
 //! distinct value, as Spark's `OpenHashMap` buffer), so a streaming aggregation stores and
@@ -18,19 +19,7 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility,
 };
 
-use crate::error::SluiceError;
-
-/// An execution error carrying Spark's error class `class` (kept through DataFusion).
-pub(super) fn agg_err(class: &'static str, msg: impl Into<String>) -> DataFusionError {
-    DataFusionError::External(Box::new(SluiceError::query(class, msg.into())))
-}
-
-fn wrong_args(name: &str, what: &str, n: usize) -> DataFusionError {
-    agg_err(
-        crate::error::class::WRONG_NUM_ARGS,
-        format!("`{name}` takes {what}, not {n} arguments"),
-    )
-}
+use super::aggregates::{agg_err, as_int64, state_field, wrong_args};
 
 fn bad_type(name: &str, what: &str, t: &DataType) -> DataFusionError {
     agg_err(
@@ -39,49 +28,8 @@ fn bad_type(name: &str, what: &str, t: &DataType) -> DataFusionError {
     )
 }
 
-/// Year-month (months) or day-time (microseconds) interval values as BIGINT; other types cast.
-pub(super) fn as_int64(a: &ArrayRef) -> DfResult<ArrayRef> {
-    Ok(match a.data_type() {
-        DataType::Interval(IntervalUnit::YearMonth) => Arc::new(
-            a.as_primitive::<arrow::datatypes::IntervalYearMonthType>()
-                .unary::<_, Int64Type>(|v| v as i64),
-        ),
-        DataType::Duration(_) => {
-            let d = arrow::compute::cast(a, &DataType::Duration(TimeUnit::Microsecond))?;
-            Arc::new(
-                d.as_primitive::<arrow::datatypes::DurationMicrosecondType>()
-                    .unary::<_, Int64Type>(|v| v),
-            )
-        }
-        _ => arrow::compute::cast(a, &DataType::Int64)?,
-    })
-}
-
-fn state_field(args: &StateFieldsArgs, what: &str, t: DataType) -> FieldRef {
-    Arc::new(Field::new(format!("{}[{what}]", args.name), t, true))
-}
-
 fn list_of(t: &DataType) -> DataType {
     DataType::List(Arc::new(Field::new_list_field(t.clone(), true)))
-}
-
-/// Spark's ordering of two non-null values of one type: doubles with NaN largest and
-/// `-0.0 == 0.0`, everything else as DataFusion orders scalars.
-fn spark_cmp(a: &ScalarValue, b: &ScalarValue) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
-    fn dbl(x: f64, y: f64) -> Ordering {
-        match (x.is_nan(), y.is_nan()) {
-            (true, true) => Ordering::Equal,
-            (true, false) => Ordering::Greater,
-            (false, true) => Ordering::Less,
-            _ => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
-        }
-    }
-    match (a, b) {
-        (ScalarValue::Float64(Some(x)), ScalarValue::Float64(Some(y))) => dbl(*x, *y),
-        (ScalarValue::Float32(Some(x)), ScalarValue::Float32(Some(y))) => dbl(*x as f64, *y as f64),
-        _ => a.partial_cmp(b).unwrap_or(Ordering::Equal),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -321,124 +269,6 @@ impl AggregateUDFImpl for Mode {
         Ok(vec![
             state_field(&args, "values", list_of(&t)),
             state_field(&args, "counts", list_of(&DataType::Int64)),
-        ])
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// max_by / min_by
-
-#[derive(Debug)]
-struct ByAcc {
-    max: bool,
-    value: ScalarValue,
-    ordering: ScalarValue,
-}
-
-impl ByAcc {
-    /// Spark's `MaxMinBy` update/merge: the new side wins unless the old ordering is strictly
-    /// better (so the last of equal orderings is kept); a null ordering never wins.
-    fn offer(&mut self, value: ScalarValue, ordering: ScalarValue) {
-        if ordering.is_null() {
-            return;
-        }
-        let replace = self.ordering.is_null() || {
-            let c = spark_cmp(&self.ordering, &ordering);
-            if self.max {
-                c != std::cmp::Ordering::Greater
-            } else {
-                c != std::cmp::Ordering::Less
-            }
-        };
-        if replace {
-            self.value = value;
-            self.ordering = ordering;
-        }
-    }
-    fn take(&mut self, values: &ArrayRef, orderings: &ArrayRef) -> DfResult<()> {
-        for i in 0..orderings.len() {
-            if orderings.is_valid(i) {
-                self.offer(
-                    ScalarValue::try_from_array(values, i)?,
-                    ScalarValue::try_from_array(orderings, i)?,
-                );
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Accumulator for ByAcc {
-    fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
-        self.take(&values[0], &values[1])
-    }
-    fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
-        self.take(&states[0], &states[1])
-    }
-    fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
-        Ok(vec![self.value.clone(), self.ordering.clone()])
-    }
-    fn evaluate(&mut self) -> DfResult<ScalarValue> {
-        Ok(self.value.clone())
-    }
-    fn size(&self) -> usize {
-        size_of_val(self) + self.value.size() + self.ordering.size()
-    }
-}
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct MaxMinBy {
-    max: bool,
-    signature: Signature,
-}
-
-impl AggregateUDFImpl for MaxMinBy {
-    fn name(&self) -> &str {
-        if self.max {
-            "max_by"
-        } else {
-            "min_by"
-        }
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        match arg_types {
-            [x, y] => {
-                let norm = |t: &DataType| match t {
-                    DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
-                    t => t.clone(),
-                };
-                if matches!(y, DataType::Map(..)) {
-                    return Err(agg_err(
-                        crate::error::class::DATATYPE_MISMATCH_INVALID_ORDERING_TYPE,
-                        format!("`{}` cannot order by a MAP ({y})", self.name()),
-                    ));
-                }
-                Ok(vec![norm(x), norm(y)])
-            }
-            _ => Err(wrong_args(
-                self.name(),
-                "two arguments (x, y)",
-                arg_types.len(),
-            )),
-        }
-    }
-    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(arg_types[0].clone())
-    }
-    fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
-        Ok(Box::new(ByAcc {
-            max: self.max,
-            value: ScalarValue::try_from(args.expr_fields[0].data_type())?,
-            ordering: ScalarValue::try_from(args.expr_fields[1].data_type())?,
-        }))
-    }
-    fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
-        Ok(vec![
-            state_field(&args, "value", args.input_fields[0].data_type().clone()),
-            state_field(&args, "ordering", args.input_fields[1].data_type().clone()),
         ])
     }
 }
@@ -805,47 +635,35 @@ impl AggregateUDFImpl for RegrIntercept {
     }
 }
 
-/// The aggregates of this file; `existing` looks up the session's aggregates they build on
-/// (`first`/`last` for `first_value`/`last_value`, `avg` for `try_avg`).
-pub(super) fn udafs(existing: impl Fn(&str) -> Option<Arc<AggregateUDF>>) -> Vec<AggregateUDF> {
-    let sig = || Signature::user_defined(Volatility::Immutable);
-    let mut out = vec![
-        AggregateUDF::new_from_impl(Mode { signature: sig() }),
-        AggregateUDF::new_from_impl(MaxMinBy {
-            max: true,
-            signature: sig(),
-        }),
-        AggregateUDF::new_from_impl(MaxMinBy {
-            max: false,
-            signature: sig(),
-        }),
-        AggregateUDF::new_from_impl(RegrIntercept { signature: sig() }),
-    ];
-    if let Some(avg) = existing("avg") {
-        out.push(AggregateUDF::new_from_impl(TryAvg {
-            avg,
-            signature: sig(),
-        }));
-    }
-    out
+/// `mode(x)`.
+pub(super) fn mode() -> AggregateUDF {
+    AggregateUDF::new_from_impl(Mode {
+        signature: Signature::user_defined(Volatility::Immutable),
+    })
+}
+
+/// `regr_intercept(y, x)`.
+pub(super) fn regr_intercept() -> AggregateUDF {
+    AggregateUDF::new_from_impl(RegrIntercept {
+        signature: Signature::user_defined(Volatility::Immutable),
+    })
+}
+
+/// `try_avg(x)`, over the session's `avg` (`existing` looks it up); none without one.
+pub(super) fn try_avg(
+    existing: impl Fn(&str) -> Option<Arc<AggregateUDF>>,
+) -> Option<AggregateUDF> {
+    let avg = existing("avg")?;
+    Some(AggregateUDF::new_from_impl(TryAvg {
+        avg,
+        signature: Signature::user_defined(Volatility::Immutable),
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::RecordBatch;
-    use sluice::Session;
-
-    fn one(s: &Session, sql: &str) -> ScalarValue {
-        let b: Vec<RecordBatch> = s.sql(sql).unwrap().collect().unwrap();
-        let b: Vec<&RecordBatch> = b.iter().filter(|b| b.num_rows() > 0).collect();
-        assert_eq!(b.len(), 1, "{sql}");
-        ScalarValue::try_from_array(b[0].column(0), 0).unwrap()
-    }
-
-    fn session() -> Session {
-        Session::builder().build().unwrap()
-    }
+    use crate::functions::testing::{one, session};
 
     #[test]
     fn mode_is_the_most_frequent_value_ignoring_nulls() {
@@ -915,31 +733,6 @@ mod tests {
         b.update_batch(&[batch]).unwrap();
         b.merge_batch(&st).unwrap();
         assert_eq!(b.evaluate().unwrap(), ScalarValue::Int32(Some(2)));
-    }
-
-    #[test]
-    fn max_by_and_min_by_keep_the_last_of_equal_orderings() {
-        let s = session();
-        let rows =
-            "VALUES (1, CAST(1.5 AS DOUBLE)), (NULL, NULL), (3, 2.5), (3, -1.0), (7, 4.0) t(i, d)";
-        let v = one(&s, &format!("SELECT max_by(d, 0.5) FROM {rows}"));
-        assert_eq!(v, ScalarValue::Float64(Some(4.0)));
-        let v = one(&s, &format!("SELECT min_by(d, i) FROM {rows}"));
-        assert_eq!(v, ScalarValue::Float64(Some(1.5)));
-        let v = one(&s, &format!("SELECT max_by(i, d) FROM {rows}"));
-        assert_eq!(v, ScalarValue::Int32(Some(7)));
-        let v = one(&s, &format!("SELECT min_by(i, d) FROM {rows}"));
-        assert_eq!(v, ScalarValue::Int32(Some(3)));
-        // Only null orderings: null.
-        let v = one(
-            &s,
-            "SELECT max_by(x, y) FROM VALUES ('a', CAST(NULL AS INT)) t(x, y)",
-        );
-        assert_eq!(v, ScalarValue::Utf8(None));
-        let e = s
-            .sql("SELECT max_by(x) FROM VALUES (1) t(x)")
-            .and_then(|f| f.collect());
-        assert!(e.unwrap_err().to_string().contains("max_by"));
     }
 
     #[test]

@@ -1,11 +1,5 @@
-//! Spark scalar functions DataFusion has with other semantics, or not at all:
-//!
-//! - `regexp_replace(str, regexp, rep[, position])`: every match is replaced (DataFusion's
-//!   replaces the first unless given the `g` flag), from the 1-based `position` on; `rep` is a
-//!   Java replacement (`$1`, `${name}`, `\$` for a literal `$`).
-//! - `sign`/`signum`, `abs` and `try_divide(interval, number)` on intervals ([`OnIntervals`]).
-//! - `typeof(x)`: Spark's `DataType.simpleString` of the argument's type as Sluice maps types
-//!   ([`crate::schema::spark_simple_string`]).
+//! Spark's `sign`/`signum`, `abs` and `try_divide(interval, number)` on intervals
+//! ([`OnIntervals`]): other arguments go to the registered functions.
 //!
 //! Intervals: Sluice's interval literals are Arrow `Interval(MonthDayNano)`, where Spark has
 //! two ANSI interval types, `INTERVAL YEAR TO MONTH` (months) and `INTERVAL DAY TO SECOND`
@@ -17,7 +11,6 @@
 //! stays so, which differs from Spark's result type until the literals are typed as Spark types
 //! them.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, FieldRef, IntervalMonthDayNano, IntervalUnit, TimeUnit};
@@ -28,203 +21,9 @@ use datafusion::logical_expr::{
     Volatility,
 };
 
-use super::rowwise::{spark_err, RowFn};
+use super::rowwise::spark_err;
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
-
-// ---------------------------------------------------------------------------------------------
-// regexp_replace
-
-fn c_regexp_replace(name: &str, t: &[DataType]) -> DfResult<Vec<DataType>> {
-    match t.len() {
-        3 => Ok(vec![DataType::Utf8; 3]),
-        4 => Ok(vec![
-            DataType::Utf8,
-            DataType::Utf8,
-            DataType::Utf8,
-            DataType::Int32,
-        ]),
-        n => Err(spark_err(
-            "WRONG_NUM_ARGS.WITHOUT_SUGGESTION",
-            format!(
-                "The `{name}` requires [3, 4] parameters but the actual number is {n}: \
-                 {name}(str, regexp, rep[, position])"
-            ),
-        )),
-    }
-}
-
-fn r_utf8(_: &[DataType]) -> DfResult<DataType> {
-    Ok(DataType::Utf8)
-}
-
-fn utf8(v: &ScalarValue) -> Option<&str> {
-    match v {
-        ScalarValue::Utf8(Some(s))
-        | ScalarValue::LargeUtf8(Some(s))
-        | ScalarValue::Utf8View(Some(s)) => Some(s),
-        _ => None,
-    }
-}
-
-thread_local! {
-    /// The last pattern compiled on this thread (patterns are almost always one literal).
-    static LAST_REGEX: RefCell<Option<(String, regex::Regex)>> = const { RefCell::new(None) };
-}
-
-fn with_regex<T>(pattern: &str, f: impl FnOnce(&regex::Regex) -> DfResult<T>) -> DfResult<T> {
-    LAST_REGEX.with(|cell| {
-        let mut cache = cell.borrow_mut();
-        if cache.as_ref().is_none_or(|(p, _)| p != pattern) {
-            let re = regex::Regex::new(pattern).map_err(|e| {
-                spark_err(
-                    "INVALID_PARAMETER_VALUE.PATTERN",
-                    format!(
-                        "The value of parameter(s) `regexp` in `regexp_replace` is invalid: \
-                         '{pattern}' ({e}). Fix the regular expression."
-                    ),
-                )
-            })?;
-            *cache = Some((pattern.to_string(), re));
-        }
-        match cache.as_ref() {
-            Some((_, re)) => f(re),
-            None => Err(DataFusionError::Internal("regex cache is empty".into())),
-        }
-    })
-}
-
-/// Appends Java's `Matcher.appendReplacement` expansion of `rep` for one match.
-fn append_replacement(
-    re: &regex::Regex,
-    caps: &regex::Captures,
-    rep: &str,
-    out: &mut String,
-) -> DfResult<()> {
-    let bad = |what: String| {
-        DataFusionError::Execution(format!(
-            "regexp_replace: the replacement {rep:?} {what}. Write `\\$` for a literal `$` and \
-             `\\\\` for a literal backslash."
-        ))
-    };
-    let groups = caps.len() - 1;
-    let mut chars = rep.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => match chars.next() {
-                Some(e) => out.push(e),
-                None => return Err(bad("ends with a lone `\\`".into())),
-            },
-            '$' => {
-                if chars.peek() == Some(&'{') {
-                    chars.next();
-                    let mut name = String::new();
-                    loop {
-                        match chars.next() {
-                            Some('}') => break,
-                            Some(ch) if ch.is_ascii_alphanumeric() => name.push(ch),
-                            _ => return Err(bad("has an unclosed or invalid `${name}`".into())),
-                        }
-                    }
-                    if !re.capture_names().any(|n| n == Some(name.as_str())) {
-                        return Err(bad(format!("names no group `{name}` of the regexp")));
-                    }
-                    // A group that did not take part in the match adds nothing (Java's too).
-                    if let Some(m) = caps.name(&name) {
-                        out.push_str(m.as_str());
-                    }
-                    continue;
-                }
-                let Some(first) = chars.peek().and_then(|c| c.to_digit(10)) else {
-                    return Err(bad(
-                        "has a `$` not followed by a group number or `{name}`".into()
-                    ));
-                };
-                chars.next();
-                let mut group = first as usize;
-                // Java takes more digits while the group number stays a group.
-                while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
-                    let next = group * 10 + d as usize;
-                    if next > groups {
-                        break;
-                    }
-                    group = next;
-                    chars.next();
-                }
-                if group > groups {
-                    return Err(bad(format!(
-                        "refers to group {group}, but the regexp has {groups} group(s)"
-                    )));
-                }
-                if let Some(m) = caps.get(group) {
-                    out.push_str(m.as_str());
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    Ok(())
-}
-
-/// Spark's `RegExpReplace`: every match of `re` in `s` from the character `position` (1-based)
-/// on replaced by `rep`; the text before `position` is kept. Matching sees only the text from
-/// `position` (Java's region with anchoring bounds: `^` matches there).
-fn regexp_replace_str(s: &str, re: &regex::Regex, rep: &str, position: i32) -> DfResult<String> {
-    let start = match s.char_indices().nth((position - 1) as usize) {
-        Some((b, _)) => b,
-        None => return Ok(s.to_string()),
-    };
-    let region = &s[start..];
-    let mut out = String::with_capacity(s.len());
-    out.push_str(&s[..start]);
-    let mut last = 0;
-    let mut at = 0;
-    while at <= region.len() {
-        let Some(caps) = re.captures_at(region, at) else {
-            break;
-        };
-        let Some(m) = caps.get(0) else { break };
-        out.push_str(&region[last..m.start()]);
-        append_replacement(re, &caps, rep, &mut out)?;
-        last = m.end();
-        at = if m.end() > m.start() {
-            m.end()
-        } else {
-            match region[m.end()..].chars().next() {
-                Some(c) => m.end() + c.len_utf8(),
-                None => break,
-            }
-        };
-    }
-    out.push_str(&region[last..]);
-    Ok(out)
-}
-
-fn regexp_replace(a: &[ScalarValue], _: &DataType) -> DfResult<ScalarValue> {
-    let position = match a.get(3) {
-        None => 1,
-        Some(ScalarValue::Int32(Some(p))) => *p,
-        Some(_) => return Ok(ScalarValue::Utf8(None)),
-    };
-    if position <= 0 {
-        return Err(spark_err(
-            "DATATYPE_MISMATCH.VALUE_OUT_OF_RANGE",
-            format!(
-                "Cannot resolve \"regexp_replace\" due to data type mismatch: The position must \
-                 be between (0, 2147483647] (current value = {position}). Positions count from 1."
-            ),
-        ));
-    }
-    let (Some(s), Some(p), Some(rep)) = (utf8(&a[0]), utf8(&a[1]), utf8(&a[2])) else {
-        return Ok(ScalarValue::Utf8(None));
-    };
-    with_regex(p, |re| {
-        regexp_replace_str(s, re, rep, position).map(|s| ScalarValue::Utf8(Some(s)))
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Intervals: sign / signum, abs, try_divide
 
 fn is_interval(t: &DataType) -> bool {
     matches!(t, DataType::Interval(_) | DataType::Duration(_))
@@ -243,7 +42,7 @@ fn mdn_kind(v: &IntervalMonthDayNano) -> DfResult<Ansi> {
         (m, 0) => Ok(Ansi::Months(m as i64)),
         (0, t) => Ok(Ansi::Micros(t)),
         _ => Err(spark_err(
-            "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+            crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
             format!(
                 "the interval {} months {} days {} ns mixes months with days or time (Spark's \
                  CalendarInterval); this function takes an INTERVAL YEAR TO MONTH or an \
@@ -351,7 +150,7 @@ impl OnIntervals {
             DataType::Decimal128(_, _) | DataType::Float32 | DataType::Float64 => DataType::Float64,
             other => {
                 return Err(spark_err(
-                    "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                    crate::error::class::DATATYPE_MISMATCH_UNEXPECTED_INPUT_TYPE,
                     format!(
                         "Cannot resolve \"try_divide(interval, {})\" due to data type mismatch: \
                          the divisor of an interval must be a number (NUMERIC), not {}.",
@@ -380,7 +179,7 @@ impl OnIntervals {
                     Ansi::Months(m) => Ansi::Months(m.abs()),
                     Ansi::Micros(u) => Ansi::Micros(u.checked_abs().ok_or_else(|| {
                         spark_err(
-                            "ARITHMETIC_OVERFLOW",
+                            crate::error::class::ARITHMETIC_OVERFLOW,
                             "abs of the smallest day-time interval overflows".into(),
                         )
                     })?),
@@ -388,7 +187,7 @@ impl OnIntervals {
                 match to_interval(a, ret)? {
                     Some(s) => Ok(s),
                     None => Err(spark_err(
-                        "ARITHMETIC_OVERFLOW",
+                        crate::error::class::ARITHMETIC_OVERFLOW,
                         format!("abs of the interval {v:?} overflows"),
                     )),
                 }
@@ -450,7 +249,7 @@ impl ScalarUDFImpl for OnIntervals {
                 Ok(vec![t.clone(), Self::divisor_type(d)?])
             }
             (Op::TryDivide, [n, t]) if is_interval(t) && !is_interval(n) => Err(spark_err(
-                "DATATYPE_MISMATCH.BINARY_OP_DIFF_TYPES",
+                crate::error::class::DATATYPE_MISMATCH_BINARY_OP_DIFF_TYPES,
                 format!(
                     "Cannot resolve \"try_divide({}, interval)\" due to data type mismatch: a \
                      number cannot be divided by an interval; divide the interval by the number.",
@@ -521,58 +320,10 @@ impl ScalarUDFImpl for OnIntervals {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// typeof
-
-/// `typeof(x)`: the name of `x`'s type; never null.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct TypeOf {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for TypeOf {
-    fn name(&self) -> &str {
-        "typeof"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        if arg_types.len() != 1 {
-            return Err(spark_err(
-                "WRONG_NUM_ARGS.WITHOUT_SUGGESTION",
-                format!(
-                    "The `typeof` requires 1 parameters but the actual number is {}: typeof(expr)",
-                    arg_types.len()
-                ),
-            ));
-        }
-        Ok(arg_types.to_vec())
-    }
-    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn return_field_from_args(&self, _: ReturnFieldArgs) -> DfResult<FieldRef> {
-        Ok(Arc::new(Field::new("typeof", DataType::Utf8, false)))
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let name = args
-            .arg_fields
-            .first()
-            .map(|f| crate::schema::spark_simple_string(f.data_type()))
-            .unwrap_or_default();
-        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(name))))
-    }
-}
-
-/// The functions of this file; `existing` finds the registered functions some of them wrap.
+/// `signum`, `abs` and `try_divide` on intervals, wrapping the registered functions `existing`
+/// finds.
 pub(super) fn udfs(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<ScalarUDF> {
-    let mut out = vec![
-        RowFn::new("regexp_replace", c_regexp_replace, r_utf8, regexp_replace).udf(),
-        ScalarUDF::new_from_impl(TypeOf {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }),
-    ];
+    let mut out = Vec::new();
     for (name, op) in [
         ("signum", Op::Sign),
         ("abs", Op::Abs),
@@ -586,5 +337,80 @@ pub(super) fn udfs(existing: impl Fn(&str) -> Option<Arc<ScalarUDF>>) -> Vec<Sca
 }
 
 #[cfg(test)]
-#[path = "scalars_more_tests.rs"]
-mod tests;
+mod tests {
+    //! Spark's values (PySpark 3.5.7).
+
+    use arrow::datatypes::{DataType, IntervalMonthDayNano, IntervalUnit};
+    use datafusion::common::ScalarValue;
+
+    use crate::functions::testing::{error, row, session};
+
+    #[test]
+    fn sign_and_abs_of_intervals() {
+        let s = session();
+        let r = row(
+            &s,
+            "SELECT sign(INTERVAL -'100' YEAR), signum(INTERVAL 0 DAY),
+                    sign(INTERVAL '-1 02:00:00' DAY TO SECOND), sign(40),
+                    abs(INTERVAL -'1-1' YEAR TO MONTH), abs(INTERVAL '-1 02:00:00' DAY TO SECOND)",
+        );
+        assert_eq!(r[0].1, ScalarValue::Float64(Some(-1.0)));
+        assert_eq!(r[1].1, ScalarValue::Float64(Some(0.0)));
+        assert_eq!(r[2].1, ScalarValue::Float64(Some(-1.0)));
+        assert_eq!(r[3].1, ScalarValue::Float64(Some(1.0)));
+        // Interval literals are Interval(MonthDayNano) in Sluice; the result keeps the type.
+        let mdn =
+            |m, d, ns| ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(m, d, ns)));
+        assert_eq!(r[4].1, mdn(13, 0, 0));
+        assert_eq!(r[5].1, mdn(0, 1, 7_200_000_000_000));
+        // Spark's own interval types stay: abs of a year-month interval is one.
+        let r = row(
+            &s,
+            "SELECT abs(make_ym_interval(-1, -1)), sign(make_ym_interval(0, -3)),
+                    abs(make_ym_interval(NULL, 1)), sign(make_ym_interval(NULL, 1))",
+        );
+        assert_eq!(r[0].0, DataType::Interval(IntervalUnit::YearMonth));
+        assert_eq!(r[0].1, ScalarValue::IntervalYearMonth(Some(13)));
+        assert_eq!(r[1].1, ScalarValue::Float64(Some(-1.0)));
+        assert_eq!(r[2].1, ScalarValue::IntervalYearMonth(None));
+        assert_eq!(r[3].1, ScalarValue::Float64(None));
+        // Months and days together are Spark's CalendarInterval, which abs does not take.
+        let e = error(&s, "SELECT abs(INTERVAL 1 MONTH + INTERVAL 2 DAYS)");
+        assert!(e.contains("CalendarInterval"), "{e}");
+    }
+
+    #[test]
+    fn try_divide_of_intervals_rounds_half_up_and_is_null_on_zero() {
+        let s = session();
+        let r = row(
+            &s,
+            "SELECT try_divide(interval 2 month, 2), try_divide(interval 3 month, 2),
+                    try_divide(interval 5 month, 2.5), try_divide(interval '1' day, 3),
+                    try_divide(interval 1 day, 0), try_divide(interval 1 month, NULL),
+                    try_divide(3, 2)",
+        );
+        let mdn =
+            |m, d, ns| ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(m, d, ns)));
+        assert_eq!(r[0].1, mdn(1, 0, 0));
+        assert_eq!(r[1].1, mdn(2, 0, 0));
+        assert_eq!(r[2].1, mdn(2, 0, 0));
+        assert_eq!(r[3].1, mdn(0, 0, 28_800_000_000_000));
+        assert_eq!(r[4].1, ScalarValue::IntervalMonthDayNano(None));
+        assert!(r[5].1.is_null());
+        assert_eq!(r[6].1, ScalarValue::Float64(Some(1.5)));
+        // A year-month interval stays one.
+        let r = row(
+            &s,
+            "SELECT try_divide(make_ym_interval(0, 5), 2), try_divide(make_ym_interval(0, -5), 2)",
+        );
+        assert_eq!(r[0].1, ScalarValue::IntervalYearMonth(Some(3)));
+        assert_eq!(r[1].1, ScalarValue::IntervalYearMonth(Some(-3)));
+        let e = error(&s, "SELECT try_divide(2, interval 1 month)");
+        assert!(e.contains("BINARY_OP_DIFF_TYPES"), "{e}");
+        let e = error(&s, "SELECT try_divide(interval 1 month, 'x')");
+        assert!(
+            e.contains("UNEXPECTED_INPUT_TYPE") && e.contains("try_divide"),
+            "{e}"
+        );
+    }
+}
