@@ -97,6 +97,13 @@ class SparkConnectServer:
         self._reader.start()
         if not ready.wait(timeout) or self.url is None:
             code = self._proc.poll()
+            if code is None and ready.is_set():
+                # Its output ended without the listening line: it is exiting (the end of the
+                # pipe can come a moment before the exit can be waited for).
+                try:
+                    code = self._proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    code = None
             self.stop()
             if code is None:
                 raise TimeoutError("sluice connect did not listen within %.0f s" % timeout)
