@@ -7,7 +7,7 @@ use crate::error::{ConnectError, Result};
 use crate::proto;
 use crate::proto::command::CommandType;
 use crate::proto::execute_plan_response::ResponseType;
-use crate::server::Results;
+use crate::results::Results;
 use crate::session::ConnectSession;
 
 /// Runs one command.

@@ -14,9 +14,11 @@
 //! | [`mod@serve`] | `ServerConfig` (`sluice connect`'s flags) and `serve`/`serve_until`: bind, TLS, token and wire limits, shutdown |
 //! | [`server`] | the service: sessions, execute (with reattach and release), analyze, config, interrupt, artifacts, error details; `serve` with clean shutdown |
 //! | `commands` | commands: `spark.sql`, temp views, `writeStream`, the query handle, `spark.streams` |
+//! | `results` | what one `ExecutePlan` returns: the responses of a relation or a command, in order |
 //! | `conf` | `spark.conf` with Spark's defaults for the keys PySpark reads |
 //! | [`session`] | one client session: its Sluice `Session`, temp views, cached batch frames, its streaming queries (`spark.streams`) |
 //! | [`plan`] | relations and expressions of the Spark Connect plan to Sluice frames (Spark SQL text over the session's views) |
+//! | [`queries`] | a session's streaming queries (`spark.streams`) and the server's limit on active ones |
 //! | [`streaming`] | `writeStream` (`WriteStreamOperationStart`) and the query handle / manager commands |
 //! | [`python`] | the client's own Python workers: `foreachBatch`, `foreach` and listeners |
 //! | [`observe`] | watching the server: listeners every session registers (the `--ui` dashboard), session and query log lines |
@@ -37,6 +39,8 @@ pub mod listener_bus;
 pub mod observe;
 pub mod plan;
 pub mod python;
+pub mod queries;
+pub(crate) mod results;
 pub mod serve;
 pub mod server;
 pub mod session;

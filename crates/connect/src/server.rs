@@ -15,6 +15,7 @@ use crate::error::{ConnectError, Result};
 use crate::grpc::{ResponseStream, SparkConnectService};
 use crate::proto;
 use crate::proto::execute_plan_response::ResponseType;
+use crate::results::Results;
 use crate::session::{ConnectSession, SessionSettings};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -302,13 +303,6 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-/// The results of one plan, in order (each becomes one `ExecutePlanResponse`).
-#[derive(Default)]
-pub(crate) struct Results {
-    schema: Option<proto::DataType>,
-    items: Vec<ResponseType>,
-}
-
 fn execute(session: &Arc<ConnectSession>, plan: &proto::Plan) -> Result<Results> {
     use proto::plan::OpType;
     match &plan.op_type {
@@ -354,20 +348,6 @@ pub(crate) fn collect(
         offset += rows;
     }
     Ok(results)
-}
-
-impl Results {
-    /// One result.
-    pub(crate) fn one(item: ResponseType) -> Self {
-        Self {
-            schema: None,
-            items: vec![item],
-        }
-    }
-    /// No result.
-    pub(crate) fn none() -> Self {
-        Self::default()
-    }
 }
 
 fn analyze(

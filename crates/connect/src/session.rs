@@ -10,7 +10,7 @@ use std::time::Instant;
 use sluice::{Session, StreamFrame};
 
 use crate::error::Result;
-use crate::streaming::Queries;
+use crate::queries::Queries;
 
 /// What a session is started with.
 #[derive(Clone, Default)]
@@ -26,7 +26,7 @@ pub struct SessionSettings {
     /// wants one: a secret of the process, for its loopback port of its own workers.
     pub worker_token: Option<String>,
     /// The server's streaming queries, against its `--max-queries` (shared by every session).
-    pub queries: Arc<crate::streaming::QueryLimit>,
+    pub queries: Arc<crate::queries::QueryLimit>,
 }
 
 impl std::fmt::Debug for SessionSettings {

@@ -3,8 +3,7 @@
 //! `StreamingQueryCommand` is `StreamingQuery`'s methods; `StreamingQueryManagerCommand` is
 //! `spark.streams`.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice::error::class;
@@ -20,116 +19,8 @@ use crate::proto::write_stream_operation_start::{SinkDestination, Trigger as Pro
 use crate::python::{ForeachBatchWorker, ForeachWriterWorker, ListenerWorker, PythonConfig};
 use crate::session::ConnectSession;
 
-/// The streaming queries of one session (`spark.streams`), by query id.
-#[derive(Default)]
-pub struct Queries {
-    by_id: Mutex<HashMap<String, StreamingQuery>>,
-    /// Terminated queries `resetTerminated` already accounted for.
-    reset: Mutex<HashSet<String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Queries {
-    fn insert(&self, query: StreamingQuery) {
-        lock(&self.by_id).insert(query.id().to_string(), query);
-    }
-    fn get(&self, id: &str) -> Result<StreamingQuery> {
-        lock(&self.by_id).get(id).cloned().ok_or_else(|| {
-            ConnectError::illegal_argument(format!(
-                "no streaming query with id {id} in this session (queries belong to the session \
-                 that started them)"
-            ))
-        })
-    }
-    /// Every query of the session, active or not.
-    pub fn all(&self) -> Vec<StreamingQuery> {
-        lock(&self.by_id).values().cloned().collect()
-    }
-    /// Stops every query after its current batch (session release, server shutdown).
-    pub fn stop_all(&self) {
-        for q in self.all() {
-            q.stop();
-        }
-    }
-}
-
-/// The server's active streaming queries, across its sessions, and its limit on them
-/// (`sluice connect --max-queries`): each holds a thread, its state and maybe a Python worker.
-pub struct QueryLimit {
-    max: usize,
-    slots: Mutex<QuerySlots>,
-}
-
-#[derive(Default)]
-struct QuerySlots {
-    active: Vec<StreamingQuery>,
-    /// Queries being started (their Python worker, their first plan) and not yet active.
-    starting: usize,
-}
-
-/// The default of `--max-queries`.
-pub const DEFAULT_MAX_QUERIES: usize = 100;
-
-impl Default for QueryLimit {
-    fn default() -> Self {
-        Self::new(DEFAULT_MAX_QUERIES)
-    }
-}
-
-impl std::fmt::Debug for QueryLimit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QueryLimit")
-            .field("max", &self.max)
-            .finish_non_exhaustive()
-    }
-}
-
-impl QueryLimit {
-    /// At most `max` active streaming queries.
-    pub fn new(max: usize) -> Self {
-        Self {
-            max,
-            slots: Mutex::default(),
-        }
-    }
-
-    /// A place for one more query, or the error naming the limit.
-    fn reserve(self: &Arc<Self>) -> Result<QuerySlot> {
-        let mut slots = lock(&self.slots);
-        slots.active.retain(StreamingQuery::is_active);
-        if slots.active.len() + slots.starting >= self.max {
-            return Err(crate::limits::too_many_queries(self.max));
-        }
-        slots.starting += 1;
-        Ok(QuerySlot(self.clone()))
-    }
-
-    /// How many queries are active now.
-    pub fn active(&self) -> usize {
-        let mut slots = lock(&self.slots);
-        slots.active.retain(StreamingQuery::is_active);
-        slots.active.len()
-    }
-}
-
-/// A reserved place for a query being started; given back when dropped.
-struct QuerySlot(Arc<QueryLimit>);
-
-impl QuerySlot {
-    fn started(self, query: &StreamingQuery) {
-        lock(&self.0.slots).active.push(query.clone());
-    }
-}
-
-impl Drop for QuerySlot {
-    fn drop(&mut self) {
-        let mut slots = lock(&self.0.slots);
-        slots.starting = slots.starting.saturating_sub(1);
-    }
-}
+use crate::queries::lock;
+pub use crate::queries::{Queries, QueryLimit, DEFAULT_MAX_QUERIES};
 
 /// Starts `writeStream ... start()`.
 pub fn start(
