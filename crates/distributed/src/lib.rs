@@ -18,6 +18,7 @@
 
 mod actions;
 mod boundary;
+mod client;
 mod codec;
 mod gather;
 mod resolver;
@@ -25,6 +26,7 @@ mod routes;
 mod rows;
 mod tasks;
 mod tls;
+mod wire;
 pub mod worker;
 
 use std::sync::Arc;
@@ -112,7 +114,7 @@ impl Cluster for DataFusionDistributed {
         worker: &str,
         task: sluice::distributed::StateTask,
     ) -> Result<Box<dyn sluice::distributed::StateTaskRun>> {
-        actions::start_on(worker, task)
+        client::start_on(worker, task)
     }
 
     fn read_files(
@@ -120,7 +122,7 @@ impl Cluster for DataFusionDistributed {
         worker: &str,
         task: sluice::distributed::ReadTask,
     ) -> Result<sluice::distributed::ReadItems> {
-        actions::read_on(worker, task)
+        client::read_on(worker, task)
     }
 }
 

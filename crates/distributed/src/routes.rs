@@ -25,10 +25,8 @@ use sluice::error::{Result, SluiceError};
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
-use crate::actions::{
-    answer_state_task, channel_on, decode_input, encode_answer, exchange_with, message, Answer,
-    Stream, END,
-};
+use crate::client::{channel_on, exchange_with};
+use crate::wire::{answer_state_task, decode_input, encode_answer, message, Answer, Stream, END};
 
 /// The header's kind of an exchange of routed rows (a stateful task's is `HEADER`).
 pub(crate) const ROUTED: u8 = 3;
@@ -68,7 +66,7 @@ fn wire_error(what: &str, e: impl std::fmt::Display) -> SluiceError {
 pub(crate) fn send_to(worker: &str, exchange: &str, input: usize) -> Result<Box<dyn StateTaskRun>> {
     let header = serde_json::to_vec(&(exchange, input)).map_err(|e| wire_error("header", e))?;
     // A worker that serves TLS reaches the others as a driver does: with its --workers-tls-*.
-    let what = if crate::worker::serves_tls() && !crate::tls::on() {
+    let what = if crate::tls::serves_tls() && !crate::tls::on() {
         "the state task this worker routes rows to (a worker that serves TLS reaches the other \
          workers over TLS only when started with --workers-tls-ca, and --workers-tls-cert and \
          --workers-tls-key for workers that ask for a certificate)"

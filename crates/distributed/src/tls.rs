@@ -185,6 +185,19 @@ impl ChannelResolver for TlsChannels {
     }
 }
 
+/// Whether this process serves a worker over TLS (set once, when `sluice worker` starts).
+static SERVES_TLS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// This process serves a worker over TLS.
+pub(crate) fn serves_tls() -> bool {
+    SERVES_TLS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Records whether this process serves a worker over TLS.
+pub(crate) fn set_serves_tls(on: bool) {
+    SERVES_TLS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

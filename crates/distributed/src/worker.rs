@@ -27,15 +27,8 @@ pub fn serve(
     let session = sluice::session::Session::builder().build()?;
     let functions = session.context().state();
     let tls = tls.map(WorkerTls::server_config).transpose()?;
-    SERVES_TLS.store(tls.is_some(), std::sync::atomic::Ordering::Relaxed);
+    crate::tls::set_serves_tls(tls.is_some());
     session.block_on(serve_on(listen, tls, listening, functions))
-}
-
-static SERVES_TLS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// This process serves a worker over TLS.
-pub(crate) fn serves_tls() -> bool {
-    SERVES_TLS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 async fn serve_on(
