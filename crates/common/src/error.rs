@@ -170,7 +170,7 @@ pub mod class {
     pub const INVALID_PARAMETER_VALUE_PATTERN: &str = "INVALID_PARAMETER_VALUE.PATTERN";
     pub const UDTF_ALIAS_NUMBER_MISMATCH: &str = "UDTF_ALIAS_NUMBER_MISMATCH";
     pub const UNSUPPORTED_EXPR_FOR_OPERATOR: &str = "UNSUPPORTED_EXPR_FOR_OPERATOR";
-    // Higher-order functions (plan/functions/lambda.rs): Spark's classes.
+    // Higher-order functions (sluice-spark functions/lambda.rs): Spark's classes.
     pub const COMPARATOR_RETURNS_NULL: &str = "COMPARATOR_RETURNS_NULL";
     pub const DATATYPE_MISMATCH_UNEXPECTED_RETURN_TYPE: &str =
         "DATATYPE_MISMATCH.UNEXPECTED_RETURN_TYPE";
@@ -184,7 +184,7 @@ pub mod class {
     pub const NULL_MAP_KEY: &str = "NULL_MAP_KEY";
     pub const UNRECOGNIZED_PARAMETER_NAME: &str = "UNRECOGNIZED_PARAMETER_NAME";
     pub const DATATYPE_MISMATCH_NON_STRING_TYPE: &str = "DATATYPE_MISMATCH.NON_STRING_TYPE";
-    // CSV functions (plan/functions/csv.rs).
+    // CSV functions (sluice-spark functions/csv.rs).
     pub const DATATYPE_MISMATCH_UNEXPECTED_NULL: &str = "DATATYPE_MISMATCH.UNEXPECTED_NULL";
     pub const INVALID_SCHEMA_NON_STRUCT_TYPE: &str = "INVALID_SCHEMA.NON_STRUCT_TYPE";
     pub const UNSUPPORTED_GENERATOR_MULTI_GENERATOR: &str = "UNSUPPORTED_GENERATOR.MULTI_GENERATOR";
@@ -192,7 +192,7 @@ pub mod class {
         "UNSUPPORTED_GENERATOR.NESTED_IN_EXPRESSIONS";
     pub const UNSUPPORTED_GENERATOR_NOT_GENERATOR: &str = "UNSUPPORTED_GENERATOR.NOT_GENERATOR";
     pub const UNSUPPORTED_GENERATOR_OUTSIDE_SELECT: &str = "UNSUPPORTED_GENERATOR.OUTSIDE_SELECT";
-    // AES functions (plan/functions/aes.rs): Spark's classes.
+    // AES functions (sluice-spark functions/aes.rs): Spark's classes.
     pub const INVALID_PARAMETER_VALUE_AES_CRYPTO_ERROR: &str =
         "INVALID_PARAMETER_VALUE.AES_CRYPTO_ERROR";
     pub const INVALID_PARAMETER_VALUE_AES_IV_LENGTH: &str = "INVALID_PARAMETER_VALUE.AES_IV_LENGTH";
@@ -201,7 +201,7 @@ pub mod class {
     pub const UNSUPPORTED_FEATURE_AES_MODE: &str = "UNSUPPORTED_FEATURE.AES_MODE";
     pub const UNSUPPORTED_FEATURE_AES_MODE_AAD: &str = "UNSUPPORTED_FEATURE.AES_MODE_AAD";
     pub const UNSUPPORTED_FEATURE_AES_MODE_IV: &str = "UNSUPPORTED_FEATURE.AES_MODE_IV";
-    // XPath functions (plan/functions/xpath.rs). Spark 3.5 raises a plain RuntimeException
+    // XPath functions (sluice-spark functions/xpath.rs). Spark 3.5 raises a plain RuntimeException
     // without a class for these, so the names are Sluice's.
     pub const XPATH_INVALID_PATH: &str = "XPATH_INVALID_PATH";
     pub const XPATH_INVALID_XML: &str = "XPATH_INVALID_XML";

@@ -20,7 +20,7 @@
 //! [`redact_text`]: each remembered value is replaced by Spark's `*********(redacted)`, and so
 //! is the value of any `secret-key=value` written in the text (a JAAS text's `password="..."`).
 //! The exits: every [`SluiceError`](crate::SluiceError) message, librdkafka's log lines and
-//! errors (`kafka_log`), the source and sink descriptions that progress, `query.json` and the
+//! errors (`kafka::log`), the source and sink descriptions that progress, `query.json` and the
 //! status lines show, `sluice checkpoint describe`, the `sluice` command's log lines, and the
 //! `Debug` of the Kafka source's and sink's client settings ([`Pairs`]).
 //!

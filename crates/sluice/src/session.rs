@@ -90,7 +90,7 @@ impl SessionBuilder {
             .set_str("datafusion.sql_parser.dialect", "spark")
             // Spark types `1.5` as DECIMAL(2,1) (plan/literals.rs).
             .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
-            // spark.sql.ansi.enabled (plan/ansi.rs).
+            // spark.sql.ansi.enabled (sluice-spark ansi.rs).
             .with_enable_ansi_mode(ansi_conf(self.conf.get(crate::conf::ANSI_ENABLED))?);
         // sluice.memory.limit: DataFusion's operators that buffer (sorts, aggregations, join
         // build sides) spill to the temporary directory past their share of it.
@@ -118,7 +118,7 @@ impl SessionBuilder {
                     .collect(),
             )
             .with_analyzer_rule(Arc::new(SparkCastRule))
-            // input_file_name() and co. (helper scalars, plan/functions/input_file.rs).
+            // input_file_name() and co. (helper scalars, plan/input_file.rs).
             .with_analyzer_rule(crate::plan::input_file::rule())
             .with_query_planner(Arc::new(crate::plan::planner::SluiceQueryPlanner));
         // Nested types (helper nested): Spark's `s.field` and 0-based `arr[i]` before
@@ -175,7 +175,7 @@ impl SessionBuilder {
         {
             state.register_udf(Arc::new(udf))?;
         }
-        // Spark's function library beyond datafusion-spark (plan/functions/).
+        // Spark's function library beyond datafusion-spark (sluice-spark functions/).
         crate::plan::functions::register(&mut state, crate::plan::input_file::udfs())?;
         syntax.bind(&state);
         // Spark's generators (explode, LATERAL VIEW, ..): placeholders that plan_generators plans.

@@ -10,7 +10,7 @@
 //! - `CAST(timestamp AS STRING)`: Spark writes `2026-02-14 10:00:00` (a space, fractional
 //!   seconds only when not zero, trailing zeros trimmed: `10:00:00.12`); Arrow writes
 //!   `2026-02-14T10:00:00`. Timestamps without a zone are UTC in Sluice.
-//! - casts, overflow and division (non-ANSI and `spark.sql.ansi.enabled`) are `plan/ansi.rs`'s;
+//! - casts, overflow and division (non-ANSI and `spark.sql.ansi.enabled`) are `ansi.rs`'s;
 //!   [`SparkCastRule`] applies them after type coercion.
 //! - `date_format(ts, 'HH:mm')`: Spark's datetime pattern letters; DataFusion's `date_format`
 //!   (`to_char`) reads chrono's `%H:%M` and would print `HH:mm` literally. The pattern is
@@ -293,7 +293,7 @@ impl AnalyzerRule for SparkCastRule {
                     if t.transformed {
                         return Ok(t);
                     }
-                    // Spark's casts and ANSI's checked arithmetic (plan/ansi.rs).
+                    // Spark's casts and ANSI's checked arithmetic (ansi.rs).
                     super::ansi::rewrite_after_coercion(t.data, &schema, config)
                 })
                 .map(|t| t.update_data(|e| saved.restore(e)))

@@ -1,7 +1,7 @@
 //! The functions behind ANSI's checked arithmetic and the `try_*` family: [`SparkArith`]
 //! (checked `+ - *`, `try_add`, `try_subtract`, `try_multiply`), [`AnsiDivisor`] (ANSI's
 //! `DIVIDE_BY_ZERO`), [`TryDivide`] and [`InvalidDateIsNull`] (`make_date` of a date that does
-//! not exist). The rules that call them are in `plan/ansi.rs`.
+//! not exist). The rules that call them are in `ansi.rs`.
 
 use super::*;
 /// ANSI's checked `+ - *` on integers, and `try_add` / `try_subtract` / `try_multiply` (null
