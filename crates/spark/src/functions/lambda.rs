@@ -4,7 +4,7 @@
 //! (`x -> x + 1`, `(acc, x) -> acc + x`).
 //!
 //! DataFusion's SQL planner has no lambdas. Before it plans, [`rewrite_lambdas`] turns each
-//! higher-order call into a call of a Sluice function `__lambda_<name>` ([`udf`]) whose
+//! higher-order call into a call of a Sluice function `__lambda_<name>` (`udf`) whose
 //! arguments are the call's data arguments (arrays, maps, the zero of `aggregate`), the number
 //! of lambdas, each lambda as a string literal (its parameter count, the lambda as written, and
 //! its body with the parameters renamed `__lp0`, `__lp1`, .. and every other column it
@@ -14,10 +14,10 @@
 //! of its outer columns.
 //!
 //! The function plans each body once per argument types with the session's own planner and
-//! functions (a snapshot taken when the session is built, [`register`]): a schema of the
+//! functions (a snapshot taken when the session is built, `register`): a schema of the
 //! parameters and the outer columns, Spark's types for the parameters (elements, keys, values,
 //! an `int` index, the accumulator). It then evaluates the body over all elements of a batch at
-//! once ([`eval`]): the elements are the parameter column, the outer columns are repeated per
+//! once (`eval`): the elements are the parameter column, the outer columns are repeated per
 //! element. `aggregate` folds position by position (all arrays' first elements, then their
 //! second, ..); `array_sort` calls the comparator per comparison.
 //!

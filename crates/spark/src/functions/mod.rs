@@ -10,7 +10,7 @@
 //! Where functions come from, in order of preference:
 //! 1. `datafusion-spark` (registered by the session with `with_spark_features`);
 //! 2. DataFusion's built-ins where their semantics are Spark's, registered under Spark's name
-//!    ([`aliases`]);
+//!    (`aliases`);
 //! 3. Sluice's own implementations (the other files here), with Spark's argument rules, null
 //!    handling and result types.
 //!
