@@ -135,12 +135,14 @@ pub(crate) mod schema;
 #[cfg(test)]
 mod tests {
     const KIND: StateStoreKind = StateStoreKind::InMemory;
-    include!("tests.rs");
+    include!("tests/contract.rs");
+    include!("tests/scans.rs");
 }
 #[cfg(test)]
 mod tests_on_disk {
     const KIND: StateStoreKind = StateStoreKind::OnDisk;
-    include!("tests.rs");
+    include!("tests/contract.rs");
+    include!("tests/scans.rs");
 }
 
 use std::path::PathBuf;
