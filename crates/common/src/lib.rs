@@ -14,7 +14,8 @@
 //! | [`time_text`] | timestamps as text, in Spark's two forms, and Spark's interval strings |
 //! | [`testing`] | test hooks (feature `testing`): injected crashes and stops, no-ops without the feature |
 //! | [`rows`] | rows between blocking code and DataFusion's streams (`row_stream`, `blocking_rows`) |
-//! | [`sync`] | locks that survive poisoning (`MutexExt`, `RwLockExt`) and `on_threads` |
+//! | [`sync`] | locks that survive poisoning (`MutexExt`, `RwLockExt`) |
+//! | [`threads`] | `on_threads`: work spread over scoped threads, results in order |
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -26,6 +27,7 @@ pub mod rows;
 #[doc(hidden)]
 pub mod sync;
 pub mod testing;
+pub mod threads;
 pub mod time_text;
 pub mod types;
 

@@ -30,11 +30,11 @@
 
 use std::borrow::Cow;
 use std::fmt;
-// Locks are taken back from a poisoned lock by hand, not through `sync::RwLockExt`: `sync`
-// depends on `error`, which redacts through this module.
-use std::sync::{LazyLock, PoisonError, RwLock};
+use std::sync::{LazyLock, RwLock};
 
 use regex::Regex;
+
+use crate::sync::RwLockExt;
 
 /// What a secret value is replaced by (Spark's text).
 pub const REDACTED: &str = "*********(redacted)";
@@ -72,13 +72,7 @@ static KNOWN: LazyLock<RwLock<Known>> = LazyLock::new(|| RwLock::new(Known::defa
 /// `kafka.ssl.key.password`, `spark.hadoop.fs.s3a.secret.key`, `fs.s3a.access.key`,
 /// `fs.s3a.session.token`, `fs.azure.account.key.<account>...`, ...
 pub fn is_secret_key(key: &str) -> bool {
-    if KNOWN
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .user
-        .iter()
-        .any(|r| r.is_match(key))
-    {
+    if KNOWN.read_unpoisoned().user.iter().any(|r| r.is_match(key)) {
         return true;
     }
     // Where a secret is, or what kind it is, is not one (`ssl.key.location`, a PEM file's
@@ -109,7 +103,7 @@ pub fn add_redaction_regex(pattern: &str) -> Result<(), regex::Error> {
         return Ok(());
     }
     let re = Regex::new(pattern)?;
-    let mut k = KNOWN.write().unwrap_or_else(PoisonError::into_inner);
+    let mut k = KNOWN.write_unpoisoned();
     if !k.user.iter().any(|r| r.as_str() == re.as_str()) {
         k.user.push(re);
     }
@@ -122,16 +116,10 @@ pub fn remember(value: &str) {
     if value.chars().count() < MIN_SECRET_LEN {
         return;
     }
-    if KNOWN
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .values
-        .iter()
-        .any(|v| v == value)
-    {
+    if KNOWN.read_unpoisoned().values.iter().any(|v| v == value) {
         return;
     }
-    let mut k = KNOWN.write().unwrap_or_else(PoisonError::into_inner);
+    let mut k = KNOWN.write_unpoisoned();
     if !k.values.iter().any(|v| v == value) {
         k.values.push(value.to_string());
         k.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
@@ -163,8 +151,7 @@ pub fn redact_text(text: &str) -> Cow<'_, str> {
     // Cheap when there is nothing to hide (errors may be built per record): only the secrets
     // the text holds are copied (the key checks below take the lock again).
     let values: Vec<String> = KNOWN
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
+        .read_unpoisoned()
         .values
         .iter()
         .filter(|v| text.contains(v.as_str()))

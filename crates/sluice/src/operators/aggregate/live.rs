@@ -39,8 +39,8 @@ use super::{AggFn, StreamingAggregate};
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::HeldVersion;
 use crate::state::StateStore;
-use crate::sync::on_threads;
 use crate::types::OutputMode;
+use sluice_common::threads::on_threads;
 
 /// No slot / no local group.
 const NONE: u32 = u32::MAX;

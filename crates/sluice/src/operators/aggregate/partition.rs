@@ -17,8 +17,8 @@ use super::StreamingAggregate;
 use crate::error::{Result, SluiceError};
 use crate::operators::stateful::partition_of;
 use crate::state::StateStore;
-use crate::sync::on_threads;
 use crate::types::OutputMode;
+use sluice_common::threads::on_threads;
 
 /// What every partition of a batch reads: the row instances (a row per window it falls in),
 /// their key columns and encoded keys, and their event times (for the index).

@@ -9,9 +9,9 @@ use crate::state::{
     DefaultStateStoreProvider, KeyGroups, PairTimes, StateStore, StateStoreId, StateStoreMetrics,
     StateStoreProvider, TimedPair,
 };
-use crate::sync::on_threads;
 use crate::testing::TestHooks;
 use crate::types::BatchId;
+use sluice_common::threads::on_threads;
 
 use super::context::StateInfo;
 

@@ -11,7 +11,8 @@ pub(crate) mod parquet;
 pub(crate) use sluice_spark::records::*;
 
 use crate::error::class;
-use crate::sync::{on_threads, MutexExt};
+use crate::sync::MutexExt;
+use sluice_common::threads::on_threads;
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
